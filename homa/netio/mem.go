@@ -1,0 +1,548 @@
+package netio
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+)
+
+// MemConfig describes an in-memory network. The zero value is a perfect
+// network: no loss, no delay, MTU 1500.
+type MemConfig struct {
+	// Seed seeds the generator behind every random choice. Two networks
+	// with the same Seed and configuration, fed the same packets in the
+	// same order, make the same choices.
+	Seed uint64
+	// Loss, Duplicate and Reorder are per-packet probabilities in [0, 1].
+	// A lost packet is not delivered. A duplicated packet is delivered
+	// twice (each copy with its own delay). A reordered packet is held
+	// back until the next packet for the same Conn has been delivered, or
+	// for MemReorderHold, whichever comes first.
+	Loss, Duplicate, Reorder float64
+	// Delay is the one-way delay of every packet, plus a uniform random
+	// extra in [0, Jitter].
+	Delay, Jitter time.Duration
+	// MTU is the IP MTU; MaxPacket is MTU less 20 (IPv4) or 40 (IPv6)
+	// bytes. Zero means 1500.
+	MTU int
+	// QueueLen bounds each Conn's receive queue, in packets; arrivals at a
+	// full queue are dropped and counted. Zero means 4096.
+	QueueLen int
+	// Drop, when set, is asked about every written packet before the
+	// random choices; returning true drops it. pkt is the writer's buffer:
+	// read it, do not keep it. It is called without locks held, from the
+	// writing goroutine.
+	Drop func(src, dst netip.Addr, pkt []byte) bool
+}
+
+// Defaults and limits of the in-memory network.
+const (
+	memDefaultMTU      = 1500
+	memDefaultQueueLen = 4096
+	// MemReorderHold is the longest a reordered packet waits for a later
+	// packet to overtake it.
+	MemReorderHold = time.Millisecond
+	// memMaxInFlight bounds the packets held for delay or reordering.
+	memMaxInFlight = 1 << 16
+	// memMaxFree bounds the list of packet buffers kept for reuse.
+	memMaxFree = 1024
+)
+
+// MemStats are the cumulative counts of an in-memory network. Every
+// written packet ends up counted once in Lost, DroppedHook,
+// DroppedNoListener, DroppedQueueFull, DroppedInFlight, DroppedTruncated,
+// read by a Conn, or still queued; duplicates add one more copy each.
+type MemStats struct {
+	Sent       uint64 // packets written
+	Delivered  uint64 // copies placed in a receive queue
+	Lost       uint64 // dropped at random (Loss)
+	Duplicated uint64 // packets sent twice (Duplicate)
+	Reordered  uint64 // copies held back (Reorder)
+	// DroppedHook counts packets MemConfig.Drop dropped.
+	DroppedHook uint64
+	// DroppedNoListener counts copies for an address and port no Conn
+	// holds (when they arrive), and copies in flight when the last Conn
+	// closed.
+	DroppedNoListener uint64
+	// DroppedQueueFull counts copies that met a full receive queue.
+	DroppedQueueFull uint64
+	// DroppedInFlight counts copies dropped because too many were delayed.
+	DroppedInFlight uint64
+	// DroppedTruncated counts copies discarded by ReadBatch because the
+	// Buf offered was too small.
+	DroppedTruncated uint64
+}
+
+// MemNetwork is an in-memory network of Conns, each at an address and
+// Homa port. A written packet goes to the Conn at (destination address,
+// Homa destination port of the packet bytes). It starts no goroutine of
+// its own; delayed packets wait on one timer, stopped when the last Conn
+// closes. It works inside a testing/synctest bubble.
+type MemNetwork struct {
+	cfg    MemConfig
+	hook   func(src, dst netip.Addr, pkt []byte) bool
+	maxLen int // largest packet buffer: MTU
+
+	mu     sync.Mutex
+	rng    *rand.Rand
+	conns  map[netip.AddrPort]*memConn
+	flight flightHeap   // delayed and held-back copies, earliest first
+	seq    uint64       // tie-break for equal due times: write order
+	timer  *time.Timer  // fires at flight[0].due; nil until first needed
+	free   []*memPacket // buffers for reuse
+	stats  MemStats
+	closed bool
+}
+
+// NewMemNetwork returns an empty network.
+func NewMemNetwork(cfg MemConfig) *MemNetwork {
+	if cfg.MTU <= 0 {
+		cfg.MTU = memDefaultMTU
+	}
+	if cfg.QueueLen <= 0 {
+		cfg.QueueLen = memDefaultQueueLen
+	}
+	return &MemNetwork{
+		cfg:    cfg,
+		hook:   cfg.Drop,
+		maxLen: cfg.MTU,
+		rng:    rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		conns:  make(map[netip.AddrPort]*memConn),
+	}
+}
+
+// Open attaches a Conn at addr (a specific address, the host) and port.
+// Port 0 assigns the first free client port of that address from
+// MinClientPort up; a taken port gives ErrPortInUse.
+func (n *MemNetwork) Open(addr netip.Addr, port uint16) (Conn, error) {
+	if !addr.IsValid() || addr.IsUnspecified() {
+		return nil, ErrBadAddr
+	}
+	addr = addr.Unmap()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, fmt.Errorf("netio: mem network: %w", net.ErrClosed)
+	}
+	if port == 0 {
+		for p := MinClientPort; p <= MaxPort; p++ {
+			if _, taken := n.conns[netip.AddrPortFrom(addr, uint16(p))]; !taken {
+				port = uint16(p)
+				break
+			}
+		}
+		if port == 0 {
+			return nil, ErrNoPorts
+		}
+	} else if _, taken := n.conns[netip.AddrPortFrom(addr, port)]; taken {
+		return nil, fmt.Errorf("%w: %d", ErrPortInUse, port)
+	}
+	c := &memConn{
+		net:   n,
+		key:   netip.AddrPortFrom(addr, port),
+		rxq:   memQueue{limit: n.cfg.QueueLen},
+		ready: make(chan struct{}, 1),
+		done:  make(chan struct{}),
+	}
+	n.conns[c.key] = c
+	return c, nil
+}
+
+// Stats returns the counts so far.
+func (n *MemNetwork) Stats() MemStats {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stats
+}
+
+// Close closes every Conn and refuses new ones.
+func (n *MemNetwork) Close() error {
+	n.mu.Lock()
+	n.closed = true
+	conns := make([]*memConn, 0, len(n.conns))
+	for _, c := range n.conns {
+		conns = append(conns, c)
+	}
+	n.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	return nil
+}
+
+// memPacket is one copy of a packet inside the network.
+type memPacket struct {
+	buf  []byte // cap maxLen; buf[:n] is the packet
+	n    int
+	src  netip.Addr
+	dst  netip.AddrPort
+	prio uint8 // Packet.Priority; kept for priority queues
+	due  time.Time
+	seq  uint64
+	held *memConn // set while held back for reordering at this Conn
+	idx  int      // index in flight, -1 when not there
+}
+
+func (n *MemNetwork) alloc() *memPacket {
+	if k := len(n.free); k > 0 {
+		m := n.free[k-1]
+		n.free[k-1] = nil
+		n.free = n.free[:k-1]
+		return m
+	}
+	return &memPacket{buf: make([]byte, n.maxLen), idx: -1}
+}
+
+func (n *MemNetwork) release(m *memPacket) {
+	*m = memPacket{buf: m.buf, idx: -1}
+	if len(n.free) < memMaxFree {
+		n.free = append(n.free, m)
+	}
+}
+
+// send routes one packet written by src. Called with n.mu held.
+func (n *MemNetwork) send(src netip.Addr, p *Packet, dst netip.AddrPort) {
+	n.stats.Sent++
+	cfg := &n.cfg
+	if cfg.Loss > 0 && n.rng.Float64() < cfg.Loss {
+		n.stats.Lost++
+		return
+	}
+	copies := 1
+	if cfg.Duplicate > 0 && n.rng.Float64() < cfg.Duplicate {
+		n.stats.Duplicated++
+		copies = 2
+	}
+	now := time.Time{}
+	for range copies {
+		delay := cfg.Delay
+		if cfg.Jitter > 0 {
+			delay += time.Duration(n.rng.Int64N(int64(cfg.Jitter) + 1))
+		}
+		var holdAt *memConn
+		if cfg.Reorder > 0 && n.rng.Float64() < cfg.Reorder {
+			n.stats.Reordered++
+			delay += MemReorderHold
+			holdAt = n.conns[dst] // released early by the next packet for it
+		}
+		m := n.alloc()
+		m.n = copy(m.buf, p.Buf[:p.N])
+		m.src, m.dst, m.prio = src, dst, p.Priority
+		if delay <= 0 {
+			n.deliver(m)
+			continue
+		}
+		if len(n.flight) >= memMaxInFlight {
+			n.stats.DroppedInFlight++
+			n.release(m)
+			continue
+		}
+		if now.IsZero() {
+			now = time.Now()
+		}
+		m.due, m.seq = now.Add(delay), n.seq
+		n.seq++
+		if holdAt != nil {
+			m.held = holdAt
+			holdAt.held = append(holdAt.held, m)
+		}
+		heap.Push(&n.flight, m)
+		if m.idx == 0 {
+			n.armTimer(now)
+		}
+	}
+}
+
+// deliver puts a copy in its Conn's receive queue, followed by the copies
+// held back for that Conn. Called with n.mu held.
+func (n *MemNetwork) deliver(m *memPacket) {
+	c := n.conns[m.dst]
+	if c == nil {
+		n.stats.DroppedNoListener++
+		n.release(m)
+		return
+	}
+	c.enqueue(m)
+	for i, h := range c.held {
+		c.held[i] = nil
+		heap.Remove(&n.flight, h.idx)
+		h.held = nil
+		c.enqueue(h)
+	}
+	c.held = c.held[:0]
+	c.signal()
+}
+
+// armTimer sets the timer to the earliest due time. Called with n.mu held.
+func (n *MemNetwork) armTimer(now time.Time) {
+	if len(n.flight) == 0 {
+		if n.timer != nil {
+			n.timer.Stop()
+		}
+		return
+	}
+	d := n.flight[0].due.Sub(now)
+	if n.timer == nil {
+		n.timer = time.AfterFunc(d, n.fire)
+	} else {
+		n.timer.Reset(d)
+	}
+}
+
+// fire delivers every copy that is due.
+func (n *MemNetwork) fire() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now()
+	for len(n.flight) > 0 && !n.flight[0].due.After(now) {
+		m := heap.Pop(&n.flight).(*memPacket)
+		if c := m.held; c != nil {
+			c.unhold(m)
+			m.held = nil
+		}
+		n.deliver(m)
+	}
+	n.armTimer(now)
+}
+
+// detach removes c from the network and, when it was the last Conn,
+// drops everything in flight and stops the timer. Called with n.mu held.
+func (n *MemNetwork) detach(c *memConn) {
+	delete(n.conns, c.key)
+	for _, h := range c.held {
+		h.held = nil
+	}
+	c.held = nil
+	for m := c.rxq.pop(); m != nil; m = c.rxq.pop() {
+		n.release(m)
+	}
+	if len(n.conns) > 0 {
+		return
+	}
+	for len(n.flight) > 0 {
+		n.stats.DroppedNoListener++
+		n.release(heap.Pop(&n.flight).(*memPacket))
+	}
+	if n.timer != nil {
+		n.timer.Stop()
+	}
+}
+
+// flightHeap orders copies in flight by due time, then write order.
+type flightHeap []*memPacket
+
+func (h flightHeap) Len() int { return len(h) }
+func (h flightHeap) Less(i, j int) bool {
+	if !h[i].due.Equal(h[j].due) {
+		return h[i].due.Before(h[j].due)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h flightHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *flightHeap) Push(x any) {
+	m := x.(*memPacket)
+	m.idx = len(*h)
+	*h = append(*h, m)
+}
+func (h *flightHeap) Pop() any {
+	old := *h
+	m := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	m.idx = -1
+	return m
+}
+
+// memQueue is a Conn's receive queue: a bounded FIFO. Priority queues,
+// when they come, replace it (the copies carry their priority).
+type memQueue struct {
+	buf   []*memPacket
+	head  int
+	limit int
+}
+
+func (q *memQueue) len() int { return len(q.buf) - q.head }
+
+func (q *memQueue) push(m *memPacket) bool {
+	if q.len() >= q.limit {
+		return false
+	}
+	if q.head > 0 && len(q.buf) == cap(q.buf) {
+		k := copy(q.buf, q.buf[q.head:])
+		clear(q.buf[k:])
+		q.buf, q.head = q.buf[:k], 0
+	}
+	q.buf = append(q.buf, m)
+	return true
+}
+
+func (q *memQueue) pop() *memPacket {
+	if q.head == len(q.buf) {
+		return nil
+	}
+	m := q.buf[q.head]
+	q.buf[q.head] = nil
+	q.head++
+	if q.head == len(q.buf) {
+		q.buf, q.head = q.buf[:0], 0
+	}
+	return m
+}
+
+// memConn is a Conn on a MemNetwork. Its queue and flags are guarded by
+// net.mu.
+type memConn struct {
+	net    *MemNetwork
+	key    netip.AddrPort
+	rxq    memQueue
+	held   []*memPacket  // copies held back until the next delivery here
+	ready  chan struct{} // signalled (without blocking) when rxq grows
+	done   chan struct{} // closed by Close
+	closed bool
+	stats  connCounters
+}
+
+// errMemClosed is returned by a closed memConn.
+var errMemClosed = fmt.Errorf("netio: mem conn: %w", net.ErrClosed)
+
+func (c *memConn) enqueue(m *memPacket) {
+	if !c.rxq.push(m) {
+		c.net.stats.DroppedQueueFull++
+		c.net.release(m)
+		return
+	}
+	c.net.stats.Delivered++
+}
+
+func (c *memConn) signal() {
+	select {
+	case c.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (c *memConn) unhold(m *memPacket) {
+	for i, h := range c.held {
+		if h == m {
+			c.held = slices.Delete(c.held, i, i+1)
+			return
+		}
+	}
+}
+
+// ReadBatch implements Conn.
+func (c *memConn) ReadBatch(pkts []Packet) (int, error) {
+	for {
+		n, err := c.TryReadBatch(pkts)
+		if n > 0 || err != nil || len(pkts) == 0 {
+			return n, err
+		}
+		select {
+		case <-c.ready:
+		case <-c.done:
+		}
+	}
+}
+
+// TryReadBatch implements Poller.
+func (c *memConn) TryReadBatch(pkts []Packet) (int, error) {
+	n := c.net
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c.closed {
+		return 0, errMemClosed
+	}
+	k := 0
+	for k < len(pkts) {
+		m := c.rxq.pop()
+		if m == nil {
+			break
+		}
+		p := &pkts[k]
+		if m.n > len(p.Buf) {
+			n.stats.DroppedTruncated++
+			c.stats.discarded.Add(1)
+			n.release(m)
+			continue
+		}
+		p.N = copy(p.Buf, m.buf[:m.n])
+		p.Addr = m.src
+		n.release(m)
+		k++
+	}
+	if c.rxq.len() > 0 {
+		c.signal() // more than fitted: the next ReadBatch must not park
+	}
+	c.stats.read.Add(uint64(k))
+	return k, nil
+}
+
+// WriteBatch implements Conn.
+func (c *memConn) WriteBatch(pkts []Packet) (int, error) {
+	n := c.net
+	src := c.key.Addr()
+	for i := range pkts {
+		p := &pkts[i]
+		if err := checkWrite(p); err != nil {
+			return i, err
+		}
+		if !sameFamily(src.Is6(), p.Addr) {
+			return i, ErrBadAddr
+		}
+		dst := p.Addr.Unmap()
+		if p.N > c.MaxPacket(dst) {
+			return i, ErrBadPacket
+		}
+		drop := n.hook != nil && n.hook(src, dst, p.Buf[:p.N])
+		n.mu.Lock()
+		if c.closed {
+			n.mu.Unlock()
+			return i, errMemClosed
+		}
+		if drop {
+			n.stats.Sent++
+			n.stats.DroppedHook++
+		} else {
+			n.send(src, p, netip.AddrPortFrom(dst, dstPort(p.Buf)))
+		}
+		n.mu.Unlock()
+		c.stats.written.Add(1)
+	}
+	return len(pkts), nil
+}
+
+// LocalAddr implements Conn.
+func (c *memConn) LocalAddr() netip.Addr { return c.key.Addr() }
+
+// Port implements Conn.
+func (c *memConn) Port() uint16 { return c.key.Port() }
+
+// MaxPacket implements Conn: the configured MTU less the IP header.
+func (c *memConn) MaxPacket(dst netip.Addr) int {
+	return c.net.cfg.MTU - headerOverhead(dst.Unmap().Is6(), false)
+}
+
+// Stats implements StatsConn.
+func (c *memConn) Stats() ConnStats { return c.stats.snapshot() }
+
+// Close implements Conn.
+func (c *memConn) Close() error {
+	n := c.net
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	n.detach(c)
+	close(c.done)
+	return nil
+}

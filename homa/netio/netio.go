@@ -1,0 +1,143 @@
+// Package netio moves Homa packets between the engine and a network.
+//
+// A Conn carries whole Homa packets (starting at the Homa common header)
+// to and from peer hosts. Three implementations exist:
+//
+//   - Raw: IPv4 or IPv6 raw sockets for IP protocol 146, batched with
+//     recvmmsg/sendmmsg, filtered in the kernel by a classic BPF program so
+//     that a Conn sees only packets addressed to its own Homa port, and with
+//     the packet priority carried per packet in DSCP / traffic class.
+//   - UDP: the Homa packet as a UDP payload, for hosts where raw sockets are
+//     not permitted. The UDP port equals the Homa port on both ends.
+//   - Mem: an in-memory network for tests, with seeded loss, duplication,
+//     reordering and delay.
+//
+// A Conn serves exactly one local Homa port. Raw Conns reserve their port
+// host-wide (per IP family, see OpenRaw) so that two processes never hold
+// the same one; UDP Conns get the same guarantee from the UDP bind.
+package netio
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// Homa port ranges, as the Linux implementation defines them.
+const (
+	// MinClientPort is the first port assigned automatically to client sockets.
+	MinClientPort = 32768
+	// MaxPort is the largest Homa port.
+	MaxPort = 65535
+)
+
+// Packet is one datagram crossing a Conn.
+type Packet struct {
+	// Buf holds the packet. ReadBatch fills Buf[:N]; len(Buf) is the room
+	// available. WriteBatch sends Buf[:N].
+	Buf []byte
+	// N is the number of valid bytes in Buf.
+	N int
+	// Addr is the peer host: the source on read, the destination on write.
+	Addr netip.Addr
+	// Priority (0..7, 7 highest) is the network priority of a written
+	// packet. Implementations map it to DSCP / traffic class (see DSCP).
+	// It is not reported on read.
+	Priority uint8
+}
+
+// Bytes returns the valid part of the packet.
+func (p *Packet) Bytes() []byte { return p.Buf[:p.N] }
+
+// Conn is a bound packet endpoint for one Homa port.
+//
+// ReadBatch may be called from one goroutine at a time; WriteBatch is safe
+// for concurrent use. Close unblocks a pending ReadBatch, which then returns
+// an error that wraps net.ErrClosed.
+type Conn interface {
+	// ReadBatch blocks until at least one packet arrives, then fills
+	// pkts[:n] with as many as are ready. It discards (and counts) packets
+	// shorter than the Homa common header, packets for another port and
+	// packets larger than the Buf offered; when it does, it may exchange
+	// Buf slices among the elements of pkts (it never drops or adds one).
+	ReadBatch(pkts []Packet) (n int, err error)
+	// WriteBatch sends pkts in order and returns how many were sent.
+	WriteBatch(pkts []Packet) (n int, err error)
+	// LocalAddr is the local host address (may be unspecified).
+	LocalAddr() netip.Addr
+	// Port is the Homa port this Conn serves.
+	Port() uint16
+	// MaxPacket is the largest Homa packet (common header onward) that
+	// can be written to dst without IP fragmentation: the path MTU less
+	// the IP (and, for UDP, UDP) headers, or Options.MTU when set. The
+	// engine segments messages to fit it; it calls this once per peer.
+	MaxPacket(dst netip.Addr) int
+	// Close releases the socket and the port. It is idempotent.
+	Close() error
+}
+
+// Poller is an optional Conn capability: a non-blocking read, so that a
+// receiver can busy-poll for a short window before parking in ReadBatch.
+type Poller interface {
+	// TryReadBatch is ReadBatch that returns 0, nil at once when nothing
+	// is ready.
+	TryReadBatch(pkts []Packet) (n int, err error)
+}
+
+// Errors of this package; wrapped errors support errors.Is.
+var (
+	// ErrPermission means the process may not open raw sockets. Use UDP
+	// encapsulation, or grant CAP_NET_RAW.
+	ErrPermission = errors.New("netio: raw IP sockets need CAP_NET_RAW (run as root, grant the capability, or use UDP encapsulation)")
+	// ErrPortInUse means another socket on this host holds the Homa port.
+	ErrPortInUse = errors.New("netio: Homa port in use")
+	// ErrNoPorts means every client port is taken.
+	ErrNoPorts = errors.New("netio: no free Homa client port")
+	// ErrBadAddr means an address is invalid, unspecified where a host is
+	// needed, or of the other IP family than the Conn.
+	ErrBadAddr = errors.New("netio: bad or wrong-family address")
+	// ErrBadPacket means a Packet given to WriteBatch or ReadBatch is
+	// unusable: N outside 4..len(Buf) (the destination port must be
+	// present), an empty Buf to read into, or a packet larger than the
+	// network carries.
+	ErrBadPacket = errors.New("netio: bad packet")
+)
+
+// ConnStats are cumulative packet counts of one Conn.
+type ConnStats struct {
+	// Read and Written count packets returned by ReadBatch and
+	// TryReadBatch, and packets accepted by WriteBatch.
+	Read, Written uint64
+	// Discarded counts received packets dropped before they were
+	// returned: shorter than the Homa common header, addressed to another
+	// port, or truncated because they did not fit the Buf offered.
+	Discarded uint64
+}
+
+// StatsConn is an optional Conn capability: counters read without locks.
+type StatsConn interface {
+	// Stats returns the counts so far.
+	Stats() ConnStats
+}
+
+// DSCP maps a Homa priority (0..7) to the 6-bit DSCP value carried in the
+// IPv4 TOS byte (DSCP << 2) or the IPv6 traffic class. The default is the
+// class selector CSp: priority p travels as TOS p << 5, as Linux Homa sends.
+type DSCP [8]uint8
+
+// DefaultDSCP is the class-selector map: priority p -> DSCP 8p (TOS p<<5).
+var DefaultDSCP = DSCP{0, 8, 16, 24, 32, 40, 48, 56}
+
+// TOS is the IPv4 TOS / IPv6 traffic class byte for priority p.
+func (m *DSCP) TOS(p uint8) uint8 { return m[p&7] << 2 }
+
+// Options tune a raw or UDP Conn. The zero value is sensible.
+type Options struct {
+	// DSCP maps priorities to DSCP values; nil means DefaultDSCP.
+	DSCP *DSCP
+	// MTU, when positive, overrides path MTU discovery: every packet is
+	// sized for this MTU (IP header included).
+	MTU int
+	// ReadBuffer and WriteBuffer size the socket buffers in bytes; zero
+	// picks a size suited to bursts of 1 MB messages.
+	ReadBuffer, WriteBuffer int
+}
