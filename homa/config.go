@@ -1,0 +1,52 @@
+package homa
+
+import (
+	"time"
+
+	"github.com/homa-go/homa/homa/wire"
+)
+
+// Config tunes an Endpoint. The zero value of every field means the
+// default, which follows the Linux implementation where it has one.
+type Config struct {
+	// UnschedBytes is how many initial bytes of a message are sent without
+	// waiting for grants. Default 40,000.
+	UnschedBytes int
+	// GrantWindow is how far ahead of the received bytes a receiver grants
+	// each incoming message. Default: UnschedBytes.
+	GrantWindow int
+	// MaxPacket, when positive, caps the size of every Homa packet
+	// (header included), overriding the path MTU the Conn reports.
+	MaxPacket int
+	// PollDuration is how long the receive loop busy-polls the socket for
+	// more packets before parking. Default 50 µs; negative disables polling.
+	PollDuration time.Duration
+	// MaxServerRPCs bounds the server RPCs one endpoint holds at once;
+	// requests beyond it are dropped and counted. Default 10,000.
+	MaxServerRPCs int
+}
+
+// Defaults of the Linux implementation.
+const (
+	defaultUnschedBytes  = 40_000
+	defaultPollDuration  = 50 * time.Microsecond
+	defaultMaxServerRPCs = 10_000
+	// MaxMessage is the largest message Homa carries.
+	MaxMessage = wire.MaxMessageLength
+)
+
+func (c Config) withDefaults() Config {
+	if c.UnschedBytes <= 0 {
+		c.UnschedBytes = defaultUnschedBytes
+	}
+	if c.GrantWindow <= 0 {
+		c.GrantWindow = c.UnschedBytes
+	}
+	if c.PollDuration == 0 {
+		c.PollDuration = defaultPollDuration
+	}
+	if c.MaxServerRPCs <= 0 {
+		c.MaxServerRPCs = defaultMaxServerRPCs
+	}
+	return c
+}

@@ -1,0 +1,455 @@
+// Package homa is the Homa transport engine: an Endpoint owns one Homa port
+// on a netio.Conn and runs the RPC state machines of the clients and
+// servers behind it.
+//
+// Locking: one mutex per endpoint guards every RPC, peer and queue. The
+// receive goroutine takes it once per batch of packets; application
+// goroutines take it in Send, Reply, Recv and Abort. Packets are built
+// under the mutex and written after it is released.
+package homa
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/wire"
+)
+
+// rxBatch is how many packets one read takes at most.
+const rxBatch = 16
+
+type rpcState uint8
+
+const (
+	// stateActive: a client RPC whose response is incomplete, or a server
+	// RPC whose request is incomplete.
+	stateActive rpcState = iota
+	// stateServing: a server RPC whose request went to the application.
+	stateServing
+	// stateReplying: a server RPC sending (or holding, until it is
+	// acknowledged) its response.
+	stateReplying
+	// stateDone: a client RPC whose response waits to be received.
+	stateDone
+)
+
+// rpc is one RPC, client or server side.
+type rpc struct {
+	id     uint64 // local id: even on the client, odd on the server
+	peer   *peer
+	port   uint16 // the peer's Homa port
+	cookie uint64
+	state  rpcState
+	out    outMsg // client: request; server: response
+	in     inMsg  // client: response; server: request
+	inInit bool   // in has seen its first DATA packet
+	msg    *Message
+	waiter *waiter // client: a goroutine in Recv for this id
+}
+
+func (r *rpc) isClient() bool { return r.id&1 == 0 }
+
+type serverKey struct {
+	addr netip.Addr
+	id   uint64
+}
+
+// Endpoint is a Homa endpoint bound to one port. It is safe for concurrent
+// use by many goroutines.
+type Endpoint struct {
+	conn netio.Conn
+	cfg  Config
+	port uint16
+	is4  bool
+	ids  *idSource
+
+	mu      sync.Mutex
+	closed  bool
+	clients map[uint64]*rpc
+	servers map[serverKey]*rpc
+	peers   map[netip.Addr]*peer
+	ready   msgQueue
+	anyWait waiterList
+
+	stats   counters
+	batches sync.Pool // *txBatch
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// NewEndpoint starts an endpoint on conn, which it owns from now on (Close
+// closes it).
+func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
+	e := &Endpoint{
+		conn:    conn,
+		cfg:     cfg.withDefaults(),
+		port:    conn.Port(),
+		is4:     conn.LocalAddr().Unmap().Is4(),
+		clients: make(map[uint64]*rpc),
+		servers: make(map[serverKey]*rpc),
+		peers:   make(map[netip.Addr]*peer),
+		done:    make(chan struct{}),
+	}
+	e.ids = newIDSource(e.port, time.Now())
+	e.wg.Add(1)
+	go e.rxLoop()
+	return e
+}
+
+// Port is the endpoint's Homa port.
+func (e *Endpoint) Port() uint16 { return e.port }
+
+// LocalAddr is the endpoint's address and port.
+func (e *Endpoint) LocalAddr() netip.AddrPort {
+	return netip.AddrPortFrom(e.conn.LocalAddr(), e.port)
+}
+
+// Send starts a client RPC: it sends the request data to dst and returns
+// the RPC's id. The response arrives through Recv, with cookie attached.
+// Send copies data; the caller may reuse it at once.
+func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64, error) {
+	if err := e.checkMessage(data); err != nil {
+		return 0, err
+	}
+	addr := dst.Addr()
+	if e.is4 {
+		addr = addr.Unmap()
+	}
+	if dst.Port() == 0 || addr.Is4() != e.is4 {
+		return 0, ErrBadAddress
+	}
+	buf := getBuf(len(data))
+	copy(buf, data)
+	b := e.getBatch()
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		putBuf(buf)
+		e.sendBatch(b)
+		return 0, ErrClosed
+	}
+	r := &rpc{
+		id:     e.ids.newID(),
+		peer:   e.peerFor(addr),
+		port:   dst.Port(),
+		cookie: cookie,
+	}
+	r.out.init(buf, e.cfg.UnschedBytes)
+	e.clients[r.id] = r
+	e.sendMore(r, b)
+	id := r.id
+	e.mu.Unlock()
+	e.sendBatch(b)
+	e.stats.rpcsStarted.Add(1)
+	return id, nil
+}
+
+// Reply sends the response to the request with the given id from the
+// client at peer. Reply copies data.
+func (e *Endpoint) Reply(peer netip.Addr, id uint64, data []byte) error {
+	if err := e.checkMessage(data); err != nil {
+		return err
+	}
+	if e.is4 {
+		peer = peer.Unmap()
+	}
+	buf := getBuf(len(data))
+	copy(buf, data)
+	b := e.getBatch()
+	e.mu.Lock()
+	err := e.reply(peer, id, buf, b)
+	e.mu.Unlock()
+	if err != nil {
+		putBuf(buf)
+	}
+	e.sendBatch(b)
+	return err
+}
+
+func (e *Endpoint) reply(peer netip.Addr, id uint64, buf []byte, b *txBatch) error {
+	if e.closed {
+		return ErrClosed
+	}
+	r := e.servers[serverKey{peer, id}]
+	switch {
+	case r == nil:
+		return ErrUnknownRPC
+	case r.state != stateServing:
+		return ErrAlreadyReplied
+	}
+	r.state = stateReplying
+	r.out.init(buf, e.cfg.UnschedBytes)
+	e.sendMore(r, b)
+	return nil
+}
+
+func (e *Endpoint) checkMessage(data []byte) error {
+	if len(data) == 0 || len(data) > MaxMessage {
+		return ErrMessageTooLong
+	}
+	return nil
+}
+
+// Recv returns the next complete message: with id 0, any request or
+// response; otherwise the response of the client RPC id. It blocks until
+// one is ready, ctx is done, or the endpoint closes. A failed client RPC
+// is returned as a Message with Err set.
+func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, ErrClosed
+	}
+	var r *rpc
+	if id == 0 {
+		if m := e.ready.head; m != nil {
+			e.take(m)
+			e.mu.Unlock()
+			return m, nil
+		}
+	} else {
+		r = e.clients[id]
+		switch {
+		case r == nil:
+			e.mu.Unlock()
+			return nil, ErrUnknownRPC
+		case r.msg != nil:
+			m := r.msg
+			e.take(m)
+			e.mu.Unlock()
+			return m, nil
+		case r.waiter != nil:
+			e.mu.Unlock()
+			return nil, ErrAlreadyWaiting
+		}
+	}
+	w := getWaiter()
+	if r != nil {
+		r.waiter = w
+	} else {
+		e.anyWait.push(w)
+	}
+	e.mu.Unlock()
+
+	select {
+	case m := <-w.ch:
+		putWaiter(w)
+		if m == nil {
+			return nil, ErrClosed
+		}
+		return m, nil
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	registered := false
+	if r != nil && r.waiter == w {
+		r.waiter, registered = nil, true
+	} else if r == nil && w.listed {
+		e.anyWait.remove(w)
+		registered = true
+	}
+	e.mu.Unlock()
+	if !registered {
+		// A message was handed over as the context ended: keep it.
+		m := <-w.ch
+		putWaiter(w)
+		if m == nil {
+			return nil, ErrClosed
+		}
+		return m, nil
+	}
+	putWaiter(w)
+	return nil, ctx.Err()
+}
+
+// take removes a ready message from the queue, and for a response, the
+// client RPC it completes.
+func (e *Endpoint) take(m *Message) {
+	e.ready.remove(m)
+	if !m.IsRequest() {
+		delete(e.clients, m.ID)
+	}
+}
+
+// Abort ends the client RPC id. A goroutine waiting for it receives a
+// Message with Err ErrAborted. The server is not told.
+func (e *Endpoint) Abort(id uint64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	r := e.clients[id]
+	if r == nil {
+		return ErrUnknownRPC
+	}
+	e.fail(r, ErrAborted)
+	return nil
+}
+
+// fail ends a client RPC with err, handing the failure to its waiter or
+// the ready queue (a response already waiting is dropped).
+func (e *Endpoint) fail(r *rpc, err error) {
+	if r.msg != nil {
+		e.ready.remove(r.msg)
+		r.msg.Release()
+	}
+	r.out.release()
+	r.in.release()
+	m := &Message{ID: r.id, Peer: netip.AddrPortFrom(r.peer.addr, r.port), Cookie: r.cookie, Err: err}
+	r.state = stateDone
+	e.deliver(r, m)
+}
+
+// deliver hands a complete message to a waiting goroutine, or queues it.
+func (e *Endpoint) deliver(r *rpc, m *Message) {
+	var w *waiter
+	if r.waiter != nil {
+		w, r.waiter = r.waiter, nil
+	} else if w = e.anyWait.head; w != nil {
+		e.anyWait.remove(w)
+	}
+	if w == nil {
+		r.msg = m
+		e.ready.push(m)
+		return
+	}
+	if !m.IsRequest() {
+		delete(e.clients, m.ID)
+	}
+	w.ch <- m
+}
+
+// Close shuts the endpoint down: RPCs end, waiting goroutines get
+// ErrClosed, and the Conn is closed. It is idempotent.
+func (e *Endpoint) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	for w := e.anyWait.head; w != nil; w = e.anyWait.head {
+		e.anyWait.remove(w)
+		w.ch <- nil
+	}
+	for id, r := range e.clients {
+		if r.waiter != nil {
+			r.waiter.ch <- nil
+			r.waiter = nil
+		}
+		r.out.release()
+		r.in.release()
+		delete(e.clients, id)
+	}
+	for k, r := range e.servers {
+		r.out.release()
+		r.in.release()
+		delete(e.servers, k)
+	}
+	for m := e.ready.head; m != nil; m = e.ready.head {
+		e.ready.remove(m)
+		m.Release()
+	}
+	e.mu.Unlock()
+	close(e.done)
+	err := e.conn.Close()
+	e.wg.Wait()
+	return err
+}
+
+// peerFor returns the state for a peer host, creating it.
+func (e *Endpoint) peerFor(addr netip.Addr) *peer {
+	if p := e.peers[addr]; p != nil {
+		return p
+	}
+	maxPkt := e.conn.MaxPacket(addr)
+	if e.cfg.MaxPacket > 0 {
+		maxPkt = min(maxPkt, e.cfg.MaxPacket)
+	}
+	p := &peer{addr: addr, maxPayload: max(maxPkt-wire.DataLen, 1), cutoffs: defaultCutoffs}
+	e.peers[addr] = p
+	return p
+}
+
+// rxLoop reads and dispatches packets until the Conn closes. After each
+// batch it busy-polls for PollDuration before parking in ReadBatch.
+func (e *Endpoint) rxLoop() {
+	defer e.wg.Done()
+	pkts := make([]netio.Packet, rxBatch)
+	for i := range pkts {
+		pkts[i].Buf = make([]byte, 1<<16)
+	}
+	poller, _ := e.conn.(netio.Poller)
+	if e.cfg.PollDuration < 0 {
+		poller = nil
+	}
+	b := &txBatch{}
+	for {
+		n, err := e.conn.ReadBatch(pkts)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || e.isClosed() {
+				return
+			}
+			e.stats.readErrors.Add(1)
+			continue
+		}
+		e.process(pkts[:n], b)
+		if poller == nil {
+			continue
+		}
+		deadline := time.Now().Add(e.cfg.PollDuration)
+		for time.Now().Before(deadline) {
+			n, err = poller.TryReadBatch(pkts)
+			if err != nil {
+				break
+			}
+			if n == 0 {
+				runtime.Gosched()
+				continue
+			}
+			e.process(pkts[:n], b)
+			deadline = time.Now().Add(e.cfg.PollDuration)
+		}
+	}
+}
+
+func (e *Endpoint) isClosed() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// process handles a batch of received packets under one lock, then sends
+// what they caused.
+func (e *Endpoint) process(pkts []netio.Packet, b *txBatch) {
+	e.mu.Lock()
+	if !e.closed {
+		for i := range pkts {
+			e.handle(pkts[i].Bytes(), pkts[i].Addr, b)
+		}
+	}
+	e.mu.Unlock()
+	e.flush(b)
+}
+
+// HandlePacket feeds one received packet to the endpoint, as if it had
+// arrived from src. Tests and fuzzers use it to inject arbitrary bytes.
+func (e *Endpoint) HandlePacket(pkt []byte, src netip.Addr) {
+	b := e.getBatch()
+	e.mu.Lock()
+	if !e.closed {
+		e.handle(pkt, src, b)
+	}
+	e.mu.Unlock()
+	e.sendBatch(b)
+}

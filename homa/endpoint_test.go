@@ -1,0 +1,299 @@
+package homa_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/netio"
+)
+
+var (
+	serverAddr = netip.MustParseAddr("10.0.0.1")
+	clientAddr = netip.MustParseAddr("10.0.0.2")
+)
+
+// Sizes every transport must carry: around the unscheduled limit, across
+// packet boundaries, and the largest message.
+var echoSizes = []int{1, 1400, 40_000, 40_001, 200_000, 1_000_000}
+
+// pair is a server endpoint running an echo loop and a client endpoint.
+type pair struct {
+	server, client *homa.Endpoint
+	dst            netip.AddrPort
+	executions     sync.Map // request payload hash -> count, when counting
+	wg             sync.WaitGroup
+}
+
+func newMemPair(t testing.TB, cfg netio.MemConfig, ecfg homa.Config) (*pair, *netio.MemNetwork) {
+	t.Helper()
+	nw := netio.NewMemNetwork(cfg)
+	sc, err := nw.Open(serverAddr, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := nw.Open(clientAddr, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPair(t, homa.NewEndpoint(sc, ecfg), homa.NewEndpoint(cc, ecfg))
+	return p, nw
+}
+
+// startPair runs an echo server on server until the test ends.
+func startPair(t testing.TB, server, client *homa.Endpoint) *pair {
+	p := &pair{server: server, client: client, dst: server.LocalAddr()}
+	if !p.dst.Addr().IsValid() || p.dst.Addr().IsUnspecified() {
+		t.Fatalf("server address %v", p.dst)
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			m, err := server.Recv(context.Background(), 0)
+			if err != nil {
+				return
+			}
+			if err := server.Reply(m.Peer.Addr(), m.ID, m.Data); err != nil {
+				t.Errorf("reply: %v", err)
+			}
+			m.Release()
+		}
+	}()
+	t.Cleanup(func() {
+		client.Close()
+		server.Close()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func payload(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, uint64(n)))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// call does one RPC and checks the echoed bytes.
+func (p *pair) call(ctx context.Context, t testing.TB, req []byte) error {
+	id, err := p.client.Send(p.dst, req, 7)
+	if err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	m, err := p.client.Recv(ctx, id)
+	if err != nil {
+		return fmt.Errorf("recv %d bytes: %w", len(req), err)
+	}
+	defer m.Release()
+	if m.Err != nil {
+		return m.Err
+	}
+	if m.ID != id || m.Cookie != 7 || m.IsRequest() {
+		return fmt.Errorf("response id %d cookie %d, want id %d cookie 7", m.ID, m.Cookie, id)
+	}
+	if !bytes.Equal(m.Data, req) {
+		return fmt.Errorf("echo of %d bytes came back different (%d bytes)", len(req), len(m.Data))
+	}
+	return nil
+}
+
+func withTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestEchoMem(t *testing.T) {
+	p, _ := newMemPair(t, netio.MemConfig{Seed: 1}, homa.Config{})
+	for _, n := range echoSizes {
+		if err := p.call(withTimeout(t, 20*time.Second), t, payload(1, n)); err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+	}
+	st := p.server.Stats()
+	if st.GrantsSent == 0 {
+		t.Errorf("no grants sent for messages above the unscheduled limit: %+v", st)
+	}
+	if st.TotalDrops() != 0 {
+		t.Errorf("server dropped packets on a clean network: %v", st.Drops)
+	}
+}
+
+// TestEchoMemSmallMTU forces many packets per message (1500-byte MTU).
+func TestEchoMemSmallMTU(t *testing.T) {
+	p, _ := newMemPair(t, netio.MemConfig{Seed: 2, MTU: 1500}, homa.Config{})
+	for _, n := range echoSizes {
+		if err := p.call(withTimeout(t, 20*time.Second), t, payload(2, n)); err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+	}
+}
+
+// TestConcurrentRPCs runs 1,000 RPCs from 8 goroutines at once.
+func TestConcurrentRPCs(t *testing.T) {
+	p, _ := newMemPair(t, netio.MemConfig{Seed: 3, MTU: 1500}, homa.Config{})
+	runConcurrent(t, p, 8, 1000, 30*time.Second)
+}
+
+func runConcurrent(t *testing.T, p *pair, workers, total int, limit time.Duration) {
+	t.Helper()
+	ctx := withTimeout(t, limit)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < total; i += workers {
+				size := []int{1, 100, 1400, 5000, 40_001, 120_000}[i%6]
+				if err := p.call(ctx, t, payload(uint64(i), size)); err != nil {
+					errs <- fmt.Errorf("rpc %d: %w", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if st := p.client.Stats(); st.RPCsCompleted != uint64(total) {
+		t.Errorf("client completed %d RPCs, want %d", st.RPCsCompleted, total)
+	}
+}
+
+// TestReorderDuplicate: 5% reordering and 5% duplication, no loss: every
+// RPC completes with the right bytes, and duplicates are recognised.
+func TestReorderDuplicate(t *testing.T) {
+	p, nw := newMemPair(t, netio.MemConfig{Seed: 4, MTU: 1500, Reorder: 0.05, Duplicate: 0.05}, homa.Config{})
+	runConcurrent(t, p, 8, 600, 60*time.Second)
+	st := nw.Stats()
+	if st.Duplicated == 0 || st.Reordered == 0 {
+		t.Fatalf("network did not duplicate/reorder: %+v", st)
+	}
+	if p.server.Stats().DuplicatePackets+p.client.Stats().DuplicatePackets == 0 {
+		t.Errorf("no duplicate DATA noticed although the network duplicated %d packets", st.Duplicated)
+	}
+	if n := p.server.Stats().RequestsReceived; n != 600 {
+		t.Errorf("server executed %d requests for 600 RPCs", n)
+	}
+}
+
+func TestAbortAndCancel(t *testing.T) {
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 5})
+	sc, _ := nw.Open(serverAddr, 500) // a server that never answers
+	cc, _ := nw.Open(clientAddr, 0)
+	server, client := homa.NewEndpoint(sc, homa.Config{}), homa.NewEndpoint(cc, homa.Config{})
+	defer server.Close()
+	defer client.Close()
+	dst := server.LocalAddr()
+
+	id, err := client.Send(dst, []byte("x"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *homa.Message)
+	go func() {
+		m, _ := client.Recv(context.Background(), id)
+		done <- m
+	}()
+	// Wait for the goroutine to block; then abort.
+	for client.Stats().ClientRPCs != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if err := client.Abort(id); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-done; m == nil || !errors.Is(m.Err, homa.ErrAborted) {
+		t.Fatalf("waiter got %+v, want ErrAborted", m)
+	}
+	if err := client.Abort(id); !errors.Is(err, homa.ErrUnknownRPC) {
+		t.Fatalf("second abort: %v", err)
+	}
+
+	id2, _ := client.Send(dst, []byte("y"), 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := client.Recv(ctx, id2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("recv with expired context: %v", err)
+	}
+	// The RPC survives a cancelled Recv and can still be waited for.
+	if _, err := client.Recv(context.Background(), 424242); !errors.Is(err, homa.ErrUnknownRPC) {
+		t.Fatalf("recv unknown id: %v", err)
+	}
+	if _, err := client.Send(dst, nil, 0); !errors.Is(err, homa.ErrMessageTooLong) {
+		t.Fatalf("empty message: %v", err)
+	}
+	if _, err := client.Send(dst, make([]byte, homa.MaxMessage+1), 0); !errors.Is(err, homa.ErrMessageTooLong) {
+		t.Fatalf("oversize message: %v", err)
+	}
+	if _, err := client.Send(netip.MustParseAddrPort("[::1]:500"), []byte("z"), 0); !errors.Is(err, homa.ErrBadAddress) {
+		t.Fatalf("IPv6 destination on an IPv4 endpoint: %v", err)
+	}
+	if err := server.Reply(clientAddr, 12345, []byte("r")); !errors.Is(err, homa.ErrUnknownRPC) {
+		t.Fatalf("reply to unknown RPC: %v", err)
+	}
+}
+
+func TestCloseUnblocks(t *testing.T) {
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 6})
+	cc, _ := nw.Open(clientAddr, 0)
+	client := homa.NewEndpoint(cc, homa.Config{})
+	id, _ := client.Send(netip.AddrPortFrom(serverAddr, 500), []byte("x"), 0)
+	errc := make(chan error, 2)
+	go func() { _, err := client.Recv(context.Background(), 0); errc <- err }()
+	go func() { _, err := client.Recv(context.Background(), id); errc <- err }()
+	time.Sleep(10 * time.Millisecond)
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-errc; !errors.Is(err, homa.ErrClosed) || !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Recv after Close: %v", err)
+		}
+	}
+	if err := client.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := client.Send(netip.AddrPortFrom(serverAddr, 500), []byte("x"), 0); !errors.Is(err, homa.ErrClosed) {
+		t.Fatalf("Send after Close: %v", err)
+	}
+}
+
+// TestRecvAnyGetsResponses: responses with no specific waiter go to
+// Recv(0), and Reply twice is refused.
+func TestRecvAnyGetsResponses(t *testing.T) {
+	p, _ := newMemPair(t, netio.MemConfig{Seed: 7}, homa.Config{})
+	want := map[uint64]bool{}
+	for i := range 5 {
+		id, err := p.client.Send(p.dst, []byte{byte(i)}, uint64(100+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = true
+	}
+	ctx := withTimeout(t, 10*time.Second)
+	for range 5 {
+		m, err := p.client.Recv(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !want[m.ID] || m.Cookie != 100+uint64(m.Data[0]) {
+			t.Fatalf("unexpected response id %d cookie %d", m.ID, m.Cookie)
+		}
+		delete(want, m.ID)
+	}
+}

@@ -1,0 +1,320 @@
+package homa
+
+import (
+	"encoding/binary"
+	"net/netip"
+
+	"github.com/homa-go/homa/homa/wire"
+)
+
+// handle dispatches one received packet. It runs under e.mu. Every packet
+// is untrusted: anything malformed or aimed at state the sender does not
+// own is dropped and counted, never trusted further.
+func (e *Endpoint) handle(pkt []byte, src netip.Addr, b *txBatch) {
+	if e.is4 {
+		src = src.Unmap()
+	}
+	t, err := wire.PeekType(pkt)
+	if err != nil {
+		e.stats.drop(dropReasonOf(err))
+		return
+	}
+	e.stats.rxPackets[typeIndex(t)].Add(1)
+	if dstPort(pkt) != e.port {
+		// The kernel filter passes only our port; this is a stray.
+		e.stats.drop(dropOtherPort)
+		return
+	}
+	switch t {
+	case wire.TypeData:
+		var d wire.Data
+		if _, err := d.Parse(pkt); err != nil {
+			e.stats.drop(dropReasonOf(err))
+			return
+		}
+		e.handleData(&d, src, b)
+	case wire.TypeGrant:
+		var g wire.Grant
+		if _, err := g.Parse(pkt); err != nil {
+			e.stats.drop(dropReasonOf(err))
+			return
+		}
+		e.handleGrant(&g, src, b)
+	case wire.TypeResend:
+		var r wire.Resend
+		if _, err := r.Parse(pkt); err != nil {
+			e.stats.drop(dropReasonOf(err))
+			return
+		}
+		e.handleResend(&r, src, b)
+	case wire.TypeCutoffs:
+		var c wire.Cutoffs
+		if _, err := c.Parse(pkt); err != nil {
+			e.stats.drop(dropReasonOf(err))
+			return
+		}
+		e.handleCutoffs(&c, src)
+	case wire.TypeAck:
+		var a wire.Ack
+		if _, err := a.Parse(pkt); err != nil {
+			e.stats.drop(dropReasonOf(err))
+			return
+		}
+		e.handleAck(&a, src)
+	case wire.TypeRPCUnknown, wire.TypeBusy, wire.TypeNeedAck:
+		var c wire.Common
+		if err := wire.ParseCommon(pkt, &c); err != nil {
+			e.stats.drop(dropReasonOf(err))
+			return
+		}
+		e.handleBare(&c, src, b)
+	default: // FREEZE: a Linux debugging aid, ignored
+		e.stats.drop(dropIgnored)
+	}
+}
+
+// lookup finds the RPC a packet from src belongs to. The packet's sender
+// id with the low bit flipped is the local id; a client RPC must also
+// match the peer host and port it was sent to, so that no other host can
+// touch it.
+func (e *Endpoint) lookup(c *wire.Common, src netip.Addr) *rpc {
+	id := c.SenderID ^ 1
+	var r *rpc
+	if id&1 == 0 {
+		r = e.clients[id]
+	} else {
+		r = e.servers[serverKey{src, id}]
+	}
+	if r == nil || r.peer.addr != src || r.port != c.SrcPort {
+		return nil
+	}
+	return r
+}
+
+func (e *Endpoint) handleData(d *wire.Data, src netip.Addr, b *txBatch) {
+	off := d.Offset()
+	if d.MessageLength == 0 || d.MessageLength > MaxMessage ||
+		uint64(off)+uint64(len(d.Payload)) > uint64(d.MessageLength) {
+		e.stats.drop(dropBadField)
+		return
+	}
+	r := e.lookup(&d.Common, src)
+	if r == nil {
+		if r = e.newServerRPC(d, src); r == nil {
+			return
+		}
+	}
+	if d.Ack.ClientID != 0 && !r.isClient() {
+		e.acked(src, d.Ack)
+	}
+	if r.state != stateActive {
+		e.stats.dupPackets.Add(1)
+		return
+	}
+	if !r.inInit {
+		r.in.init(d.MessageLength, d.Incoming)
+		r.inInit = true
+	} else if d.MessageLength != r.in.length {
+		e.stats.drop(dropBadField)
+		return
+	}
+	if r.in.add(off, d.Payload) == 0 && len(d.Payload) > 0 {
+		e.stats.dupPackets.Add(1)
+	}
+	if r.in.complete() {
+		e.completeIn(r, b)
+		return
+	}
+	e.grantMore(r, b)
+}
+
+// newServerRPC creates the state for a request whose first packet just
+// arrived, or returns nil (counted) when the packet cannot start one.
+func (e *Endpoint) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
+	id := d.SenderID ^ 1
+	if id&1 == 0 {
+		// A response for a client RPC we do not have (finished, aborted,
+		// or forged): nothing to do.
+		e.stats.drop(dropUnknownRPC)
+		return nil
+	}
+	if r := e.servers[serverKey{src, id}]; r != nil {
+		// Same host and id from another port: not the sender's RPC.
+		e.stats.drop(dropBadField)
+		return nil
+	}
+	if len(e.servers) >= e.cfg.MaxServerRPCs {
+		e.stats.drop(dropLimit)
+		return nil
+	}
+	r := &rpc{id: id, peer: e.peerFor(src), port: d.SrcPort}
+	e.servers[serverKey{src, id}] = r
+	return r
+}
+
+// grantMore lets the sender of r's incoming message send GrantWindow bytes
+// beyond what has arrived. Grants go out when they move by a quarter of
+// the window or reach the end, to keep GRANT packets few.
+func (e *Endpoint) grantMore(r *rpc, b *txBatch) {
+	m := &r.in
+	if m.granted >= m.length {
+		return
+	}
+	window := uint32(e.cfg.GrantWindow)
+	want := min(m.length, m.received+window)
+	if want <= m.granted || (want < m.length && want-m.granted < window/4) {
+		return
+	}
+	m.granted = want
+	e.stats.grantsSent.Add(1)
+	e.queueGrant(r, b, want, 0)
+}
+
+// completeIn hands a fully received message to the application.
+func (e *Endpoint) completeIn(r *rpc, b *txBatch) {
+	m := &Message{
+		ID:   r.id,
+		Peer: netip.AddrPortFrom(r.peer.addr, r.port),
+		Data: r.in.buf,
+	}
+	r.in.buf = nil
+	if r.isClient() {
+		// The server had the whole request, so its bytes are no longer
+		// needed; the server may now forget the RPC once told.
+		m.Cookie = r.cookie
+		r.out.release()
+		r.state = stateDone
+		e.stats.rpcsCompleted.Add(1)
+		if r.peer.addAck(wire.AckEntry{ClientID: r.id, ServerPort: r.port}) >= wire.MaxAcks {
+			e.flushAcks(r.peer, r.port, b)
+		}
+	} else {
+		r.state = stateServing
+		e.stats.requestsReceived.Add(1)
+	}
+	e.deliver(r, m)
+}
+
+// flushAcks queues an ACK packet for up to MaxAcks pending
+// acknowledgments to one server port.
+func (e *Endpoint) flushAcks(p *peer, port uint16, b *txBatch) {
+	var acks [wire.MaxAcks]wire.AckEntry
+	n := p.takeAcks(port, acks[:])
+	if n == 0 {
+		return
+	}
+	e.queueAck(p.addr, port, acks[:n], b)
+}
+
+// acked frees a server RPC whose client has the whole response.
+func (e *Endpoint) acked(src netip.Addr, a wire.AckEntry) {
+	if a.ServerPort != e.port {
+		e.stats.drop(dropOtherPort)
+		return
+	}
+	key := serverKey{src, a.ClientID | 1}
+	r := e.servers[key]
+	if r == nil || r.state != stateReplying || !r.out.done() {
+		return // unknown, or a claim about a response not yet sent
+	}
+	r.out.release()
+	delete(e.servers, key)
+	e.stats.serverRPCsFreed.Add(1)
+}
+
+func (e *Endpoint) handleGrant(g *wire.Grant, src netip.Addr, b *txBatch) {
+	r := e.lookup(&g.Common, src)
+	if r == nil {
+		e.stats.drop(dropUnknownRPC)
+		return
+	}
+	if r.out.data == nil {
+		return // nothing being sent (the response is not ready yet)
+	}
+	if r.out.grant(g.Offset, min(g.Priority, wire.NumPriorities-1)) {
+		e.sendMore(r, b)
+	}
+}
+
+// handleResend answers a RESEND. For an RPC it does not know, a client
+// answers RPC_UNKNOWN and a server asks for the request from its start; a
+// server whose response is not ready answers BUSY; otherwise the range is
+// retransmitted with the retransmit flag set, clamped to what was sent.
+func (e *Endpoint) handleResend(rs *wire.Resend, src netip.Addr, b *txBatch) {
+	r := e.lookup(&rs.Common, src)
+	id := rs.SenderID ^ 1
+	switch {
+	case r == nil && id&1 == 0:
+		e.queueBare(wire.TypeRPCUnknown, src, rs.SrcPort, id, b)
+	case r == nil:
+		req := wire.Resend{Common: e.control(rs.SrcPort, id), Length: uint32(e.cfg.UnschedBytes), Priority: controlPriority}
+		b.add(req.Append(getBuf(wire.ResendLen)[:0]), src, controlPriority)
+	case r.out.data == nil:
+		e.queueBare(wire.TypeBusy, src, rs.SrcPort, r.id, b)
+	default:
+		from := min(rs.Offset, r.out.next)
+		to := r.out.next
+		if rs.Length != wire.ResendToEnd {
+			to = uint32(min(uint64(rs.Offset)+uint64(rs.Length), uint64(to)))
+		}
+		if from < to {
+			e.stats.retransmits.Add(1)
+			e.queueData(r, b, from, to, true)
+		}
+	}
+}
+
+func (e *Endpoint) handleCutoffs(c *wire.Cutoffs, src netip.Addr) {
+	p := e.peers[src]
+	if p == nil {
+		e.stats.drop(dropUnknownRPC)
+		return
+	}
+	p.cutoffs = c.Cutoffs
+	p.cutoffVersion = c.Version
+}
+
+// handleAck frees the server RPCs an ACK names: the one in its common
+// header, then its entries.
+func (e *Endpoint) handleAck(a *wire.Ack, src netip.Addr) {
+	if a.SenderID&1 != 0 {
+		e.stats.drop(dropBadField) // ACKs come from clients
+		return
+	}
+	e.acked(src, wire.AckEntry{ClientID: a.SenderID, ServerPort: a.DstPort})
+	for _, x := range a.Entries() {
+		e.acked(src, x)
+	}
+}
+
+func (e *Endpoint) handleBare(c *wire.Common, src netip.Addr, b *txBatch) {
+	r := e.lookup(c, src)
+	switch c.Type {
+	case wire.TypeNeedAck:
+		// A client acknowledges unless it knows the response is
+		// incomplete.
+		id := c.SenderID ^ 1
+		if id&1 != 0 || (r != nil && r.state != stateDone) {
+			return
+		}
+		e.queueAck(src, c.SrcPort, []wire.AckEntry{{ClientID: id, ServerPort: c.SrcPort}}, b)
+	case wire.TypeRPCUnknown:
+		switch {
+		case r == nil:
+			e.stats.drop(dropUnknownRPC)
+		case r.isClient() && r.state == stateActive:
+			// The server lost the request: send it again from the start.
+			e.stats.retransmits.Add(1)
+			e.queueData(r, b, 0, r.out.next, true)
+		case !r.isClient():
+			r.out.release()
+			r.in.release()
+			delete(e.servers, serverKey{src, r.id})
+		}
+	case wire.TypeBusy:
+		// The peer is alive; loss recovery (timers) takes note.
+	}
+}
+
+// dstPort reads the destination port of a packet PeekType accepted.
+func dstPort(pkt []byte) uint16 { return binary.BigEndian.Uint16(pkt[2:4]) }

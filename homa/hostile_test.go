@@ -1,0 +1,167 @@
+package homa_test
+
+import (
+	"context"
+	"encoding/binary"
+	stdnetip "net/netip"
+	"testing"
+	"time"
+
+	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/wire"
+)
+
+func dataPkt(id uint64, msgLen, off uint32, payload []byte) []byte {
+	d := wire.Data{
+		Common:        wire.Common{SrcPort: 40000, DstPort: 500, Sequence: off, SenderID: id},
+		MessageLength: msgLen,
+		Incoming:      min(msgLen, 40_000),
+		SegOffset:     off,
+		Payload:       payload,
+	}
+	return d.Append(nil)
+}
+
+func newServer(t *testing.T) *homa.Endpoint {
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 9})
+	c, err := nw.Open(serverAddr, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := homa.NewEndpoint(c, homa.Config{})
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// TestMalformedInput feeds broken packets to an endpoint: each is dropped
+// and counted under the right reason, and none creates state.
+func TestMalformedInput(t *testing.T) {
+	valid := dataPkt(1000, 100, 0, make([]byte, 100))
+	unknown := append([]byte(nil), valid...)
+	unknown[11] = 0x42
+	cases := []struct {
+		name string
+		pkt  []byte
+		why  homa.DropReason
+	}{
+		{"empty", nil, homa.DropShort},
+		{"10 bytes", valid[:10], homa.DropShort},
+		{"truncated DATA header", valid[:40], homa.DropShort},
+		{"unknown type", unknown, homa.DropUnknownType},
+		{"message_length over 1,000,000", dataPkt(1002, 1_000_001, 0, []byte("x")), homa.DropBadField},
+		{"message_length zero", dataPkt(1004, 0, 0, nil), homa.DropBadField},
+		{"offset past message_length", dataPkt(1006, 100, 100, []byte("x")), homa.DropBadField},
+		{"payload past message_length", dataPkt(1008, 100, 50, make([]byte, 51)), homa.DropBadField},
+		{"offset near 2^32", dataPkt(1010, 100, 0xfffffff0, make([]byte, 32)), homa.DropBadField},
+		{"truncated GRANT", (&wire.Grant{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 3}}).Append(nil)[:30], homa.DropShort},
+		{"GRANT for unknown RPC", (&wire.Grant{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 1013}, Offset: 5}).Append(nil), homa.DropUnknownRPC},
+		{"response for unknown client RPC", dataPkt(1015, 10, 0, make([]byte, 10)), homa.DropUnknownRPC},
+		{"another port", (&wire.Grant{Common: wire.Common{SrcPort: 40000, DstPort: 501, SenderID: 1017}}).Append(nil), homa.DropOtherPort},
+	}
+	e := newServer(t)
+	for _, tc := range cases {
+		before := e.Stats().Drops[tc.why]
+		e.HandlePacket(tc.pkt, clientAddr)
+		st := e.Stats()
+		if st.Drops[tc.why] != before+1 {
+			t.Errorf("%s: drops[%v] = %d, want %d (all drops %v)", tc.name, tc.why, st.Drops[tc.why], before+1, st.Drops)
+		}
+		if st.ServerRPCs != 0 {
+			t.Fatalf("%s: created server state", tc.name)
+		}
+	}
+	// The valid packet still works after all that.
+	e.HandlePacket(valid, clientAddr)
+	m, err := e.Recv(withTimeout(t, 5*time.Second), 0)
+	if err != nil || len(m.Data) != 100 {
+		t.Fatalf("valid request after malformed ones: %v", err)
+	}
+}
+
+// TestForgedResponse: a packet claiming to be the response of a client
+// RPC but sent from another host, or from another port of the right host,
+// changes nothing.
+func TestForgedResponse(t *testing.T) {
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 10})
+	cc, _ := nw.Open(clientAddr, 0)
+	client := homa.NewEndpoint(cc, homa.Config{})
+	defer client.Close()
+	id, err := client.Send(stdnetip.MustParseAddrPort("10.0.0.1:500"), []byte("hello"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forge := func(src string, port uint16) {
+		d := wire.Data{Common: wire.Common{SrcPort: port, DstPort: client.Port(), SenderID: id | 1},
+			MessageLength: 5, Incoming: 5, SegOffset: 0, Payload: []byte("evil!")}
+		client.HandlePacket(d.Append(nil), stdnetip.MustParseAddr(src))
+	}
+	forge("10.0.0.66", 500) // wrong host
+	forge("10.0.0.1", 501)  // right host, wrong port
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if m, err := client.Recv(ctx, id); err == nil {
+		t.Fatalf("forged response accepted: %q", m.Data)
+	}
+	if st := client.Stats(); st.Drops[homa.DropUnknownRPC] != 2 || st.ClientRPCs != 1 {
+		t.Fatalf("forgeries not dropped as unknown: %+v", st)
+	}
+}
+
+// TestServerRPCLimit: a flood of new request ids stops at MaxServerRPCs.
+func TestServerRPCLimit(t *testing.T) {
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 11})
+	c, _ := nw.Open(serverAddr, 500)
+	e := homa.NewEndpoint(c, homa.Config{MaxServerRPCs: 50})
+	defer e.Close()
+	for i := range 200 {
+		// Half of each request: the RPCs stay incomplete.
+		e.HandlePacket(dataPkt(uint64(2+2*i), 1000, 0, make([]byte, 500)), clientAddr)
+	}
+	st := e.Stats()
+	if st.ServerRPCs != 50 || st.Drops[homa.DropLimit] != 150 {
+		t.Fatalf("server RPCs %d, limit drops %d; want 50 and 150", st.ServerRPCs, st.Drops[homa.DropLimit])
+	}
+}
+
+// FuzzHandlePacket feeds an endpoint arbitrary packet sequences (each
+// packet prefixed by a 2-byte length): nothing panics and state stays
+// within its limits.
+func FuzzHandlePacket(f *testing.F) {
+	seq := func(pkts ...[]byte) []byte {
+		var b []byte
+		for _, p := range pkts {
+			b = binary.BigEndian.AppendUint16(b, uint16(len(p)))
+			b = append(b, p...)
+		}
+		return b
+	}
+	f.Add(seq(dataPkt(1000, 100, 0, make([]byte, 100))))
+	f.Add(seq(dataPkt(1000, 3000, 0, make([]byte, 1000)), dataPkt(1000, 3000, 2000, make([]byte, 1000)), dataPkt(1000, 3000, 1000, make([]byte, 1000))))
+	f.Add(seq((&wire.Resend{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 1000}, Length: wire.ResendToEnd}).Append(nil)))
+	f.Add(seq((&wire.Ack{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 1000}, NumAcks: 9}).Append(nil)))
+	f.Add(seq((&wire.Cutoffs{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 1001}}).Append(nil)))
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 12})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c, err := nw.Open(serverAddr, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := homa.NewEndpoint(c, homa.Config{MaxServerRPCs: 64})
+		defer e.Close()
+		for len(in) >= 2 {
+			n := int(binary.BigEndian.Uint16(in))
+			in = in[2:]
+			n = min(n, len(in))
+			pkt := in[:n]
+			in = in[n:]
+			if len(pkt) >= 4 {
+				binary.BigEndian.PutUint16(pkt[2:], e.Port())
+			}
+			e.HandlePacket(pkt, clientAddr)
+		}
+		if st := e.Stats(); st.ServerRPCs > 64 {
+			t.Fatalf("%d server RPCs past the limit of 64", st.ServerRPCs)
+		}
+	})
+}

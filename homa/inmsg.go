@@ -1,0 +1,84 @@
+package homa
+
+// span is a half-open byte range [start, end) of a message.
+type span struct{ start, end uint32 }
+
+// inMsg reassembles an incoming message from DATA packets that may arrive
+// out of order or more than once.
+type inMsg struct {
+	length   uint32
+	buf      []byte
+	have     []span // received ranges, sorted, disjoint and not adjacent
+	received uint32 // bytes in have
+	granted  uint32 // bytes the sender may send: unscheduled, then grants
+}
+
+func (m *inMsg) init(length, unsched uint32) {
+	m.length = length
+	m.buf = getBuf(int(length))
+	m.have = m.have[:0]
+	m.received = 0
+	m.granted = min(unsched, length)
+}
+
+func (m *inMsg) complete() bool { return m.received == m.length }
+
+// add copies the part of data (at offset off) not received before and
+// returns how many new bytes it held. The caller has checked that
+// off+len(data) <= m.length.
+func (m *inMsg) add(off uint32, data []byte) uint32 {
+	if len(data) == 0 {
+		return 0
+	}
+	end := off + uint32(len(data))
+	// Find the first span that ends at or after off: everything before it
+	// lies wholly to the left of the new range.
+	i := 0
+	for i < len(m.have) && m.have[i].end < off {
+		i++
+	}
+	// Copy the gaps between the new range and the spans it overlaps,
+	// merging those spans into one.
+	var added uint32
+	start, cur := off, off
+	j := i
+	for ; j < len(m.have) && m.have[j].start <= end; j++ {
+		s := m.have[j]
+		if s.start > cur {
+			added += m.fill(cur, s.start, off, data)
+		}
+		cur = max(cur, s.end)
+		start = min(start, s.start)
+	}
+	if cur < end {
+		added += m.fill(cur, end, off, data)
+		cur = end
+	}
+	merged := span{start, cur}
+	if j == i {
+		// No overlap: insert.
+		m.have = append(m.have, span{})
+		copy(m.have[i+1:], m.have[i:])
+		m.have[i] = merged
+	} else {
+		m.have[i] = merged
+		m.have = append(m.have[:i+1], m.have[j:]...)
+	}
+	m.received += added
+	return added
+}
+
+// fill copies bytes [from, to) of the message out of data, which holds the
+// message starting at offset off.
+func (m *inMsg) fill(from, to, off uint32, data []byte) uint32 {
+	copy(m.buf[from:to], data[from-off:to-off])
+	return to - from
+}
+
+// release returns the buffer to the pool unless ownership has passed on.
+func (m *inMsg) release() {
+	if m.buf != nil {
+		putBuf(m.buf)
+		m.buf = nil
+	}
+}
