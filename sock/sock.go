@@ -1,0 +1,198 @@
+// Package sock is the API Go programs use to speak Homa: a Socket sends
+// requests, receives requests and responses, and replies, with the
+// semantics of Linux Homa sockets (homa(7)) in Go idiom.
+//
+// A socket is either client-only (opened on port 0, it gets a client port
+// from 32768 up) or bound to a server port (1..32767), in which case it
+// also receives requests. Either kind may send requests.
+//
+//	s, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:0"), nil)
+//	if err != nil { ... }
+//	defer s.Close()
+//	resp, err := s.Call(ctx, server, []byte("hello"))
+//
+// Transports: raw IP protocol 146 (the real thing, interoperable with the
+// Linux Homa module; needs CAP_NET_RAW), or Homa carried in UDP datagrams
+// (no privileges; both ends must use it). Every method is safe for
+// concurrent use by many goroutines.
+package sock
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/netio"
+)
+
+// Message is a received request or response. Data belongs to the
+// receiver; Release recycles it.
+type Message = homa.Message
+
+// Stats is a snapshot of a socket's counters.
+type Stats = homa.Stats
+
+// Errors. Test for them with errors.Is.
+var (
+	// ErrClosed: the socket is closed. It also matches net.ErrClosed.
+	ErrClosed = homa.ErrClosed
+	// ErrMessageTooLong: a message must hold 1 to 1,000,000 bytes.
+	ErrMessageTooLong = homa.ErrMessageTooLong
+	// ErrUnknownRPC: no RPC with that id exists on this socket.
+	ErrUnknownRPC = homa.ErrUnknownRPC
+	// ErrAborted: the RPC was ended by Abort.
+	ErrAborted = homa.ErrAborted
+	// ErrPeerTimeout: the peer stopped answering.
+	ErrPeerTimeout = homa.ErrPeerTimeout
+	// ErrBadAddress: an address or port the socket cannot use.
+	ErrBadAddress = homa.ErrBadAddress
+	// ErrAlreadyReplied: Reply was called twice for one request.
+	ErrAlreadyReplied = homa.ErrAlreadyReplied
+	// ErrPermission: raw sockets need CAP_NET_RAW. Run as root, grant the
+	// capability (setcap cap_net_raw+ep BINARY), or use Transport UDP.
+	ErrPermission = netio.ErrPermission
+	// ErrPortInUse: another socket on this host holds the port.
+	ErrPortInUse = netio.ErrPortInUse
+)
+
+// Transport selects how Homa packets travel.
+type Transport int
+
+const (
+	// Raw sends Homa packets directly in IP (protocol 146), as the Linux
+	// module does. It needs CAP_NET_RAW.
+	Raw Transport = iota
+	// UDP carries each Homa packet in a UDP datagram whose port equals
+	// the Homa port. It needs no privileges, but both ends must use it.
+	UDP
+)
+
+func (t Transport) String() string {
+	switch t {
+	case Raw:
+		return "raw"
+	case UDP:
+		return "udp"
+	}
+	return fmt.Sprintf("Transport(%d)", int(t))
+}
+
+// Config configures a socket. A nil *Config means all defaults.
+type Config struct {
+	// Transport is Raw (the default) or UDP.
+	Transport Transport
+	// Engine tunes the protocol engine.
+	Engine homa.Config
+	// Net tunes the socket underneath (DSCP map, MTU, buffer sizes).
+	Net netio.Options
+}
+
+// Largest server port; client ports are assigned above it.
+const maxServerPort = netio.MinClientPort - 1
+
+// Socket is a Homa socket.
+type Socket struct {
+	ep *homa.Endpoint
+}
+
+// Open opens a socket on the local address addr. Port 0 makes a
+// client-only socket with an assigned client port; ports 1..32767 make a
+// server socket. The address family of addr (which may be unspecified,
+// e.g. 0.0.0.0 or ::) decides between IPv4 and IPv6.
+func Open(addr netip.AddrPort, cfg *Config) (*Socket, error) {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	if p := addr.Port(); p > maxServerPort {
+		return nil, fmt.Errorf("%w: port %d: server ports are 1..%d (0 assigns a client port)", ErrBadAddress, p, maxServerPort)
+	}
+	if !addr.Addr().IsValid() {
+		return nil, fmt.Errorf("%w: no local address (use 0.0.0.0 or :: for any)", ErrBadAddress)
+	}
+	var (
+		conn netio.Conn
+		err  error
+	)
+	switch cfg.Transport {
+	case Raw:
+		conn, err = netio.OpenRaw(addr.Addr(), addr.Port(), &cfg.Net)
+	case UDP:
+		conn, err = netio.OpenUDP(addr.Addr(), addr.Port(), &cfg.Net)
+	default:
+		return nil, fmt.Errorf("sock: unknown transport %v", cfg.Transport)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sock: open %v socket on %v: %w", cfg.Transport, addr, err)
+	}
+	return OpenConn(conn, cfg), nil
+}
+
+// OpenConn makes a socket on an already open netio.Conn (for example one
+// of a netio.MemNetwork), which the socket owns from now on. Transport
+// and Net in cfg are ignored.
+func OpenConn(conn netio.Conn, cfg *Config) *Socket {
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	return &Socket{ep: homa.NewEndpoint(conn, cfg.Engine)}
+}
+
+// LocalAddr returns the socket's address and Homa port.
+func (s *Socket) LocalAddr() netip.AddrPort { return s.ep.LocalAddr() }
+
+// Send sends a request to the server at dst and returns the new RPC's id.
+// The response is delivered by Recv, carrying cookie. Send copies req.
+func (s *Socket) Send(dst netip.AddrPort, req []byte, cookie uint64) (id uint64, err error) {
+	return s.ep.Send(dst, req, cookie)
+}
+
+// Any makes Recv return the next message of any RPC.
+const Any uint64 = 0
+
+// Recv waits for the next complete message: with id Any, the next request
+// (on a server socket) or response; with an RPC id from Send, that RPC's
+// response. A client RPC that failed (aborted, peer timed out) comes back
+// as a Message whose Err is set. Recv returns ctx.Err() when ctx ends
+// first, and ErrClosed when the socket closes.
+func (s *Socket) Recv(ctx context.Context, id uint64) (*Message, error) {
+	return s.ep.Recv(ctx, id)
+}
+
+// Reply sends resp as the response to the request req (from Recv). Reply
+// copies resp.
+func (s *Socket) Reply(req *Message, resp []byte) error {
+	if !req.IsRequest() {
+		return fmt.Errorf("%w: message %d is a response, not a request", ErrUnknownRPC, req.ID)
+	}
+	return s.ep.Reply(req.Peer.Addr(), req.ID, resp)
+}
+
+// Call sends req to dst and waits for the response. If ctx ends first the
+// RPC is aborted and ctx.Err() returned. A failed RPC returns its error.
+func (s *Socket) Call(ctx context.Context, dst netip.AddrPort, req []byte) (*Message, error) {
+	id, err := s.ep.Send(dst, req, 0)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.ep.Recv(ctx, id)
+	if err != nil {
+		_ = s.ep.Abort(id)
+		return nil, err
+	}
+	if m.Err != nil {
+		return nil, m.Err
+	}
+	return m, nil
+}
+
+// Abort ends the client RPC id. A Recv waiting for it returns a Message
+// with Err ErrAborted.
+func (s *Socket) Abort(id uint64) error { return s.ep.Abort(id) }
+
+// Stats returns a snapshot of the socket's counters.
+func (s *Socket) Stats() Stats { return s.ep.Stats() }
+
+// Close closes the socket. RPCs in progress end; goroutines blocked in
+// Recv return ErrClosed. Close is idempotent.
+func (s *Socket) Close() error { return s.ep.Close() }
