@@ -1,0 +1,298 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/homa-go/homa/sock"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if leaked := leakedGoroutines(); leaked != "" {
+			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leakedGoroutines returns the stacks of goroutines still running code of
+// this module, other than the caller. Every socket, server and client
+// waits for its goroutines when closed, so there should be none.
+func leakedGoroutines() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var leaked []string
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i > 0 && strings.Contains(g, "github.com/homa-go/homa") {
+			leaked = append(leaked, g)
+		}
+	}
+	return strings.Join(leaked, "\n\n")
+}
+
+// runHoma runs the command with args and returns its exit code and output.
+func runHoma(ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// requireRaw skips the test unless this process may open raw IP sockets.
+func requireRaw(t *testing.T) {
+	t.Helper()
+	s, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:0"), nil)
+	if errors.Is(err, sock.ErrPermission) {
+		t.Skip("needs raw IP sockets (root or CAP_NET_RAW), which this process may not open")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}
+
+// refuseRaw makes every raw socket open fail as it does without
+// CAP_NET_RAW, for the rest of the test.
+func refuseRaw(t *testing.T) {
+	orig := openSocket
+	openSocket = func(a netip.AddrPort, cfg *sock.Config) (*sock.Socket, error) {
+		if cfg.Transport == sock.Raw {
+			return nil, fmt.Errorf("sock: open raw socket on %v: %w", a, sock.ErrPermission)
+		}
+		return orig(a, cfg)
+	}
+	t.Cleanup(func() { openSocket = orig })
+}
+
+// freePort returns a Homa server port whose UDP port is free now.
+func freePort(t *testing.T) uint16 {
+	for range 100 {
+		p := uint16(10000 + rand.IntN(20000))
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), p)))
+		if err == nil {
+			c.Close()
+			return p
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// pingReportRE matches the report of ping and demo.
+var pingReportRE = regexp.MustCompile(`homa: (\d+) round trips of 100 bytes to 127\.0\.0\.1:\d+ over (.+)\n` +
+	`rtt µs: min [\d.]+  median [\d.]+  p99 [\d.]+  p99\.9 [\d.]+  max [\d.]+\n` +
+	`throughput: \d+ RPCs/s, [\d.]+ Mbit/s of payload each way\n$`)
+
+// checkReport checks a ping or demo report of count round trips over
+// transport.
+func checkReport(t *testing.T, stdout string, count int, transport string) {
+	t.Helper()
+	m := pingReportRE.FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no report in output:\n%s", stdout)
+	}
+	if m[1] != fmt.Sprint(count) || m[2] != transport {
+		t.Errorf("report of %s round trips over %q, want %d over %q", m[1], m[2], count, transport)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	ctx := context.Background()
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}} {
+		code, out, _ := runHoma(ctx, args...)
+		if code != 0 || !strings.HasPrefix(out, "usage: homa <command>") {
+			t.Errorf("%v: exit %d, output %q; want 0 and the usage", args, code, out)
+		}
+		for name := range commands {
+			if !strings.Contains(out, "\n  "+name+" ") {
+				t.Errorf("%v: usage does not list %q", args, name)
+			}
+		}
+	}
+	for _, args := range [][]string{{}, {"frobnicate"}} {
+		code, _, errOut := runHoma(ctx, args...)
+		if code != 2 || !strings.Contains(errOut, "usage: homa <command>") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and the usage", args, code, errOut)
+		}
+	}
+	if code, _, errOut := runHoma(ctx, "ping", "-h"); code != 0 || !strings.Contains(errOut, "-count") {
+		t.Errorf("ping -h: exit %d, stderr %q; want 0 and the flags", code, errOut)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"ping", "--size", "0"},
+		{"ping", "--count", "0"},
+		{"ping", "--nosuchflag"},
+		{"demo", "extra"},
+		{"bench", "--vs", "quic"},
+		{"bench", "--addr-family", "5"},
+	} {
+		code, _, errOut := runHoma(context.Background(), args...)
+		if code != 2 || !strings.Contains(errOut, "usage: homa "+args[0]) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and the usage", args, code, errOut)
+		}
+	}
+}
+
+// TestDemo runs the demo with whatever this process may open.
+func TestDemo(t *testing.T) {
+	code, out, errOut := runHoma(context.Background(), "demo", "--count", "50")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	transport := "raw IP protocol 146"
+	if errOut != "" {
+		transport = "UDP encapsulation"
+	}
+	if !strings.HasPrefix(out, "homa: echo server on 127.0.0.1:") {
+		t.Errorf("no server line in output:\n%s", out)
+	}
+	checkReport(t, out, 50, transport)
+}
+
+func TestDemoFallsBackToUDP(t *testing.T) {
+	refuseRaw(t)
+	code, out, errOut := runHoma(context.Background(), "demo", "--count", "50")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	const want = "homa: raw IP sockets not permitted (need CAP_NET_RAW); falling back to UDP encapsulation\n"
+	if errOut != want {
+		t.Errorf("stderr %q, want %q", errOut, want)
+	}
+	checkReport(t, out, 50, "UDP encapsulation")
+}
+
+func TestRawRefused(t *testing.T) {
+	refuseRaw(t)
+	for _, cmd := range []string{"serve", "ping"} {
+		code, out, errOut := runHoma(context.Background(), cmd, "--addr", "127.0.0.1:4000")
+		if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 ||
+			!strings.Contains(errOut, "--udp") || !strings.Contains(errOut, "CAP_NET_RAW") {
+			t.Errorf("%s without raw sockets: exit %d, stdout %q, stderr %q; want 1 and one line naming --udp and CAP_NET_RAW",
+				cmd, code, out, errOut)
+		}
+	}
+}
+
+// syncBuffer is an output written by one goroutine while another waits
+// for its first line.
+type syncBuffer struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	once    sync.Once
+	written chan struct{}
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.once.Do(func() { close(s.written) })
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// servePing runs serve in a goroutine and ping against it.
+func servePing(t *testing.T, transport string, flags ...string) {
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{written: make(chan struct{})}
+	var errOut bytes.Buffer
+	done := make(chan int)
+	go func() { done <- run(ctx, append([]string{"serve", "--addr", addr}, flags...), out, &errOut) }()
+	select {
+	case <-out.written:
+	case code := <-done:
+		cancel()
+		t.Fatalf("serve exited %d before starting: %s", code, errOut.String())
+	}
+	code, pingOut, pingErr := runHoma(context.Background(), append([]string{"ping", "--addr", addr, "--count", "50", "--warmup", "5"}, flags...)...)
+	cancel()
+	serveCode := <-done
+	if code != 0 {
+		t.Errorf("ping exited %d: %s", code, pingErr)
+	}
+	checkReport(t, pingOut, 50, transport)
+	want := fmt.Sprintf("homa: echo server on %s (%s)\nhoma: echo server stopped after 55 requests\n", addr, transport)
+	if serveCode != 0 || out.String() != want {
+		t.Errorf("serve: exit %d, output %q, stderr %q; want 0 and %q", serveCode, out.String(), errOut.String(), want)
+	}
+}
+
+func TestServePingUDP(t *testing.T) { servePing(t, "UDP encapsulation", "--udp") }
+
+func TestServePingRaw(t *testing.T) {
+	requireRaw(t)
+	servePing(t, "raw IP protocol 146")
+}
+
+func TestBench(t *testing.T) {
+	code, out, errOut := runHoma(context.Background(), "bench", "--vs", "tcp,udp", "--count", "200")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^ *protocol +median µs +p99 µs +p99\.9 µs +RPCs/s +median/TCP *$`).MatchString(out) {
+		t.Errorf("no table header in:\n%s", out)
+	}
+	protos := []string{"homa", "homa-udp", "tcp", "udp"}
+	if errOut != "" { // raw sockets refused: no Homa-over-IP row
+		protos = protos[1:]
+	}
+	for _, p := range protos {
+		ratio := `\d+\.\d\d`
+		if p == "tcp" {
+			ratio = `1\.00`
+		}
+		row := regexp.MustCompile(`(?m)^ *` + p + `( +[\d.]+){4} +` + ratio + ` *$`)
+		if !row.MatchString(out) {
+			t.Errorf("no row for %s in:\n%s", p, out)
+		}
+	}
+}
+
+func TestBenchJSON(t *testing.T) {
+	refuseRaw(t)
+	code, out, errOut := runHoma(context.Background(), "bench", "--vs", "tcp", "--count", "100", "--json", "--addr-family", "4")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	if !strings.Contains(errOut, "skipping homa (Homa over raw IP") {
+		t.Errorf("stderr %q does not say the raw row is skipped", errOut)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v in:\n%s", err, out)
+	}
+	if len(rep.Results) != 2 || rep.Results[0].Protocol != "homa-udp" || rep.Results[1].Protocol != "tcp" {
+		t.Fatalf("results %+v, want homa-udp and tcp", rep.Results)
+	}
+	for _, r := range rep.Results {
+		if r.Count != 100 || r.MedianUS <= 0 || r.P999US < r.MedianUS || r.MedianVsTCP == nil {
+			t.Errorf("implausible row %+v", r)
+		}
+	}
+	if r := rep.Results[1]; *r.MedianVsTCP != 1 {
+		t.Errorf("tcp median is %v of itself, want 1", *r.MedianVsTCP)
+	}
+}

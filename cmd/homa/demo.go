@@ -1,0 +1,33 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+
+	"github.com/homa-go/homa/sock"
+)
+
+// runDemo is "homa demo": an echo server and a client on 127.0.0.1 in one
+// process, over raw IP if permitted and UDP encapsulation otherwise.
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("demo", "[--size N] [--count N] [--warmup N] [--timeout D]", stderr)
+	var load loadFlags
+	load.register(fs, 1000)
+	if code := parseFlags(fs, args, load.check); code >= 0 {
+		return code
+	}
+	host := netip.MustParseAddr("127.0.0.1")
+	c, err := homaLoopback(ctx, host, sock.Raw)
+	if errors.Is(err, sock.ErrPermission) {
+		fmt.Fprintln(stderr, "homa: "+noRaw+"; falling back to UDP encapsulation")
+		c, err = homaLoopback(ctx, host, sock.UDP)
+	}
+	if err != nil {
+		return fail(stderr, "demo", err)
+	}
+	fmt.Fprintf(stdout, "homa: echo server on %v (%s)\n", c.dst, transportName(c.t))
+	return pingReport(ctx, "demo", c, load, stdout, stderr)
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/homa-go/homa/sock"
+)
+
+// openSocket opens every Homa socket of this command. Tests replace it to
+// play a host that refuses raw sockets.
+var openSocket = sock.Open
+
+// noRaw is how the command names a refused raw socket.
+const noRaw = "raw IP sockets not permitted (need CAP_NET_RAW)"
+
+// explainOpen turns a refused raw socket into one line of advice; other
+// errors pass through.
+func explainOpen(err error) error {
+	if errors.Is(err, sock.ErrPermission) {
+		return errors.New(noRaw + `: run as root, grant it with "setcap cap_net_raw+ep homa", or pass --udp for UDP encapsulation`)
+	}
+	return err
+}
+
+// transportName describes a transport for reports.
+func transportName(t sock.Transport) string {
+	if t == sock.UDP {
+		return "UDP encapsulation"
+	}
+	return "raw IP protocol 146"
+}
+
+func transportFor(udp bool) sock.Transport {
+	if udp {
+		return sock.UDP
+	}
+	return sock.Raw
+}
+
+// resolve parses HOST:PORT, looking the host up if it is a name. An empty
+// host means 0.0.0.0.
+func resolve(ctx context.Context, hostport string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(hostport); err == nil {
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+	}
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("address %q: bad port %q", hostport, port)
+	}
+	if host == "" {
+		return netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(p)), nil
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	return netip.AddrPortFrom(ips[0].Unmap(), uint16(p)), nil
+}
+
+// echoWorkers is how many goroutines serve requests concurrently.
+const echoWorkers = 4
+
+// echoServer answers every request on a socket with the request's bytes.
+type echoServer struct {
+	s      *sock.Socket
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	served atomic.Uint64
+}
+
+// startEcho serves requests on s until ctx ends or close is called.
+func startEcho(ctx context.Context, s *sock.Socket) *echoServer {
+	ctx, cancel := context.WithCancel(ctx)
+	e := &echoServer{s: s, cancel: cancel}
+	for range echoWorkers {
+		e.wg.Go(func() { e.serve(ctx) })
+	}
+	return e
+}
+
+func (e *echoServer) serve(ctx context.Context) {
+	for {
+		m, err := e.s.Recv(ctx, sock.Any)
+		if err != nil {
+			return // ctx ended or the socket closed
+		}
+		// A client that gave up makes Reply fail; the server goes on.
+		if m.IsRequest() && e.s.Reply(m, m.Data) == nil {
+			e.served.Add(1)
+		}
+		m.Release()
+	}
+}
+
+// close stops the workers and closes the socket.
+func (e *echoServer) close() error {
+	e.cancel()
+	err := e.s.Close()
+	e.wg.Wait()
+	return err
+}
+
+// homaClient is the Homa pinger: a client socket, and the in-process echo
+// server it talks to, if any.
+type homaClient struct {
+	s      *sock.Socket
+	dst    netip.AddrPort
+	t      sock.Transport
+	last   *sock.Message // the previous response, recycled on the next call
+	server *echoServer
+}
+
+// dialHoma opens a client socket for dst on the unspecified address of
+// dst's family.
+func dialHoma(dst netip.AddrPort, t sock.Transport) (*homaClient, error) {
+	local := netip.IPv6Unspecified()
+	if dst.Addr().Is4() {
+		local = netip.IPv4Unspecified()
+	}
+	s, err := openSocket(netip.AddrPortFrom(local, 0), &sock.Config{Transport: t})
+	if err != nil {
+		return nil, err
+	}
+	return &homaClient{s: s, dst: dst, t: t}, nil
+}
+
+func (c *homaClient) roundTrip(ctx context.Context, req []byte) ([]byte, error) {
+	if c.last != nil {
+		c.last.Release()
+		c.last = nil
+	}
+	m, err := c.s.Call(ctx, c.dst, req)
+	if err != nil {
+		return nil, err
+	}
+	c.last = m
+	return m.Data, nil
+}
+
+func (c *homaClient) close() error {
+	if c.last != nil {
+		c.last.Release()
+		c.last = nil
+	}
+	err := c.s.Close()
+	if c.server != nil {
+		err = errors.Join(err, c.server.close())
+	}
+	return err
+}
+
+// loopbackPort is the server port demo and bench try first; the next
+// ones are tried while it is taken.
+const (
+	loopbackPort  = 4000
+	loopbackTries = 100
+)
+
+// homaLoopback starts an echo server on host (a loopback address) and
+// returns a client for it.
+func homaLoopback(ctx context.Context, host netip.Addr, t sock.Transport) (*homaClient, error) {
+	var (
+		s   *sock.Socket
+		err error
+	)
+	for port := loopbackPort; port < loopbackPort+loopbackTries; port++ {
+		s, err = openSocket(netip.AddrPortFrom(host, uint16(port)), &sock.Config{Transport: t})
+		if !errors.Is(err, sock.ErrPortInUse) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	server := startEcho(ctx, s)
+	c, err := dialHoma(s.LocalAddr(), t)
+	if err != nil {
+		return nil, errors.Join(err, server.close())
+	}
+	c.server = server
+	return c, nil
+}

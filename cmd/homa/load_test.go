@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakePinger echoes in memory; it corrupts round trip bad (if >= 0) and
+// blocks until the context ends from round trip stall (if >= 0) on.
+type fakePinger struct {
+	n, bad, stall int
+	buf           []byte
+	closed        bool
+}
+
+func (f *fakePinger) roundTrip(ctx context.Context, req []byte) ([]byte, error) {
+	defer func() { f.n++ }()
+	if f.stall >= 0 && f.n >= f.stall {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	f.buf = append(f.buf[:0], req...)
+	if f.n == f.bad {
+		f.buf[len(f.buf)-1] ^= 1
+	}
+	return f.buf, nil
+}
+
+func (f *fakePinger) close() error { f.closed = true; return nil }
+
+func testLoad(size, count, warmup int, timeout time.Duration) loadFlags {
+	return loadFlags{size: size, count: count, warmup: warmup, timeout: timeout}
+}
+
+func TestMeasureCounts(t *testing.T) {
+	f := &fakePinger{bad: -1, stall: -1}
+	s, err := measure(context.Background(), f, testLoad(10, 50, 7, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.n != 57 || s.Count != 50 || s.Size != 10 {
+		t.Errorf("made %d round trips, summary counts %d of %d bytes; want 57, 50 of 10", f.n, s.Count, s.Size)
+	}
+	if s.Min <= 0 || s.Max < s.Min || s.Elapsed <= 0 {
+		t.Errorf("implausible summary %+v", s)
+	}
+}
+
+func TestMeasureMismatch(t *testing.T) {
+	f := &fakePinger{bad: 12, stall: -1}
+	s, err := measure(context.Background(), f, testLoad(100, 50, 2, time.Minute))
+	if !errors.Is(err, errMismatch) {
+		t.Fatalf("err = %v, want a mismatch", err)
+	}
+	if !strings.Contains(err.Error(), "round trip 12 ") || !strings.Contains(err.Error(), "byte 99") {
+		t.Errorf("err = %v, want it to name round trip 12 and byte 99", err)
+	}
+	if s.Count != 10 || f.n != 13 {
+		t.Errorf("stopped with %d measured after %d round trips, want 10 after 13", s.Count, f.n)
+	}
+}
+
+func TestMeasureTimeout(t *testing.T) {
+	f := &fakePinger{bad: -1, stall: 30}
+	s, err := measure(context.Background(), f, testLoad(8, 100, 10, time.Millisecond))
+	if err == nil || !strings.Contains(err.Error(), "timed out after 1ms with 20 of 100 round trips done") {
+		t.Fatalf("err = %v, want a timeout after 20 round trips", err)
+	}
+	if s.Count != 20 {
+		t.Errorf("summary counts %d, want 20", s.Count)
+	}
+}
+
+func TestMeasureInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f := &fakePinger{bad: -1, stall: 0}
+	_, err := measure(ctx, f, testLoad(8, 100, 0, time.Minute))
+	if err == nil || !strings.Contains(err.Error(), "interrupted with 0 of 100") {
+		t.Fatalf("err = %v, want interrupted", err)
+	}
+}
+
+func TestLoadFlagsCheck(t *testing.T) {
+	l := testLoad(100, 5000, -1, time.Second)
+	if err := l.check(); err != nil || l.warmup != 500 {
+		t.Errorf("check: %v, warmup %d; want nil, 500", err, l.warmup)
+	}
+	for _, bad := range []loadFlags{
+		testLoad(0, 1, 0, time.Second),
+		testLoad(1_000_001, 1, 0, time.Second),
+		testLoad(1, 0, 0, time.Second),
+		testLoad(1, 1, 0, 0),
+	} {
+		if err := bad.check(); err == nil {
+			t.Errorf("check(%+v) = nil, want an error", bad)
+		}
+	}
+}
+
+// TestBaselines round-trips assorted sizes through each baseline and
+// checks that a round trip allocates nothing, client and server together.
+func TestBaselines(t *testing.T) {
+	for _, p := range baselines {
+		for _, host := range []string{"127.0.0.1", "::1"} {
+			t.Run(p.name+"/"+host, func(t *testing.T) {
+				c, err := p.open(context.Background(), netip.MustParseAddr(host))
+				if err != nil {
+					t.Skipf("no %s loopback: %v", host, err)
+				}
+				defer c.close()
+				sizes := []int{1, 100, 1400, 9000, 60000}
+				if p.name == "tcp" {
+					sizes = append(sizes, 100_000, 1_000_000)
+				}
+				for _, size := range sizes {
+					if _, err := measure(context.Background(), c, testLoad(size, 3, 0, time.Minute)); err != nil {
+						t.Fatalf("size %d: %v", size, err)
+					}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				req := make([]byte, 100)
+				allocs := testing.AllocsPerRun(100, func() {
+					if _, err := c.roundTrip(ctx, req); err != nil {
+						t.Fatal(err)
+					}
+				})
+				if allocs != 0 {
+					t.Errorf("%v allocations per round trip, want 0", allocs)
+				}
+			})
+		}
+	}
+}

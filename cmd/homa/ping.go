@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// runPing is "homa ping": one RPC at a time to an echo server, every echo
+// checked, then a latency and throughput report.
+func runPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("ping", "[--addr HOST:PORT] [--size N] [--count N] [--warmup N] [--timeout D] [--udp]", stderr)
+	addr := fs.String("addr", "127.0.0.1:4000", "echo server `HOST:PORT`")
+	udp := fs.Bool("udp", false, "carry Homa in UDP datagrams (the server must use --udp too)")
+	var load loadFlags
+	load.register(fs, 1000)
+	if code := parseFlags(fs, args, load.check); code >= 0 {
+		return code
+	}
+	dst, err := resolve(ctx, *addr)
+	if err != nil {
+		return fail(stderr, "ping", err)
+	}
+	c, err := dialHoma(dst, transportFor(*udp))
+	if err != nil {
+		return fail(stderr, "ping", explainOpen(err))
+	}
+	return pingReport(ctx, "ping", c, load, stdout, stderr)
+}
+
+// pingReport measures through c, closes it, and prints the report of ping
+// and demo. It returns the exit code.
+func pingReport(ctx context.Context, name string, c *homaClient, load loadFlags, stdout, stderr io.Writer) int {
+	s, err := measure(ctx, c, load)
+	err = errors.Join(err, c.close())
+	if s.Count > 0 {
+		fmt.Fprintf(stdout, "homa: %d round trips of %d bytes to %v over %s\n", s.Count, s.Size, c.dst, transportName(c.t))
+		writeReport(stdout, s)
+	}
+	if err != nil {
+		return fail(stderr, name, err)
+	}
+	return 0
+}
