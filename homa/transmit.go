@@ -41,6 +41,9 @@ func (e *Endpoint) flush(b *txBatch) {
 	pkts := b.pkts
 	for len(pkts) > 0 {
 		n, err := e.conn.WriteBatch(pkts)
+		for i := range pkts[:n] {
+			e.stats.countTx(pkts[i].Bytes())
+		}
 		if err != nil {
 			e.stats.writeErrors.Add(1)
 			n++ // skip the packet that failed
@@ -48,7 +51,6 @@ func (e *Endpoint) flush(b *txBatch) {
 		pkts = pkts[min(n, len(pkts)):]
 	}
 	for i := range b.pkts {
-		e.stats.countTx(b.pkts[i].Buf)
 		putBuf(b.pkts[i].Buf)
 		b.pkts[i] = netio.Packet{}
 	}
