@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/homa-go/homa/homa/netio"
@@ -77,6 +78,18 @@ type Endpoint struct {
 	ready   msgQueue
 	anyWait waiterList
 
+	// rxSelf is the waiter of the goroutine now processing packets, if
+	// it polls from Recv; messages for any waiter go to it first.
+	rxSelf *waiter
+
+	// Receiving. Whoever holds rxTok reads the Conn (into rxPkts): a
+	// goroutine in Recv that polls, or else the background reader.
+	poller     netio.Poller // nil when the Conn cannot be polled or polling is off
+	rxTok      sync.Mutex
+	rxPkts     []netio.Packet
+	appPolling atomic.Bool   // an application goroutine holds rxTok
+	pollIdle   chan struct{} // signalled when appPolling turns false
+
 	stats   counters
 	batches sync.Pool // *txBatch
 	done    chan struct{}
@@ -87,14 +100,22 @@ type Endpoint struct {
 // closes it).
 func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	e := &Endpoint{
-		conn:    conn,
-		cfg:     cfg.withDefaults(),
-		port:    conn.Port(),
-		is4:     conn.LocalAddr().Unmap().Is4(),
-		clients: make(map[uint64]*rpc),
-		servers: make(map[serverKey]*rpc),
-		peers:   make(map[netip.Addr]*peer),
-		done:    make(chan struct{}),
+		conn:     conn,
+		cfg:      cfg.withDefaults(),
+		port:     conn.Port(),
+		is4:      conn.LocalAddr().Unmap().Is4(),
+		clients:  make(map[uint64]*rpc),
+		servers:  make(map[serverKey]*rpc),
+		peers:    make(map[netip.Addr]*peer),
+		done:     make(chan struct{}),
+		pollIdle: make(chan struct{}, 1),
+		rxPkts:   make([]netio.Packet, rxBatch),
+	}
+	for i := range e.rxPkts {
+		e.rxPkts[i].Buf = make([]byte, 1<<16)
+	}
+	if p, ok := conn.(netio.Poller); ok && e.cfg.PollDuration > 0 {
+		e.poller = p
 	}
 	e.ids = newIDSource(e.port, time.Now())
 	e.wg.Add(1)
@@ -237,6 +258,13 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 	}
 	e.mu.Unlock()
 
+	if m, ok := e.poll(ctx, w); ok {
+		putWaiter(w)
+		if m == nil {
+			return nil, ErrClosed
+		}
+		return m, nil
+	}
 	select {
 	case m := <-w.ch:
 		putWaiter(w)
@@ -310,10 +338,18 @@ func (e *Endpoint) fail(r *rpc, err error) {
 // deliver hands a complete message to a waiting goroutine, or queues it.
 func (e *Endpoint) deliver(r *rpc, m *Message) {
 	var w *waiter
-	if r.waiter != nil {
+	switch {
+	case r.waiter != nil:
 		w, r.waiter = r.waiter, nil
-	} else if w = e.anyWait.head; w != nil {
+	case e.rxSelf != nil && e.rxSelf.listed:
+		// The goroutine that read the packet waits for any message:
+		// it keeps this one, with no hand-off.
+		w = e.rxSelf
 		e.anyWait.remove(w)
+	default:
+		if w = e.anyWait.head; w != nil {
+			e.anyWait.remove(w)
+		}
 	}
 	if w == nil {
 		r.msg = m
@@ -378,45 +414,92 @@ func (e *Endpoint) peerFor(addr netip.Addr) *peer {
 	return p
 }
 
-// rxLoop reads and dispatches packets until the Conn closes. After each
-// batch it busy-polls for PollDuration before parking in ReadBatch.
+// rxLoop reads and dispatches packets until the Conn closes. With a
+// Poller it leaves the socket to any application goroutine polling it
+// from Recv, and otherwise parks in WaitReadable; without one it parks in
+// ReadBatch.
 func (e *Endpoint) rxLoop() {
 	defer e.wg.Done()
-	pkts := make([]netio.Packet, rxBatch)
-	for i := range pkts {
-		pkts[i].Buf = make([]byte, 1<<16)
-	}
-	poller, _ := e.conn.(netio.Poller)
-	if e.cfg.PollDuration < 0 {
-		poller = nil
-	}
 	b := &txBatch{}
 	for {
-		n, err := e.conn.ReadBatch(pkts)
+		var err error
+		if e.poller != nil {
+			for e.appPolling.Load() {
+				select {
+				case <-e.pollIdle:
+				case <-e.done:
+					return
+				}
+			}
+			if err = e.poller.WaitReadable(); err == nil && e.rxTok.TryLock() {
+				err = e.readBatch(b, nil, e.poller.TryReadBatch)
+			}
+		} else {
+			e.rxTok.Lock()
+			err = e.readBatch(b, nil, e.conn.ReadBatch)
+		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || e.isClosed() {
 				return
 			}
 			e.stats.readErrors.Add(1)
-			continue
 		}
-		e.process(pkts[:n], b)
-		if poller == nil {
-			continue
+	}
+}
+
+// readBatch reads with read and processes what came, on behalf of the
+// waiter self (nil for the background reader). The caller holds rxTok;
+// readBatch releases it.
+func (e *Endpoint) readBatch(b *txBatch, self *waiter, read func([]netio.Packet) (int, error)) error {
+	n, err := read(e.rxPkts)
+	if n > 0 {
+		e.process(e.rxPkts[:n], b, self)
+	}
+	e.rxTok.Unlock()
+	return err
+}
+
+// poll is the fast path of Recv: if no one else is reading the socket,
+// the waiting goroutine reads it itself for up to PollDuration after the
+// last packet, so its message reaches it without any hand-off between
+// goroutines. It reports whether it received what was sent on w.ch (a
+// message, or nil when the endpoint closed); if not, it gave up and the
+// message arrives on w.ch as usual.
+func (e *Endpoint) poll(ctx context.Context, w *waiter) (*Message, bool) {
+	if e.poller == nil || !e.rxTok.TryLock() {
+		return nil, false
+	}
+	e.appPolling.Store(true)
+	b := e.getBatch()
+	defer func() {
+		e.batches.Put(b)
+		e.appPolling.Store(false)
+		select {
+		case e.pollIdle <- struct{}{}:
+		default:
 		}
-		deadline := time.Now().Add(e.cfg.PollDuration)
-		for time.Now().Before(deadline) {
-			n, err = poller.TryReadBatch(pkts)
-			if err != nil {
-				break
-			}
-			if n == 0 {
-				runtime.Gosched()
-				continue
-			}
-			e.process(pkts[:n], b)
+	}()
+	deadline := time.Now().Add(e.cfg.PollDuration)
+	for {
+		select {
+		case m := <-w.ch:
+			e.rxTok.Unlock()
+			return m, true
+		default:
+		}
+		n, err := e.poller.TryReadBatch(e.rxPkts)
+		switch {
+		case n > 0:
+			e.process(e.rxPkts[:n], b, w)
 			deadline = time.Now().Add(e.cfg.PollDuration)
+			continue
+		case err != nil && (errors.Is(err, net.ErrClosed) || e.isClosed()):
+		case ctx.Err() == nil && time.Now().Before(deadline):
+			runtime.Gosched()
+			continue
 		}
+		e.rxTok.Unlock()
+		return nil, false
 	}
 }
 
@@ -430,13 +513,16 @@ func (e *Endpoint) isClosed() bool {
 }
 
 // process handles a batch of received packets under one lock, then sends
-// what they caused.
-func (e *Endpoint) process(pkts []netio.Packet, b *txBatch) {
+// what they caused. self is the waiter of the calling goroutine, if it
+// polls from Recv.
+func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *waiter) {
 	e.mu.Lock()
 	if !e.closed {
+		e.rxSelf = self
 		for i := range pkts {
 			e.handle(pkts[i].Bytes(), pkts[i].Addr, b)
 		}
+		e.rxSelf = nil
 	}
 	e.mu.Unlock()
 	e.flush(b)

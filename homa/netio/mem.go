@@ -452,6 +452,25 @@ func (c *memConn) ReadBatch(pkts []Packet) (int, error) {
 	}
 }
 
+// WaitReadable implements Poller.
+func (c *memConn) WaitReadable() error {
+	for {
+		c.net.mu.Lock()
+		closed, ready := c.closed, c.rxq.len() > 0
+		c.net.mu.Unlock()
+		switch {
+		case closed:
+			return errMemClosed
+		case ready:
+			return nil
+		}
+		select {
+		case <-c.ready:
+		case <-c.done:
+		}
+	}
+}
+
 // TryReadBatch implements Poller.
 func (c *memConn) TryReadBatch(pkts []Packet) (int, error) {
 	n := c.net

@@ -75,12 +75,18 @@ type Conn interface {
 	Close() error
 }
 
-// Poller is an optional Conn capability: a non-blocking read, so that a
-// receiver can busy-poll for a short window before parking in ReadBatch.
+// Poller is an optional Conn capability for receivers that busy-poll:
+// one goroutine may spin on TryReadBatch while another is parked in
+// WaitReadable, ready to take over when the spinning stops.
 type Poller interface {
 	// TryReadBatch is ReadBatch that returns 0, nil at once when nothing
-	// is ready.
+	// is ready (or another read is in progress).
 	TryReadBatch(pkts []Packet) (n int, err error)
+	// WaitReadable blocks until a packet is ready to be read, without
+	// reading it, or the Conn is closed (an error wrapping
+	// net.ErrClosed). It may return when another goroutine has already
+	// taken the packet.
+	WaitReadable() error
 }
 
 // Errors of this package; wrapped errors support errors.Is.

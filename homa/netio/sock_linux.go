@@ -84,7 +84,8 @@ type readState struct {
 	mmsgs
 	iphdr [maxBatch][ipv4HeaderLen]byte // raw IPv4 header scratch
 	wait  func(fd uintptr) bool         // recvmmsg, parking on EAGAIN
-	now   func(fd uintptr) bool         // recvmmsg, returning on EAGAIN
+	now   func(fd uintptr)              // recvmmsg, returning on EAGAIN
+	peek  func(fd uintptr) bool         // true when a packet is queued
 }
 
 // writeState is the transmit side; mu serializes writers.
@@ -117,9 +118,12 @@ func (m *mmsgs) recvWait(fd uintptr) bool {
 	return m.errno != unix.EAGAIN
 }
 
-func (m *mmsgs) recvNow(fd uintptr) bool {
-	m.recvmmsg(fd)
-	return true
+// peekReady reports whether a packet waits in the socket's queue, without
+// taking it. Errors count as ready: the next read reports them.
+func peekReady(fd uintptr) bool {
+	var b [1]byte
+	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	return e != unix.EAGAIN
 }
 
 func (m *mmsgs) sendmmsg(fd uintptr) bool {
@@ -158,7 +162,7 @@ func newSockConn(pc net.PacketConn, laddr netip.Addr, port uint16, udp bool, lea
 	}
 	c := &sockConn{pc: pc, laddr: laddr, port: port, v6: laddr.Is6(), udp: udp, mtu: opt.MTU, lease: lease}
 	c.ipHdrIn = !c.v6 && !udp
-	c.rd.wait, c.rd.now = c.rd.recvWait, c.rd.recvNow
+	c.rd.wait, c.rd.now, c.rd.peek = c.rd.recvWait, c.rd.recvmmsg, peekReady
 	c.wr.send = c.wr.sendmmsg
 	c.wr.sticky = -1
 	dscp := opt.DSCP
@@ -223,8 +227,14 @@ func tosCmsg(v6 bool, tos uint8) []byte {
 func (c *sockConn) ReadBatch(pkts []Packet) (int, error) { return c.read(pkts, true) }
 
 // TryReadBatch implements Poller. It also returns 0, nil when another
-// goroutine is inside ReadBatch.
+// goroutine is inside ReadBatch or TryReadBatch. It does not wait for
+// the descriptor's read lock, so it runs while another goroutine is
+// parked in WaitReadable.
 func (c *sockConn) TryReadBatch(pkts []Packet) (int, error) { return c.read(pkts, false) }
+
+// WaitReadable implements Poller: it parks in the runtime's netpoller
+// until a packet is queued, and leaves it there.
+func (c *sockConn) WaitReadable() error { return c.rc.Read(c.rd.peek) }
 
 func (c *sockConn) read(pkts []Packet, wait bool) (int, error) {
 	if len(pkts) == 0 {
@@ -242,11 +252,12 @@ func (c *sockConn) read(pkts []Packet, wait bool) (int, error) {
 		if err := c.prepareRead(pkts); err != nil {
 			return 0, err
 		}
-		fn := r.now
+		var err error
 		if wait {
-			fn = r.wait
+			err = c.rc.Read(r.wait)
+		} else {
+			err = c.rc.Control(r.now)
 		}
-		err := c.rc.Read(fn)
 		r.clear(len(pkts))
 		if err != nil {
 			return 0, err
