@@ -12,6 +12,10 @@ import (
 // benchRPC measures one 100-byte request/response at a time, the client's
 // Send+Recv against an echo server, reporting allocations per RPC.
 func benchRPC(b *testing.B, open func(addr netip.Addr, port uint16) (netio.Conn, error), host string) {
+	benchRPCSize(b, open, host, 100)
+}
+
+func benchRPCSize(b *testing.B, open func(addr netip.Addr, port uint16) (netio.Conn, error), host string, size int) {
 	addr := netip.MustParseAddr(host)
 	sc, err := open(addr, 23000)
 	if err != nil {
@@ -22,7 +26,7 @@ func benchRPC(b *testing.B, open func(addr netip.Addr, port uint16) (netio.Conn,
 		b.Fatal(err)
 	}
 	p := startPair(b, homa.NewEndpoint(sc, homa.Config{}), homa.NewEndpoint(cc, homa.Config{}))
-	req := make([]byte, 100)
+	req := make([]byte, size)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -50,4 +54,12 @@ func BenchmarkRPC100Raw4(b *testing.B) {
 
 func BenchmarkRPC100UDP4(b *testing.B) {
 	benchRPC(b, func(a netip.Addr, p uint16) (netio.Conn, error) { return netio.OpenUDP(a, p, nil) }, "127.0.0.1")
+}
+
+// BenchmarkRPC200KMem: 200,000 bytes each way over a 1500-byte MTU (140
+// packets and a dozen grants per message): allocations per RPC must not
+// grow with the packet count.
+func BenchmarkRPC200KMem(b *testing.B) {
+	nw := netio.NewMemNetwork(netio.MemConfig{MTU: 1500})
+	benchRPCSize(b, nw.Open, "10.0.0.1", 200_000)
 }

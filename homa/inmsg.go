@@ -9,6 +9,7 @@ type inMsg struct {
 	length   uint32
 	buf      []byte
 	have     []span // received ranges, sorted, disjoint and not adjacent
+	haveBuf  [2]span
 	received uint32 // bytes in have
 	granted  uint32 // bytes the sender may send: unscheduled, then grants
 }
@@ -16,7 +17,7 @@ type inMsg struct {
 func (m *inMsg) init(length, unsched uint32) {
 	m.length = length
 	m.buf = getBuf(int(length))
-	m.have = m.have[:0]
+	m.have = m.haveBuf[:0] // in order, one span; reordered, rarely more
 	m.received = 0
 	m.granted = min(unsched, length)
 }
