@@ -111,9 +111,6 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 		pollIdle: make(chan struct{}, 1),
 		rxPkts:   make([]netio.Packet, rxBatch),
 	}
-	for i := range e.rxPkts {
-		e.rxPkts[i].Buf = make([]byte, 1<<16)
-	}
 	if p, ok := conn.(netio.Poller); ok && e.cfg.PollDuration > 0 {
 		e.poller = p
 	}
@@ -451,12 +448,25 @@ func (e *Endpoint) rxLoop() {
 // waiter self (nil for the background reader). The caller holds rxTok;
 // readBatch releases it.
 func (e *Endpoint) readBatch(b *txBatch, self *waiter, read func([]netio.Packet) (int, error)) error {
+	e.allocRx()
 	n, err := read(e.rxPkts)
 	if n > 0 {
 		e.process(e.rxPkts[:n], b, self)
 	}
 	e.rxTok.Unlock()
 	return err
+}
+
+// allocRx gives the receive batch its buffers, on first use, so that an
+// endpoint that never reads holds none. Each takes the largest IP packet.
+// The caller holds rxTok.
+func (e *Endpoint) allocRx() {
+	if e.rxPkts[0].Buf != nil {
+		return
+	}
+	for i := range e.rxPkts {
+		e.rxPkts[i].Buf = make([]byte, 1<<16)
+	}
 }
 
 // poll is the fast path of Recv: if no one else is reading the socket,
@@ -487,6 +497,7 @@ func (e *Endpoint) poll(ctx context.Context, w *waiter) (*Message, bool) {
 			return m, true
 		default:
 		}
+		e.allocRx()
 		n, err := e.poller.TryReadBatch(e.rxPkts)
 		switch {
 		case n > 0:
