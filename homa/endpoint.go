@@ -56,6 +56,22 @@ type rpc struct {
 
 func (r *rpc) isClient() bool { return r.id&1 == 0 }
 
+// RPC state is recycled: an rpc lives exactly as long as its entry in the
+// endpoint's tables, and nothing outside the mutex keeps a pointer to it
+// (Recv holds one across a wait, but only compares its waiter, which
+// cannot have been reused meanwhile).
+var rpcPool = sync.Pool{New: func() any { return new(rpc) }}
+
+func newRPC() *rpc { return rpcPool.Get().(*rpc) }
+
+// freeRPC recycles r, which is in no table any more, with its buffers.
+func freeRPC(r *rpc) {
+	r.out.release()
+	r.in.release()
+	*r = rpc{}
+	rpcPool.Put(r)
+}
+
 type serverKey struct {
 	addr netip.Addr
 	id   uint64
@@ -152,12 +168,11 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 		e.sendBatch(b)
 		return 0, ErrClosed
 	}
-	r := &rpc{
-		id:     e.ids.newID(),
-		peer:   e.peerFor(addr),
-		port:   dst.Port(),
-		cookie: cookie,
-	}
+	r := newRPC()
+	r.id = e.ids.newID()
+	r.peer = e.peerFor(addr)
+	r.port = dst.Port()
+	r.cookie = cookie
 	r.out.init(buf, e.cfg.UnschedBytes)
 	e.clients[r.id] = r
 	e.sendMore(r, b)
@@ -298,7 +313,15 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 func (e *Endpoint) take(m *Message) {
 	e.ready.remove(m)
 	if !m.IsRequest() {
-		delete(e.clients, m.ID)
+		e.forgetClient(m.ID)
+	}
+}
+
+// forgetClient removes a finished client RPC and recycles its state.
+func (e *Endpoint) forgetClient(id uint64) {
+	if r := e.clients[id]; r != nil {
+		delete(e.clients, id)
+		freeRPC(r)
 	}
 }
 
@@ -354,7 +377,7 @@ func (e *Endpoint) deliver(r *rpc, m *Message) {
 		return
 	}
 	if !m.IsRequest() {
-		delete(e.clients, m.ID)
+		e.forgetClient(m.ID)
 	}
 	w.ch <- m
 }
@@ -412,24 +435,28 @@ func (e *Endpoint) peerFor(addr netip.Addr) *peer {
 }
 
 // rxLoop reads and dispatches packets until the Conn closes. With a
-// Poller it leaves the socket to any application goroutine polling it
-// from Recv, and otherwise parks in WaitReadable; without one it parks in
-// ReadBatch.
+// Poller it parks in WaitReadable and reads when a packet is queued,
+// unless a goroutine polling from Recv holds the socket: then it waits
+// for that one to stop. Without a Poller it parks in ReadBatch.
 func (e *Endpoint) rxLoop() {
 	defer e.wg.Done()
 	b := &txBatch{}
 	for {
 		var err error
 		if e.poller != nil {
-			for e.appPolling.Load() {
+			err = e.poller.WaitReadable()
+			switch {
+			case err != nil:
+			case e.rxTok.TryLock():
+				err = e.readBatch(b, nil, e.poller.TryReadBatch)
+			case e.appPolling.Load():
+				// A goroutine in Recv is reading: leave the packets to
+				// it until it stops.
 				select {
 				case <-e.pollIdle:
 				case <-e.done:
 					return
 				}
-			}
-			if err = e.poller.WaitReadable(); err == nil && e.rxTok.TryLock() {
-				err = e.readBatch(b, nil, e.poller.TryReadBatch)
 			}
 		} else {
 			e.rxTok.Lock()

@@ -147,7 +147,8 @@ func (e *Endpoint) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
 		e.stats.drop(dropLimit)
 		return nil
 	}
-	r := &rpc{id: id, peer: e.peerFor(src), port: d.SrcPort}
+	r := newRPC()
+	r.id, r.peer, r.port = id, e.peerFor(src), d.SrcPort
 	e.servers[serverKey{src, id}] = r
 	return r
 }
@@ -217,8 +218,8 @@ func (e *Endpoint) acked(src netip.Addr, a wire.AckEntry) {
 	if r == nil || r.state != stateReplying || !r.out.done() {
 		return // unknown, or a claim about a response not yet sent
 	}
-	r.out.release()
 	delete(e.servers, key)
+	freeRPC(r)
 	e.stats.serverRPCsFreed.Add(1)
 }
 
@@ -307,9 +308,8 @@ func (e *Endpoint) handleBare(c *wire.Common, src netip.Addr, b *txBatch) {
 			e.stats.retransmits.Add(1)
 			e.queueData(r, b, 0, r.out.next, true)
 		case !r.isClient():
-			r.out.release()
-			r.in.release()
 			delete(e.servers, serverKey{src, r.id})
+			freeRPC(r)
 		}
 	case wire.TypeBusy:
 		// The peer is alive; loss recovery (timers) takes note.
