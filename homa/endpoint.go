@@ -91,9 +91,11 @@ type Endpoint struct {
 	clients map[uint64]*rpc
 	servers map[serverKey]*rpc
 	peers   map[netip.Addr]*peer
-	ready   msgQueue
-	anyWait waiterList
+	ready   dlist[Message, *Message]
+	anyWait dlist[waiter, *waiter] // goroutines in Recv(any), oldest first
 
+	// rxPkt is where handle decodes a packet; guarded by mu.
+	rxPkt wire.Packet
 	// rxSelf is the waiter of the goroutine now processing packets, if
 	// it polls from Recv; messages for any waiter go to it first.
 	rxSelf *waiter
@@ -290,7 +292,7 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 	registered := false
 	if r != nil && r.waiter == w {
 		r.waiter, registered = nil, true
-	} else if r == nil && w.listed {
+	} else if r == nil && w.link.listed {
 		e.anyWait.remove(w)
 		registered = true
 	}
@@ -361,7 +363,7 @@ func (e *Endpoint) deliver(r *rpc, m *Message) {
 	switch {
 	case r.waiter != nil:
 		w, r.waiter = r.waiter, nil
-	case e.rxSelf != nil && e.rxSelf.listed:
+	case e.rxSelf != nil && e.rxSelf.link.listed:
 		// The goroutine that read the packet waits for any message:
 		// it keeps this one, with no hand-off.
 		w = e.rxSelf

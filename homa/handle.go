@@ -14,63 +14,34 @@ func (e *Endpoint) handle(pkt []byte, src netip.Addr, b *txBatch) {
 	if e.is4 {
 		src = src.Unmap()
 	}
-	t, err := wire.PeekType(pkt)
-	if err != nil {
-		e.stats.drop(dropReasonOf(err))
-		return
-	}
-	e.stats.rxPackets[typeIndex(t)].Add(1)
-	if dstPort(pkt) != e.port {
+	if len(pkt) >= wire.CommonLen && dstPort(pkt) != e.port {
 		// The kernel filter passes only our port; this is a stray.
 		e.stats.drop(dropOtherPort)
 		return
 	}
-	switch t {
+	p := &e.rxPkt
+	if err := p.Parse(pkt); err != nil {
+		e.stats.drop(dropReasonOf(err))
+		return
+	}
+	e.stats.rxPackets[typeIndex(p.Type)].Add(1)
+	switch p.Type {
 	case wire.TypeData:
-		var d wire.Data
-		if _, err := d.Parse(pkt); err != nil {
-			e.stats.drop(dropReasonOf(err))
-			return
-		}
-		e.handleData(&d, src, b)
+		e.handleData(&p.Data, src, b)
 	case wire.TypeGrant:
-		var g wire.Grant
-		if _, err := g.Parse(pkt); err != nil {
-			e.stats.drop(dropReasonOf(err))
-			return
-		}
-		e.handleGrant(&g, src, b)
+		e.handleGrant(&p.Grant, src, b)
 	case wire.TypeResend:
-		var r wire.Resend
-		if _, err := r.Parse(pkt); err != nil {
-			e.stats.drop(dropReasonOf(err))
-			return
-		}
-		e.handleResend(&r, src, b)
+		e.handleResend(&p.Resend, src, b)
 	case wire.TypeCutoffs:
-		var c wire.Cutoffs
-		if _, err := c.Parse(pkt); err != nil {
-			e.stats.drop(dropReasonOf(err))
-			return
-		}
-		e.handleCutoffs(&c, src)
+		e.handleCutoffs(&p.Cutoffs, src)
 	case wire.TypeAck:
-		var a wire.Ack
-		if _, err := a.Parse(pkt); err != nil {
-			e.stats.drop(dropReasonOf(err))
-			return
-		}
-		e.handleAck(&a, src)
+		e.handleAck(&p.Ack, src)
 	case wire.TypeRPCUnknown, wire.TypeBusy, wire.TypeNeedAck:
-		var c wire.Common
-		if err := wire.ParseCommon(pkt, &c); err != nil {
-			e.stats.drop(dropReasonOf(err))
-			return
-		}
-		e.handleBare(&c, src, b)
+		e.handleBare(&p.Common, src, b)
 	default: // FREEZE: a Linux debugging aid, ignored
 		e.stats.drop(dropIgnored)
 	}
+	p.Data.Payload = nil // do not keep the receive buffer reachable
 }
 
 // lookup finds the RPC a packet from src belongs to. The packet's sender

@@ -20,9 +20,7 @@ type Message struct {
 	// Err is set when a client RPC failed (Data is nil then).
 	Err error
 
-	// ready-queue links, guarded by the endpoint's mutex.
-	prev, next *Message
-	queued     bool
+	link links[Message] // in the ready queue; guarded by the endpoint's mutex
 }
 
 // IsRequest reports whether the message is a request to be answered with
@@ -38,73 +36,18 @@ func (m *Message) Release() {
 	}
 }
 
-// msgQueue is an intrusive FIFO of messages waiting to be received.
-type msgQueue struct{ head, tail *Message }
-
-func (q *msgQueue) push(m *Message) {
-	m.prev, m.next, m.queued = q.tail, nil, true
-	if q.tail != nil {
-		q.tail.next = m
-	} else {
-		q.head = m
-	}
-	q.tail = m
-}
-
-func (q *msgQueue) remove(m *Message) {
-	if !m.queued {
-		return
-	}
-	if m.prev != nil {
-		m.prev.next = m.next
-	} else {
-		q.head = m.next
-	}
-	if m.next != nil {
-		m.next.prev = m.prev
-	} else {
-		q.tail = m.prev
-	}
-	m.prev, m.next, m.queued = nil, nil, false
-}
+func (m *Message) links() *links[Message] { return &m.link }
 
 // waiter is a goroutine blocked in Recv. Exactly one message is ever sent
 // on ch, under the endpoint's mutex, after the waiter is unregistered.
 type waiter struct {
-	ch     chan *Message
-	prev   *waiter
-	next   *waiter
-	listed bool // in a waiterList
+	ch   chan *Message
+	link links[waiter] // in the endpoint's list of Recv(any) waiters
 }
+
+func (w *waiter) links() *links[waiter] { return &w.link }
 
 var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan *Message, 1)} }}
 
 func getWaiter() *waiter  { return waiterPool.Get().(*waiter) }
 func putWaiter(w *waiter) { waiterPool.Put(w) }
-
-// waiterList is a FIFO of goroutines waiting for any message.
-type waiterList struct{ head, tail *waiter }
-
-func (l *waiterList) push(w *waiter) {
-	w.prev, w.next, w.listed = l.tail, nil, true
-	if l.tail != nil {
-		l.tail.next = w
-	} else {
-		l.head = w
-	}
-	l.tail = w
-}
-
-func (l *waiterList) remove(w *waiter) {
-	if w.prev != nil {
-		w.prev.next = w.next
-	} else if l.head == w {
-		l.head = w.next
-	}
-	if w.next != nil {
-		w.next.prev = w.prev
-	} else if l.tail == w {
-		l.tail = w.prev
-	}
-	w.prev, w.next, w.listed = nil, nil, false
-}
