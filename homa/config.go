@@ -3,6 +3,9 @@ package homa
 import (
 	"time"
 
+	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/resend"
+
 	"github.com/homa-go/homa/homa/wire"
 )
 
@@ -24,6 +27,22 @@ type Config struct {
 	// MaxServerRPCs bounds the server RPCs one endpoint holds at once;
 	// requests beyond it are dropped and counted. Default 10,000.
 	MaxServerRPCs int
+	// MaxServerRPCsPerPeer bounds the server RPCs from one client host.
+	// Default 2,000.
+	MaxServerRPCsPerPeer int
+
+	// Tick is the period of the endpoint's timer, the unit of Resend and
+	// Ack. Default 1 ms, as Linux.
+	Tick time.Duration
+	// Resend times loss recovery: RESEND after ResendTicks without
+	// progress, every ResendInterval ticks, and the peer is declared dead
+	// after TimeoutResends unanswered RESENDs (defaults 5, 5, 5).
+	Resend resend.Config
+	// Ack times acknowledgments on the server: NEED_ACK RequestAckTicks
+	// after the response is sent, then every NeedAckInterval ticks, and
+	// the RPC is forgotten after ReclaimTicks without word from the
+	// client (defaults 2, 1, 2000).
+	Ack ack.Config
 }
 
 // Defaults of the Linux implementation.
@@ -31,6 +50,8 @@ const (
 	defaultUnschedBytes  = 40_000
 	defaultPollDuration  = 50 * time.Microsecond
 	defaultMaxServerRPCs = 10_000
+	defaultMaxPerPeer    = 2_000
+	defaultTick          = time.Millisecond
 	// MaxMessage is the largest message Homa carries.
 	MaxMessage = wire.MaxMessageLength
 )
@@ -48,5 +69,13 @@ func (c Config) withDefaults() Config {
 	if c.MaxServerRPCs <= 0 {
 		c.MaxServerRPCs = defaultMaxServerRPCs
 	}
+	if c.MaxServerRPCsPerPeer <= 0 {
+		c.MaxServerRPCsPerPeer = defaultMaxPerPeer
+	}
+	if c.Tick <= 0 {
+		c.Tick = defaultTick
+	}
+	c.Resend = c.Resend.WithDefaults()
+	c.Ack = c.Ack.WithDefaults()
 	return c
 }

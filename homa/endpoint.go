@@ -18,8 +18,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/homa-go/homa/ack"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/resend"
 )
 
 // rxBatch is how many packets one read takes at most.
@@ -52,6 +54,9 @@ type rpc struct {
 	inInit bool   // in has seen its first DATA packet
 	msg    *Message
 	waiter *waiter // client: a goroutine in Recv for this id
+
+	rs resend.Tracker // loss detection while data is owed to us
+	ak ack.Pending    // server: the answered RPC awaits its acknowledgment
 }
 
 func (r *rpc) isClient() bool { return r.id&1 == 0 }
@@ -91,8 +96,12 @@ type Endpoint struct {
 	clients map[uint64]*rpc
 	servers map[serverKey]*rpc
 	peers   map[netip.Addr]*peer
-	ready   dlist[Message, *Message]
-	anyWait dlist[waiter, *waiter] // goroutines in Recv(any), oldest first
+	seen    map[clientKey]*ack.Seen // finished request ids per client port
+	now     uint64                  // timer ticks since start
+	// deadPeers is scratch for tick.
+	deadPeers []*peer
+	ready     dlist[Message, *Message]
+	anyWait   dlist[waiter, *waiter] // goroutines in Recv(any), oldest first
 
 	// rxPkt is where handle decodes a packet; guarded by mu.
 	rxPkt wire.Packet
@@ -125,6 +134,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 		clients:  make(map[uint64]*rpc),
 		servers:  make(map[serverKey]*rpc),
 		peers:    make(map[netip.Addr]*peer),
+		seen:     make(map[clientKey]*ack.Seen),
 		done:     make(chan struct{}),
 		pollIdle: make(chan struct{}, 1),
 		rxPkts:   make([]netio.Packet, rxBatch),
@@ -133,8 +143,9 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 		e.poller = p
 	}
 	e.ids = newIDSource(e.port, time.Now())
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go e.rxLoop()
+	go e.timerLoop()
 	return e
 }
 
@@ -176,6 +187,7 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 	r.port = dst.Port()
 	r.cookie = cookie
 	r.out.init(buf, e.cfg.UnschedBytes)
+	r.rs.Start(e.now)
 	e.clients[r.id] = r
 	e.sendMore(r, b)
 	id := r.id
@@ -219,6 +231,7 @@ func (e *Endpoint) reply(peer netip.Addr, id uint64, buf []byte, b *txBatch) err
 		return ErrAlreadyReplied
 	}
 	r.state = stateReplying
+	r.ak.Start(e.now)
 	r.out.init(buf, e.cfg.UnschedBytes)
 	e.sendMore(r, b)
 	return nil

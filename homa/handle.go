@@ -59,6 +59,9 @@ func (e *Endpoint) lookup(c *wire.Common, src netip.Addr) *rpc {
 	if r == nil || r.peer.addr != src || r.port != c.SrcPort {
 		return nil
 	}
+	// Any packet about the RPC shows the peer is alive.
+	r.rs.Heard(e.now)
+	r.ak.Heard(e.now)
 	return r
 }
 
@@ -69,14 +72,14 @@ func (e *Endpoint) handleData(d *wire.Data, src netip.Addr, b *txBatch) {
 		e.stats.drop(dropBadField)
 		return
 	}
+	if d.Ack.ClientID != 0 && d.SenderID&1 == 0 {
+		e.acked(src, d.Ack) // a client's piggybacked acknowledgment
+	}
 	r := e.lookup(&d.Common, src)
 	if r == nil {
 		if r = e.newServerRPC(d, src); r == nil {
 			return
 		}
-	}
-	if d.Ack.ClientID != 0 && !r.isClient() {
-		e.acked(src, d.Ack)
 	}
 	if r.state != stateActive {
 		e.stats.dupPackets.Add(1)
@@ -89,7 +92,9 @@ func (e *Endpoint) handleData(d *wire.Data, src netip.Addr, b *txBatch) {
 		e.stats.drop(dropBadField)
 		return
 	}
-	if r.in.add(off, d.Payload) == 0 && len(d.Payload) > 0 {
+	if r.in.add(off, d.Payload) > 0 {
+		r.rs.Progress(e.now)
+	} else if len(d.Payload) > 0 {
 		e.stats.dupPackets.Add(1)
 	}
 	if r.in.complete() {
@@ -114,12 +119,20 @@ func (e *Endpoint) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
 		e.stats.drop(dropBadField)
 		return nil
 	}
-	if len(e.servers) >= e.cfg.MaxServerRPCs {
+	if s := e.seen[clientKey{src, d.SrcPort}]; s != nil && s.Done(d.SenderID) {
+		// A late duplicate of a request this server already finished.
+		e.stats.drop(dropStale)
+		return nil
+	}
+	p := e.peerFor(src)
+	if len(e.servers) >= e.cfg.MaxServerRPCs || p.serverRPCs >= e.cfg.MaxServerRPCsPerPeer {
 		e.stats.drop(dropLimit)
 		return nil
 	}
 	r := newRPC()
-	r.id, r.peer, r.port = id, e.peerFor(src), d.SrcPort
+	r.id, r.peer, r.port = id, p, d.SrcPort
+	r.rs.Start(e.now)
+	p.serverRPCs++
 	e.servers[serverKey{src, id}] = r
 	return r
 }
@@ -157,7 +170,7 @@ func (e *Endpoint) completeIn(r *rpc, b *txBatch) {
 		r.out.release()
 		r.state = stateDone
 		e.stats.rpcsCompleted.Add(1)
-		if r.peer.addAck(wire.AckEntry{ClientID: r.id, ServerPort: r.port}) >= wire.MaxAcks {
+		if r.peer.addAck(wire.AckEntry{ClientID: r.id, ServerPort: r.port}, e.now) >= wire.MaxAcks {
 			e.flushAcks(r.peer, r.port, b)
 		}
 	} else {
@@ -189,8 +202,7 @@ func (e *Endpoint) acked(src netip.Addr, a wire.AckEntry) {
 	if r == nil || r.state != stateReplying || !r.out.done() {
 		return // unknown, or a claim about a response not yet sent
 	}
-	delete(e.servers, key)
-	freeRPC(r)
+	e.freeServer(key, r)
 	e.stats.serverRPCsFreed.Add(1)
 }
 
@@ -208,10 +220,18 @@ func (e *Endpoint) handleGrant(g *wire.Grant, src netip.Addr, b *txBatch) {
 	}
 }
 
-// handleResend answers a RESEND. For an RPC it does not know, a client
-// answers RPC_UNKNOWN and a server asks for the request from its start; a
-// server whose response is not ready answers BUSY; otherwise the range is
-// retransmitted with the retransmit flag set, clamped to what was sent.
+// handleResend answers a RESEND:
+//   - for an RPC it does not know, a client answers RPC_UNKNOWN and a
+//     server asks for the request from its start (unless it has finished
+//     that RPC already);
+//   - a server still receiving the request asks for what it misses, which
+//     also repeats a lost GRANT; one whose response is not ready answers
+//     BUSY;
+//   - otherwise the range is retransmitted with the retransmit flag set.
+//     A RESEND also grants up to its end: the receiver's GRANT may have
+//     been lost.
+//
+// Ranges beyond the message are ignored.
 func (e *Endpoint) handleResend(rs *wire.Resend, src netip.Addr, b *txBatch) {
 	r := e.lookup(&rs.Common, src)
 	id := rs.SenderID ^ 1
@@ -219,20 +239,32 @@ func (e *Endpoint) handleResend(rs *wire.Resend, src netip.Addr, b *txBatch) {
 	case r == nil && id&1 == 0:
 		e.queueBare(wire.TypeRPCUnknown, src, rs.SrcPort, id, b)
 	case r == nil:
+		if s := e.seen[clientKey{src, rs.SrcPort}]; s != nil && s.Done(rs.SenderID) {
+			e.stats.drop(dropStale)
+			return
+		}
 		req := wire.Resend{Common: e.control(rs.SrcPort, id), Length: uint32(e.cfg.UnschedBytes), Priority: controlPriority}
 		b.add(req.Append(getBuf(wire.ResendLen)[:0]), src, controlPriority)
+	case r.state == stateActive && !r.isClient():
+		if e.queueResend(r, b) {
+			return
+		}
+		e.queueGrant(r, b, r.in.granted, 0)
 	case r.out.data == nil:
 		e.queueBare(wire.TypeBusy, src, rs.SrcPort, r.id, b)
+	case rs.Offset >= r.out.length:
+		e.stats.drop(dropBadField)
 	default:
-		from := min(rs.Offset, r.out.next)
-		to := r.out.next
-		if rs.Length != wire.ResendToEnd {
-			to = uint32(min(uint64(rs.Offset)+uint64(rs.Length), uint64(to)))
+		end := min(uint64(rs.Offset)+uint64(rs.Length), uint64(r.out.length))
+		if rs.Length == wire.ResendToEnd {
+			end = uint64(r.out.length)
 		}
-		if from < to {
+		r.out.grant(uint32(end), r.out.schedPrio)
+		if from, to := rs.Offset, min(uint32(end), r.out.next); from < to {
 			e.stats.retransmits.Add(1)
 			e.queueData(r, b, from, to, true)
 		}
+		e.sendMore(r, b)
 	}
 }
 
@@ -279,8 +311,7 @@ func (e *Endpoint) handleBare(c *wire.Common, src netip.Addr, b *txBatch) {
 			e.stats.retransmits.Add(1)
 			e.queueData(r, b, 0, r.out.next, true)
 		case !r.isClient():
-			delete(e.servers, serverKey{src, r.id})
-			freeRPC(r)
+			e.freeServer(serverKey{src, r.id}, r)
 		}
 	case wire.TypeBusy:
 		// The peer is alive; loss recovery (timers) takes note.

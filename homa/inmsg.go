@@ -1,7 +1,9 @@
 package homa
 
-// span is a half-open byte range [start, end) of a message.
-type span struct{ start, end uint32 }
+import "github.com/homa-go/homa/resend"
+
+// span is a half-open byte range [Start, End) of a message.
+type span = resend.Span
 
 // inMsg reassembles an incoming message from DATA packets that may arrive
 // out of order or more than once.
@@ -24,6 +26,9 @@ func (m *inMsg) init(length, unsched uint32) {
 
 func (m *inMsg) complete() bool { return m.received == m.length }
 
+// spans are the received ranges, sorted and disjoint.
+func (m *inMsg) spans() []span { return m.have }
+
 // add copies the part of data (at offset off) not received before and
 // returns how many new bytes it held. The caller has checked that
 // off+len(data) <= m.length.
@@ -35,7 +40,7 @@ func (m *inMsg) add(off uint32, data []byte) uint32 {
 	// Find the first span that ends at or after off: everything before it
 	// lies wholly to the left of the new range.
 	i := 0
-	for i < len(m.have) && m.have[i].end < off {
+	for i < len(m.have) && m.have[i].End < off {
 		i++
 	}
 	// Copy the gaps between the new range and the spans it overlaps,
@@ -43,19 +48,19 @@ func (m *inMsg) add(off uint32, data []byte) uint32 {
 	var added uint32
 	start, cur := off, off
 	j := i
-	for ; j < len(m.have) && m.have[j].start <= end; j++ {
+	for ; j < len(m.have) && m.have[j].Start <= end; j++ {
 		s := m.have[j]
-		if s.start > cur {
-			added += m.fill(cur, s.start, off, data)
+		if s.Start > cur {
+			added += m.fill(cur, s.Start, off, data)
 		}
-		cur = max(cur, s.end)
-		start = min(start, s.start)
+		cur = max(cur, s.End)
+		start = min(start, s.Start)
 	}
 	if cur < end {
 		added += m.fill(cur, end, off, data)
 		cur = end
 	}
-	merged := span{start, cur}
+	merged := span{Start: start, End: cur}
 	if j == i {
 		// No overlap: insert.
 		m.have = append(m.have, span{})

@@ -53,13 +53,13 @@ func TestInMsgReassembly(t *testing.T) {
 func checkSpans(t *rapid.T, m *inMsg, seen []bool) {
 	var total uint32
 	for i, s := range m.have {
-		if s.start >= s.end {
+		if s.Start >= s.End {
 			t.Fatalf("empty span %v", s)
 		}
-		if i > 0 && m.have[i-1].end >= s.start {
+		if i > 0 && m.have[i-1].End >= s.Start {
 			t.Fatalf("spans %v and %v overlap or touch", m.have[i-1], s)
 		}
-		total += s.end - s.start
+		total += s.End - s.Start
 	}
 	if total != m.received {
 		t.Fatalf("spans hold %d bytes, received says %d", total, m.received)

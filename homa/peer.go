@@ -21,7 +21,11 @@ type peer struct {
 
 	// acks are completed client RPCs to this host whose acknowledgment
 	// has not been sent yet; one rides in each DATA header.
-	acks []wire.AckEntry
+	acks      []wire.AckEntry
+	acksSince uint64 // tick when acks last went from empty to pending
+
+	serverRPCs int    // server RPCs from this host
+	dead       uint64 // tick of the last timeout (0: never)
 }
 
 // unschedPriority is the priority of unscheduled packets of a message of
@@ -42,7 +46,10 @@ const maxPendingAcks = 64
 
 // addAck records a completed client RPC to acknowledge, and returns how
 // many are now pending for that server port.
-func (p *peer) addAck(a wire.AckEntry) int {
+func (p *peer) addAck(a wire.AckEntry, now uint64) int {
+	if len(p.acks) == 0 {
+		p.acksSince = now
+	}
 	if len(p.acks) == maxPendingAcks {
 		copy(p.acks, p.acks[1:])
 		p.acks = p.acks[:maxPendingAcks-1]

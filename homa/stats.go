@@ -19,6 +19,7 @@ const (
 	DropLimit                         // a state limit refused new work
 	DropOtherPort                     // addressed to, or acknowledging, another port
 	DropIgnored                       // a type that is read and ignored (FREEZE)
+	DropStale                         // a late duplicate of a finished RPC
 	numDropReasons
 )
 
@@ -31,9 +32,10 @@ const (
 	dropLimit       = DropLimit
 	dropOtherPort   = DropOtherPort
 	dropIgnored     = DropIgnored
+	dropStale       = DropStale
 )
 
-var dropNames = [numDropReasons]string{"short", "unknown_type", "bad_field", "unknown_rpc", "limit", "other_port", "ignored"}
+var dropNames = [numDropReasons]string{"short", "unknown_type", "bad_field", "unknown_rpc", "limit", "other_port", "ignored", "stale"}
 
 func (r DropReason) String() string {
 	if r < numDropReasons {
@@ -69,6 +71,10 @@ type counters struct {
 	serverRPCsFreed  atomic.Uint64
 	readErrors       atomic.Uint64
 	writeErrors      atomic.Uint64
+	resendsSent      atomic.Uint64
+	needAcks         atomic.Uint64
+	peerTimeouts     atomic.Uint64
+	reclaimed        atomic.Uint64
 }
 
 func (c *counters) drop(r DropReason) { c.drops[r].Add(1) }
@@ -94,6 +100,10 @@ type Stats struct {
 	ServerRPCsFreed  uint64 // server RPCs acknowledged and forgotten
 	ReadErrors       uint64
 	WriteErrors      uint64
+	ResendsSent      uint64 // RESEND packets this endpoint issued
+	NeedAcksSent     uint64
+	PeerTimeouts     uint64 // peers declared dead
+	Reclaimed        uint64 // server RPCs forgotten after client silence
 	// Current state.
 	ClientRPCs, ServerRPCs, Peers int
 }
@@ -123,6 +133,10 @@ func (e *Endpoint) Stats() Stats {
 		ServerRPCsFreed:  c.serverRPCsFreed.Load(),
 		ReadErrors:       c.readErrors.Load(),
 		WriteErrors:      c.writeErrors.Load(),
+		ResendsSent:      c.resendsSent.Load(),
+		NeedAcksSent:     c.needAcks.Load(),
+		PeerTimeouts:     c.peerTimeouts.Load(),
+		Reclaimed:        c.reclaimed.Load(),
 	}
 	for i := range c.rxPackets {
 		t := wire.TypeData + wire.Type(i)

@@ -66,6 +66,10 @@ func (e *Endpoint) sendMore(r *rpc, b *txBatch) {
 	}
 	e.queueData(r, b, m.next, m.granted, false)
 	m.next = m.granted
+	if r.isClient() {
+		// The response is owed from when the last request byte left.
+		r.rs.Start(e.now)
+	}
 }
 
 // queueData segments bytes [from, to) of r's outgoing message into DATA

@@ -1,0 +1,260 @@
+package homa_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/resend"
+)
+
+// lossConfig tolerates long runs of lost packets: at 30% loss a RESEND
+// and its answer both get through only half the time, so the Linux
+// default of 5 unanswered RESENDs would time healthy peers out.
+var lossConfig = homa.Config{Resend: resend.Config{TimeoutResends: 40}}
+
+// countingServer echoes requests and counts how often each request (named
+// by its first 8 bytes) was executed.
+type countingServer struct {
+	mu    sync.Mutex
+	execs map[uint64]int
+}
+
+func (c *countingServer) serve(e *homa.Endpoint) {
+	for {
+		m, err := e.Recv(context.Background(), 0)
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		c.execs[binary.BigEndian.Uint64(m.Data)]++
+		c.mu.Unlock()
+		_ = e.Reply(m.Peer.Addr(), m.ID, m.Data)
+		m.Release()
+	}
+}
+
+// lossRun sends n RPCs (sizes cycling through sizes) from workers
+// goroutines over a network with the given faults and returns their
+// completion times. Every RPC must succeed with its own payload and
+// execute exactly once.
+func lossRun(t testing.TB, cfg netio.MemConfig, n, workers int, sizes []int) []time.Duration {
+	nw := netio.NewMemNetwork(cfg)
+	sc, _ := nw.Open(serverAddr, 500)
+	cc, _ := nw.Open(clientAddr, 0)
+	server, client := homa.NewEndpoint(sc, lossConfig), homa.NewEndpoint(cc, lossConfig)
+	cs := &countingServer{execs: make(map[uint64]int)}
+	done := make(chan struct{})
+	go func() { cs.serve(server); close(done) }()
+	defer func() { client.Close(); server.Close(); <-done }()
+
+	ctx := withTimeout(t, 2*time.Minute)
+	times := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				req := payload(uint64(i), sizes[i%len(sizes)])
+				binary.BigEndian.PutUint64(req, uint64(i))
+				start := time.Now()
+				id, err := client.Send(server.LocalAddr(), req, 0)
+				if err == nil {
+					var m *homa.Message
+					if m, err = client.Recv(ctx, id); err == nil {
+						if err = m.Err; err == nil && !bytes.Equal(m.Data, req) {
+							err = errors.New("wrong payload")
+						}
+						m.Release()
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("rpc %d (%d bytes): %w", i, len(req), err)
+					return
+				}
+				times[i] = time.Since(start)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for i := range n {
+		if c := cs.execs[uint64(i)]; c != 1 && !t.Failed() {
+			t.Errorf("request %d executed %d times", i, c)
+		}
+	}
+	st := nw.Stats()
+	if cfg.Loss > 0 && st.Lost == 0 {
+		t.Fatalf("network lost nothing: %+v", st)
+	}
+	t.Logf("loss %.0f%%: %d RPCs; network %+v; client resends %d, server resends %d, retransmits %d+%d",
+		cfg.Loss*100, n, st, client.Stats().ResendsSent, server.Stats().ResendsSent,
+		client.Stats().Retransmits, server.Stats().Retransmits)
+	return times
+}
+
+// TestLoss: every packet type is lost at 1%, 10% and 30%, with 5%
+// duplication and 5% reordering on top: every RPC completes with its own
+// payload, and each request is executed exactly once.
+func TestLoss(t *testing.T) {
+	for _, loss := range []float64{0.01, 0.10, 0.30} {
+		t.Run(fmt.Sprintf("%.0f%%", loss*100), func(t *testing.T) {
+			n := 2000
+			if loss >= 0.3 {
+				n = 1000
+			}
+			cfg := netio.MemConfig{Seed: uint64(loss * 1000), MTU: 1500, Loss: loss, Duplicate: 0.05, Reorder: 0.05}
+			lossRun(t, cfg, n, 32, []int{100, 100, 100, 5000, 100_000})
+		})
+	}
+}
+
+// TestPeerTimeout: a server that vanishes makes the client's RPC fail
+// with ErrPeerTimeout; a new server on the same address is usable again.
+func TestPeerTimeout(t *testing.T) {
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 20})
+	sc, _ := nw.Open(serverAddr, 500)
+	cc, _ := nw.Open(clientAddr, 0)
+	server, client := homa.NewEndpoint(sc, homa.Config{}), homa.NewEndpoint(cc, homa.Config{})
+	defer client.Close()
+	server.Close() // gone before the request arrives
+	ctx := withTimeout(t, 10*time.Second)
+	id, err := client.Send(netip.AddrPortFrom(serverAddr, 500), []byte("anyone?"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := client.Recv(ctx, id)
+	if err != nil || !errors.Is(m.Err, homa.ErrPeerTimeout) {
+		t.Fatalf("RPC to a vanished server: %v / %+v, want ErrPeerTimeout", err, m)
+	}
+	if st := client.Stats(); st.PeerTimeouts != 1 || st.ResendsSent != 5 || st.ClientRPCs != 0 {
+		t.Fatalf("after the timeout: %d timeouts, %d resends, %d RPCs; want 1, 5, 0", st.PeerTimeouts, st.ResendsSent, st.ClientRPCs)
+	}
+	sc2, err := nw.Open(serverAddr, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPair(t, homa.NewEndpoint(sc2, homa.Config{}), client)
+	if err := p.call(ctx, t, []byte("again")); err != nil {
+		t.Fatalf("RPC to the restarted server: %v", err)
+	}
+}
+
+// TestBusyKeepsAlive: a server that takes far longer than the timeout to
+// answer is not declared dead: it answers RESENDs with BUSY.
+func TestBusyKeepsAlive(t *testing.T) {
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 21})
+	sc, _ := nw.Open(serverAddr, 500)
+	cc, _ := nw.Open(clientAddr, 0)
+	server, client := homa.NewEndpoint(sc, homa.Config{}), homa.NewEndpoint(cc, homa.Config{})
+	defer server.Close()
+	defer client.Close()
+	go func() {
+		m, err := server.Recv(context.Background(), 0)
+		if err == nil {
+			time.Sleep(150 * time.Millisecond) // ~5 timeouts' worth of ticks
+			server.Reply(m.Peer.Addr(), m.ID, []byte("late"))
+		}
+	}()
+	id, _ := client.Send(server.LocalAddr(), []byte("slow"), 0)
+	m, err := client.Recv(withTimeout(t, 10*time.Second), id)
+	if err != nil || m.Err != nil || string(m.Data) != "late" {
+		t.Fatalf("slow RPC: %v %+v", err, m)
+	}
+	if server.Stats().TxPackets[wire.TypeBusy] == 0 {
+		t.Fatal("server sent no BUSY")
+	}
+}
+
+// TestClientGone: the client vanishes after its request; the server
+// answers, asks for the acknowledgment with NEED_ACK, and forgets the RPC
+// after ReclaimTicks.
+func TestClientGone(t *testing.T) {
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 22})
+	sc, _ := nw.Open(serverAddr, 500)
+	cc, _ := nw.Open(clientAddr, 0)
+	cfg := homa.Config{Ack: ack.Config{ReclaimTicks: 50}}
+	server, client := homa.NewEndpoint(sc, cfg), homa.NewEndpoint(cc, cfg)
+	defer server.Close()
+	if _, err := client.Send(server.LocalAddr(), []byte("bye"), 0); err != nil {
+		t.Fatal(err)
+	}
+	m, err := server.Recv(withTimeout(t, 5*time.Second), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	if err := server.Reply(m.Peer.Addr(), m.ID, []byte("too late")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for server.Stats().ServerRPCs != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("server still holds the RPC: %+v", server.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := server.Stats(); st.Reclaimed != 1 || st.NeedAcksSent == 0 {
+		t.Fatalf("reclaimed %d, NEED_ACKs %d; want 1 and some", st.Reclaimed, st.NeedAcksSent)
+	}
+}
+
+// TestLateDuplicateRequest: a request packet delayed until after its RPC
+// was answered and acknowledged does not run the handler again.
+func TestLateDuplicateRequest(t *testing.T) {
+	var mu sync.Mutex
+	var captured []byte
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 23, Drop: func(src, dst netip.Addr, pkt []byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if dst == serverAddr && captured == nil && len(pkt) > 11 && wire.Type(pkt[11]) == wire.TypeData {
+			captured = slices.Clone(pkt)
+		}
+		return false
+	}})
+	p := func() *pair {
+		sc, _ := nw.Open(serverAddr, 500)
+		cc, _ := nw.Open(clientAddr, 0)
+		return startPair(t, homa.NewEndpoint(sc, homa.Config{}), homa.NewEndpoint(cc, homa.Config{}))
+	}()
+	ctx := withTimeout(t, 10*time.Second)
+	for i := range 6 { // the 6th request piggybacks or the 5th flushes the acks
+		if err := p.call(ctx, t, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.server.Stats().ServerRPCsFreed < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not free the acknowledged RPCs: %+v", p.server.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	before := p.server.Stats()
+	mu.Lock()
+	p.server.HandlePacket(captured, clientAddr)
+	mu.Unlock()
+	after := p.server.Stats()
+	if after.RequestsReceived != before.RequestsReceived || after.Drops[homa.DropStale] != before.Drops[homa.DropStale]+1 {
+		t.Fatalf("late duplicate: requests %d -> %d, stale drops %d -> %d",
+			before.RequestsReceived, after.RequestsReceived, before.Drops[homa.DropStale], after.Drops[homa.DropStale])
+	}
+}
