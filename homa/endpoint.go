@@ -97,7 +97,10 @@ type Endpoint struct {
 	servers map[serverKey]*rpc
 	peers   map[netip.Addr]*peer
 	seen    map[clientKey]*ack.Seen // finished request ids per client port
-	now     uint64                  // timer ticks since start
+	// solicited are request ids below a Seen floor whose client asked
+	// for the response: see stale.
+	solicited map[serverKey]uint64
+	now       uint64 // timer ticks since start
 	// deadPeers is scratch for tick.
 	deadPeers []*peer
 	ready     dlist[Message, *Message]
@@ -127,17 +130,18 @@ type Endpoint struct {
 // closes it).
 func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	e := &Endpoint{
-		conn:     conn,
-		cfg:      cfg.withDefaults(),
-		port:     conn.Port(),
-		is4:      conn.LocalAddr().Unmap().Is4(),
-		clients:  make(map[uint64]*rpc),
-		servers:  make(map[serverKey]*rpc),
-		peers:    make(map[netip.Addr]*peer),
-		seen:     make(map[clientKey]*ack.Seen),
-		done:     make(chan struct{}),
-		pollIdle: make(chan struct{}, 1),
-		rxPkts:   make([]netio.Packet, rxBatch),
+		conn:      conn,
+		cfg:       cfg.withDefaults(),
+		port:      conn.Port(),
+		is4:       conn.LocalAddr().Unmap().Is4(),
+		clients:   make(map[uint64]*rpc),
+		servers:   make(map[serverKey]*rpc),
+		peers:     make(map[netip.Addr]*peer),
+		seen:      make(map[clientKey]*ack.Seen),
+		solicited: make(map[serverKey]uint64),
+		done:      make(chan struct{}),
+		pollIdle:  make(chan struct{}, 1),
+		rxPkts:    make([]netio.Packet, rxBatch),
 	}
 	if p, ok := conn.(netio.Poller); ok && e.cfg.PollDuration > 0 {
 		e.poller = p
@@ -444,7 +448,7 @@ func (e *Endpoint) peerFor(addr netip.Addr) *peer {
 	if e.cfg.MaxPacket > 0 {
 		maxPkt = min(maxPkt, e.cfg.MaxPacket)
 	}
-	p := &peer{addr: addr, maxPayload: max(maxPkt-wire.DataLen, 1), cutoffs: defaultCutoffs}
+	p := &peer{addr: addr, maxPayload: max(maxPkt-wire.DataLen, 1), cutoffs: defaultCutoffs, heard: e.now}
 	e.peers[addr] = p
 	return p
 }

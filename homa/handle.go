@@ -25,6 +25,9 @@ func (e *Endpoint) handle(pkt []byte, src netip.Addr, b *txBatch) {
 		return
 	}
 	e.stats.rxPackets[typeIndex(p.Type)].Add(1)
+	if pr := e.peers[src]; pr != nil {
+		pr.heard = e.now // the peer is alive, whatever the packet is about
+	}
 	switch p.Type {
 	case wire.TypeData:
 		e.handleData(&p.Data, src, b)
@@ -119,7 +122,7 @@ func (e *Endpoint) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
 		e.stats.drop(dropBadField)
 		return nil
 	}
-	if s := e.seen[clientKey{src, d.SrcPort}]; s != nil && s.Done(d.SenderID) {
+	if e.stale(src, d.SrcPort, d.SenderID, d.Retransmit != 0) {
 		// A late duplicate of a request this server already finished.
 		e.stats.drop(dropStale)
 		return nil
@@ -239,7 +242,7 @@ func (e *Endpoint) handleResend(rs *wire.Resend, src netip.Addr, b *txBatch) {
 	case r == nil && id&1 == 0:
 		e.queueBare(wire.TypeRPCUnknown, src, rs.SrcPort, id, b)
 	case r == nil:
-		if s := e.seen[clientKey{src, rs.SrcPort}]; s != nil && s.Done(rs.SenderID) {
+		if !e.solicit(src, rs.SrcPort, rs.SenderID) {
 			e.stats.drop(dropStale)
 			return
 		}

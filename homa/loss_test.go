@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,5 +257,99 @@ func TestLateDuplicateRequest(t *testing.T) {
 	if after.RequestsReceived != before.RequestsReceived || after.Drops[homa.DropStale] != before.Drops[homa.DropStale]+1 {
 		t.Fatalf("late duplicate: requests %d -> %d, stale drops %d -> %d",
 			before.RequestsReceived, after.RequestsReceived, before.Drops[homa.DropStale], after.Drops[homa.DropStale])
+	}
+}
+
+// TestFloorDoesNotStarve: while every packet of one RPC's request is
+// lost, 300 later RPCs from the same client port finish and push the
+// server's duplicate-protection floor past its id. Once packets get
+// through again, the RPC must still complete, exactly once.
+func TestFloorDoesNotStarve(t *testing.T) {
+	var block atomic.Bool
+	var stalled atomic.Uint64 // the RPC whose packets are lost while block
+	block.Store(true)
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 24, Drop: func(_, dst netip.Addr, pkt []byte) bool {
+		var p wire.Packet
+		if dst != serverAddr || !block.Load() || p.Parse(pkt) != nil {
+			return false
+		}
+		return string(p.Data.Payload) == "stalled" || (p.Type != wire.TypeData && p.Common.SenderID == stalled.Load())
+	}})
+	sc, _ := nw.Open(serverAddr, 500)
+	cc, _ := nw.Open(clientAddr, 0)
+	cfg := homa.Config{Resend: resend.Config{TimeoutResends: 10_000}}
+	p := startPair(t, homa.NewEndpoint(sc, cfg), homa.NewEndpoint(cc, cfg))
+	ctx := withTimeout(t, 20*time.Second)
+
+	id, err := p.client.Send(p.dst, []byte("stalled"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled.Store(id)
+	for i := range 300 {
+		if err := p.call(ctx, t, []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p.server.Stats().ServerRPCsFreed < 300 {
+		if ctx.Err() != nil {
+			t.Fatalf("later RPCs not acknowledged: %+v", p.server.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	block.Store(false)
+	m, err := p.client.Recv(withTimeout(t, 3*time.Second), id)
+	if err != nil || m.Err != nil || string(m.Data) != "stalled" {
+		t.Fatalf("stalled RPC: %v %+v (server drops %v)", err, m, p.server.Stats().Drops)
+	}
+	if n := p.server.Stats().RequestsReceived; n != 301 {
+		t.Fatalf("server executed %d requests, want 301", n)
+	}
+}
+
+// TestLivePeerNotTimedOut: every packet of one RPC is lost for 80 ms (far
+// beyond one RPC's timeout) while other RPCs with the same server go on.
+// The server is alive, so it is not declared dead: the RPC completes once
+// its packets get through, and no other RPC fails.
+func TestLivePeerNotTimedOut(t *testing.T) {
+	var block atomic.Bool
+	var victim atomic.Uint64
+	block.Store(true)
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 25, Drop: func(src, dst netip.Addr, pkt []byte) bool {
+		var p wire.Packet
+		if !block.Load() || p.Parse(pkt) != nil {
+			return false
+		}
+		id := p.Common.SenderID
+		switch p.Type {
+		case wire.TypeData:
+			id = p.Data.SenderID
+		case wire.TypeResend:
+			id = p.Resend.SenderID
+		}
+		return string(p.Data.Payload) == "victim" || (id|1 == victim.Load()|1 && id != 0)
+	}})
+	sc, _ := nw.Open(serverAddr, 500)
+	cc, _ := nw.Open(clientAddr, 0)
+	p := startPair(t, homa.NewEndpoint(sc, homa.Config{}), homa.NewEndpoint(cc, homa.Config{}))
+	ctx := withTimeout(t, 20*time.Second)
+	id, err := p.client.Send(p.dst, []byte("victim"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim.Store(id)
+	start := time.Now()
+	for i := 0; time.Since(start) < 80*time.Millisecond && i < 100_000; i++ {
+		if err := p.call(ctx, t, []byte(fmt.Sprint(i))); err != nil {
+			t.Fatalf("RPC %d next to the starved one: %v", i, err)
+		}
+	}
+	block.Store(false)
+	m, err := p.client.Recv(ctx, id)
+	if err != nil || m.Err != nil || string(m.Data) != "victim" {
+		t.Fatalf("starved RPC: %v %+v", err, m)
+	}
+	if st := p.client.Stats(); st.PeerTimeouts != 0 || st.ResendsSent == 0 {
+		t.Fatalf("peer timeouts %d (want 0), resends %d (want some)", st.PeerTimeouts, st.ResendsSent)
 	}
 }

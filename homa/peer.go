@@ -25,6 +25,7 @@ type peer struct {
 	acksSince uint64 // tick when acks last went from empty to pending
 
 	serverRPCs int    // server RPCs from this host
+	heard      uint64 // tick of the last valid packet from this host
 	dead       uint64 // tick of the last timeout (0: never)
 }
 

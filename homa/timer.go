@@ -58,6 +58,9 @@ func (e *Endpoint) tick() {
 		e.peerTimedOut(p)
 	}
 	e.deadPeers = dead[:0]
+	if len(e.solicited) > 0 {
+		e.expireSolicited(now)
+	}
 	for _, p := range e.peers {
 		if len(p.acks) > 0 && now-p.acksSince >= 1 {
 			e.flushAllAcks(p, b)
@@ -86,6 +89,12 @@ func (e *Endpoint) resendVerdict(r *rpc, now uint64, b *txBatch) verdict {
 			e.queueGrant(r, b, r.in.granted, 0)
 		}
 	case resend.Timeout:
+		if now-r.peer.heard < uint64(e.cfg.Resend.TimeoutTicks()) {
+			// The peer is alive, busy with other RPCs: only this one's
+			// packets were lost. Keep asking.
+			r.rs.Heard(now)
+			return keep
+		}
 		return peerDead
 	}
 	return keep
@@ -122,23 +131,31 @@ func (e *Endpoint) tickServer(r *rpc, now uint64, b *txBatch) verdict {
 	return keep
 }
 
-// queueResend asks r's peer for the first range of r's incoming message
-// that was granted but has not arrived, and reports whether there was
-// one. When nothing has arrived, a client does not know the length and
-// asks for everything.
+// maxResendGaps bounds the RESENDs one RPC sends per tick.
+const maxResendGaps = 8
+
+// queueResend asks r's peer for the ranges of r's incoming message that
+// were granted but have not arrived (each gap in one RESEND, up to
+// maxResendGaps), and reports whether there were any. When nothing has
+// arrived, a client does not know the length and asks for everything.
 func (e *Endpoint) queueResend(r *rpc, b *txBatch) bool {
-	off, n := uint32(0), wire.ResendToEnd
-	if r.inInit {
-		gap, ok := resend.Missing(r.in.spans(), r.in.granted)
-		if !ok {
-			return false
-		}
-		off, n = gap.Start, gap.End-gap.Start
+	var buf [maxResendGaps]resend.Span
+	gaps := buf[:0]
+	if !r.inInit {
+		gaps = append(gaps, resend.Span{Start: 0, End: wire.ResendToEnd})
+	} else {
+		gaps = resend.Gaps(r.in.spans(), r.in.granted, gaps)
 	}
-	e.stats.resendsSent.Add(1)
-	rs := wire.Resend{Common: e.control(r.port, r.id), Offset: off, Length: n, Priority: controlPriority}
-	b.add(rs.Append(getBuf(wire.ResendLen)[:0]), r.peer.addr, controlPriority)
-	return true
+	for _, g := range gaps {
+		n := g.End - g.Start
+		if !r.inInit {
+			n = wire.ResendToEnd
+		}
+		e.stats.resendsSent.Add(1)
+		rs := wire.Resend{Common: e.control(r.port, r.id), Offset: g.Start, Length: n, Priority: controlPriority}
+		b.add(rs.Append(getBuf(wire.ResendLen)[:0]), r.peer.addr, controlPriority)
+	}
+	return len(gaps) > 0
 }
 
 // peerTimedOut ends every RPC with a peer that stopped answering: client
@@ -210,3 +227,63 @@ func (e *Endpoint) seenFor(addr netip.Addr, port uint16) *ack.Seen {
 
 // seenPerClient is how many finished ids are remembered per client port.
 const seenPerClient = 256
+
+// Duplicate protection. ack.Seen knows the last seenPerClient finished
+// request ids of a client port exactly, and treats every id at or below
+// its floor as finished. At high rates the floor overtakes a live RPC
+// whose request was lost, and refusing it would starve the RPC. So an id
+// below the floor gets one way back in: the client RESENDs for its
+// response (which only a client still waiting does: one that has the
+// response has acknowledged it), the server records the id as solicited
+// and asks for the request, and accepts it only as a retransmission. A
+// delayed copy of the original send carries no retransmit flag.
+
+// maxSolicited bounds the solicited ids; solicitTicks is how long one
+// stays valid.
+const (
+	maxSolicited = 1024
+	solicitTicks = 1000
+)
+
+// stale reports whether a request packet for client id from (addr, port)
+// must not start an RPC: the id is finished here, or below what this
+// server remembers and not solicited (retransmit is the packet's flag).
+func (e *Endpoint) stale(addr netip.Addr, port uint16, id uint64, retransmit bool) bool {
+	s := e.seen[clientKey{addr, port}]
+	if s == nil || !s.Done(id) {
+		return false
+	}
+	k := serverKey{addr, id | 1}
+	if _, ok := e.solicited[k]; ok && retransmit && id <= s.Floor() {
+		delete(e.solicited, k)
+		return false
+	}
+	return true
+}
+
+// solicit is called for a client's RESEND about an RPC this server does
+// not hold. It reports whether to ask for the request: not if the id is
+// known exactly to be finished; if it is below the floor, it becomes
+// solicited.
+func (e *Endpoint) solicit(addr netip.Addr, port uint16, id uint64) bool {
+	s := e.seen[clientKey{addr, port}]
+	if s == nil || !s.Done(id) {
+		return true
+	}
+	if id > s.Floor() {
+		return false // finished here: the client's RESEND is a stray
+	}
+	if len(e.solicited) < maxSolicited {
+		e.solicited[serverKey{addr, id | 1}] = e.now
+	}
+	return true
+}
+
+// expireSolicited forgets solicitations that were never taken up.
+func (e *Endpoint) expireSolicited(now uint64) {
+	for k, t := range e.solicited {
+		if now-t > solicitTicks {
+			delete(e.solicited, k)
+		}
+	}
+}

@@ -14,21 +14,33 @@ type Span struct{ Start, End uint32 }
 // received, which is harmless; Missing never panics. It does not
 // allocate.
 func Missing(have []Span, limit uint32) (Span, bool) {
+	var one [1]Span
+	if g := Gaps(have, limit, one[:0]); len(g) > 0 {
+		return g[0], true
+	}
+	return Span{}, false
+}
+
+// Gaps appends to dst the ranges of [0, limit) not covered by have
+// (sorted, disjoint spans), in order, stopping when dst is full: a
+// receiver asks for all of them at once, up to cap(dst), rather than one
+// per round. It allocates nothing.
+func Gaps(have []Span, limit uint32, dst []Span) []Span {
 	next := uint32(0) // every byte below next is covered
 	for _, s := range have {
-		if next >= limit {
-			break
+		if next >= limit || len(dst) == cap(dst) {
+			return dst
 		}
 		if s.End <= s.Start {
 			continue
 		}
 		if s.Start > next {
-			return Span{next, min(s.Start, limit)}, true
+			dst = append(dst, Span{next, min(s.Start, limit)})
 		}
 		next = max(next, s.End)
 	}
-	if next < limit {
-		return Span{next, limit}, true
+	if next < limit && len(dst) < cap(dst) {
+		dst = append(dst, Span{next, limit})
 	}
-	return Span{}, false
+	return dst
 }

@@ -1,6 +1,7 @@
 package resend
 
 import (
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -91,4 +92,46 @@ func TestMissingAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("Missing allocates %.1f times per run", allocs)
 	}
+}
+
+// TestGapsModel compares Gaps with the maximal runs of missing bytes in a
+// bitmap, and checks that it stops when dst is full.
+func TestGapsModel(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		bits := rapid.SliceOfN(rapid.Bool(), 0, 64).Draw(t, "bits")
+		limit := rapid.Uint32Range(0, uint32(len(bits))+8).Draw(t, "limit")
+		var have []Span
+		for i := 0; i < len(bits); i++ {
+			if !bits[i] {
+				continue
+			}
+			j := i + 1
+			for j < len(bits) && bits[j] && !rapid.Bool().Draw(t, "cut") {
+				j++
+			}
+			have = append(have, Span{uint32(i), uint32(j)})
+			i = j - 1
+		}
+		got := func(i uint32) bool { return int(i) < len(bits) && bits[i] }
+		var want []Span
+		for i := uint32(0); i < limit; i++ {
+			if got(i) {
+				continue
+			}
+			j := i
+			for j < limit && !got(j) {
+				j++
+			}
+			want = append(want, Span{i, j})
+			i = j
+		}
+		all := Gaps(have, limit, make([]Span, 0, 64))
+		if !slices.Equal(all, want) {
+			t.Fatalf("Gaps(%v, %d) = %v, want %v", have, limit, all, want)
+		}
+		n := rapid.IntRange(0, 4).Draw(t, "cap")
+		if some := Gaps(have, limit, make([]Span, 0, n)); !slices.Equal(some, want[:min(n, len(want))]) {
+			t.Fatalf("Gaps with room for %d = %v, want %v", n, some, want[:min(n, len(want))])
+		}
+	})
 }
