@@ -1,0 +1,237 @@
+//go:build linux
+
+package faultnet_test
+
+import (
+	"encoding/json"
+	"maps"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/faultnet"
+	"github.com/homa-go/homa/resend"
+)
+
+// TestMain lets the test binary be a server or client child process.
+func TestMain(m *testing.M) {
+	faultnet.ChildMain(roles)
+	os.Exit(m.Run())
+}
+
+// serverPort is the Homa port of every test server; each test has its own
+// namespaces, so runs never share a port.
+const serverPort = 4000
+
+// lineWait bounds the wait for a child's line that should come at once.
+const lineWait = 10 * time.Second
+
+var serverAddr = netip.AddrPortFrom(faultnet.AddrA, serverPort)
+
+// expect reads c's next line, which must start with word, and returns the
+// rest of it.
+func expect(tb testing.TB, c *faultnet.Child, word string, timeout time.Duration) string {
+	tb.Helper()
+	line, err := c.Next(timeout)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rest, ok := strings.CutPrefix(line, word)
+	if !ok || rest != "" && rest[0] != ' ' {
+		tb.Fatalf("%s said %q, want %q", c.Role, line, word+"...")
+	}
+	return strings.TrimPrefix(rest, " ")
+}
+
+// startServer starts a server in namespace A and waits until it listens.
+func startServer(tb testing.TB, p *faultnet.Pair, args ...string) *faultnet.Child {
+	tb.Helper()
+	c := faultnet.StartChild(tb, p.A, "server", append([]string{"-addr", serverAddr.String()}, args...)...)
+	expect(tb, c, "ready", lineWait)
+	return c
+}
+
+// startClient starts a client in namespace B.
+func startClient(tb testing.TB, p *faultnet.Pair) *faultnet.Child {
+	tb.Helper()
+	return faultnet.StartChild(tb, p.B, "client", "-addr", netip.AddrPortFrom(faultnet.AddrB, 0).String(), "-server", serverAddr.String())
+}
+
+// runLoad has the client run l and returns its result.
+func runLoad(tb testing.TB, cli *faultnet.Child, l load) loadResult {
+	tb.Helper()
+	b, _ := json.Marshal(l)
+	if err := cli.Send("load %s", b); err != nil {
+		tb.Fatal(err)
+	}
+	var res loadResult
+	decode(tb, expect(tb, cli, "result", l.Deadline+lineWait), &res)
+	return res
+}
+
+// report asks the server what it executed.
+func report(tb testing.TB, srv *faultnet.Child) serverReport {
+	tb.Helper()
+	if err := srv.Send("report"); err != nil {
+		tb.Fatal(err)
+	}
+	var r serverReport
+	decode(tb, expect(tb, srv, "report", lineWait), &r)
+	return r
+}
+
+func decode(tb testing.TB, s string, v any) {
+	tb.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		tb.Fatalf("%v in %q", err, s)
+	}
+}
+
+// checkLoad fails tb unless every RPC of l succeeded and the server ran
+// each exactly once.
+func checkLoad(t *testing.T, l load, res loadResult, rep serverReport) {
+	t.Helper()
+	total := 0
+	for _, b := range l.Mix {
+		total += b.Count
+	}
+	if res.OK != total || res.Failed != 0 {
+		t.Errorf("%d of %d RPCs succeeded, %d failed: %q", res.OK, total, res.Failed, res.Errors)
+	}
+	if rep.DupExecs != 0 {
+		t.Errorf("server ran %d requests more than once (tags %x)", rep.DupExecs, rep.DupTags)
+	}
+	if res.Failed == 0 && rep.Distinct != res.OK {
+		t.Errorf("server ran %d distinct requests, client completed %d", rep.Distinct, res.OK)
+	}
+	for _, size := range slices.Sorted(maps.Keys(res.Latency)) {
+		lat := res.Latency[size]
+		t.Logf("%7d B: %4d RPCs, p50 %6.0f µs, p99 %6.0f µs, max %6.0f µs", size, lat.N, lat.P50, lat.P99, lat.Max)
+	}
+	t.Logf("client: %d RESENDs sent, %d retransmits, %d peer timeouts; server: %d RESENDs sent, %d retransmits",
+		res.Stats.ResendsSent, res.Stats.Retransmits, res.Stats.PeerTimeouts, rep.Stats.ResendsSent, rep.Stats.Retransmits)
+}
+
+// TestNamespaceEcho: Homa over raw IP between two namespaces, no faults.
+func TestNamespaceEcho(t *testing.T) {
+	p := faultnet.Setup(t)
+	srv := startServer(t, p)
+	cli := startClient(t, p)
+	l := load{
+		Mix:         []batch{{100, 200}, {100_000, 20}},
+		Concurrency: 4,
+		Timeout:     10 * time.Second,
+		Deadline:    60 * time.Second,
+		FailFast:    true,
+	}
+	checkLoad(t, l, runLoad(t, cli, l), report(t, srv))
+}
+
+// TestNftablesLoss5: the kernel drops 5% of Homa packets each way; every
+// RPC must still complete, correctly, with its handler run exactly once.
+func TestNftablesLoss5(t *testing.T) {
+	if err := faultnet.NftAvailable(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	p := faultnet.Setup(t)
+	if err := p.SetLoss(50); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, p)
+	cli := startClient(t, p)
+	l := load{
+		Mix:         []batch{{100, 1000}, {100_000, 100}},
+		Concurrency: 4,
+		Timeout:     10 * time.Second,
+		Deadline:    120 * time.Second,
+		FailFast:    true,
+	}
+	res := runLoad(t, cli, l)
+	checkLoad(t, l, res, report(t, srv))
+	c, err := p.LossCounters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("nftables dropped %d of %d Homa packets (%.1f%%)", c.Dropped, c.Seen, 100*c.Fraction())
+	if c.Dropped == 0 {
+		t.Error("nftables dropped no packets: the loss rule did not work")
+	}
+}
+
+// TestServerKilled: a server that dies while holding a request makes the
+// client's RPC fail with ErrPeerTimeout, and a server restarted on the
+// same port serves new RPCs.
+func TestServerKilled(t *testing.T) {
+	p := faultnet.Setup(t)
+	srv := startServer(t, p)
+	cli := startClient(t, p)
+
+	const callMs = 5000 // the bound on the failure, not a timing claim
+	if err := cli.Send("call hang %d", callMs); err != nil {
+		t.Fatal(err)
+	}
+	tag := expect(t, cli, "sent", lineWait)
+	if got := expect(t, srv, "got", lineWait); got != tag {
+		t.Fatalf("server got request %s, client sent %s", got, tag)
+	}
+	// A live server that is slow to answer must not make the client give
+	// up: nothing should come from the client while the server lives.
+	if line, err := cli.Next(500 * time.Millisecond); err == nil {
+		t.Fatalf("client's RPC ended while the server was alive and working on it: %q", line)
+	}
+	if err := srv.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if got := expect(t, cli, "done", callMs*time.Millisecond+lineWait); got != "peer-timeout" {
+		t.Fatalf("RPC to the killed server ended with %q, want peer-timeout", got)
+	}
+
+	startServer(t, p)
+	if err := cli.Send("call echo %d", callMs); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, cli, "sent", lineWait)
+	if got := expect(t, cli, "done", callMs*time.Millisecond+lineWait); got != "ok" {
+		t.Fatalf("RPC to the restarted server ended with %q, want ok", got)
+	}
+}
+
+// TestClientGone: a client killed while its request is being served
+// leaves no state behind in the server once the reclaim time has passed.
+func TestClientGone(t *testing.T) {
+	p := faultnet.Setup(t)
+	// The shortest reclaim time that is safe against a live client whose
+	// RESENDs are lost: default ticks of 1 ms, so about 62 ms.
+	reclaim := ack.ReclaimAtLeast(resend.Config{}.WithDefaults().TimeoutTicks())
+	srv := startServer(t, p, "-reclaim-ticks", strconv.Itoa(reclaim))
+	cli := startClient(t, p)
+	if err := cli.Send("send slow"); err != nil {
+		t.Fatal(err)
+	}
+	tag := expect(t, cli, "sent", lineWait)
+	if got := expect(t, srv, "got", lineWait); got != tag {
+		t.Fatalf("server got request %s, client sent %s", got, tag)
+	}
+	// The server answers slowReply after "got": the client is gone by then.
+	if err := cli.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 5 * time.Second // generous, not a timing claim
+	deadline := time.Now().Add(bound)
+	for {
+		rep := report(t, srv)
+		if rep.ServerRPCs == 0 {
+			t.Logf("server state freed: %d reclaimed, %d NEED_ACKs sent", rep.Stats.Reclaimed, rep.Stats.NeedAcksSent)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server still holds %d RPCs %v after its client died (reclaim time %d ticks)", rep.ServerRPCs, bound, reclaim)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
