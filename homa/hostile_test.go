@@ -109,19 +109,27 @@ func TestForgedResponse(t *testing.T) {
 	}
 }
 
-// TestServerRPCLimit: a flood of new request ids stops at MaxServerRPCs.
+// TestServerRPCLimit: floods of new request ids stop at the per-peer
+// limit, and all peers together at the per-endpoint limit; refused
+// requests are counted, and state stays bounded.
 func TestServerRPCLimit(t *testing.T) {
 	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 11})
 	c, _ := nw.Open(serverAddr, 500)
-	e := homa.NewEndpoint(c, homa.Config{MaxServerRPCs: 50})
+	e := homa.NewEndpoint(c, homa.Config{MaxServerRPCs: 50, MaxServerRPCsPerPeer: 30})
 	defer e.Close()
-	for i := range 200 {
-		// Half of each request: the RPCs stay incomplete.
-		e.HandlePacket(dataPkt(uint64(2+2*i), 1000, 0, make([]byte, 500)), clientAddr)
+	flood := func(from stdnetip.Addr) {
+		for i := range 200 {
+			// Half of each request: the RPCs stay incomplete.
+			e.HandlePacket(dataPkt(uint64(2+2*i), 1000, 0, make([]byte, 500)), from)
+		}
 	}
-	st := e.Stats()
-	if st.ServerRPCs != 50 || st.Drops[homa.DropLimit] != 150 {
-		t.Fatalf("server RPCs %d, limit drops %d; want 50 and 150", st.ServerRPCs, st.Drops[homa.DropLimit])
+	flood(clientAddr)
+	if st := e.Stats(); st.ServerRPCs != 30 || st.Drops[homa.DropLimit] != 170 {
+		t.Fatalf("one peer: %d server RPCs, %d refused; want 30 and 170", st.ServerRPCs, st.Drops[homa.DropLimit])
+	}
+	flood(stdnetip.MustParseAddr("10.0.0.3"))
+	if st := e.Stats(); st.ServerRPCs != 50 || st.Drops[homa.DropLimit] != 170+180 {
+		t.Fatalf("two peers: %d server RPCs, %d refused; want 50 and 350", st.ServerRPCs, st.Drops[homa.DropLimit])
 	}
 }
 

@@ -119,9 +119,6 @@ func TestLoss(t *testing.T) {
 	for _, loss := range []float64{0.01, 0.10, 0.30} {
 		t.Run(fmt.Sprintf("%.0f%%", loss*100), func(t *testing.T) {
 			n := 2000
-			if loss >= 0.3 {
-				n = 1000
-			}
 			cfg := netio.MemConfig{Seed: uint64(loss * 1000), MTU: 1500, Loss: loss, Duplicate: 0.05, Reorder: 0.05}
 			lossRun(t, cfg, n, 32, []int{100, 100, 100, 5000, 100_000})
 		})
