@@ -30,6 +30,9 @@ type Config struct {
 	// MaxServerRPCsPerPeer bounds the server RPCs from one client host.
 	// Default 2,000.
 	MaxServerRPCsPerPeer int
+	// MaxPeers bounds the hosts a server learns of from incoming
+	// requests (source addresses can be forged). Default 100,000.
+	MaxPeers int
 
 	// Tick is the period of the endpoint's timer, the unit of Resend and
 	// Ack. Default 1 ms, as Linux.
@@ -51,6 +54,7 @@ const (
 	defaultPollDuration  = 50 * time.Microsecond
 	defaultMaxServerRPCs = 10_000
 	defaultMaxPerPeer    = 2_000
+	defaultMaxPeers      = 100_000
 	defaultTick          = time.Millisecond
 	// MaxMessage is the largest message Homa carries.
 	MaxMessage = wire.MaxMessageLength
@@ -71,6 +75,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxServerRPCsPerPeer <= 0 {
 		c.MaxServerRPCsPerPeer = defaultMaxPerPeer
+	}
+	if c.MaxPeers <= 0 {
+		c.MaxPeers = defaultMaxPeers
 	}
 	if c.Tick <= 0 {
 		c.Tick = defaultTick

@@ -127,10 +127,15 @@ func (e *Endpoint) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
 		e.stats.drop(dropStale)
 		return nil
 	}
-	p := e.peerFor(src)
-	if len(e.servers) >= e.cfg.MaxServerRPCs || p.serverRPCs >= e.cfg.MaxServerRPCsPerPeer {
+	p := e.peers[src]
+	if len(e.servers) >= e.cfg.MaxServerRPCs ||
+		(p == nil && len(e.peers) >= e.cfg.MaxPeers) ||
+		(p != nil && p.serverRPCs >= e.cfg.MaxServerRPCsPerPeer) {
 		e.stats.drop(dropLimit)
 		return nil
+	}
+	if p == nil {
+		p = e.peerFor(src)
 	}
 	r := newRPC()
 	r.id, r.peer, r.port = id, p, d.SrcPort

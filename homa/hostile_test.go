@@ -133,6 +133,22 @@ func TestServerRPCLimit(t *testing.T) {
 	}
 }
 
+// TestForgedSourcesBounded: requests from ever new (forged) source
+// addresses stop creating peers at MaxPeers.
+func TestForgedSourcesBounded(t *testing.T) {
+	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 14})
+	c, _ := nw.Open(serverAddr, 500)
+	e := homa.NewEndpoint(c, homa.Config{MaxPeers: 100})
+	defer e.Close()
+	for i := range 1000 {
+		src := stdnetip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)})
+		e.HandlePacket(dataPkt(2, 1000, 0, make([]byte, 500)), src)
+	}
+	if st := e.Stats(); st.Peers != 100 || st.ServerRPCs != 100 || st.Drops[homa.DropLimit] != 900 {
+		t.Fatalf("%d peers, %d RPCs, %d refused; want 100, 100, 900", st.Peers, st.ServerRPCs, st.Drops[homa.DropLimit])
+	}
+}
+
 // FuzzHandlePacket feeds an endpoint arbitrary packet sequences (each
 // packet prefixed by a 2-byte length): nothing panics and state stays
 // within its limits.
