@@ -12,7 +12,7 @@ import (
 )
 
 // MemConfig describes an in-memory network. The zero value is a perfect
-// network: no loss, no delay, MTU 1500.
+// network: no loss, no delay, infinitely fast links, MTU 1500.
 type MemConfig struct {
 	// Seed seeds the generator behind every random choice. Two networks
 	// with the same Seed and configuration, fed the same packets in the
@@ -22,11 +22,35 @@ type MemConfig struct {
 	// A lost packet is not delivered. A duplicated packet is delivered
 	// twice (each copy with its own delay). A reordered packet is held
 	// back until the next packet for the same Conn has been delivered, or
-	// for MemReorderHold, whichever comes first.
+	// for MemReorderHold, whichever comes first; with a downlink (see
+	// LinkMbps) the hold starts when the packet leaves the downlink.
 	Loss, Duplicate, Reorder float64
 	// Delay is the one-way delay of every packet, plus a uniform random
-	// extra in [0, Jitter].
+	// extra in [0, Jitter]. With a downlink it is the path up to the
+	// switch port: the packet reaches the port that long after it was
+	// written. Negative values count as zero.
 	Delay, Jitter time.Duration
+	// LinkMbps, when positive, models the switch egress port in front of
+	// every receiving host: the host's downlink carries one packet at a
+	// time at LinkMbps megabits per second. A packet occupies it for its
+	// IP size (the Homa packet plus the 20- or 40-byte IP header) times 8
+	// bits over the rate, and is delivered when its last bit is through:
+	// at max(arrival at the port, link free) + size*8/rate. Packets
+	// waiting for the link are served in strict priority order, highest
+	// Packet.Priority (7) first and FIFO within a priority, as by a
+	// switch with 8 priority queues; a packet on the wire is never
+	// preempted. Zero means infinitely fast: no queueing at all.
+	LinkMbps int
+	// HostLinkMbps overrides LinkMbps for the downlinks of the hosts it
+	// names; zero or less makes that host's downlink infinitely fast. The
+	// map is copied by NewMemNetwork.
+	HostLinkMbps map[netip.Addr]int
+	// LinkBufferBytes bounds the bytes (IP size) waiting for each
+	// downlink, the packet on the wire not included. A packet that would
+	// exceed it is dropped whatever its priority (tail drop) and counted
+	// in MemStats.DroppedBuffer. Zero means unbounded: only the limit on
+	// copies held inside the network applies.
+	LinkBufferBytes int
 	// MTU is the IP MTU; MaxPacket is MTU less 20 (IPv4) or 40 (IPv6)
 	// bytes. Zero means 1500.
 	MTU int
@@ -47,7 +71,8 @@ const (
 	// MemReorderHold is the longest a reordered packet waits for a later
 	// packet to overtake it.
 	MemReorderHold = time.Millisecond
-	// memMaxInFlight bounds the packets held for delay or reordering.
+	// memMaxInFlight bounds the copies held inside the network: delayed,
+	// held back for reordering, or waiting for or on a downlink.
 	memMaxInFlight = 1 << 16
 	// memMaxFree bounds the list of packet buffers kept for reuse.
 	memMaxFree = 1024
@@ -55,8 +80,9 @@ const (
 
 // MemStats are the cumulative counts of an in-memory network. Every
 // written packet ends up counted once in Lost, DroppedHook,
-// DroppedNoListener, DroppedQueueFull, DroppedInFlight, DroppedTruncated,
-// read by a Conn, or still queued; duplicates add one more copy each.
+// DroppedNoListener, DroppedQueueFull, DroppedInFlight, DroppedBuffer,
+// DroppedTruncated, read by a Conn, or still in the network; duplicates
+// add one more copy each.
 type MemStats struct {
 	Sent       uint64 // packets written
 	Delivered  uint64 // copies placed in a receive queue
@@ -71,18 +97,37 @@ type MemStats struct {
 	DroppedNoListener uint64
 	// DroppedQueueFull counts copies that met a full receive queue.
 	DroppedQueueFull uint64
-	// DroppedInFlight counts copies dropped because too many were delayed.
+	// DroppedInFlight counts copies dropped because too many were held
+	// inside the network (delayed, held back, or at a downlink).
 	DroppedInFlight uint64
+	// DroppedBuffer counts copies that found their downlink's buffer full
+	// (MemConfig.LinkBufferBytes).
+	DroppedBuffer uint64
 	// DroppedTruncated counts copies discarded by ReadBatch because the
 	// Buf offered was too small.
 	DroppedTruncated uint64
+	// DeliveredPackets and DeliveredBytes split Delivered by the priority
+	// the packet was written with; bytes are Homa packet bytes (no IP
+	// header).
+	DeliveredPackets, DeliveredBytes [8]uint64
+	// MaxQueueDelay is the longest any copy waited for a downlink, from
+	// its arrival at the switch port to its first bit on the wire.
+	MaxQueueDelay time.Duration
+	// MaxLinkBacklog is the most bytes (IP size) seen waiting for one
+	// downlink, the packet on the wire not included.
+	MaxLinkBacklog int
 }
 
 // MemNetwork is an in-memory network of Conns, each at an address and
 // Homa port. A written packet goes to the Conn at (destination address,
 // Homa destination port of the packet bytes). It starts no goroutine of
-// its own; delayed packets wait on one timer, stopped when the last Conn
-// closes. It works inside a testing/synctest bubble.
+// its own: delayed packets and the downlinks share one timer, set to the
+// earliest event and stopped when the last Conn closes. Times are computed
+// from the schedule, not from when the timer ran, so inside a
+// testing/synctest bubble every delivery happens at the exact instant the
+// configuration implies. Whichever goroutine reaches the network first at
+// an instant (a writer, a reader, the timer) runs the events due by then,
+// so the outcome does not depend on goroutine scheduling.
 type MemNetwork struct {
 	cfg    MemConfig
 	hook   func(src, dst netip.Addr, pkt []byte) bool
@@ -91,10 +136,12 @@ type MemNetwork struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
 	conns  map[netip.AddrPort]*memConn
-	flight flightHeap   // delayed and held-back copies, earliest first
-	seq    uint64       // tie-break for equal due times: write order
-	timer  *time.Timer  // fires at flight[0].due; nil until first needed
-	free   []*memPacket // buffers for reuse
+	flight flightHeap              // timed copies (delayed, held, on a wire), earliest first
+	seq    uint64                  // tie-break for equal due times: scheduling order
+	timer  *time.Timer             // fires at flight[0].due; nil until first needed
+	links  map[netip.Addr]*memLink // downlinks by receiving host, made on first use
+	queued int                     // copies waiting in the links' queues
+	free   []*memPacket            // buffers for reuse
 	stats  MemStats
 	closed bool
 }
@@ -107,12 +154,21 @@ func NewMemNetwork(cfg MemConfig) *MemNetwork {
 	if cfg.QueueLen <= 0 {
 		cfg.QueueLen = memDefaultQueueLen
 	}
+	cfg.Delay, cfg.Jitter = max(cfg.Delay, 0), max(cfg.Jitter, 0)
+	if cfg.HostLinkMbps != nil {
+		hosts := make(map[netip.Addr]int, len(cfg.HostLinkMbps))
+		for h, mbps := range cfg.HostLinkMbps {
+			hosts[h.Unmap()] = mbps
+		}
+		cfg.HostLinkMbps = hosts
+	}
 	return &MemNetwork{
 		cfg:    cfg,
 		hook:   cfg.Drop,
 		maxLen: cfg.MTU,
 		rng:    rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		conns:  make(map[netip.AddrPort]*memConn),
+		links:  make(map[netip.Addr]*memLink),
 	}
 }
 
@@ -177,16 +233,29 @@ func (n *MemNetwork) Close() error {
 
 // memPacket is one copy of a packet inside the network.
 type memPacket struct {
-	buf  []byte // cap maxLen; buf[:n] is the packet
-	n    int
-	src  netip.Addr
-	dst  netip.AddrPort
-	prio uint8 // Packet.Priority; kept for priority queues
-	due  time.Time
-	seq  uint64
-	held *memConn // set while held back for reordering at this Conn
-	idx  int      // index in flight, -1 when not there
+	buf   []byte // cap maxLen; buf[:n] is the packet
+	n     int
+	src   netip.Addr
+	dst   netip.AddrPort
+	prio  uint8     // Packet.Priority, 0..7
+	stage memStage  // what happens at due
+	due   time.Time // in flight: when stage happens; in a link queue: arrival
+	seq   uint64
+	held  *memConn // set while held back for reordering at this Conn
+	idx   int      // index in flight, -1 when not there
+	link  *memLink // the downlink it is bound for or on, until it leaves
+	// reorder marks a copy to hold back at its Conn once it leaves link.
+	reorder bool
 }
+
+// memStage is what happens to a copy in flight when it is due.
+type memStage uint8
+
+const (
+	memToConn memStage = iota // delivered to its Conn
+	memToLink                 // arrives at its downlink's port
+	memOnWire                 // its last bit leaves the downlink
+)
 
 func (n *MemNetwork) alloc() *memPacket {
 	if k := len(n.free); k > 0 {
@@ -208,6 +277,7 @@ func (n *MemNetwork) release(m *memPacket) {
 // send routes one packet written by src. Called with n.mu held.
 func (n *MemNetwork) send(src netip.Addr, p *Packet, dst netip.AddrPort) {
 	n.stats.Sent++
+	now := n.catchUp()
 	cfg := &n.cfg
 	if cfg.Loss > 0 && n.rng.Float64() < cfg.Loss {
 		n.stats.Lost++
@@ -218,26 +288,24 @@ func (n *MemNetwork) send(src netip.Addr, p *Packet, dst netip.AddrPort) {
 		n.stats.Duplicated++
 		copies = 2
 	}
-	now := time.Time{}
+	link := n.linkFor(dst.Addr())
 	for range copies {
 		delay := cfg.Delay
 		if cfg.Jitter > 0 {
 			delay += time.Duration(n.rng.Int64N(int64(cfg.Jitter) + 1))
 		}
-		var holdAt *memConn
-		if cfg.Reorder > 0 && n.rng.Float64() < cfg.Reorder {
+		reorder := cfg.Reorder > 0 && n.rng.Float64() < cfg.Reorder
+		if reorder {
 			n.stats.Reordered++
-			delay += MemReorderHold
-			holdAt = n.conns[dst] // released early by the next packet for it
 		}
 		m := n.alloc()
 		m.n = copy(m.buf, p.Buf[:p.N])
-		m.src, m.dst, m.prio = src, dst, p.Priority
-		if delay <= 0 {
+		m.src, m.dst, m.prio = src, dst, p.Priority&7
+		if link == nil && !reorder && delay == 0 {
 			n.deliver(m)
 			continue
 		}
-		if len(n.flight) >= memMaxInFlight {
+		if len(n.flight)+n.queued >= memMaxInFlight {
 			n.stats.DroppedInFlight++
 			n.release(m)
 			continue
@@ -245,16 +313,36 @@ func (n *MemNetwork) send(src netip.Addr, p *Packet, dst netip.AddrPort) {
 		if now.IsZero() {
 			now = time.Now()
 		}
-		m.due, m.seq = now.Add(delay), n.seq
-		n.seq++
-		if holdAt != nil {
-			m.held = holdAt
-			holdAt.held = append(holdAt.held, m)
+		switch {
+		case link == nil && reorder:
+			// Released early by the next packet for that Conn.
+			n.schedule(m, now.Add(delay+MemReorderHold), n.conns[dst], now)
+		case link == nil:
+			n.schedule(m, now.Add(delay), nil, now)
+		default:
+			m.link, m.reorder = link, reorder
+			if delay > 0 {
+				m.stage = memToLink
+				n.schedule(m, now.Add(delay), nil, now)
+			} else {
+				n.linkArrive(m, now, now)
+			}
 		}
-		heap.Push(&n.flight, m)
-		if m.idx == 0 {
-			n.armTimer(now)
-		}
+	}
+}
+
+// schedule puts m in flight until due and, when c is not nil, registers it
+// as held back at c. Called with n.mu held.
+func (n *MemNetwork) schedule(m *memPacket, due time.Time, c *memConn, now time.Time) {
+	m.due, m.seq = due, n.seq
+	n.seq++
+	if c != nil {
+		m.held = c
+		c.held = append(c.held, m)
+	}
+	heap.Push(&n.flight, m)
+	if m.idx == 0 {
+		n.armTimer(now)
 	}
 }
 
@@ -294,20 +382,51 @@ func (n *MemNetwork) armTimer(now time.Time) {
 	}
 }
 
-// fire delivers every copy that is due.
+// fire runs every event that is due.
 func (n *MemNetwork) fire() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := time.Now()
-	for len(n.flight) > 0 && !n.flight[0].due.After(now) {
-		m := heap.Pop(&n.flight).(*memPacket)
-		if c := m.held; c != nil {
-			c.unhold(m)
-			m.held = nil
-		}
-		n.deliver(m)
+	n.advance(now)
+	n.armTimer(now) // even when nothing was due: the head may have changed
+}
+
+// catchUp runs the events due by now before the caller acts, so that what
+// happens at an instant does not depend on whether the timer's goroutine
+// or the caller got the lock first. It returns now, or the zero time when
+// nothing was in flight (the clock was not read). Called with n.mu held.
+func (n *MemNetwork) catchUp() time.Time {
+	if len(n.flight) == 0 {
+		return time.Time{}
 	}
-	n.armTimer(now)
+	now := time.Now()
+	if n.advance(now) {
+		n.armTimer(now)
+	}
+	return now
+}
+
+// advance runs, in order, every event due by now and reports whether
+// there was any. Called with n.mu held.
+func (n *MemNetwork) advance(now time.Time) bool {
+	ran := false
+	for len(n.flight) > 0 && !n.flight[0].due.After(now) {
+		ran = true
+		m := heap.Pop(&n.flight).(*memPacket)
+		switch m.stage {
+		case memToLink:
+			n.linkArrive(m, m.due, now)
+		case memOnWire:
+			n.linkDone(m, now)
+		default:
+			if c := m.held; c != nil {
+				c.unhold(m)
+				m.held = nil
+			}
+			n.deliver(m)
+		}
+	}
+	return ran
 }
 
 // detach removes c from the network and, when it was the last Conn,
@@ -328,18 +447,25 @@ func (n *MemNetwork) detach(c *memConn) {
 		n.stats.DroppedNoListener++
 		n.release(heap.Pop(&n.flight).(*memPacket))
 	}
+	n.dropLinks()
 	if n.timer != nil {
 		n.timer.Stop()
 	}
 }
 
-// flightHeap orders copies in flight by due time, then write order.
+// flightHeap orders copies in flight by due time, then scheduling order,
+// except that at equal times a downlink finishes its packet first: a
+// packet reaching the port at that instant joins the queue after the link
+// has picked its next packet, as one written at that instant does.
 type flightHeap []*memPacket
 
 func (h flightHeap) Len() int { return len(h) }
 func (h flightHeap) Less(i, j int) bool {
 	if !h[i].due.Equal(h[j].due) {
 		return h[i].due.Before(h[j].due)
+	}
+	if wi, wj := h[i].stage == memOnWire, h[j].stage == memOnWire; wi != wj {
+		return wi
 	}
 	return h[i].seq < h[j].seq
 }
@@ -361,8 +487,8 @@ func (h *flightHeap) Pop() any {
 	return m
 }
 
-// memQueue is a Conn's receive queue: a bounded FIFO. Priority queues,
-// when they come, replace it (the copies carry their priority).
+// memQueue is a bounded FIFO of copies: a Conn's receive queue, or one
+// priority level of a downlink's queue.
 type memQueue struct {
 	buf   []*memPacket
 	head  int
@@ -419,7 +545,10 @@ func (c *memConn) enqueue(m *memPacket) {
 		c.net.release(m)
 		return
 	}
-	c.net.stats.Delivered++
+	s := &c.net.stats
+	s.Delivered++
+	s.DeliveredPackets[m.prio]++
+	s.DeliveredBytes[m.prio] += uint64(m.n)
 }
 
 func (c *memConn) signal() {
@@ -479,6 +608,7 @@ func (c *memConn) TryReadBatch(pkts []Packet) (int, error) {
 	if c.closed {
 		return 0, errMemClosed
 	}
+	n.catchUp()
 	k := 0
 	for k < len(pkts) {
 		m := c.rxq.pop()

@@ -349,67 +349,77 @@ func TestMemCloseUnblocks(t *testing.T) {
 	})
 }
 
-// TestMemConcurrent exercises the locking under the race detector.
+// TestMemConcurrent exercises the locking under the race detector, with
+// and without downlinks.
 func TestMemConcurrent(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		n := NewMemNetwork(MemConfig{Seed: 9, Loss: 0.01, Duplicate: 0.01, Reorder: 0.05, Delay: time.Microsecond, Jitter: time.Microsecond})
-		defer n.Close()
-		srv := memOpen(t, n, hostB, 1)
-		done := make(chan struct{})
-		go func() { // echo server
-			defer close(done)
-			pkts := makePackets(8, 2048)
-			for {
-				k, err := srv.ReadBatch(pkts)
-				if err != nil {
-					return
-				}
-				for i := range pkts[:k] {
-					b := pkts[i].Buf // swap the ports
-					b[0], b[1], b[2], b[3] = b[2], b[3], b[0], b[1]
-				}
-				srv.WriteBatch(pkts[:k])
+	faults := MemConfig{Seed: 9, Loss: 0.01, Duplicate: 0.01, Reorder: 0.05, Delay: time.Microsecond, Jitter: time.Microsecond}
+	links := faults
+	links.LinkMbps, links.HostLinkMbps, links.LinkBufferBytes = 1000, map[netip.Addr]int{hostA: 100}, 64<<10
+	for _, cfg := range []MemConfig{faults, links} {
+		synctest.Test(t, func(t *testing.T) { memConcurrent(t, cfg) })
+	}
+}
+
+// memConcurrent has four clients send to an echo server at once and
+// checks that most echoes come back. It must run in a synctest bubble.
+func memConcurrent(t *testing.T, cfg MemConfig) {
+	n := NewMemNetwork(cfg)
+	defer n.Close()
+	srv := memOpen(t, n, hostB, 1)
+	done := make(chan struct{})
+	go func() { // echo server
+		defer close(done)
+		pkts := makePackets(8, 2048)
+		for {
+			k, err := srv.ReadBatch(pkts)
+			if err != nil {
+				return
 			}
-		}()
-		const clients, each = 4, 200
-		results := make(chan int, clients)
-		for range clients {
-			c := memOpen(t, n, hostA, 0)
-			go func() {
-				defer c.Close()
-				pkts := makePackets(8, 2048)
-				got := 0
-				poll := func() {
-					for {
-						k, err := c.(Poller).TryReadBatch(pkts)
-						if err != nil || k == 0 {
-							return
-						}
-						got += k
+			for i := range pkts[:k] {
+				b := pkts[i].Buf // swap the ports
+				b[0], b[1], b[2], b[3] = b[2], b[3], b[0], b[1]
+			}
+			srv.WriteBatch(pkts[:k])
+		}
+	}()
+	const clients, each = 4, 200
+	results := make(chan int, clients)
+	for range clients {
+		c := memOpen(t, n, hostA, 0)
+		go func() {
+			defer c.Close()
+			pkts := makePackets(8, 2048)
+			got := 0
+			poll := func() {
+				for {
+					k, err := c.(Poller).TryReadBatch(pkts)
+					if err != nil || k == 0 {
+						return
 					}
+					got += k
 				}
-				for j := range each {
-					out := testPacket(c.Port(), 1, 64, uint64(j))
-					if _, err := c.WriteBatch([]Packet{{Buf: out, N: len(out), Addr: hostB}}); err != nil {
-						t.Error(err)
-					}
-					poll()
+			}
+			for j := range each {
+				out := testPacket(c.Port(), 1, 64, uint64(j))
+				if _, err := c.WriteBatch([]Packet{{Buf: out, N: len(out), Addr: hostB}}); err != nil {
+					t.Error(err)
 				}
-				time.Sleep(time.Second)
 				poll()
-				results <- got
-			}()
-		}
-		total := 0
-		for range clients {
-			total += <-results
-		}
-		srv.Close()
-		<-done
-		if total < clients*each*9/10 {
-			t.Errorf("only %d of %d echoes came back", total, clients*each)
-		}
-	})
+			}
+			time.Sleep(time.Second)
+			poll()
+			results <- got
+		}()
+	}
+	total := 0
+	for range clients {
+		total += <-results
+	}
+	srv.Close()
+	<-done
+	if total < clients*each*9/10 {
+		t.Errorf("only %d of %d echoes came back", total, clients*each)
+	}
 }
 
 func BenchmarkMemPingPong(b *testing.B) {

@@ -10,7 +10,8 @@
 //   - UDP: the Homa packet as a UDP payload, for hosts where raw sockets are
 //     not permitted. The UDP port equals the Homa port on both ends.
 //   - Mem: an in-memory network for tests, with seeded loss, duplication,
-//     reordering and delay.
+//     reordering and delay, and optionally a rate-limited downlink per
+//     host with eight strict priority queues, like a switch port.
 //
 // A Conn serves exactly one local Homa port. Raw Conns reserve their port
 // host-wide (per IP family, see OpenRaw) so that two processes never hold
