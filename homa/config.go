@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/grant"
 	"github.com/homa-go/homa/resend"
 
 	"github.com/homa-go/homa/homa/wire"
@@ -15,9 +16,9 @@ type Config struct {
 	// UnschedBytes is how many initial bytes of a message are sent without
 	// waiting for grants. Default 40,000.
 	UnschedBytes int
-	// GrantWindow is how far ahead of the received bytes a receiver grants
-	// each incoming message. Default: UnschedBytes.
-	GrantWindow int
+	// Grant configures the receiver's SRPT grant scheduler (overcommit,
+	// total incoming limit, window, FIFO share, scheduled priorities).
+	Grant grant.Config
 	// MaxPacket, when positive, caps the size of every Homa packet
 	// (header included), overriding the path MTU the Conn reports.
 	MaxPacket int
@@ -64,9 +65,7 @@ func (c Config) withDefaults() Config {
 	if c.UnschedBytes <= 0 {
 		c.UnschedBytes = defaultUnschedBytes
 	}
-	if c.GrantWindow <= 0 {
-		c.GrantWindow = c.UnschedBytes
-	}
+	c.Grant = c.Grant.WithDefaults()
 	if c.PollDuration == 0 {
 		c.PollDuration = defaultPollDuration
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/grant"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/resend"
@@ -55,8 +56,9 @@ type rpc struct {
 	msg    *Message
 	waiter *waiter // client: a goroutine in Recv for this id
 
-	rs resend.Tracker // loss detection while data is owed to us
-	ak ack.Pending    // server: the answered RPC awaits its acknowledgment
+	rs  resend.Tracker // loss detection while data is owed to us
+	ak  ack.Pending    // server: the answered RPC awaits its acknowledgment
+	gid grant.ID       // the incoming message's handle in the grant scheduler (0: none)
 }
 
 func (r *rpc) isClient() bool { return r.id&1 == 0 }
@@ -103,8 +105,15 @@ type Endpoint struct {
 	now       uint64 // timer ticks since start
 	// deadPeers is scratch for tick.
 	deadPeers []*peer
-	ready     dlist[Message, *Message]
-	anyWait   dlist[waiter, *waiter] // goroutines in Recv(any), oldest first
+
+	// sched decides the GRANTs for incoming messages; granting maps its
+	// handles back to RPCs.
+	sched    *grant.Scheduler
+	granting map[grant.ID]*rpc
+	lastGID  grant.ID
+	grants   []grant.Grant // scratch for Decide
+	ready    dlist[Message, *Message]
+	anyWait  dlist[waiter, *waiter] // goroutines in Recv(any), oldest first
 
 	// rxPkt is where handle decodes a packet; guarded by mu.
 	rxPkt wire.Packet
@@ -138,6 +147,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 		servers:   make(map[serverKey]*rpc),
 		peers:     make(map[netip.Addr]*peer),
 		seen:      make(map[clientKey]*ack.Seen),
+		granting:  make(map[grant.ID]*rpc),
 		solicited: make(map[serverKey]uint64),
 		done:      make(chan struct{}),
 		pollIdle:  make(chan struct{}, 1),
@@ -146,6 +156,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	if p, ok := conn.(netio.Poller); ok && e.cfg.PollDuration > 0 {
 		e.poller = p
 	}
+	e.sched = grant.New(e.cfg.Grant)
 	e.ids = newIDSource(e.port, time.Now())
 	e.wg.Add(2)
 	go e.rxLoop()
@@ -367,6 +378,7 @@ func (e *Endpoint) fail(r *rpc, err error) {
 		e.ready.remove(r.msg)
 		r.msg.Release()
 	}
+	e.unschedule(r)
 	r.out.release()
 	r.in.release()
 	m := &Message{ID: r.id, Peer: netip.AddrPortFrom(r.peer.addr, r.port), Cookie: r.cookie, Err: err}
@@ -580,6 +592,7 @@ func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *waiter) {
 			e.handle(pkts[i].Bytes(), pkts[i].Addr, b)
 		}
 		e.rxSelf = nil
+		e.decideGrants(b)
 	}
 	e.mu.Unlock()
 	e.flush(b)
@@ -592,6 +605,7 @@ func (e *Endpoint) HandlePacket(pkt []byte, src netip.Addr) {
 	e.mu.Lock()
 	if !e.closed {
 		e.handle(pkt, src, b)
+		e.decideGrants(b)
 	}
 	e.mu.Unlock()
 	e.sendBatch(b)

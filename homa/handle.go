@@ -91,20 +91,22 @@ func (e *Endpoint) handleData(d *wire.Data, src netip.Addr, b *txBatch) {
 	if !r.inInit {
 		r.in.init(d.MessageLength, d.Incoming)
 		r.inInit = true
+		e.schedule(r)
 	} else if d.MessageLength != r.in.length {
 		e.stats.drop(dropBadField)
 		return
 	}
 	if r.in.add(off, d.Payload) > 0 {
 		r.rs.Progress(e.now)
+		if r.gid != 0 {
+			e.sched.Received(r.gid, r.in.received)
+		}
 	} else if len(d.Payload) > 0 {
 		e.stats.dupPackets.Add(1)
 	}
 	if r.in.complete() {
 		e.completeIn(r, b)
-		return
 	}
-	e.grantMore(r, b)
 }
 
 // newServerRPC creates the state for a request whose first packet just
@@ -145,26 +147,9 @@ func (e *Endpoint) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
 	return r
 }
 
-// grantMore lets the sender of r's incoming message send GrantWindow bytes
-// beyond what has arrived. Grants go out when they move by a quarter of
-// the window or reach the end, to keep GRANT packets few.
-func (e *Endpoint) grantMore(r *rpc, b *txBatch) {
-	m := &r.in
-	if m.granted >= m.length {
-		return
-	}
-	window := uint32(e.cfg.GrantWindow)
-	want := min(m.length, m.received+window)
-	if want <= m.granted || (want < m.length && want-m.granted < window/4) {
-		return
-	}
-	m.granted = want
-	e.stats.grantsSent.Add(1)
-	e.queueGrant(r, b, want, 0)
-}
-
 // completeIn hands a fully received message to the application.
 func (e *Endpoint) completeIn(r *rpc, b *txBatch) {
+	e.unschedule(r)
 	m := &Message{
 		ID:   r.id,
 		Peer: netip.AddrPortFrom(r.peer.addr, r.port),
@@ -257,7 +242,7 @@ func (e *Endpoint) handleResend(rs *wire.Resend, src netip.Addr, b *txBatch) {
 		if e.queueResend(r, b) {
 			return
 		}
-		e.queueGrant(r, b, r.in.granted, 0)
+		e.queueGrant(r, b, r.in.granted, r.in.grantPrio)
 	case r.out.data == nil:
 		e.queueBare(wire.TypeBusy, src, rs.SrcPort, r.id, b)
 	case rs.Offset >= r.out.length:

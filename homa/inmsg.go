@@ -8,12 +8,13 @@ type span = resend.Span
 // inMsg reassembles an incoming message from DATA packets that may arrive
 // out of order or more than once.
 type inMsg struct {
-	length   uint32
-	buf      []byte
-	have     []span // received ranges, sorted, disjoint and not adjacent
-	haveBuf  [2]span
-	received uint32 // bytes in have
-	granted  uint32 // bytes the sender may send: unscheduled, then grants
+	length    uint32
+	buf       []byte
+	have      []span // received ranges, sorted, disjoint and not adjacent
+	haveBuf   [2]span
+	received  uint32 // bytes in have
+	granted   uint32 // bytes the sender may send: unscheduled, then grants
+	grantPrio uint8  // priority of the last GRANT
 }
 
 func (m *inMsg) init(length, unsched uint32) {

@@ -61,6 +61,7 @@ func (e *Endpoint) tick() {
 	if len(e.solicited) > 0 {
 		e.expireSolicited(now)
 	}
+	e.decideGrants(b)
 	for _, p := range e.peers {
 		if len(p.acks) > 0 && now-p.acksSince >= 1 {
 			e.flushAllAcks(p, b)
@@ -86,7 +87,7 @@ func (e *Endpoint) resendVerdict(r *rpc, now uint64, b *txBatch) verdict {
 		if !e.queueResend(r, b) {
 			// Every granted byte is here: repeat the GRANT, which may
 			// have been lost, so that the peer has something to answer.
-			e.queueGrant(r, b, r.in.granted, 0)
+			e.queueGrant(r, b, r.in.granted, r.in.grantPrio)
 		}
 	case resend.Timeout:
 		if now-r.peer.heard < uint64(e.cfg.Resend.TimeoutTicks()) {
@@ -191,6 +192,7 @@ func (e *Endpoint) flushAllAcks(p *peer, b *txBatch) {
 // request, its id is remembered so that a late duplicate of the request
 // cannot start it again.
 func (e *Endpoint) freeServer(k serverKey, r *rpc) {
+	e.unschedule(r)
 	if r.state != stateActive {
 		e.seenFor(k.addr, r.port).Finish(r.id ^ 1)
 	}
