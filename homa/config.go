@@ -5,6 +5,7 @@ import (
 
 	"github.com/homa-go/homa/ack"
 	"github.com/homa-go/homa/grant"
+	"github.com/homa-go/homa/priority"
 	"github.com/homa-go/homa/resend"
 
 	"github.com/homa-go/homa/homa/wire"
@@ -19,6 +20,10 @@ type Config struct {
 	// Grant configures the receiver's SRPT grant scheduler (overcommit,
 	// total incoming limit, window, FIFO share, scheduled priorities).
 	Grant grant.Config
+	// Cutoffs configures how this endpoint learns the unscheduled
+	// priority cutoffs it tells its senders (Linux defaults until enough
+	// traffic is seen).
+	Cutoffs priority.EstimatorConfig
 	// MaxPacket, when positive, caps the size of every Homa packet
 	// (header included), overriding the path MTU the Conn reports.
 	MaxPacket int

@@ -22,6 +22,7 @@ import (
 	"github.com/homa-go/homa/grant"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/priority"
 	"github.com/homa-go/homa/resend"
 )
 
@@ -112,8 +113,14 @@ type Endpoint struct {
 	granting map[grant.ID]*rpc
 	lastGID  grant.ID
 	grants   []grant.Grant // scratch for Decide
-	ready    dlist[Message, *Message]
-	anyWait  dlist[waiter, *waiter] // goroutines in Recv(any), oldest first
+
+	// est learns our unscheduled cutoffs from incoming traffic; cutoffs
+	// and schedLevels are its current answer, refreshed every tick.
+	est         *priority.Estimator
+	cutoffs     priority.Cutoffs
+	schedLevels int
+	ready       dlist[Message, *Message]
+	anyWait     dlist[waiter, *waiter] // goroutines in Recv(any), oldest first
 
 	// rxPkt is where handle decodes a packet; guarded by mu.
 	rxPkt wire.Packet
@@ -157,6 +164,8 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 		e.poller = p
 	}
 	e.sched = grant.New(e.cfg.Grant)
+	e.est = priority.NewEstimator(e.cfg.Cutoffs)
+	e.cutoffs, e.schedLevels = e.est.Cutoffs()
 	e.ids = newIDSource(e.port, time.Now())
 	e.wg.Add(2)
 	go e.rxLoop()
@@ -460,7 +469,13 @@ func (e *Endpoint) peerFor(addr netip.Addr) *peer {
 	if e.cfg.MaxPacket > 0 {
 		maxPkt = min(maxPkt, e.cfg.MaxPacket)
 	}
-	p := &peer{addr: addr, maxPayload: max(maxPkt-wire.DataLen, 1), cutoffs: defaultCutoffs, heard: e.now}
+	p := &peer{
+		addr:        addr,
+		maxPayload:  max(maxPkt-wire.DataLen, 1),
+		cutoffs:     priority.Default,
+		cutoffsSent: priority.NeverSent,
+		heard:       e.now,
+	}
 	e.peers[addr] = p
 	return p
 }

@@ -1,6 +1,5 @@
 package homa
 
-
 // schedule hands r's incoming message to the grant scheduler if it needs
 // grants: if it is longer than what its sender sends unscheduled.
 func (e *Endpoint) schedule(r *rpc) {
@@ -34,8 +33,10 @@ func (e *Endpoint) decideGrants(b *txBatch) {
 			continue
 		}
 		r.in.granted = max(r.in.granted, min(g.Offset, r.in.length))
-		r.in.grantPrio = g.Priority
+		// Scheduled packets stay below the unscheduled levels our
+		// cutoffs currently use.
+		r.in.grantPrio = min(g.Priority, uint8(e.schedLevels-1))
 		e.stats.grantsSent.Add(1)
-		e.queueGrant(r, b, r.in.granted, g.Priority)
+		e.queueGrant(r, b, r.in.granted, r.in.grantPrio)
 	}
 }

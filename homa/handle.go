@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/priority"
 )
 
 // handle dispatches one received packet. It runs under e.mu. Every packet
@@ -88,9 +89,14 @@ func (e *Endpoint) handleData(d *wire.Data, src netip.Addr, b *txBatch) {
 		e.stats.dupPackets.Add(1)
 		return
 	}
+	if d.CutoffVersion != e.cutoffs.Version &&
+		priority.Stale(e.cutoffs.Version, d.CutoffVersion, r.peer.cutoffsSent, e.now) {
+		e.queueCutoffs(r.peer, d.SrcPort, r.id, b)
+	}
 	if !r.inInit {
 		r.in.init(d.MessageLength, d.Incoming)
 		r.inInit = true
+		e.est.Record(d.MessageLength, r.in.granted)
 		e.schedule(r)
 	} else if d.MessageLength != r.in.length {
 		e.stats.drop(dropBadField)
@@ -267,8 +273,7 @@ func (e *Endpoint) handleCutoffs(c *wire.Cutoffs, src netip.Addr) {
 		e.stats.drop(dropUnknownRPC)
 		return
 	}
-	p.cutoffs = c.Cutoffs
-	p.cutoffVersion = c.Version
+	p.cutoffs = priority.Cutoffs{Values: c.Cutoffs, Version: c.Version}
 }
 
 // handleAck frees the server RPCs an ACK names: the one in its common

@@ -3,21 +3,21 @@ package homa
 import (
 	"net/netip"
 
+	"github.com/homa-go/homa/priority"
+
 	"github.com/homa-go/homa/homa/wire"
 )
-
-// defaultCutoffs are the unscheduled cutoffs of the Linux implementation,
-// used for a peer until it sends its own: priority 7 for messages up to
-// 200 bytes, 6 up to 2,800, 5 up to 15,000, 4 for the rest.
-var defaultCutoffs = [wire.NumPriorities]uint32{0, 0, 0, 0, 1_000_000, 15_000, 2_800, 200}
 
 // peer is what an endpoint knows about another host.
 type peer struct {
 	addr       netip.Addr
 	maxPayload int // data bytes per DATA packet to this host
 
-	cutoffs       [wire.NumPriorities]uint32
-	cutoffVersion uint16
+	// cutoffs are the peer's, for our unscheduled packets to it (Linux
+	// defaults until it sends CUTOFFS); cutoffsSent is the tick we last
+	// sent it ours.
+	cutoffs     priority.Cutoffs
+	cutoffsSent uint64
 
 	// acks are completed client RPCs to this host whose acknowledgment
 	// has not been sent yet; one rides in each DATA header.
@@ -27,17 +27,6 @@ type peer struct {
 	serverRPCs int    // server RPCs from this host
 	heard      uint64 // tick of the last valid packet from this host
 	dead       uint64 // tick of the last timeout (0: never)
-}
-
-// unschedPriority is the priority of unscheduled packets of a message of
-// the given length: the largest i with cutoffs[i] >= length.
-func (p *peer) unschedPriority(length uint32) uint8 {
-	for i := wire.NumPriorities - 1; i > 0; i-- {
-		if p.cutoffs[i] >= length {
-			return uint8(i)
-		}
-	}
-	return 0
 }
 
 // maxPendingAcks bounds the acknowledgments kept per peer; past it the

@@ -75,6 +75,7 @@ type counters struct {
 	needAcks         atomic.Uint64
 	peerTimeouts     atomic.Uint64
 	reclaimed        atomic.Uint64
+	cutoffsSent      atomic.Uint64
 }
 
 func (c *counters) drop(r DropReason) { c.drops[r].Add(1) }
@@ -104,6 +105,7 @@ type Stats struct {
 	NeedAcksSent     uint64
 	PeerTimeouts     uint64 // peers declared dead
 	Reclaimed        uint64 // server RPCs forgotten after client silence
+	CutoffsSent      uint64 // CUTOFFS packets sent to peers with stale versions
 	// Current state.
 	ClientRPCs, ServerRPCs, Peers int
 }
@@ -137,6 +139,7 @@ func (e *Endpoint) Stats() Stats {
 		NeedAcksSent:     c.needAcks.Load(),
 		PeerTimeouts:     c.peerTimeouts.Load(),
 		Reclaimed:        c.reclaimed.Load(),
+		CutoffsSent:      c.cutoffsSent.Load(),
 	}
 	for i := range c.rxPackets {
 		t := wire.TypeData + wire.Type(i)

@@ -61,6 +61,7 @@ func (e *Endpoint) tick() {
 	if len(e.solicited) > 0 {
 		e.expireSolicited(now)
 	}
+	e.cutoffs, e.schedLevels = e.est.Cutoffs()
 	e.decideGrants(b)
 	for _, p := range e.peers {
 		if len(p.acks) > 0 && now-p.acksSince >= 1 {

@@ -87,12 +87,12 @@ func (e *Endpoint) queueData(r *rpc, b *txBatch, from, to uint32, retransmit boo
 		},
 		MessageLength: m.length,
 		Incoming:      m.unsched,
-		CutoffVersion: p.cutoffVersion,
+		CutoffVersion: p.cutoffs.Version,
 	}
 	if retransmit {
 		d.Retransmit = 1
 	}
-	unschedPrio := p.unschedPriority(m.length)
+	unschedPrio := p.cutoffs.Priority(m.length)
 	for off := from; off < to; {
 		n := min(seg, to-off)
 		d.Sequence = off
@@ -141,4 +141,13 @@ func (e *Endpoint) queueAck(dst netip.Addr, port uint16, acks []wire.AckEntry, b
 
 func (e *Endpoint) control(dstPort uint16, id uint64) wire.Common {
 	return wire.Common{SrcPort: e.port, DstPort: dstPort, SenderID: id}
+}
+
+// queueCutoffs tells a peer our unscheduled cutoffs, in answer to a DATA
+// packet of RPC id (our id) that carried a stale version.
+func (e *Endpoint) queueCutoffs(p *peer, port uint16, id uint64, b *txBatch) {
+	c := wire.Cutoffs{Common: e.control(port, id), Cutoffs: e.cutoffs.Values, Version: e.cutoffs.Version}
+	b.add(c.Append(getBuf(wire.CutoffsLen)[:0]), p.addr, controlPriority)
+	p.cutoffsSent = e.now
+	e.stats.cutoffsSent.Add(1)
 }
