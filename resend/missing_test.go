@@ -48,20 +48,7 @@ func TestMissingModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		bits := rapid.SliceOfN(rapid.Bool(), 0, 64).Draw(t, "bits")
 		limit := rapid.Uint32Range(0, uint32(len(bits))+8).Draw(t, "limit")
-		// Received runs of bits, each cut at random into adjacent spans.
-		var have []Span
-		for i := 0; i < len(bits); i++ {
-			if !bits[i] {
-				continue
-			}
-			j := i + 1
-			for j < len(bits) && bits[j] && !rapid.Bool().Draw(t, "cut") {
-				j++
-			}
-			have = append(have, Span{uint32(i), uint32(j)})
-			i = j - 1
-		}
-		got := func(i uint32) bool { return int(i) < len(bits) && bits[i] }
+		have, got := drawSpans(t, bits)
 
 		gap, ok := Missing(have, limit)
 		first := uint32(0)
@@ -100,19 +87,7 @@ func TestGapsModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		bits := rapid.SliceOfN(rapid.Bool(), 0, 64).Draw(t, "bits")
 		limit := rapid.Uint32Range(0, uint32(len(bits))+8).Draw(t, "limit")
-		var have []Span
-		for i := 0; i < len(bits); i++ {
-			if !bits[i] {
-				continue
-			}
-			j := i + 1
-			for j < len(bits) && bits[j] && !rapid.Bool().Draw(t, "cut") {
-				j++
-			}
-			have = append(have, Span{uint32(i), uint32(j)})
-			i = j - 1
-		}
-		got := func(i uint32) bool { return int(i) < len(bits) && bits[i] }
+		have, got := drawSpans(t, bits)
 		var want []Span
 		for i := uint32(0); i < limit; i++ {
 			if got(i) {
@@ -134,4 +109,23 @@ func TestGapsModel(t *testing.T) {
 			t.Fatalf("Gaps with room for %d = %v, want %v", n, some, want[:min(n, len(want))])
 		}
 	})
+}
+
+// drawSpans turns a bitmap of received bytes into the span list a
+// receiver keeps, each run cut at random into adjacent spans, and returns
+// it with a lookup of the bitmap.
+func drawSpans(t *rapid.T, bits []bool) ([]Span, func(uint32) bool) {
+	var have []Span
+	for i := 0; i < len(bits); i++ {
+		if !bits[i] {
+			continue
+		}
+		j := i + 1
+		for j < len(bits) && bits[j] && !rapid.Bool().Draw(t, "cut") {
+			j++
+		}
+		have = append(have, Span{uint32(i), uint32(j)})
+		i = j - 1
+	}
+	return have, func(i uint32) bool { return int(i) < len(bits) && bits[i] }
 }
