@@ -16,7 +16,9 @@ import (
 type MemConfig struct {
 	// Seed seeds the generator behind every random choice. Two networks
 	// with the same Seed and configuration, fed the same packets in the
-	// same order, make the same choices.
+	// same order, make the same choices. With uplinks (see UplinkMbps)
+	// the choices for a packet are made as it leaves its uplink, in that
+	// order.
 	Seed uint64
 	// Loss, Duplicate and Reorder are per-packet probabilities in [0, 1].
 	// A lost packet is not delivered. A duplicated packet is delivered
@@ -26,9 +28,10 @@ type MemConfig struct {
 	// LinkMbps) the hold starts when the packet leaves the downlink.
 	Loss, Duplicate, Reorder float64
 	// Delay is the one-way delay of every packet, plus a uniform random
-	// extra in [0, Jitter]. With a downlink it is the path up to the
-	// switch port: the packet reaches the port that long after it was
-	// written. Negative values count as zero.
+	// extra in [0, Jitter], counted from when it was written or, with an
+	// uplink, from when it left the uplink. With a downlink it is the path
+	// up to the switch port: the packet reaches the port that long after.
+	// Negative values count as zero.
 	Delay, Jitter time.Duration
 	// LinkMbps, when positive, models the switch egress port in front of
 	// every receiving host: the host's downlink carries one packet at a
@@ -51,6 +54,26 @@ type MemConfig struct {
 	// in MemStats.DroppedBuffer. Zero means unbounded: only the limit on
 	// copies held inside the network applies.
 	LinkBufferBytes int
+	// UplinkMbps, when positive, models the network interface of every
+	// sending host: a packet written by host S first goes through S's
+	// uplink, which carries one packet at a time at UplinkMbps megabits
+	// per second, each for its IP size as on a downlink. The packets
+	// waiting for it leave strictly in the order they were written,
+	// whatever their Priority, as from a NIC with a single transmit
+	// queue: a packet written behind a long burst waits for all of it
+	// (the head-of-line blocking that the Homa pacer avoids by keeping
+	// that queue short). The queue is unbounded (LinkBufferBytes does not
+	// apply); only the limit on copies held inside the network does. A
+	// packet leaves the uplink when its last bit is through, at
+	// max(written, uplink free) + size*8/rate, and only then meets Loss,
+	// Duplicate, Reorder, Delay, Jitter and the receiver's downlink, so
+	// a duplicate does not take the uplink twice. Zero means infinitely
+	// fast: the packet leaves as it is written.
+	UplinkMbps int
+	// HostUplinkMbps overrides UplinkMbps for the uplinks of the hosts it
+	// names; zero or less makes that host's uplink infinitely fast. The
+	// map is copied by NewMemNetwork.
+	HostUplinkMbps map[netip.Addr]int
 	// MTU is the IP MTU; MaxPacket is MTU less 20 (IPv4) or 40 (IPv6)
 	// bytes. Zero means 1500.
 	MTU int
@@ -60,7 +83,7 @@ type MemConfig struct {
 	// Drop, when set, is asked about every written packet before the
 	// random choices; returning true drops it. pkt is the writer's buffer:
 	// read it, do not keep it. It is called without locks held, from the
-	// writing goroutine.
+	// writing goroutine; a packet it drops never reaches the uplink.
 	Drop func(src, dst netip.Addr, pkt []byte) bool
 }
 
@@ -72,7 +95,8 @@ const (
 	// packet to overtake it.
 	MemReorderHold = time.Millisecond
 	// memMaxInFlight bounds the copies held inside the network: delayed,
-	// held back for reordering, or waiting for or on a downlink.
+	// held back for reordering, or waiting for or on an uplink or a
+	// downlink.
 	memMaxInFlight = 1 << 16
 	// memMaxFree bounds the list of packet buffers kept for reuse.
 	memMaxFree = 1024
@@ -98,7 +122,8 @@ type MemStats struct {
 	// DroppedQueueFull counts copies that met a full receive queue.
 	DroppedQueueFull uint64
 	// DroppedInFlight counts copies dropped because too many were held
-	// inside the network (delayed, held back, or at a downlink).
+	// inside the network (delayed, held back, or at an uplink or a
+	// downlink).
 	DroppedInFlight uint64
 	// DroppedBuffer counts copies that found their downlink's buffer full
 	// (MemConfig.LinkBufferBytes).
@@ -111,17 +136,26 @@ type MemStats struct {
 	// header).
 	DeliveredPackets, DeliveredBytes [8]uint64
 	// MaxQueueDelay is the longest any copy waited for a downlink, from
-	// its arrival at the switch port to its first bit on the wire.
+	// its arrival at the switch port to its first bit on the wire. Time
+	// spent waiting for an uplink is not included: see
+	// MaxUplinkQueueDelay.
 	MaxQueueDelay time.Duration
 	// MaxLinkBacklog is the most bytes (IP size) seen waiting for one
 	// downlink, the packet on the wire not included.
 	MaxLinkBacklog int
+	// MaxUplinkQueueDelay is the longest any packet waited for its
+	// sender's uplink (MemConfig.UplinkMbps), from when it was written to
+	// its first bit on the wire.
+	MaxUplinkQueueDelay time.Duration
+	// MaxUplinkBacklog is the most bytes (IP size) seen waiting for one
+	// uplink, the packet on the wire not included.
+	MaxUplinkBacklog int
 }
 
 // MemNetwork is an in-memory network of Conns, each at an address and
 // Homa port. A written packet goes to the Conn at (destination address,
 // Homa destination port of the packet bytes). It starts no goroutine of
-// its own: delayed packets and the downlinks share one timer, set to the
+// its own: delayed packets and the links share one timer, set to the
 // earliest event and stopped when the last Conn closes. Times are computed
 // from the schedule, not from when the timer ran, so inside a
 // testing/synctest bubble every delivery happens at the exact instant the
@@ -133,17 +167,18 @@ type MemNetwork struct {
 	hook   func(src, dst netip.Addr, pkt []byte) bool
 	maxLen int // largest packet buffer: MTU
 
-	mu     sync.Mutex
-	rng    *rand.Rand
-	conns  map[netip.AddrPort]*memConn
-	flight flightHeap              // timed copies (delayed, held, on a wire), earliest first
-	seq    uint64                  // tie-break for equal due times: scheduling order
-	timer  *time.Timer             // fires at flight[0].due; nil until first needed
-	links  map[netip.Addr]*memLink // downlinks by receiving host, made on first use
-	queued int                     // copies waiting in the links' queues
-	free   []*memPacket            // buffers for reuse
-	stats  MemStats
-	closed bool
+	mu      sync.Mutex
+	rng     *rand.Rand
+	conns   map[netip.AddrPort]*memConn
+	flight  flightHeap              // timed copies (delayed, held, on a wire), earliest first
+	seq     uint64                  // tie-break for equal due times: scheduling order
+	timer   *time.Timer             // fires at flight[0].due; nil until first needed
+	links   map[netip.Addr]*memLink // downlinks by receiving host, made on first use
+	uplinks map[netip.Addr]*memLink // uplinks by sending host, made on first use
+	queued  int                     // copies waiting in the queues of links and uplinks
+	free    []*memPacket            // buffers for reuse
+	stats   MemStats
+	closed  bool
 }
 
 // NewMemNetwork returns an empty network.
@@ -155,21 +190,30 @@ func NewMemNetwork(cfg MemConfig) *MemNetwork {
 		cfg.QueueLen = memDefaultQueueLen
 	}
 	cfg.Delay, cfg.Jitter = max(cfg.Delay, 0), max(cfg.Jitter, 0)
-	if cfg.HostLinkMbps != nil {
-		hosts := make(map[netip.Addr]int, len(cfg.HostLinkMbps))
-		for h, mbps := range cfg.HostLinkMbps {
-			hosts[h.Unmap()] = mbps
-		}
-		cfg.HostLinkMbps = hosts
-	}
+	cfg.HostLinkMbps = unmapHosts(cfg.HostLinkMbps)
+	cfg.HostUplinkMbps = unmapHosts(cfg.HostUplinkMbps)
 	return &MemNetwork{
-		cfg:    cfg,
-		hook:   cfg.Drop,
-		maxLen: cfg.MTU,
-		rng:    rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		conns:  make(map[netip.AddrPort]*memConn),
-		links:  make(map[netip.Addr]*memLink),
+		cfg:     cfg,
+		hook:    cfg.Drop,
+		maxLen:  cfg.MTU,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		conns:   make(map[netip.AddrPort]*memConn),
+		links:   make(map[netip.Addr]*memLink),
+		uplinks: make(map[netip.Addr]*memLink),
 	}
+}
+
+// unmapHosts returns a copy of a per-host map keyed by unmapped addresses,
+// or nil for nil.
+func unmapHosts(m map[netip.Addr]int) map[netip.Addr]int {
+	if m == nil {
+		return nil
+	}
+	hosts := make(map[netip.Addr]int, len(m))
+	for h, v := range m {
+		hosts[h.Unmap()] = v
+	}
+	return hosts
 }
 
 // Open attaches a Conn at addr (a specific address, the host) and port.
@@ -243,7 +287,7 @@ type memPacket struct {
 	seq   uint64
 	held  *memConn // set while held back for reordering at this Conn
 	idx   int      // index in flight, -1 when not there
-	link  *memLink // the downlink it is bound for or on, until it leaves
+	link  *memLink // the uplink or downlink it is bound for or on, until it leaves
 	// reorder marks a copy to hold back at its Conn once it leaves link.
 	reorder bool
 }
@@ -254,7 +298,7 @@ type memStage uint8
 const (
 	memToConn memStage = iota // delivered to its Conn
 	memToLink                 // arrives at its downlink's port
-	memOnWire                 // its last bit leaves the downlink
+	memOnWire                 // its last bit leaves its link (uplink or downlink)
 )
 
 func (n *MemNetwork) alloc() *memPacket {
@@ -274,22 +318,52 @@ func (n *MemNetwork) release(m *memPacket) {
 	}
 }
 
-// send routes one packet written by src. Called with n.mu held.
+// send takes one packet written by src: onto src's uplink, when it has
+// one, else straight into the network. Called with n.mu held.
 func (n *MemNetwork) send(src netip.Addr, p *Packet, dst netip.AddrPort) {
 	n.stats.Sent++
 	now := n.catchUp()
+	up := n.linkFor(src, true)
+	if up != nil && n.full() {
+		n.stats.DroppedInFlight++
+		return
+	}
+	m := n.alloc()
+	m.n = copy(m.buf, p.Buf[:p.N])
+	m.src, m.dst, m.prio = src, dst, p.Priority&7
+	if up == nil {
+		n.route(m, now, now)
+		return
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	m.link = up
+	n.linkArrive(m, now, now)
+}
+
+// route sends m, which left its sender (when written, or when through the
+// uplink) at time at, across the network: the random choices, then the
+// delay, the downlink and the receiving Conn. A zero at (and now) means
+// that nothing was in flight when m was written: the clock is read only
+// if needed. Called with n.mu held.
+func (n *MemNetwork) route(m *memPacket, at, now time.Time) {
 	cfg := &n.cfg
 	if cfg.Loss > 0 && n.rng.Float64() < cfg.Loss {
 		n.stats.Lost++
+		n.release(m)
 		return
 	}
-	copies := 1
+	var twin *memPacket
 	if cfg.Duplicate > 0 && n.rng.Float64() < cfg.Duplicate {
 		n.stats.Duplicated++
-		copies = 2
+		twin = n.alloc()
+		twin.n = copy(twin.buf, m.buf[:m.n])
+		twin.src, twin.dst, twin.prio = m.src, m.dst, m.prio
 	}
-	link := n.linkFor(dst.Addr())
-	for range copies {
+	dst := m.dst
+	link := n.linkFor(dst.Addr(), false)
+	for ; m != nil; m, twin = twin, nil {
 		delay := cfg.Delay
 		if cfg.Jitter > 0 {
 			delay += time.Duration(n.rng.Int64N(int64(cfg.Jitter) + 1))
@@ -298,37 +372,41 @@ func (n *MemNetwork) send(src netip.Addr, p *Packet, dst netip.AddrPort) {
 		if reorder {
 			n.stats.Reordered++
 		}
-		m := n.alloc()
-		m.n = copy(m.buf, p.Buf[:p.N])
-		m.src, m.dst, m.prio = src, dst, p.Priority&7
 		if link == nil && !reorder && delay == 0 {
 			n.deliver(m)
 			continue
 		}
-		if len(n.flight)+n.queued >= memMaxInFlight {
+		if n.full() {
 			n.stats.DroppedInFlight++
 			n.release(m)
 			continue
 		}
-		if now.IsZero() {
-			now = time.Now()
+		if at.IsZero() {
+			at = time.Now()
+			now = at
 		}
 		switch {
 		case link == nil && reorder:
 			// Released early by the next packet for that Conn.
-			n.schedule(m, now.Add(delay+MemReorderHold), n.conns[dst], now)
+			n.schedule(m, at.Add(delay+MemReorderHold), n.conns[dst], now)
 		case link == nil:
-			n.schedule(m, now.Add(delay), nil, now)
+			n.schedule(m, at.Add(delay), nil, now)
 		default:
 			m.link, m.reorder = link, reorder
 			if delay > 0 {
 				m.stage = memToLink
-				n.schedule(m, now.Add(delay), nil, now)
+				n.schedule(m, at.Add(delay), nil, now)
 			} else {
-				n.linkArrive(m, now, now)
+				n.linkArrive(m, at, now)
 			}
 		}
 	}
+}
+
+// full reports whether the network holds as many copies as it may.
+// Called with n.mu held.
+func (n *MemNetwork) full() bool {
+	return len(n.flight)+n.queued >= memMaxInFlight
 }
 
 // schedule puts m in flight until due and, when c is not nil, registers it
@@ -455,8 +533,9 @@ func (n *MemNetwork) detach(c *memConn) {
 
 // flightHeap orders copies in flight by due time, then scheduling order,
 // except that at equal times a downlink finishes its packet first: a
-// packet reaching the port at that instant joins the queue after the link
-// has picked its next packet, as one written at that instant does.
+// packet reaching the port at that instant (after a delay, or straight
+// off an uplink) joins the queue after the link has picked its next
+// packet, as one written at that instant does.
 type flightHeap []*memPacket
 
 func (h flightHeap) Len() int { return len(h) }
@@ -464,8 +543,8 @@ func (h flightHeap) Less(i, j int) bool {
 	if !h[i].due.Equal(h[j].due) {
 		return h[i].due.Before(h[j].due)
 	}
-	if wi, wj := h[i].stage == memOnWire, h[j].stage == memOnWire; wi != wj {
-		return wi
+	if di, dj := h[i].leavingDownlink(), h[j].leavingDownlink(); di != dj {
+		return di
 	}
 	return h[i].seq < h[j].seq
 }

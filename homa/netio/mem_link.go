@@ -5,42 +5,53 @@ import (
 	"time"
 )
 
-// memLink is the downlink of one receiving host: the egress port of the
-// switch in front of it. It sends one packet at a time at its rate; the
-// packets waiting for it sit in one FIFO per priority. Its fields are
-// guarded by MemNetwork.mu.
+// memLink is one link of the network, sending one packet at a time at its
+// rate: the downlink of a receiving host (the egress port of the switch
+// in front of it), whose waiting packets sit in one FIFO per priority, or
+// the uplink of a sending host (its NIC), with a single FIFO. Its fields
+// are guarded by MemNetwork.mu.
 type memLink struct {
 	mbps    int64
-	queue   [8]memQueue // by priority, 7 served first
-	backlog int         // bytes (IP size) waiting in queue
-	wire    *memPacket  // the packet being sent (in flight until done), or nil
-	free    time.Time   // when the last packet sent is (or was) through
+	up      bool       // an uplink: one queue, unbounded, leads into the network
+	queue   []memQueue // by priority, the last served first; one for an uplink
+	backlog int        // bytes (IP size) waiting in queue
+	wire    *memPacket // the packet being sent (in flight until done), or nil
+	free    time.Time  // when the last packet sent is (or was) through
 }
 
-// linkFor returns the downlink in front of host, or nil when that host's
-// link is infinitely fast. Called with n.mu held.
-func (n *MemNetwork) linkFor(host netip.Addr) *memLink {
-	if l := n.links[host]; l != nil {
+// linkFor returns the uplink of host (up) or the downlink in front of it,
+// or nil when that link is infinitely fast. Called with n.mu held.
+func (n *MemNetwork) linkFor(host netip.Addr, up bool) *memLink {
+	links, mbps, hosts, queues := n.links, n.cfg.LinkMbps, n.cfg.HostLinkMbps, 8
+	if up {
+		links, mbps, hosts, queues = n.uplinks, n.cfg.UplinkMbps, n.cfg.HostUplinkMbps, 1
+	}
+	if l := links[host]; l != nil {
 		return l
 	}
-	mbps := n.cfg.LinkMbps
-	if v, ok := n.cfg.HostLinkMbps[host]; ok {
+	if v, ok := hosts[host]; ok {
 		mbps = v
 	}
 	if mbps <= 0 {
 		return nil
 	}
-	l := &memLink{mbps: int64(mbps)}
+	l := &memLink{mbps: int64(mbps), up: up, queue: make([]memQueue, queues)}
 	for i := range l.queue {
 		l.queue[i].limit = memMaxInFlight
 	}
-	n.links[host] = l
+	links[host] = l
 	return l
 }
 
 // wireLen is the size of m on a link: the Homa packet and its IP header.
 func (m *memPacket) wireLen() int {
 	return m.n + headerOverhead(m.dst.Addr().Is6(), false)
+}
+
+// leavingDownlink reports whether m is in flight until its last bit
+// leaves a downlink.
+func (m *memPacket) leavingDownlink() bool {
+	return m.stage == memOnWire && !m.link.up
 }
 
 // txTime is how long the link takes to send size bytes, rounded up to
@@ -50,9 +61,11 @@ func (l *memLink) txTime(size int) time.Duration {
 	return time.Duration((bits*int64(time.Microsecond) + l.mbps - 1) / l.mbps)
 }
 
-// linkArrive takes m, bound for m.link, at the switch port at time at:
-// onto the wire if the link is idle, else into the queue of its priority,
-// or dropped when the buffer is full. Called with n.mu held.
+// linkArrive takes m, bound for m.link, at the link at time at (the switch
+// port of a downlink; the host, when written, for an uplink): onto the
+// wire if the link is idle, else into the queue of its priority (the one
+// queue of an uplink), or dropped when a downlink's buffer is full.
+// Called with n.mu held.
 func (n *MemNetwork) linkArrive(m *memPacket, at, now time.Time) {
 	l := m.link
 	m.due, m.stage = at, memToConn
@@ -61,15 +74,23 @@ func (n *MemNetwork) linkArrive(m *memPacket, at, now time.Time) {
 		return
 	}
 	size := m.wireLen()
-	if limit := n.cfg.LinkBufferBytes; limit > 0 && l.backlog+size > limit {
+	if limit := n.cfg.LinkBufferBytes; limit > 0 && !l.up && l.backlog+size > limit {
 		n.stats.DroppedBuffer++
 		n.release(m)
 		return
 	}
-	l.queue[m.prio].push(m) // cannot fail: n.queued < memMaxInFlight
+	q := &l.queue[0]
+	if !l.up {
+		q = &l.queue[m.prio]
+	}
+	q.push(m) // cannot fail: n.queued < memMaxInFlight
 	l.backlog += size
 	n.queued++
-	n.stats.MaxLinkBacklog = max(n.stats.MaxLinkBacklog, l.backlog)
+	if l.up {
+		n.stats.MaxUplinkBacklog = max(n.stats.MaxUplinkBacklog, l.backlog)
+	} else {
+		n.stats.MaxLinkBacklog = max(n.stats.MaxLinkBacklog, l.backlog)
+	}
 }
 
 // transmit puts m, which reached the idle link l at m.due, on the wire:
@@ -80,21 +101,30 @@ func (n *MemNetwork) transmit(l *memLink, m *memPacket, now time.Time) {
 	if start.Before(l.free) {
 		start = l.free
 	}
-	n.stats.MaxQueueDelay = max(n.stats.MaxQueueDelay, start.Sub(m.due))
+	if wait := start.Sub(m.due); l.up {
+		n.stats.MaxUplinkQueueDelay = max(n.stats.MaxUplinkQueueDelay, wait)
+	} else {
+		n.stats.MaxQueueDelay = max(n.stats.MaxQueueDelay, wait)
+	}
 	l.free = start.Add(l.txTime(m.wireLen()))
 	l.wire, m.stage = m, memOnWire
 	n.schedule(m, l.free, nil, now)
 }
 
-// linkDone handles m leaving its link at m.due: it goes to its Conn (or
-// is held back there first, when marked for reordering), and the link
-// starts on the highest-priority packet waiting. Called with n.mu held.
+// linkDone handles m leaving its link at m.due: off an uplink it goes into
+// the network; off a downlink to its Conn (or it is held back there
+// first, when marked for reordering). Then the link starts on the next
+// packet waiting, the highest-priority one on a downlink. Called with
+// n.mu held.
 func (n *MemNetwork) linkDone(m *memPacket, now time.Time) {
 	l := m.link
 	l.wire, m.link, m.stage = nil, nil, memToConn
-	if m.reorder {
+	switch {
+	case l.up:
+		n.route(m, m.due, now)
+	case m.reorder:
 		n.schedule(m, m.due.Add(MemReorderHold), n.conns[m.dst], now)
-	} else {
+	default:
 		n.deliver(m)
 	}
 	for p := len(l.queue) - 1; p >= 0; p-- {
@@ -111,14 +141,16 @@ func (n *MemNetwork) linkDone(m *memPacket, now time.Time) {
 // listener, and forgets the links. The copies on the wires are in flight
 // and must already be gone. Called with n.mu held.
 func (n *MemNetwork) dropLinks() {
-	for _, l := range n.links {
-		for i := range l.queue {
-			for m := l.queue[i].pop(); m != nil; m = l.queue[i].pop() {
-				n.stats.DroppedNoListener++
-				n.release(m)
+	for _, links := range [...]map[netip.Addr]*memLink{n.links, n.uplinks} {
+		for _, l := range links {
+			for i := range l.queue {
+				for m := l.queue[i].pop(); m != nil; m = l.queue[i].pop() {
+					n.stats.DroppedNoListener++
+					n.release(m)
+				}
 			}
 		}
+		clear(links)
 	}
-	clear(n.links)
 	n.queued = 0
 }

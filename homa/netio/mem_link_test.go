@@ -61,6 +61,14 @@ func memPair(t testing.TB, cfg MemConfig) (*MemNetwork, Conn, Conn) {
 	return n, memOpen(t, n, hostA, 0), memOpen(t, n, hostB, 0)
 }
 
+// memTrio returns a network made with cfg and Conns on hosts A, C and B;
+// the caller closes the network.
+func memTrio(t testing.TB, cfg MemConfig) (n *MemNetwork, a, c, b Conn) {
+	t.Helper()
+	n = NewMemNetwork(cfg)
+	return n, memOpen(t, n, hostA, 0), memOpen(t, n, hostC, 0), memOpen(t, n, hostB, 0)
+}
+
 // burst returns count packets of size bytes from c to port dst, tagged
 // first, first+1, ...
 func burst(c Conn, dst uint16, size, count int, first uint64) [][]byte {
@@ -89,16 +97,98 @@ func tags(got []arrival) []uint64 {
 	return out
 }
 
-// TestMemLinkSerialization sends 100 full-size packets in one batch and
-// checks, on the fake clock, when each one is delivered.
-func TestMemLinkSerialization(t *testing.T) {
+// linkBurst opens Conns at src and dst on a network made with cfg, writes
+// count full-size packets (1,500 bytes of IP) from one to the other, all
+// at once when pace is zero, else one every pace, and returns what dst
+// read, with the stats. It must run in a synctest bubble.
+func linkBurst(t *testing.T, cfg MemConfig, src, dst netip.Addr, count int, pace time.Duration) ([]arrival, MemStats) {
+	t.Helper()
+	n := NewMemNetwork(cfg)
+	defer n.Close()
+	a := memOpen(t, n, src, 0)
+	b := memOpen(t, n, dst, 0)
+	stop := record(b)
+	// MaxPacket plus the IP header is 1,500 bytes in both families.
+	bufs := burst(a, b.Port(), a.MaxPacket(dst), count, 1)
+	if pace == 0 {
+		writeAll(t, a, dst, 0, bufs...)
+	}
+	for i := range bufs {
+		if pace > 0 {
+			writeAll(t, a, dst, 0, bufs[i])
+			time.Sleep(pace)
+		}
+	}
+	time.Sleep(time.Second)
+	return stop(), n.Stats()
+}
+
+// checkEvenly checks that got is tags 1..count in order, tag i+1
+// delivered at first + i*gap.
+func checkEvenly(t *testing.T, got []arrival, count int, first, gap time.Duration) {
+	t.Helper()
+	if len(got) != count {
+		t.Fatalf("%d packets delivered, want %d", len(got), count)
+	}
+	for i, g := range got {
+		if want := (arrival{uint64(i + 1), first + time.Duration(i)*gap}); g != want {
+			t.Fatalf("delivery %d: tag %d at %v, want tag %d at %v", i, g.tag, g.at, want.tag, want.at)
+		}
+	}
+}
+
+// linkMax is the part of MemStats about queueing at links.
+type linkMax struct {
+	queueDelay, upQueueDelay time.Duration
+	backlog, upBacklog       int
+}
+
+func linkMaxOf(s MemStats) linkMax {
+	return linkMax{s.MaxQueueDelay, s.MaxUplinkQueueDelay, s.MaxLinkBacklog, s.MaxUplinkBacklog}
+}
+
+// serialCase is a burst of 100 full-size packets from src to dst, in one
+// batch, on a network made with cfg: packet i (from 0) is delivered at
+// first + i*gap.
+type serialCase struct {
+	name       string
+	cfg        MemConfig
+	src, dst   netip.Addr
+	first, gap time.Duration
+}
+
+// runSerial runs each case as a subtest and checks the deliveries and
+// the queueing that want gives for the case.
+func runSerial(t *testing.T, cases []serialCase, want func(serialCase) linkMax) {
 	const count = 100
-	for _, tc := range []struct {
-		name       string
-		cfg        MemConfig
-		src, dst   netip.Addr
-		first, gap time.Duration // delivery of packet i: first + i*gap
-	}{
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				got, s := linkBurst(t, tc.cfg, tc.src, tc.dst, count, 0)
+				checkEvenly(t, got, count, tc.first, tc.gap)
+				if got, want := linkMaxOf(s), want(tc); got != want {
+					t.Errorf("queueing %+v, want %+v", got, want)
+				}
+			})
+		})
+	}
+}
+
+// burstQueue is the queueing a burst of 100 full-size packets meets at a
+// link that sends one every gap: the last waits 99 gaps, behind 99
+// others when the link is not infinitely fast.
+func burstQueue(gap time.Duration) (delay time.Duration, backlog int) {
+	if gap == 0 {
+		return 0, 0
+	}
+	return 99 * gap, 99 * 1500
+}
+
+// TestMemLinkSerialization sends 100 full-size packets in one batch and
+// checks, on the fake clock, when each one is delivered, and the queue at
+// the receiver's downlink.
+func TestMemLinkSerialization(t *testing.T) {
+	runSerial(t, []serialCase{
 		{"100Mbps", MemConfig{LinkMbps: 100}, hostA, hostB, fullGap, fullGap},
 		{"100Mbps/IPv6", MemConfig{LinkMbps: 100}, hostA6, hostB6, fullGap, fullGap},
 		{"100Mbps/Delay", MemConfig{LinkMbps: 100, Delay: time.Millisecond}, hostA, hostB, time.Millisecond + fullGap, fullGap},
@@ -107,28 +197,78 @@ func TestMemLinkSerialization(t *testing.T) {
 		{"HostInfinite", MemConfig{LinkMbps: 100, HostLinkMbps: map[netip.Addr]int{hostB: 0}}, hostA, hostB, 0, 0},
 		{"NoLink", MemConfig{}, hostA, hostB, 0, 0},
 		{"NoLink/Delay", MemConfig{Delay: time.Millisecond}, hostA, hostB, time.Millisecond, 0},
+	}, func(tc serialCase) (m linkMax) {
+		m.queueDelay, m.backlog = burstQueue(tc.gap)
+		return m
+	})
+}
+
+// TestMemUplinkSerialization sends 100 full-size packets in one batch
+// through the sender's uplink alone: they leave it, and are delivered,
+// one packet time apart (120 us at 100 Mbit/s), the queue building at
+// the uplink.
+func TestMemUplinkSerialization(t *testing.T) {
+	runSerial(t, []serialCase{
+		{"100Mbps", MemConfig{UplinkMbps: 100}, hostA, hostB, fullGap, fullGap},
+		{"100Mbps/IPv6", MemConfig{UplinkMbps: 100}, hostA6, hostB6, fullGap, fullGap},
+		{"100Mbps/Delay", MemConfig{UplinkMbps: 100, Delay: time.Millisecond}, hostA, hostB, time.Millisecond + fullGap, fullGap},
+		{"1Gbps", MemConfig{UplinkMbps: 1000}, hostA, hostB, 12 * time.Microsecond, 12 * time.Microsecond},
+		{"HostOverride", MemConfig{UplinkMbps: 1000, HostUplinkMbps: map[netip.Addr]int{hostA: 100}}, hostA, hostB, fullGap, fullGap},
+		{"HostOverride/Mapped", MemConfig{HostUplinkMbps: map[netip.Addr]int{netip.AddrFrom16(hostA.As16()): 100}}, hostA, hostB, fullGap, fullGap},
+		{"OtherHost", MemConfig{HostUplinkMbps: map[netip.Addr]int{hostB: 100}}, hostA, hostB, 0, 0},
+		{"HostInfinite", MemConfig{UplinkMbps: 100, HostUplinkMbps: map[netip.Addr]int{hostA: 0}}, hostA, hostB, 0, 0},
+	}, func(tc serialCase) (m linkMax) {
+		m.upQueueDelay, m.upBacklog = burstQueue(tc.gap)
+		return m
+	})
+}
+
+// TestMemUplinkDownlink sends 100 full-size packets through an uplink and
+// a downlink, at once or one every 60 us (200 Mbit/s): the queue builds
+// in front of the slower link, and a packet leaving the uplink as the
+// downlink frees finds it idle.
+func TestMemUplinkDownlink(t *testing.T) {
+	const (
+		count = 100
+		us    = time.Microsecond
+		fast  = 12 * us // a packet time at 1 Gbit/s
+		pace  = 60 * us
+	)
+	for _, tc := range []struct {
+		name       string
+		up, down   int
+		delay      time.Duration
+		pace       time.Duration
+		first, gap time.Duration // delivery of packet i: first + i*gap
+		want       linkMax
+	}{
+		// Packet i (from 0) leaves the uplink at 12(i+1) us and waits
+		// for the downlink until 12 + 120i us: 108i us, the others
+		// piling up behind it (i - i/10 of them).
+		{"UplinkFaster", 1000, 100, 0, 0, fast + fullGap, fullGap,
+			linkMax{queueDelay: 99 * 108 * us, upQueueDelay: 99 * fast, backlog: 90 * 1500, upBacklog: 99 * 1500}},
+		// Packet i leaves the uplink at 120(i+1) us, the downlink idle.
+		{"UplinkSlower", 100, 1000, 0, 0, fullGap + fast, fullGap,
+			linkMax{upQueueDelay: 99 * fullGap, upBacklog: 99 * 1500}},
+		{"Equal", 100, 100, 0, 0, 2 * fullGap, fullGap,
+			linkMax{upQueueDelay: 99 * fullGap, upBacklog: 99 * 1500}},
+		{"Equal/Delay", 100, 100, time.Millisecond, 0, time.Millisecond + 2*fullGap, fullGap,
+			linkMax{upQueueDelay: 99 * fullGap, upBacklog: 99 * 1500}},
+		// Written at 60i us, packet i crosses the uplink at once and
+		// waits 60i us for the downlink, behind ceil(i/2) others.
+		{"UplinkFaster/Paced", 1000, 100, 0, pace, fast + fullGap, fullGap,
+			linkMax{queueDelay: 99 * pace, backlog: 50 * 1500}},
+		// The mirror image: packet i waits 60i us for the uplink.
+		{"UplinkSlower/Paced", 100, 1000, 0, pace, fullGap + fast, fullGap,
+			linkMax{upQueueDelay: 99 * pace, upBacklog: 50 * 1500}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				n := NewMemNetwork(tc.cfg)
-				defer n.Close()
-				a := memOpen(t, n, tc.src, 0)
-				b := memOpen(t, n, tc.dst, 0)
-				stop := record(b)
-				// MaxPacket plus the IP header is 1,500 bytes in both families.
-				writeAll(t, a, tc.dst, 0, burst(a, b.Port(), a.MaxPacket(tc.dst), count, 1)...)
-				time.Sleep(tc.first + count*tc.gap)
-				got := stop()
-				if len(got) != count {
-					t.Fatalf("%d packets delivered, want %d", len(got), count)
-				}
-				for i, g := range got {
-					if want := (arrival{uint64(i + 1), tc.first + time.Duration(i)*tc.gap}); g != want {
-						t.Fatalf("delivery %d: tag %d at %v, want tag %d at %v", i, g.tag, g.at, want.tag, want.at)
-					}
-				}
-				if s := n.Stats(); s.MaxQueueDelay != time.Duration(count-1)*tc.gap {
-					t.Errorf("MaxQueueDelay = %v, want %v", s.MaxQueueDelay, time.Duration(count-1)*tc.gap)
+				cfg := MemConfig{UplinkMbps: tc.up, LinkMbps: tc.down, Delay: tc.delay}
+				got, s := linkBurst(t, cfg, hostA, hostB, count, tc.pace)
+				checkEvenly(t, got, count, tc.first, tc.gap)
+				if got := linkMaxOf(s); got != tc.want {
+					t.Errorf("queueing %+v, want %+v", got, tc.want)
 				}
 			})
 		})
@@ -139,11 +279,8 @@ func TestMemLinkSerialization(t *testing.T) {
 // that every sender shares.
 func TestMemLinkPerHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := NewMemNetwork(MemConfig{LinkMbps: 100})
+		n, a, c, b := memTrio(t, MemConfig{LinkMbps: 100})
 		defer n.Close()
-		a := memOpen(t, n, hostA, 0)
-		c := memOpen(t, n, hostC, 0)
-		b := memOpen(t, n, hostB, 0)
 		toB, toC := record(b), record(c)
 		size := a.MaxPacket(hostB)
 		writeAll(t, a, hostB, 0, burst(a, b.Port(), size, 10, 1)...)
@@ -166,11 +303,8 @@ func TestMemLinkPerHost(t *testing.T) {
 func TestMemLinkPriority(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const long, short = 200, 1000 // tags: 1..long, then the short one
-		n := NewMemNetwork(MemConfig{LinkMbps: 100})
+		n, a, c, b := memTrio(t, MemConfig{LinkMbps: 100})
 		defer n.Close()
-		a := memOpen(t, n, hostA, 0)
-		c := memOpen(t, n, hostC, 0)
-		b := memOpen(t, n, hostB, 0)
 		stop := record(b)
 		size := a.MaxPacket(hostB)
 		writeAll(t, a, hostB, 0, burst(a, b.Port(), size, long, 1)...)
@@ -210,28 +344,116 @@ func TestMemLinkPriority(t *testing.T) {
 }
 
 // TestMemLinkPriorityOrder queues packets of every priority behind one on
-// the wire: they leave highest priority first, FIFO within a priority.
+// the wire: a downlink sends them highest priority first, FIFO within a
+// priority; an uplink strictly in the order written, and so does a
+// downlink fed by an uplink of the same rate, as nothing queues there.
 func TestMemLinkPriorityOrder(t *testing.T) {
+	byPriority := []uint64{100, 8, 16, 24, 7, 15, 23, 6, 14, 22, 5, 13, 21, 4, 12, 20, 3, 11, 19, 2, 10, 18, 1, 9, 17}
+	written := append([]uint64{100}, series(1, 24)...)
+	for _, tc := range []struct {
+		name string
+		cfg  MemConfig
+		want []uint64
+	}{
+		{"Downlink", MemConfig{LinkMbps: 100}, byPriority},
+		{"Uplink", MemConfig{UplinkMbps: 100}, written},
+		{"Both", MemConfig{UplinkMbps: 100, LinkMbps: 100}, written},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n, a, b := memPair(t, tc.cfg)
+				defer n.Close()
+				stop := record(b)
+				writeAll(t, a, hostB, 0, testPacket(a.Port(), b.Port(), 100, 100)) // on the wire at once
+				pkts := make([]Packet, 24)
+				for i := range pkts {
+					buf := testPacket(a.Port(), b.Port(), 100, uint64(i+1))
+					pkts[i] = Packet{Buf: buf, N: len(buf), Addr: hostB, Priority: uint8(i % 8)}
+				}
+				if k, err := a.WriteBatch(pkts); k != len(pkts) || err != nil {
+					t.Fatalf("WriteBatch = %d, %v", k, err)
+				}
+				time.Sleep(time.Second)
+				if got := tags(stop()); !slices.Equal(got, tc.want) {
+					t.Errorf("delivered %v, want %v", got, tc.want)
+				}
+				if got, want := n.Stats().DeliveredPackets, [8]uint64{4, 3, 3, 3, 3, 3, 3, 3}; got != want {
+					t.Errorf("DeliveredPackets = %v, want %v", got, want)
+				}
+			})
+		})
+	}
+}
+
+// TestMemUplinkFIFO writes a priority-7 packet from a second Conn of the
+// sending host while 50 priority-0 packets wait behind the one on the
+// wire. At an uplink it waits behind all of them: the head-of-line
+// blocking of a NIC queue. At a downlink it waits for the one on the
+// wire only.
+func TestMemUplinkFIFO(t *testing.T) {
+	const long, short = 51, 1000 // tags: 1..long, then the short one
+	for _, tc := range []struct {
+		name  string
+		cfg   MemConfig
+		index int // position of the short packet among the deliveries
+	}{
+		{"Uplink", MemConfig{UplinkMbps: 100}, long},
+		{"Downlink", MemConfig{LinkMbps: 100}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n, a, b := memPair(t, tc.cfg)
+				defer n.Close()
+				a2 := memOpen(t, n, hostA, 0)
+				stop := record(b)
+				size := a.MaxPacket(hostB)
+				writeAll(t, a, hostB, 0, burst(a, b.Port(), size, long, 1)...)
+				writeAll(t, a2, hostB, 7, burst(a2, b.Port(), size, 1, short)...)
+				time.Sleep(time.Second)
+				got := stop()
+				want := slices.Insert(series(1, long), tc.index, short)
+				if !slices.Equal(tags(got), want) {
+					t.Fatalf("delivered %v, want %v", tags(got), want)
+				}
+				if at, want := got[tc.index].at, time.Duration(tc.index+1)*fullGap; at != want {
+					t.Errorf("priority-7 packet delivered at %v, want %v", at, want)
+				}
+				if last := got[long].at; last != (long+1)*fullGap {
+					t.Errorf("last packet at %v, want %v", last, (long+1)*fullGap)
+				}
+			})
+		})
+	}
+}
+
+// TestMemUplinkPerHost checks that each sending host has an uplink of its
+// own, which all its Conns share, at its own rate.
+func TestMemUplinkPerHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, a, b := memPair(t, MemConfig{LinkMbps: 100})
+		n := NewMemNetwork(MemConfig{UplinkMbps: 100, HostUplinkMbps: map[netip.Addr]int{hostC: 1000}})
 		defer n.Close()
+		a1 := memOpen(t, n, hostA, 0)
+		a2 := memOpen(t, n, hostA, 0)
+		c := memOpen(t, n, hostC, 0)
+		b := memOpen(t, n, hostB, 0)
 		stop := record(b)
-		writeAll(t, a, hostB, 0, testPacket(a.Port(), b.Port(), 100, 100)) // on the wire at once
-		pkts := make([]Packet, 24)
-		for i := range pkts {
-			buf := testPacket(a.Port(), b.Port(), 100, uint64(i+1))
-			pkts[i] = Packet{Buf: buf, N: len(buf), Addr: hostB, Priority: uint8(i % 8)}
-		}
-		if k, err := a.WriteBatch(pkts); k != len(pkts) || err != nil {
-			t.Fatalf("WriteBatch = %d, %v", k, err)
-		}
+		size := a1.MaxPacket(hostB)
+		writeAll(t, a1, hostB, 0, burst(a1, b.Port(), size, 10, 1)...)
+		writeAll(t, a2, hostB, 0, burst(a2, b.Port(), size, 10, 11)...) // behind a1's
+		writeAll(t, c, hostB, 0, burst(c, b.Port(), size, 10, 101)...)  // not behind them
 		time.Sleep(time.Second)
-		want := []uint64{100, 8, 16, 24, 7, 15, 23, 6, 14, 22, 5, 13, 21, 4, 12, 20, 3, 11, 19, 2, 10, 18, 1, 9, 17}
-		if got := tags(stop()); !slices.Equal(got, want) {
-			t.Errorf("delivered %v, want %v", got, want)
+		got := stop()
+		if len(got) != 30 {
+			t.Fatalf("got %v, want 30 packets", got)
 		}
-		if got, want := n.Stats().DeliveredPackets, [8]uint64{4, 3, 3, 3, 3, 3, 3, 3}; got != want {
-			t.Errorf("DeliveredPackets = %v, want %v", got, want)
+		for _, g := range got {
+			want := time.Duration(g.tag) * fullGap
+			if g.tag > 100 {
+				want = time.Duration(g.tag-100) * 12 * time.Microsecond
+			}
+			if g.at != want {
+				t.Errorf("packet %d delivered at %v, want %v", g.tag, g.at, want)
+			}
 		}
 	})
 }
@@ -267,13 +489,42 @@ func TestMemLinkBuffer(t *testing.T) {
 // TestMemLinkDeterministic runs a busy two-link network with every fault
 // twice with one seed and once with another.
 func TestMemLinkDeterministic(t *testing.T) {
+	s := checkDeterministic(t, MemConfig{
+		LinkMbps: 200, HostLinkMbps: map[netip.Addr]int{hostC: 50},
+		LinkBufferBytes: 20_000, Loss: 0.02, Duplicate: 0.02, Reorder: 0.05,
+		Delay: 20 * time.Microsecond, Jitter: 10 * time.Microsecond,
+	})
+	if s.MaxUplinkQueueDelay != 0 || s.MaxUplinkBacklog != 0 {
+		t.Errorf("queueing at uplinks there are not: %+v", s)
+	}
+}
+
+// TestMemUplinkDeterministic does the same with an uplink in front of
+// every sender, one of them slower than the traffic it sends.
+func TestMemUplinkDeterministic(t *testing.T) {
+	s := checkDeterministic(t, MemConfig{
+		UplinkMbps: 1000, HostUplinkMbps: map[netip.Addr]int{hostB: 150},
+		LinkMbps: 200, HostLinkMbps: map[netip.Addr]int{hostC: 50},
+		LinkBufferBytes: 20_000, Loss: 0.02, Duplicate: 0.02, Reorder: 0.05,
+		Delay: 20 * time.Microsecond, Jitter: 10 * time.Microsecond,
+	})
+	if s.MaxUplinkQueueDelay == 0 || s.MaxUplinkBacklog == 0 {
+		t.Errorf("nothing queued at the uplinks: %+v", s)
+	}
+}
+
+// checkDeterministic runs 2,000 packets of random sizes and priorities,
+// two thirds from A to B and the rest from B to C, on a network made with
+// cfg and seeds 5, 5 and 6. It checks that the first two runs agree and
+// differ from the third, that every fault and drop of cfg happened, and
+// the accounting. It returns the stats of the first run.
+func checkDeterministic(t *testing.T, cfg MemConfig) MemStats {
+	t.Helper()
 	run := func(seed uint64) (got []arrival, s MemStats) {
 		synctest.Test(t, func(t *testing.T) {
-			n := NewMemNetwork(MemConfig{
-				Seed: seed, LinkMbps: 200, HostLinkMbps: map[netip.Addr]int{hostC: 50},
-				LinkBufferBytes: 20_000, Loss: 0.02, Duplicate: 0.02, Reorder: 0.05,
-				Delay: 20 * time.Microsecond, Jitter: 10 * time.Microsecond,
-			})
+			cfg := cfg
+			cfg.Seed = seed
+			n := NewMemNetwork(cfg)
 			defer n.Close()
 			a := memOpen(t, n, hostA, 0)
 			b := memOpen(t, n, hostB, 0)
@@ -321,29 +572,59 @@ func TestMemLinkDeterministic(t *testing.T) {
 	if want := s1.Sent - s1.Lost + s1.Duplicated - s1.DroppedBuffer; s1.Delivered != want {
 		t.Errorf("Delivered = %d, want Sent - Lost + Duplicated - DroppedBuffer = %d", s1.Delivered, want)
 	}
+	return s1
 }
 
-// TestMemLinkClose closes every Conn while packets wait at a downlink:
-// they are counted, the links forgotten and the timer stopped.
+// TestMemLinkClose closes every Conn while packets wait at a link: they
+// are counted, the links forgotten and the timer stopped.
 func TestMemLinkClose(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cfg       MemConfig
+		delivered uint64 // by 5 packet times, of 20
+	}{
+		{"Downlink", MemConfig{LinkMbps: 100}, 5}, // one on the wire, 14 queued
+		{"Uplink", MemConfig{UplinkMbps: 100}, 5},
+		// Packet 5 has just gone from the uplink onto the downlink.
+		{"Both", MemConfig{UplinkMbps: 100, LinkMbps: 100}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n, a, b := memPair(t, tc.cfg)
+				writeAll(t, a, hostB, 0, burst(a, b.Port(), a.MaxPacket(hostB), 20, 1)...)
+				time.Sleep(5 * fullGap)
+				if got := drain(t, b); uint64(len(got)) != tc.delivered {
+					t.Fatalf("%d packets delivered after %v, want %d", len(got), 5*fullGap, tc.delivered)
+				}
+				n.Close()
+				s := n.Stats()
+				if s.Delivered != tc.delivered || s.DroppedNoListener != 20-tc.delivered {
+					t.Errorf("stats %+v: want %d delivered, the rest dropped for want of a listener", s, tc.delivered)
+				}
+				n.mu.Lock()
+				defer n.mu.Unlock()
+				if len(n.flight) != 0 || len(n.links) != 0 || len(n.uplinks) != 0 || n.queued != 0 || n.timer.Stop() {
+					t.Errorf("after Close: %d in flight, %d links, %d uplinks, %d queued, timer armed %v",
+						len(n.flight), len(n.links), len(n.uplinks), n.queued, n.timer.Stop())
+				}
+			})
+		})
+	}
+}
+
+// TestMemUplinkSenderClose closes the sending Conn while its packets wait
+// at the uplink: as from a NIC, they still go out.
+func TestMemUplinkSenderClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, a, b := memPair(t, MemConfig{LinkMbps: 100})
+		n, a, b := memPair(t, MemConfig{UplinkMbps: 100})
+		defer n.Close()
+		stop := record(b)
 		writeAll(t, a, hostB, 0, burst(a, b.Port(), a.MaxPacket(hostB), 20, 1)...)
-		time.Sleep(5 * fullGap)
-		if got := drain(t, b); len(got) != 5 {
-			t.Fatalf("%d packets delivered after %v, want 5", len(got), 5*fullGap)
-		}
-		n.Close()
-		s := n.Stats()
-		if s.Delivered != 5 || s.DroppedNoListener != 15 { // one on the wire, 14 queued
-			t.Errorf("stats %+v: want 5 delivered, 15 dropped for want of a listener", s)
-		}
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if len(n.flight) != 0 || len(n.links) != 0 || n.queued != 0 || n.timer.Stop() {
-			t.Errorf("after Close: %d in flight, %d links, %d queued, timer armed %v",
-				len(n.flight), len(n.links), n.queued, n.timer.Stop())
-		}
+		time.Sleep(5*fullGap + fullGap/2)
+		a.Close()
+		time.Sleep(time.Second)
+		got := stop()
+		checkEvenly(t, got, 20, fullGap, fullGap)
 	})
 }
 
@@ -367,6 +648,21 @@ func TestMemLinkSameInstant(t *testing.T) {
 			}
 		})
 	}
+	// The same for a packet coming off an uplink as the downlink frees,
+	// though the uplink started on it before the downlink on packet 1.
+	synctest.Test(t, func(t *testing.T) {
+		n, a, c, b := memTrio(t, MemConfig{LinkMbps: 100, UplinkMbps: 100, HostUplinkMbps: map[netip.Addr]int{hostC: 0}})
+		defer n.Close()
+		stop := record(b)
+		size := a.MaxPacket(hostB)
+		writeAll(t, a, hostB, 7, burst(a, b.Port(), size, 1, 3)...) // off the uplink at fullGap
+		writeAll(t, c, hostB, 0, burst(c, b.Port(), size, 2, 1)...)
+		time.Sleep(time.Second)
+		want := []arrival{{1, fullGap}, {2, 2 * fullGap}, {3, 3 * fullGap}}
+		if got := stop(); !slices.Equal(got, want) {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	})
 }
 
 // TestMemLinkReorder checks that a reordered packet is held back at its
@@ -437,23 +733,33 @@ func TestMemLinkCatchUp(t *testing.T) {
 	})
 }
 
-// TestMemLinkInFlightLimit checks that copies queued at a downlink count
-// towards the bound on copies held inside the network.
+// TestMemLinkInFlightLimit checks that copies queued at a downlink or an
+// uplink count towards the bound on copies held inside the network.
 func TestMemLinkInFlightLimit(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const count = memMaxInFlight + 100
-		n, a, b := memPair(t, MemConfig{LinkMbps: 1, MTU: 100})
-		defer n.Close()
-		pkt := testPacket(a.Port(), b.Port(), homaHeaderLen, 1)
-		pkts := make([]Packet, count)
-		for i := range pkts {
-			pkts[i] = Packet{Buf: pkt, N: len(pkt), Addr: hostB}
-		}
-		if k, err := a.WriteBatch(pkts); k != count || err != nil {
-			t.Fatalf("WriteBatch = %d, %v", k, err)
-		}
-		if s := n.Stats(); s.DroppedInFlight != count-memMaxInFlight {
-			t.Errorf("DroppedInFlight = %d, want %d", s.DroppedInFlight, count-memMaxInFlight)
-		}
-	})
+	for _, tc := range []struct {
+		name string
+		cfg  MemConfig
+	}{
+		{"Downlink", MemConfig{LinkMbps: 1, MTU: 100}},
+		{"Uplink", MemConfig{UplinkMbps: 1, MTU: 100}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const count = memMaxInFlight + 100
+				n, a, b := memPair(t, tc.cfg)
+				defer n.Close()
+				pkt := testPacket(a.Port(), b.Port(), homaHeaderLen, 1)
+				pkts := make([]Packet, count)
+				for i := range pkts {
+					pkts[i] = Packet{Buf: pkt, N: len(pkt), Addr: hostB}
+				}
+				if k, err := a.WriteBatch(pkts); k != count || err != nil {
+					t.Fatalf("WriteBatch = %d, %v", k, err)
+				}
+				if s := n.Stats(); s.DroppedInFlight != count-memMaxInFlight {
+					t.Errorf("DroppedInFlight = %d, want %d", s.DroppedInFlight, count-memMaxInFlight)
+				}
+			})
+		})
+	}
 }

@@ -349,13 +349,15 @@ func TestMemCloseUnblocks(t *testing.T) {
 	})
 }
 
-// TestMemConcurrent exercises the locking under the race detector, with
-// and without downlinks.
+// TestMemConcurrent exercises the locking under the race detector,
+// without links, with downlinks, and with uplinks too.
 func TestMemConcurrent(t *testing.T) {
 	faults := MemConfig{Seed: 9, Loss: 0.01, Duplicate: 0.01, Reorder: 0.05, Delay: time.Microsecond, Jitter: time.Microsecond}
 	links := faults
 	links.LinkMbps, links.HostLinkMbps, links.LinkBufferBytes = 1000, map[netip.Addr]int{hostA: 100}, 64<<10
-	for _, cfg := range []MemConfig{faults, links} {
+	uplinks := links
+	uplinks.UplinkMbps, uplinks.HostUplinkMbps = 1000, map[netip.Addr]int{hostB: 200}
+	for _, cfg := range []MemConfig{faults, links, uplinks} {
 		synctest.Test(t, func(t *testing.T) { memConcurrent(t, cfg) })
 	}
 }
