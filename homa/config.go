@@ -20,6 +20,13 @@ type Config struct {
 	// Grant configures the receiver's SRPT grant scheduler (overcommit,
 	// total incoming limit, window, FIFO share, scheduled priorities).
 	Grant grant.Config
+	// LinkMbps, when positive, paces outgoing packets to this rate: DATA
+	// waits in one queue, fewest remaining bytes first (with a small share
+	// for the oldest message), so that no more than a few microseconds of
+	// data sit in the queues below us and a short message never waits
+	// behind a long one there. Set it slightly below the link's real
+	// rate. Zero (the default, right for loopback) sends at once.
+	LinkMbps int
 	// Cutoffs configures how this endpoint learns the unscheduled
 	// priority cutoffs it tells its senders (Linux defaults until enough
 	// traffic is seen).

@@ -22,6 +22,7 @@ import (
 	"github.com/homa-go/homa/grant"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/pacer"
 	"github.com/homa-go/homa/priority"
 	"github.com/homa-go/homa/resend"
 )
@@ -60,6 +61,7 @@ type rpc struct {
 	rs  resend.Tracker // loss detection while data is owed to us
 	ak  ack.Pending    // server: the answered RPC awaits its acknowledgment
 	gid grant.ID       // the incoming message's handle in the grant scheduler (0: none)
+	pid pacer.ID       // the outgoing message's handle in the pacer (0: none)
 }
 
 func (r *rpc) isClient() bool { return r.id&1 == 0 }
@@ -114,6 +116,14 @@ type Endpoint struct {
 	lastGID  grant.ID
 	grants   []grant.Grant // scratch for Decide
 
+	// pacer orders and throttles outgoing DATA when Config.LinkMbps is
+	// set (nil otherwise); pacing maps its handles back to RPCs;
+	// pacerWake and the pacer goroutine send what the budget held back.
+	pacer     *pacer.Pacer
+	pacing    map[pacer.ID]*rpc
+	lastPID   pacer.ID
+	pacerWake chan struct{}
+
 	// est learns our unscheduled cutoffs from incoming traffic; cutoffs
 	// and schedLevels are its current answer, refreshed every tick.
 	est         *priority.Estimator
@@ -138,6 +148,7 @@ type Endpoint struct {
 
 	stats   counters
 	batches sync.Pool // *txBatch
+	waiters sync.Pool // *waiter
 	done    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -164,12 +175,21 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 		e.poller = p
 	}
 	e.sched = grant.New(e.cfg.Grant)
+	if e.cfg.LinkMbps > 0 {
+		e.pacer = pacer.New(pacer.Config{RateMbps: e.cfg.LinkMbps})
+		e.pacing = make(map[pacer.ID]*rpc)
+		e.pacerWake = make(chan struct{}, 1)
+	}
 	e.est = priority.NewEstimator(e.cfg.Cutoffs)
 	e.cutoffs, e.schedLevels = e.est.Cutoffs()
 	e.ids = newIDSource(e.port, time.Now())
 	e.wg.Add(2)
 	go e.rxLoop()
 	go e.timerLoop()
+	if e.pacer != nil {
+		e.wg.Add(1)
+		go e.pacerLoop()
+	}
 	return e
 }
 
@@ -301,7 +321,7 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 			return nil, ErrAlreadyWaiting
 		}
 	}
-	w := getWaiter()
+	w := e.getWaiter()
 	if r != nil {
 		r.waiter = w
 	} else {
@@ -310,7 +330,7 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 	e.mu.Unlock()
 
 	if m, ok := e.poll(ctx, w); ok {
-		putWaiter(w)
+		e.putWaiter(w)
 		if m == nil {
 			return nil, ErrClosed
 		}
@@ -318,7 +338,7 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 	}
 	select {
 	case m := <-w.ch:
-		putWaiter(w)
+		e.putWaiter(w)
 		if m == nil {
 			return nil, ErrClosed
 		}
@@ -337,13 +357,13 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 	if !registered {
 		// A message was handed over as the context ended: keep it.
 		m := <-w.ch
-		putWaiter(w)
+		e.putWaiter(w)
 		if m == nil {
 			return nil, ErrClosed
 		}
 		return m, nil
 	}
-	putWaiter(w)
+	e.putWaiter(w)
 	return nil, ctx.Err()
 }
 
@@ -388,6 +408,7 @@ func (e *Endpoint) fail(r *rpc, err error) {
 		r.msg.Release()
 	}
 	e.unschedule(r)
+	e.unpace(r)
 	r.out.release()
 	r.in.release()
 	m := &Message{ID: r.id, Peer: netip.AddrPortFrom(r.peer.addr, r.port), Cookie: r.cookie, Err: err}

@@ -166,6 +166,7 @@ func (e *Endpoint) completeIn(r *rpc, b *txBatch) {
 		// The server had the whole request, so its bytes are no longer
 		// needed; the server may now forget the RPC once told.
 		m.Cookie = r.cookie
+		e.unpace(r)
 		r.out.release()
 		r.state = stateDone
 		e.stats.rpcsCompleted.Add(1)
@@ -243,7 +244,7 @@ func (e *Endpoint) handleResend(rs *wire.Resend, src netip.Addr, b *txBatch) {
 			return
 		}
 		req := wire.Resend{Common: e.control(rs.SrcPort, id), Length: uint32(e.cfg.UnschedBytes), Priority: controlPriority}
-		b.add(req.Append(getBuf(wire.ResendLen)[:0]), src, controlPriority)
+		e.addControl(b, req.Append(getBuf(wire.ResendLen)[:0]), src)
 	case r.state == stateActive && !r.isClient():
 		if e.queueResend(r, b) {
 			return
@@ -262,6 +263,7 @@ func (e *Endpoint) handleResend(rs *wire.Resend, src netip.Addr, b *txBatch) {
 		if from, to := rs.Offset, min(uint32(end), r.out.next); from < to {
 			e.stats.retransmits.Add(1)
 			e.queueData(r, b, from, to, true)
+			e.account(int(to-from) + wire.DataLen)
 		}
 		e.sendMore(r, b)
 	}
@@ -308,6 +310,7 @@ func (e *Endpoint) handleBare(c *wire.Common, src netip.Addr, b *txBatch) {
 			// The server lost the request: send it again from the start.
 			e.stats.retransmits.Add(1)
 			e.queueData(r, b, 0, r.out.next, true)
+			e.account(int(r.out.next) + wire.DataLen)
 		case !r.isClient():
 			e.freeServer(serverKey{src, r.id}, r)
 		}

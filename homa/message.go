@@ -1,9 +1,6 @@
 package homa
 
-import (
-	"net/netip"
-	"sync"
-)
+import "net/netip"
 
 // Message is a complete request or response handed to the application, or
 // the failure of a client RPC.
@@ -47,7 +44,14 @@ type waiter struct {
 
 func (w *waiter) links() *links[waiter] { return &w.link }
 
-var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan *Message, 1)} }}
+// getWaiter and putWaiter recycle waiters per endpoint. Not across
+// endpoints: a waiter's channel then always belongs to the endpoint's own
+// world (which matters to testing/synctest bubbles).
+func (e *Endpoint) getWaiter() *waiter {
+	if w, _ := e.waiters.Get().(*waiter); w != nil {
+		return w
+	}
+	return &waiter{ch: make(chan *Message, 1)}
+}
 
-func getWaiter() *waiter  { return waiterPool.Get().(*waiter) }
-func putWaiter(w *waiter) { waiterPool.Put(w) }
+func (e *Endpoint) putWaiter(w *waiter) { e.waiters.Put(w) }

@@ -72,3 +72,66 @@ func TestShortOvertakesLong(t *testing.T) {
 		t.Logf("100 B: %v after sending; 1 MB: %v; network %+v", done[100].Sub(sent), done[1_000_000].Sub(start), nw.Stats().DeliveredPackets)
 	})
 }
+
+// shortBehindLong sends a 1 MB message and, 2 ms later, a 100-byte one
+// from the same client endpoint over a network whose sender has a FIFO
+// uplink (a NIC: no priorities) at 1 Gbit/s, and returns how long the
+// short message took and when the long one finished. It runs on the fake
+// clock of a synctest bubble.
+func shortBehindLong(t *testing.T, linkMbps int) (short, long time.Duration) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 41, MTU: 1500, UplinkMbps: 1000, LinkMbps: 1000})
+		cfg := homa.Config{PollDuration: -1, LinkMbps: linkMbps}
+		sc, _ := nw.Open(serverAddr, 500)
+		cc, _ := nw.Open(clientAddr, 0)
+		server, client := homa.NewEndpoint(sc, cfg), homa.NewEndpoint(cc, cfg)
+		defer server.Close()
+		defer client.Close()
+		done := map[int]time.Time{}
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			for range 2 {
+				m, err := server.Recv(context.Background(), 0)
+				if err != nil {
+					return
+				}
+				done[len(m.Data)] = time.Now()
+			}
+		}()
+		start := time.Now()
+		if _, err := client.Send(server.LocalAddr(), make([]byte, 1_000_000), 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+		sent := time.Now()
+		if _, err := client.Send(server.LocalAddr(), make([]byte, 100), 0); err != nil {
+			t.Fatal(err)
+		}
+		<-served
+		short, long = done[100].Sub(sent), done[1_000_000].Sub(start)
+	})
+	return short, long
+}
+
+// TestPacer: with the pacer on, the sender's own queue is SRPT-ordered
+// and the NIC below holds only a few microseconds of data, so a 100-byte
+// message sent during a 1 MB one from the same endpoint leaves within a
+// few packet times; without it, the short message waits in the NIC's FIFO
+// behind the long one's granted bytes.
+func TestPacer(t *testing.T) {
+	const packet = 1500 * 8 * time.Microsecond / 1000 // 12 µs at 1 Gbit/s
+	paced, pacedLong := shortBehindLong(t, 980)
+	unpaced, unpacedLong := shortBehindLong(t, 0)
+	t.Logf("100 B behind 1 MB: paced %v (1 MB in %v), unpaced %v (1 MB in %v)", paced, pacedLong, unpaced, unpacedLong)
+	if paced > 4*packet {
+		t.Errorf("paced: the 100-byte message took %v, want at most %v", paced, 4*packet)
+	}
+	if unpaced < 10*packet {
+		t.Errorf("unpaced: the 100-byte message took only %v: the test does not reproduce head-of-line blocking", unpaced)
+	}
+	// Pacing slightly below the link rate costs the long message little.
+	if pacedLong > unpacedLong*11/10 {
+		t.Errorf("pacing slowed the 1 MB message from %v to %v", unpacedLong, pacedLong)
+	}
+}

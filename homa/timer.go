@@ -155,7 +155,7 @@ func (e *Endpoint) queueResend(r *rpc, b *txBatch) bool {
 		}
 		e.stats.resendsSent.Add(1)
 		rs := wire.Resend{Common: e.control(r.port, r.id), Offset: g.Start, Length: n, Priority: controlPriority}
-		b.add(rs.Append(getBuf(wire.ResendLen)[:0]), r.peer.addr, controlPriority)
+		e.addControl(b, rs.Append(getBuf(wire.ResendLen)[:0]), r.peer.addr)
 	}
 	return len(gaps) > 0
 }
@@ -194,6 +194,7 @@ func (e *Endpoint) flushAllAcks(p *peer, b *txBatch) {
 // cannot start it again.
 func (e *Endpoint) freeServer(k serverKey, r *rpc) {
 	e.unschedule(r)
+	e.unpace(r)
 	if r.state != stateActive {
 		e.seenFor(k.addr, r.port).Finish(r.id ^ 1)
 	}

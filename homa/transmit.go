@@ -64,12 +64,31 @@ func (e *Endpoint) sendMore(r *rpc, b *txBatch) {
 	if m.data == nil || m.next >= m.granted {
 		return
 	}
+	if e.pacer != nil {
+		e.pace(r)
+		if e.pump(b) > 0 {
+			e.wakePacer()
+		}
+		return
+	}
 	e.queueData(r, b, m.next, m.granted, false)
 	m.next = m.granted
+	e.sentAll(r)
+}
+
+// sentAll notes that r has sent every byte it may send for now.
+func (e *Endpoint) sentAll(r *rpc) {
 	if r.isClient() {
 		// The response is owed from when the last request byte left.
 		r.rs.Start(e.now)
 	}
+}
+
+// addControl queues a packet other than DATA: at the highest priority,
+// bypassing the pacer's queue but counted against its budget.
+func (e *Endpoint) addControl(b *txBatch, buf []byte, dst netip.Addr) {
+	b.add(buf, dst, controlPriority)
+	e.account(len(buf))
 }
 
 // queueData segments bytes [from, to) of r's outgoing message into DATA
@@ -117,7 +136,7 @@ func (e *Endpoint) queueData(r *rpc, b *txBatch, from, to uint32, retransmit boo
 func (e *Endpoint) queueGrant(r *rpc, b *txBatch, offset uint32, prio uint8) {
 	g := wire.Grant{Common: e.control(r.port, r.id), Offset: offset, Priority: prio}
 	buf := g.Append(getBuf(wire.GrantLen)[:0])
-	b.add(buf, r.peer.addr, controlPriority)
+	e.addControl(b, buf, r.peer.addr)
 }
 
 // queueBare queues a packet that is only a common header (RPC_UNKNOWN,
@@ -126,7 +145,7 @@ func (e *Endpoint) queueBare(t wire.Type, dst netip.Addr, port uint16, id uint64
 	p := wire.Bare{Common: e.control(port, id)}
 	p.Type = t
 	buf := p.Append(getBuf(wire.CommonLen)[:0])
-	b.add(buf, dst, controlPriority)
+	e.addControl(b, buf, dst)
 }
 
 // queueAck queues an ACK packet to a server port naming up to MaxAcks
@@ -136,7 +155,7 @@ func (e *Endpoint) queueAck(dst netip.Addr, port uint16, acks []wire.AckEntry, b
 	a := wire.Ack{Common: e.control(port, acks[0].ClientID)}
 	a.NumAcks = uint16(copy(a.Acks[:], acks))
 	buf := a.Append(getBuf(wire.AckLen)[:0])
-	b.add(buf, dst, controlPriority)
+	e.addControl(b, buf, dst)
 }
 
 func (e *Endpoint) control(dstPort uint16, id uint64) wire.Common {
@@ -147,7 +166,7 @@ func (e *Endpoint) control(dstPort uint16, id uint64) wire.Common {
 // packet of RPC id (our id) that carried a stale version.
 func (e *Endpoint) queueCutoffs(p *peer, port uint16, id uint64, b *txBatch) {
 	c := wire.Cutoffs{Common: e.control(port, id), Cutoffs: e.cutoffs.Values, Version: e.cutoffs.Version}
-	b.add(c.Append(getBuf(wire.CutoffsLen)[:0]), p.addr, controlPriority)
+	e.addControl(b, c.Append(getBuf(wire.CutoffsLen)[:0]), p.addr)
 	p.cutoffsSent = e.now
 	e.stats.cutoffsSent.Add(1)
 }
