@@ -110,6 +110,13 @@ func shortBehindLong(t *testing.T, linkMbps int) (short, long time.Duration) {
 		}
 		<-served
 		short, long = done[100].Sub(sent), done[1_000_000].Sub(start)
+		st := client.Stats()
+		if linkMbps > 0 && (st.Pacer.Sends == 0 || st.Pacer.Throttled == 0) {
+			t.Errorf("pacer idle on a saturated link: %+v", st.Pacer)
+		}
+		if g := server.Stats().Grants; g.GrantedBytes < 1_000_000-40_000 {
+			t.Errorf("scheduler granted %d bytes of a 1 MB message: %+v", g.GrantedBytes, g)
+		}
 	})
 	return short, long
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/homa-go/homa/grant"
 	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/pacer"
 )
 
 // DropReason says why a received packet was discarded.
@@ -108,6 +110,13 @@ type Stats struct {
 	CutoffsSent      uint64 // CUTOFFS packets sent to peers with stale versions
 	// Current state.
 	ClientRPCs, ServerRPCs, Peers int
+
+	// Grants is the receiver's SRPT scheduler: GRANT decisions, granted
+	// bytes, FIFO grants, messages needing grants and total incoming.
+	Grants grant.Stats
+	// Pacer is the transmit queue (zero when LinkMbps is 0): queued
+	// messages and bytes, packets sent, FIFO picks, throttled waits.
+	Pacer pacer.Stats
 }
 
 // TotalDrops is the sum of Drops.
@@ -157,6 +166,10 @@ func (e *Endpoint) Stats() Stats {
 	}
 	e.mu.Lock()
 	s.ClientRPCs, s.ServerRPCs, s.Peers = len(e.clients), len(e.servers), len(e.peers)
+	s.Grants = e.sched.Stats()
+	if e.pacer != nil {
+		s.Pacer = e.pacer.Stats()
+	}
 	e.mu.Unlock()
 	return s
 }
