@@ -384,8 +384,10 @@ func (e *Endpoint) forgetClient(id uint64) {
 	}
 }
 
-// Abort ends the client RPC id. A goroutine waiting for it receives a
-// Message with Err ErrAborted. The server is not told.
+// Abort ends the client RPC id. A goroutine waiting in Recv for this id
+// receives a Message with Err ErrAborted; otherwise the RPC is simply
+// forgotten (the caller knows), and no later Recv sees it. The server is
+// not told.
 func (e *Endpoint) Abort(id uint64) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -396,7 +398,17 @@ func (e *Endpoint) Abort(id uint64) error {
 	if r == nil {
 		return ErrUnknownRPC
 	}
-	e.fail(r, ErrAborted)
+	if r.waiter != nil {
+		e.fail(r, ErrAborted)
+		return nil
+	}
+	if r.msg != nil {
+		e.ready.remove(r.msg)
+		r.msg.Release()
+	}
+	e.unschedule(r)
+	e.unpace(r)
+	e.forgetClient(id)
 	return nil
 }
 

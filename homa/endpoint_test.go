@@ -223,6 +223,19 @@ func TestAbortAndCancel(t *testing.T) {
 	if err := client.Abort(id); !errors.Is(err, homa.ErrUnknownRPC) {
 		t.Fatalf("second abort: %v", err)
 	}
+	// Aborted with nobody waiting for it: forgotten, never received.
+	quiet, _ := client.Send(dst, []byte("q"), 3)
+	if err := client.Abort(quiet); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancelShort()
+	if m, err := client.Recv(short, 0); err == nil {
+		t.Fatalf("Recv(any) returned the quietly aborted RPC: %+v", m)
+	}
+	if n := client.Stats().ClientRPCs; n != 0 {
+		t.Fatalf("%d client RPCs left after aborts", n)
+	}
 
 	id2, _ := client.Send(dst, []byte("y"), 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)

@@ -186,8 +186,9 @@ func (s *Socket) Call(ctx context.Context, dst netip.AddrPort, req []byte) (*Mes
 	return m, nil
 }
 
-// Abort ends the client RPC id. A Recv waiting for it returns a Message
-// with Err ErrAborted.
+// Abort ends the client RPC id. A Recv waiting for this id returns a
+// Message with Err ErrAborted; otherwise the RPC is forgotten and no
+// later Recv returns it.
 func (s *Socket) Abort(id uint64) error { return s.ep.Abort(id) }
 
 // Stats returns a snapshot of the socket's counters.
