@@ -19,7 +19,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -31,13 +30,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/internal/tcpecho"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -45,12 +44,6 @@ func init() {
 	roles["srpt-server"] = srptServerRole
 	roles["srpt-client"] = srptClientRole
 }
-
-// TCP framing, as in cmd/homa/baseline.go.
-const (
-	srptPrefix = 4
-	srptMaxMsg = homa.MaxMessage
-)
 
 // srptServerReport is the server's answer to "report".
 type srptServerReport struct {
@@ -79,9 +72,18 @@ func srptServerRole(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	ts := &srptTCPServer{ln: ln, cc: *cc, conns: make(map[net.Conn]struct{})}
-	go ts.accept()
-	defer ts.close()
+	var setup func(*net.TCPConn) error
+	if *cc != "" {
+		setup = func(c *net.TCPConn) error {
+			err := srptSetCC(c, *cc)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+			return err
+		}
+	}
+	ts := tcpecho.Serve(ln, setup)
+	defer ts.Close()
 	for range *workers {
 		go srptHomaEcho(s)
 	}
@@ -89,7 +91,7 @@ func srptServerRole(args []string) int {
 	o.line("ready")
 	for sc := bufio.NewScanner(os.Stdin); sc.Scan(); {
 		if sc.Text() == "report" {
-			o.json("report", srptServerReport{Homa: s.Stats(), TCPConns: int(ts.accepted.Load())})
+			o.json("report", srptServerReport{Homa: s.Stats(), TCPConns: int(ts.Accepted())})
 		}
 	}
 	return 0
@@ -108,81 +110,6 @@ func srptHomaEcho(s *sock.Socket) {
 		}
 		m.Release()
 	}
-}
-
-// srptTCPServer echoes length-prefixed messages, one goroutine per
-// connection.
-type srptTCPServer struct {
-	ln       net.Listener
-	cc       string
-	accepted atomic.Int64
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{}
-}
-
-func (s *srptTCPServer) accept() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return // closed
-		}
-		s.accepted.Add(1)
-		if s.cc != "" {
-			if err := srptSetCC(c.(*net.TCPConn), s.cc); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				c.Close()
-				continue
-			}
-		}
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Go(func() {
-			r := bufio.NewReaderSize(c, 64<<10)
-			var buf []byte
-			for {
-				n, err := srptReadMessage(r, &buf)
-				if err != nil {
-					break
-				}
-				if _, err := c.Write(buf[:srptPrefix+n]); err != nil {
-					break
-				}
-			}
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
-			c.Close()
-		})
-	}
-}
-
-func (s *srptTCPServer) close() {
-	s.ln.Close()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-}
-
-// srptReadMessage reads one length-prefixed message into *buf, prefix
-// included, and returns the payload length.
-func srptReadMessage(r *bufio.Reader, buf *[]byte) (int, error) {
-	b := slices.Grow((*buf)[:0], srptPrefix)[:srptPrefix]
-	if _, err := io.ReadFull(r, b); err != nil {
-		return 0, err
-	}
-	n := int(binary.BigEndian.Uint32(b))
-	if n > srptMaxMsg {
-		return 0, fmt.Errorf("tcp: message of %d bytes", n)
-	}
-	b = slices.Grow(b, n)[:srptPrefix+n]
-	*buf = b
-	_, err := io.ReadFull(r, b[srptPrefix:])
-	return n, err
 }
 
 // srptParams is one experiment of the client.
@@ -287,7 +214,7 @@ func (t *srptTCPCaller) dial(ctx context.Context) error {
 		t.c = nil
 		return err
 	}
-	t.r = bufio.NewReaderSize(t.c, 64<<10)
+	t.r = tcpecho.NewReader(t.c)
 	return nil
 }
 
@@ -312,17 +239,15 @@ func (t *srptTCPCaller) roundTrip(ctx context.Context, req []byte) error {
 	// ends a blocked read or write too.
 	stop := context.AfterFunc(ctx, func() { t.c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	t.buf = slices.Grow(t.buf[:0], srptPrefix+len(req))[:srptPrefix+len(req)]
-	binary.BigEndian.PutUint32(t.buf, uint32(len(req)))
-	copy(t.buf[srptPrefix:], req)
+	t.buf = tcpecho.AppendMessage(t.buf[:0], req)
 	if _, err := t.c.Write(t.buf); err != nil {
 		return err
 	}
-	n, err := srptReadMessage(t.r, &t.buf)
+	n, err := tcpecho.ReadMessage(t.r, &t.buf)
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(t.buf[srptPrefix:srptPrefix+n], req) {
+	if !bytes.Equal(t.buf[tcpecho.Prefix:tcpecho.Prefix+n], req) {
 		return fmt.Errorf("response of %d bytes differs from the %d-byte request", n, len(req))
 	}
 	return nil

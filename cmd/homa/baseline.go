@@ -3,14 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/homa-go/homa/internal/tcpecho"
 )
 
 // The baselines bench compares Homa with. Each is an echo server and a
@@ -59,99 +58,14 @@ func (w *ctxWatch) release() {
 	w.ctx, w.stop = nil, nil
 }
 
-// grow returns b resized to n bytes, keeping its contents and
-// reallocating only when it is too small.
-func grow(b []byte, n int) []byte {
-	if cap(b) < n {
-		return append(b[:cap(b)], make([]byte, n-cap(b))...)[:n]
-	}
-	return b[:n]
-}
-
-// TCP: each message is a 4-byte big-endian length and the payload.
-const (
-	tcpPrefix = 4
-	tcpMaxMsg = 1 << 20 // larger than any --size
-	tcpBuffer = 64 << 10
-)
-
-// tcpServer is an echo server for length-prefixed messages.
-type tcpServer struct {
-	ln    net.Listener
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // open connections, closed by close
-}
-
-func (s *tcpServer) accept() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return // closed
-		}
-		s.mu.Lock()
-		s.conns[c] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Go(func() {
-			s.echo(c)
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
-			c.Close()
-		})
-	}
-}
-
-// echo answers the messages of one connection until it fails or closes.
-func (s *tcpServer) echo(c net.Conn) {
-	r := bufio.NewReaderSize(c, tcpBuffer)
-	buf := make([]byte, tcpPrefix+tcpBuffer)
-	for {
-		n, err := readMessage(r, &buf)
-		if err != nil {
-			return
-		}
-		if _, err := c.Write(buf[:tcpPrefix+n]); err != nil {
-			return
-		}
-	}
-}
-
-// readMessage reads one length-prefixed message into *buf, growing it as
-// needed, and returns the payload length. The prefix stays in front of
-// the payload so that the message can be written back in one call.
-func readMessage(r *bufio.Reader, buf *[]byte) (int, error) {
-	b := grow(*buf, tcpPrefix)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return 0, err
-	}
-	n := int(binary.BigEndian.Uint32(b))
-	if n > tcpMaxMsg {
-		return 0, fmt.Errorf("tcp: message of %d bytes", n)
-	}
-	b = grow(b, tcpPrefix+n)
-	*buf = b
-	_, err := io.ReadFull(r, b[tcpPrefix:])
-	return n, err
-}
-
-func (s *tcpServer) close() {
-	s.ln.Close()
-	s.mu.Lock()
-	for c := range s.conns {
-		c.Close()
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
-}
-
-// tcpClient sends length-prefixed messages over one connection.
+// tcpClient sends length-prefixed messages (tcpecho framing) over one
+// connection.
 type tcpClient struct {
 	c      *net.TCPConn
 	r      *bufio.Reader
 	buf    []byte
 	w      ctxWatch
-	server *tcpServer
+	server *tcpecho.Server
 }
 
 func openTCP(_ context.Context, host netip.Addr) (pinger, error) {
@@ -159,42 +73,39 @@ func openTCP(_ context.Context, host netip.Addr) (pinger, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &tcpServer{ln: ln, conns: make(map[net.Conn]struct{})}
-	s.wg.Go(s.accept)
+	s := tcpecho.Serve(ln, nil)
 	c, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
 	if err != nil {
-		s.close()
+		s.Close()
 		return nil, err
 	}
 	if err := c.SetNoDelay(true); err != nil { // Go's default, made explicit
 		c.Close()
-		s.close()
+		s.Close()
 		return nil, err
 	}
-	return &tcpClient{c: c, r: bufio.NewReaderSize(c, tcpBuffer), w: ctxWatch{c: c}, server: s}, nil
+	return &tcpClient{c: c, r: tcpecho.NewReader(c), w: ctxWatch{c: c}, server: s}, nil
 }
 
 func (t *tcpClient) roundTrip(ctx context.Context, req []byte) ([]byte, error) {
 	if err := t.w.watch(ctx); err != nil {
 		return nil, err
 	}
-	t.buf = grow(t.buf, tcpPrefix+len(req))
-	binary.BigEndian.PutUint32(t.buf, uint32(len(req)))
-	copy(t.buf[tcpPrefix:], req)
+	t.buf = tcpecho.AppendMessage(t.buf[:0], req)
 	if _, err := t.c.Write(t.buf); err != nil {
 		return nil, err
 	}
-	n, err := readMessage(t.r, &t.buf)
+	n, err := tcpecho.ReadMessage(t.r, &t.buf)
 	if err != nil {
 		return nil, err
 	}
-	return t.buf[tcpPrefix : tcpPrefix+n], nil
+	return t.buf[tcpecho.Prefix : tcpecho.Prefix+n], nil
 }
 
 func (t *tcpClient) close() error {
 	t.w.release()
 	err := t.c.Close()
-	t.server.close()
+	t.server.Close()
 	return err
 }
 
