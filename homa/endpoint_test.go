@@ -149,26 +149,10 @@ func TestConcurrentRPCs(t *testing.T) {
 func runConcurrent(t *testing.T, p *pair, workers, total int, limit time.Duration) {
 	t.Helper()
 	ctx := withTimeout(t, limit)
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < total; i += workers {
-				size := []int{1, 100, 1400, 5000, 40_001, 120_000}[i%6]
-				if err := p.call(ctx, t, payload(uint64(i), size)); err != nil {
-					errs <- fmt.Errorf("rpc %d: %w", i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	spread(t, workers, total, func(i int) error {
+		size := []int{1, 100, 1400, 5000, 40_001, 120_000}[i%6]
+		return p.call(ctx, t, payload(uint64(i), size))
+	})
 	if st := p.client.Stats(); st.RPCsCompleted != uint64(total) {
 		t.Errorf("client completed %d RPCs, want %d", st.RPCsCompleted, total)
 	}
@@ -308,5 +292,29 @@ func TestRecvAnyGetsResponses(t *testing.T) {
 			t.Fatalf("unexpected response id %d cookie %d", m.ID, m.Cookie)
 		}
 		delete(want, m.ID)
+	}
+}
+
+// spread runs rpc(0..n-1) from workers goroutines, worker w taking
+// w, w+workers, ...; a worker stops at its first error, which the test
+// reports.
+func spread(t testing.TB, workers, n int, rpc func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				if err := rpc(i); err != nil {
+					errs <- fmt.Errorf("rpc %d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

@@ -62,39 +62,28 @@ func lossRun(t testing.TB, cfg netio.MemConfig, n, workers int, sizes []int) []t
 
 	ctx := withTimeout(t, 2*time.Minute)
 	times := make([]time.Duration, n)
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += workers {
-				req := payload(uint64(i), sizes[i%len(sizes)])
-				binary.BigEndian.PutUint64(req, uint64(i))
-				start := time.Now()
-				id, err := client.Send(server.LocalAddr(), req, 0)
-				if err == nil {
-					var m *homa.Message
-					if m, err = client.Recv(ctx, id); err == nil {
-						if err = m.Err; err == nil && !bytes.Equal(m.Data, req) {
-							err = errors.New("wrong payload")
-						}
-						m.Release()
-					}
-				}
-				if err != nil {
-					errs <- fmt.Errorf("rpc %d (%d bytes): %w", i, len(req), err)
-					return
-				}
-				times[i] = time.Since(start)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	spread(t, workers, n, func(i int) error {
+		req := payload(uint64(i), sizes[i%len(sizes)])
+		binary.BigEndian.PutUint64(req, uint64(i))
+		start := time.Now()
+		id, err := client.Send(server.LocalAddr(), req, 0)
+		if err != nil {
+			return err
+		}
+		m, err := client.Recv(ctx, id)
+		if err != nil {
+			return err
+		}
+		defer m.Release()
+		if m.Err != nil {
+			return m.Err
+		}
+		if !bytes.Equal(m.Data, req) {
+			return fmt.Errorf("wrong payload for %d bytes", len(req))
+		}
+		times[i] = time.Since(start)
+		return nil
+	})
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	for i := range n {
