@@ -1,0 +1,275 @@
+package interop
+
+// The live suite: this implementation's client, over raw IP protocol 146,
+// against a real Homa echo server, normally the Linux module's (see
+// README.md). It runs when HOMA_INTEROP_PEER names the server.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/resend"
+	"github.com/homa-go/homa/sock"
+)
+
+// peerEnv names the echo server of the live suite: HOST:PORT.
+const peerEnv = "HOMA_INTEROP_PEER"
+
+// liveSizes are the message sizes of the live suite: the smallest, small
+// ones, one packet at MTU 1500, the unscheduled limit and one byte past
+// it, a scheduled message and the largest.
+var liveSizes = []int{1, 100, 1400, 40_000, 40_001, 200_000, 1_000_000}
+
+// liveTimeout bounds each part of the live suite.
+const liveTimeout = 60 * time.Second
+
+// patient is the engine configuration of the live suite's sockets: it
+// declares a peer dead after 20 unanswered RESENDs (the Linux module
+// waits for about as many) instead of 5, so that a loaded test machine,
+// where both ends may share the CPUs, does not fail RPCs to a live peer.
+var patient = homa.Config{Resend: resend.Config{TimeoutResends: 20}}
+
+// TestLive runs the live suite against the echo server named by
+// HOMA_INTEROP_PEER.
+func TestLive(t *testing.T) {
+	addr := os.Getenv(peerEnv)
+	if addr == "" {
+		t.Skipf("%s is not set: set it to HOST:PORT of a Homa echo server (for instance one on the Linux Homa module, in a VM or network namespace) to run the live interop suite; see interop/README.md", peerEnv)
+	}
+	peer, err := netip.ParseAddrPort(addr)
+	if err != nil || peer.Port() == 0 {
+		t.Fatalf("%s=%q: want HOST:PORT with a numeric address: %v", peerEnv, addr, err)
+	}
+	runLive(t, netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port()))
+}
+
+// TestLiveOwnServer runs the live suite against this implementation's own
+// echo server on 127.0.0.1 (raw IP, as "homa serve" runs it), pointing
+// HOMA_INTEROP_PEER at it: the suite itself is known to work.
+func TestLiveOwnServer(t *testing.T) {
+	server, addr := startOwnServer(t)
+	defer server.close(t)
+	t.Setenv(peerEnv, addr.String())
+	TestLive(t)
+}
+
+// ownServer is an echo server on this implementation.
+type ownServer struct {
+	s  *sock.Socket
+	wg sync.WaitGroup
+}
+
+// startOwnServer opens a raw-IP echo server on a free port of 127.0.0.1
+// with four workers, or skips the test without raw sockets.
+func startOwnServer(t *testing.T) (*ownServer, netip.AddrPort) {
+	var s *sock.Socket
+	for range 50 {
+		addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(20000+rand.IntN(10000)))
+		var err error
+		s, err = sock.Open(addr, &sock.Config{Transport: sock.Raw, Engine: patient})
+		if errors.Is(err, sock.ErrPermission) {
+			t.Skipf("needs raw IP sockets (root or CAP_NET_RAW): %v", err)
+		}
+		if errors.Is(err, sock.ErrPortInUse) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	if s == nil {
+		t.Fatal("no free Homa port")
+	}
+	o := &ownServer{s: s}
+	for range 4 {
+		o.wg.Add(1)
+		go func() {
+			defer o.wg.Done()
+			for {
+				m, err := s.Recv(context.Background(), sock.Any)
+				if err != nil {
+					return
+				}
+				_ = s.Reply(m, m.Data) // fails only for a client that gave up
+				m.Release()
+			}
+		}()
+	}
+	return o, s.LocalAddr()
+}
+
+func (o *ownServer) close(t *testing.T) {
+	if err := o.s.Close(); err != nil {
+		t.Error(err)
+	}
+	o.wg.Wait()
+}
+
+// runLive is the live suite against the echo server at peer.
+func runLive(t *testing.T, peer netip.AddrPort) {
+	local := netip.IPv4Unspecified()
+	if peer.Addr().Is6() {
+		local = netip.IPv6Unspecified()
+	}
+	client, err := sock.Open(netip.AddrPortFrom(local, 0), &sock.Config{Transport: sock.Raw, Engine: patient})
+	if errors.Is(err, sock.ErrPermission) {
+		t.Skipf("needs raw IP sockets (root or CAP_NET_RAW): %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+
+	t.Run("sizes", func(t *testing.T) {
+		for _, n := range liveSizes {
+			if err := echo(client, peer, randomBytes(n, uint64(n))); err != nil {
+				t.Errorf("%d bytes: %v", n, err)
+			}
+		}
+	})
+	t.Run("100 concurrent", func(t *testing.T) {
+		concurrent(t, client, peer, 100)
+	})
+	t.Run("lossy", func(t *testing.T) {
+		lossy(t, local, peer)
+	})
+	st := client.Stats()
+	t.Logf("client: %d RPCs, sent %v, received %v, drops %v", st.RPCsCompleted, st.TxPackets, st.RxPackets, st.Drops)
+}
+
+// echo sends req to the echo server and checks the response.
+func echo(s *sock.Socket, peer netip.AddrPort, req []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), liveTimeout)
+	defer cancel()
+	m, err := s.Call(ctx, peer, req)
+	if err != nil {
+		return err
+	}
+	defer m.Release()
+	if !bytes.Equal(m.Data, req) {
+		return fmt.Errorf("echo of %d bytes came back as %d different bytes", len(req), len(m.Data))
+	}
+	return nil
+}
+
+// randomBytes returns n bytes from a generator seeded with seed.
+func randomBytes(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 0x686f6d61))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// concurrent runs n echo RPCs at once, sizes cycling through the suite's
+// (the largest left out, to bound memory), each with its own bytes.
+func concurrent(t *testing.T, s *sock.Socket, peer netip.AddrPort, n int) {
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			size := liveSizes[i%(len(liveSizes)-1)]
+			if err := echo(s, peer, randomBytes(size, uint64(1000+i))); err != nil {
+				failed.Add(1)
+				t.Errorf("RPC %d (%d bytes): %v", i, size, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		t.Errorf("%d of %d concurrent RPCs failed", f, n)
+	}
+}
+
+// lossy runs RPCs through a client that drops part of what it receives:
+// every GRANT, and one DATA packet in dataEvery. Without GRANTs the
+// client's requests longer than the unscheduled 40,000 bytes stall until
+// the server asks for the granted bytes with a RESEND (which grants them
+// too); lost response DATA makes the client RESEND. Every payload must
+// still come back intact, and both sides must have sent RESENDs.
+func lossy(t *testing.T, local netip.Addr, peer netip.AddrPort) {
+	conn, err := netio.OpenRaw(local, 0, &netio.Options{MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := &lossyConn{Conn: conn}
+	// Recovery through RESENDs needs more patience than the default 5.
+	s := sock.OpenConn(lc, &sock.Config{Engine: homa.Config{Resend: resend.Config{TimeoutResends: 40}}})
+	defer s.Close()
+	sizes := []int{100, 5000, 200_000, 1_000_000}
+	for i := range 16 {
+		n := sizes[i%len(sizes)]
+		if err := echo(s, peer, randomBytes(n, uint64(5000+i))); err != nil {
+			t.Fatalf("RPC %d (%d bytes) with loss: %v", i, n, err)
+		}
+	}
+	st := s.Stats()
+	grants, data := lc.dropped[0].Load(), lc.dropped[1].Load()
+	t.Logf("dropped %d GRANTs and %d DATA packets; the client sent %d RESENDs, the server %d",
+		grants, data, st.ResendsSent, st.RxPackets[wire.TypeResend])
+	if grants == 0 || data == 0 || st.ResendsSent == 0 || st.RxPackets[wire.TypeResend] == 0 {
+		t.Errorf("want RESENDs from both sides")
+	}
+}
+
+// dataEvery is the share of DATA packets lossyConn drops: one in this many.
+const dataEvery = 10
+
+// lossyConn drops received packets: every GRANT, and one DATA packet in
+// dataEvery. It hides the optional Poller capability of the Conn it
+// wraps, so the engine reads through ReadBatch.
+type lossyConn struct {
+	netio.Conn
+	data    atomic.Uint64    // DATA packets received
+	dropped [2]atomic.Uint64 // GRANTs, DATA packets dropped
+}
+
+// ReadBatch implements netio.Conn: it reads from the wrapped Conn and
+// keeps only the packets that survive, reading again if none does.
+func (c *lossyConn) ReadBatch(pkts []netio.Packet) (int, error) {
+	for {
+		n, err := c.Conn.ReadBatch(pkts)
+		kept := 0
+		for i := range pkts[:n] {
+			if c.drop(pkts[i].Bytes()) {
+				continue
+			}
+			pkts[kept], pkts[i] = pkts[i], pkts[kept] // Bufs are exchanged, never lost
+			kept++
+		}
+		if kept > 0 || err != nil {
+			return kept, err
+		}
+	}
+}
+
+// drop decides about one received packet.
+func (c *lossyConn) drop(pkt []byte) bool {
+	switch t, _ := wire.PeekType(pkt); t {
+	case wire.TypeGrant:
+		c.dropped[0].Add(1)
+		return true
+	case wire.TypeData:
+		if c.data.Add(1)%dataEvery == 0 {
+			c.dropped[1].Add(1)
+			return true
+		}
+	}
+	return false
+}
