@@ -15,10 +15,33 @@
 // Linux Homa module; needs CAP_NET_RAW), or Homa carried in UDP datagrams
 // (no privileges; both ends must use it). Every method is safe for
 // concurrent use by many goroutines.
+//
+// # Backends
+//
+// Config.Backend picks what runs the protocol. Engine, the default, is
+// this module's user-space implementation (package homa) over the
+// transport above. Kernel drives the Linux Homa kernel module instead:
+// the socket is an IPPROTO_HOMA socket, the kernel does the protocol
+// work, and the same methods behave the same way. Open fails with
+// ErrNoKernelHoma when the running kernel lacks the module. Auto takes
+// the kernel module when it is there (and Transport is Raw) and the
+// engine otherwise: the two cannot both serve protocol 146 on one host,
+// because the module claims every packet of that protocol for its own
+// sockets. Socket.Backend says which one a socket got.
+//
+// On the kernel backend, Transport, Engine and Net in Config do not
+// apply; LocalAddr reports the address given to Open (the module binds
+// the port on every address); Stats counts RPCs and errors and leaves
+// the packet-level counters zero, since the module keeps those for the
+// whole host (/proc/net/homa_metrics). Messages are copied out of the
+// module's receive buffer region as they arrive, so Message.Data belongs
+// to the application as with the engine, and the region's pages go back
+// to the kernel at once.
 package sock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -80,7 +103,9 @@ func (t Transport) String() string {
 
 // Config configures a socket. A nil *Config means all defaults.
 type Config struct {
-	// Transport is Raw (the default) or UDP.
+	// Backend is Engine (the default), Kernel or Auto.
+	Backend Backend
+	// Transport is Raw (the default) or UDP (engine only).
 	Transport Transport
 	// Engine tunes the protocol engine.
 	Engine homa.Config
@@ -93,7 +118,8 @@ const maxServerPort = netio.MinClientPort - 1
 
 // Socket is a Homa socket.
 type Socket struct {
-	ep *homa.Endpoint
+	b    backend
+	kind Backend // Engine or Kernel
 }
 
 // Open opens a socket on the local address addr. Port 0 makes a
@@ -110,6 +136,27 @@ func Open(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 	if !addr.Addr().IsValid() {
 		return nil, fmt.Errorf("%w: no local address (use 0.0.0.0 or :: for any)", ErrBadAddress)
 	}
+	switch cfg.Backend {
+	case Engine:
+		return openEngine(addr, cfg)
+	case Kernel:
+		return openKernel(addr)
+	case Auto:
+		if cfg.Transport != Raw {
+			// Peers speaking Homa in UDP need the engine.
+			return openEngine(addr, cfg)
+		}
+		s, err := openKernel(addr)
+		if errors.Is(err, ErrNoKernelHoma) {
+			return openEngine(addr, cfg)
+		}
+		return s, err
+	}
+	return nil, fmt.Errorf("sock: unknown backend %v", cfg.Backend)
+}
+
+// openEngine opens the transport's socket and an engine on it.
+func openEngine(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 	var (
 		conn netio.Conn
 		err  error
@@ -129,22 +176,25 @@ func Open(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 }
 
 // OpenConn makes a socket on an already open netio.Conn (for example one
-// of a netio.MemNetwork), which the socket owns from now on. Transport
-// and Net in cfg are ignored.
+// of a netio.MemNetwork), which the socket owns from now on. It always
+// uses the Engine backend; Backend, Transport and Net in cfg are ignored.
 func OpenConn(conn netio.Conn, cfg *Config) *Socket {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	return &Socket{ep: homa.NewEndpoint(conn, cfg.Engine)}
+	return &Socket{b: engine{homa.NewEndpoint(conn, cfg.Engine)}, kind: Engine}
 }
 
+// Backend reports what runs the socket: Engine or Kernel (never Auto).
+func (s *Socket) Backend() Backend { return s.kind }
+
 // LocalAddr returns the socket's address and Homa port.
-func (s *Socket) LocalAddr() netip.AddrPort { return s.ep.LocalAddr() }
+func (s *Socket) LocalAddr() netip.AddrPort { return s.b.LocalAddr() }
 
 // Send sends a request to the server at dst and returns the new RPC's id.
 // The response is delivered by Recv, carrying cookie. Send copies req.
 func (s *Socket) Send(dst netip.AddrPort, req []byte, cookie uint64) (id uint64, err error) {
-	return s.ep.Send(dst, req, cookie)
+	return s.b.Send(dst, req, cookie)
 }
 
 // Any makes Recv return the next message of any RPC.
@@ -156,7 +206,7 @@ const Any uint64 = 0
 // as a Message whose Err is set. Recv returns ctx.Err() when ctx ends
 // first, and ErrClosed when the socket closes.
 func (s *Socket) Recv(ctx context.Context, id uint64) (*Message, error) {
-	return s.ep.Recv(ctx, id)
+	return s.b.Recv(ctx, id)
 }
 
 // Reply sends resp as the response to the request req (from Recv). Reply
@@ -165,19 +215,19 @@ func (s *Socket) Reply(req *Message, resp []byte) error {
 	if !req.IsRequest() {
 		return fmt.Errorf("%w: message %d is a response, not a request", ErrUnknownRPC, req.ID)
 	}
-	return s.ep.Reply(req.Peer.Addr(), req.ID, resp)
+	return s.b.Reply(req.Peer, req.ID, resp)
 }
 
 // Call sends req to dst and waits for the response. If ctx ends first the
 // RPC is aborted and ctx.Err() returned. A failed RPC returns its error.
 func (s *Socket) Call(ctx context.Context, dst netip.AddrPort, req []byte) (*Message, error) {
-	id, err := s.ep.Send(dst, req, 0)
+	id, err := s.b.Send(dst, req, 0)
 	if err != nil {
 		return nil, err
 	}
-	m, err := s.ep.Recv(ctx, id)
+	m, err := s.b.Recv(ctx, id)
 	if err != nil {
-		_ = s.ep.Abort(id)
+		_ = s.b.Abort(id)
 		return nil, err
 	}
 	if m.Err != nil {
@@ -189,11 +239,13 @@ func (s *Socket) Call(ctx context.Context, dst netip.AddrPort, req []byte) (*Mes
 // Abort ends the client RPC id. A Recv waiting for this id returns a
 // Message with Err ErrAborted; otherwise the RPC is forgotten and no
 // later Recv returns it.
-func (s *Socket) Abort(id uint64) error { return s.ep.Abort(id) }
+func (s *Socket) Abort(id uint64) error { return s.b.Abort(id) }
 
 // Stats returns a snapshot of the socket's counters.
-func (s *Socket) Stats() Stats { return s.ep.Stats() }
+// On the kernel backend only the RPC and error counts and the current
+// RPCs are filled in (see the package documentation).
+func (s *Socket) Stats() Stats { return s.b.Stats() }
 
 // Close closes the socket. RPCs in progress end; goroutines blocked in
 // Recv return ErrClosed. Close is idempotent.
-func (s *Socket) Close() error { return s.ep.Close() }
+func (s *Socket) Close() error { return s.b.Close() }

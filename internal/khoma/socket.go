@@ -1,0 +1,587 @@
+package khoma
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/homa-go/homa/homa"
+)
+
+// ErrNoKernelHoma means the running kernel has no Homa module: a Homa
+// socket cannot be created (socket(2) with protocol 146 failed with
+// EPROTONOSUPPORT or EAFNOSUPPORT), or the platform is not Linux.
+var ErrNoKernelHoma = errors.New("khoma: the kernel has no Homa module (IP protocol 146 sockets are not supported)")
+
+// Tuning.
+const (
+	// RegionBytes is the size of each socket's receive buffer region:
+	// room for 64 messages of the largest size. The memory is reserved,
+	// not committed; pages are committed as the kernel fills them.
+	RegionBytes = 64 << 20
+	// maxReplied bounds the memory of answered requests kept to tell
+	// ErrAlreadyReplied from ErrUnknownRPC; when full it is emptied.
+	maxReplied = 4096
+	// errorBackoff is how long the reader pauses after a recvmsg error
+	// that concerns no RPC, so a persistent error does not spin.
+	errorBackoff = time.Millisecond
+)
+
+// conn is the kernel socket under a Socket: the system calls of one
+// Homa socket. The Linux implementation is in sys_linux.go.
+type conn interface {
+	// region is the receive buffer region registered with the socket.
+	region() []byte
+	// sendmsg sends data to dst with the arguments a; for a request the
+	// kernel writes the new RPC's id into a.ID. It waits while the
+	// kernel has no room to queue the message.
+	sendmsg(dst netip.AddrPort, a *SendmsgArgs, data []byte) error
+	// recvmsg waits for one message or RPC failure and receives it into
+	// a, returning its length and sender. Every attempt loads returned
+	// bpages with pages.Fill and reports their fate with pages.Settle.
+	// A kernel error comes back as a syscall.Errno (with a.ID set when
+	// it is the failure of that RPC); a closed socket as homa.ErrClosed.
+	recvmsg(a *RecvmsgArgs, pages *Ledger) (n int, peer netip.AddrPort, err error)
+	// abort issues HOMAIOCABORT.
+	abort(a *AbortArgs) error
+	// close closes the socket, waking a recvmsg in progress.
+	close() error
+	// free unmaps the region, once nothing reads it any more.
+	free() error
+}
+
+// Socket is a Homa socket of the kernel module with the semantics of
+// homa.Endpoint: Send, Recv (any message, or the response of one RPC),
+// Reply, Abort. Every method is safe for concurrent use.
+//
+// The kernel can wait for one RPC's response only if the request was
+// sent private, and then no receive of any message sees it; so every
+// request is sent shared and one reader goroutine receives every message
+// and hands it to the goroutine waiting for it (by RPC id, else the
+// oldest Recv(Any)), or queues it. The reader reads only while some Recv
+// waits, so unclaimed messages stay in the kernel's buffer region.
+type Socket struct {
+	c     conn
+	local netip.AddrPort
+	is4   bool
+
+	mu       sync.Mutex
+	closed   bool
+	pending  map[uint64]*clientRPC  // client RPCs whose response is not taken yet
+	finished map[uint64]struct{}    // responses that came before Send saw its id
+	aborted  map[uint64]struct{}    // aborted while the kernel may still answer
+	serving  map[serverKey]struct{} // requests received, not answered
+	replied  map[serverKey]struct{} // requests answered (bounded)
+	ready    list.List              // *homa.Message nobody waited for, oldest first
+	anyWait  list.List              // *waiter in Recv(Any), oldest first
+	nwait    int                    // goroutines waiting in Recv
+
+	wake chan struct{} // a Recv started waiting
+	quit chan struct{} // closed by Close
+	wg   sync.WaitGroup
+
+	// Owned by the reader goroutine.
+	rargs RecvmsgArgs
+	pages Ledger
+
+	stats counters
+}
+
+type clientRPC struct {
+	peer   netip.AddrPort
+	cookie uint64
+	waiter *waiter       // a goroutine in Recv(id)
+	msg    *homa.Message // the response, queued in ready
+	elem   *list.Element // msg's place in ready
+}
+
+type serverKey struct {
+	peer netip.Addr
+	id   uint64
+}
+
+type waiter struct {
+	ch   chan *homa.Message // receives exactly one message, or nil when the socket closes
+	elem *list.Element      // place in anyWait, for Recv(Any)
+}
+
+type counters struct {
+	rpcsStarted, rpcsCompleted, requestsReceived atomic.Uint64
+	readErrors, writeErrors                      atomic.Uint64
+}
+
+// newSocket starts a Socket on an open kernel socket.
+func newSocket(c conn, local netip.AddrPort) *Socket {
+	s := &Socket{
+		c:        c,
+		local:    local,
+		is4:      local.Addr().Unmap().Is4(),
+		pending:  make(map[uint64]*clientRPC),
+		finished: make(map[uint64]struct{}),
+		aborted:  make(map[uint64]struct{}),
+		serving:  make(map[serverKey]struct{}),
+		replied:  make(map[serverKey]struct{}),
+		wake:     make(chan struct{}, 1),
+		quit:     make(chan struct{}),
+	}
+	s.wg.Add(1)
+	go s.readLoop()
+	return s
+}
+
+// LocalAddr is the socket's address (as given to Open) and Homa port.
+func (s *Socket) LocalAddr() netip.AddrPort { return s.local }
+
+// Send sends a request to dst and returns the new RPC's id; Recv returns
+// its response with cookie attached. Send copies data.
+func (s *Socket) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64, error) {
+	if err := checkMessage(data); err != nil {
+		return 0, err
+	}
+	dst, err := s.checkPeer(dst)
+	if err != nil {
+		return 0, err
+	}
+	if s.isClosed() {
+		return 0, homa.ErrClosed
+	}
+	a := SendmsgArgs{CompletionCookie: cookie}
+	if err := s.c.sendmsg(dst, &a, data); err != nil {
+		s.stats.writeErrors.Add(1)
+		return 0, sendError(err)
+	}
+	s.started(a.ID, dst, cookie)
+	return a.ID, nil
+}
+
+// started records the client RPC id that Send started, unless the reader
+// has already received its response.
+func (s *Socket) started(id uint64, dst netip.AddrPort, cookie uint64) {
+	s.mu.Lock()
+	if _, ok := s.finished[id]; ok {
+		delete(s.finished, id) // the response is already delivered or queued
+	} else if s.pending[id] == nil && !s.closed {
+		s.pending[id] = &clientRPC{peer: dst, cookie: cookie}
+	}
+	s.mu.Unlock()
+	s.stats.rpcsStarted.Add(1)
+}
+
+// Reply sends data as the response to request id from peer. Reply copies
+// data.
+func (s *Socket) Reply(peer netip.AddrPort, id uint64, data []byte) error {
+	if err := checkMessage(data); err != nil {
+		return err
+	}
+	peer, err := s.checkPeer(peer)
+	if err != nil {
+		return err
+	}
+	k := serverKey{peer.Addr(), id}
+	s.mu.Lock()
+	switch _, serving := s.serving[k]; {
+	case s.closed:
+		err = homa.ErrClosed
+	case serving:
+		delete(s.serving, k)
+		if len(s.replied) >= maxReplied {
+			clear(s.replied)
+		}
+		s.replied[k] = struct{}{}
+	default:
+		if _, ok := s.replied[k]; ok {
+			err = homa.ErrAlreadyReplied
+		} else {
+			err = homa.ErrUnknownRPC
+		}
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	a := SendmsgArgs{ID: id}
+	if err := s.c.sendmsg(peer, &a, data); err != nil {
+		s.stats.writeErrors.Add(1)
+		return sendError(err)
+	}
+	return nil
+}
+
+// Recv waits for the next message: with id 0, any request or response;
+// otherwise the response of client RPC id. A failed client RPC comes
+// back as a Message with Err set. Recv returns ctx.Err() when ctx ends
+// first and homa.ErrClosed when the socket closes.
+func (s *Socket) Recv(ctx context.Context, id uint64) (*homa.Message, error) {
+	w, m, err := s.register(id)
+	if w == nil {
+		return m, err
+	}
+	select {
+	case m := <-w.ch:
+		return received(m)
+	case <-ctx.Done():
+	}
+	if !s.unregister(w, id) {
+		// A message was handed over as the context ended: keep it.
+		return received(<-w.ch)
+	}
+	return nil, ctx.Err()
+}
+
+func received(m *homa.Message) (*homa.Message, error) {
+	if m == nil {
+		return nil, homa.ErrClosed
+	}
+	return m, nil
+}
+
+// register takes a ready message for Recv(id), or else enlists a waiter.
+func (s *Socket) register(id uint64) (*waiter, *homa.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil, homa.ErrClosed
+	}
+	var c *clientRPC
+	if id == 0 {
+		if e := s.ready.Front(); e != nil {
+			return nil, s.take(e), nil
+		}
+	} else {
+		c = s.pending[id]
+		switch {
+		case c == nil:
+			return nil, nil, homa.ErrUnknownRPC
+		case c.msg != nil:
+			return nil, s.take(c.elem), nil
+		case c.waiter != nil:
+			return nil, nil, homa.ErrAlreadyWaiting
+		}
+	}
+	w := &waiter{ch: make(chan *homa.Message, 1)}
+	if c != nil {
+		c.waiter = w
+	} else {
+		w.elem = s.anyWait.PushBack(w)
+	}
+	s.nwait++
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return w, nil, nil
+}
+
+// unregister withdraws a waiter whose context ended. It reports false
+// when the waiter was already served (its message is in w.ch).
+func (s *Socket) unregister(w *waiter, id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch c := s.pending[id]; {
+	case id != 0 && c != nil && c.waiter == w:
+		c.waiter = nil
+	case id == 0 && w.elem != nil:
+		s.anyWait.Remove(w.elem)
+		w.elem = nil
+	default:
+		return false
+	}
+	s.nwait--
+	return true
+}
+
+// take removes a ready message from the queue; a response also ends its
+// client RPC. Called with mu held.
+func (s *Socket) take(e *list.Element) *homa.Message {
+	m := s.ready.Remove(e).(*homa.Message)
+	if !m.IsRequest() {
+		delete(s.pending, m.ID)
+	}
+	return m
+}
+
+// Abort ends the client RPC id. A goroutine waiting in Recv for it gets
+// a Message with Err homa.ErrAborted; otherwise the RPC is forgotten and
+// no later Recv returns it. The kernel destroys the RPC (HOMAIOCABORT);
+// where it refuses (the RPC already ended, or a module built without
+// the ioctl), the RPC's end is dropped when recvmsg returns it.
+func (s *Socket) Abort(id uint64) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return homa.ErrClosed
+	}
+	c := s.pending[id]
+	if c == nil {
+		s.mu.Unlock()
+		return homa.ErrUnknownRPC
+	}
+	delete(s.pending, id)
+	if c.msg != nil {
+		// The response is here: the kernel is done with the RPC.
+		s.ready.Remove(c.elem)
+		c.msg.Release()
+		s.mu.Unlock()
+		return nil
+	}
+	if w := c.waiter; w != nil {
+		s.nwait--
+		w.ch <- &homa.Message{ID: id, Peer: c.peer, Cookie: c.cookie, Err: homa.ErrAborted}
+	}
+	s.aborted[id] = struct{}{}
+	s.mu.Unlock()
+
+	if err := s.c.abort(&AbortArgs{ID: id}); err == nil {
+		// Destroyed: no answer will come.
+		s.mu.Lock()
+		delete(s.aborted, id)
+		s.mu.Unlock()
+	}
+	// Otherwise the reader drops the RPC's end when it comes.
+	return nil
+}
+
+// Close closes the socket: goroutines in Recv get homa.ErrClosed, and the
+// kernel ends the socket's RPCs. Close is idempotent.
+func (s *Socket) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for e := s.anyWait.Front(); e != nil; e = s.anyWait.Front() {
+		s.anyWait.Remove(e).(*waiter).ch <- nil
+	}
+	for _, c := range s.pending {
+		if c.waiter != nil {
+			c.waiter.ch <- nil
+		}
+	}
+	clear(s.pending)
+	clear(s.serving)
+	s.ready.Init()
+	s.nwait = 0
+	s.mu.Unlock()
+	close(s.quit)
+	err := s.c.close()
+	s.wg.Wait()
+	if ferr := s.c.free(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// Stats reports the socket's counters. The kernel keeps the protocol's
+// own (packets, grants, retransmissions, drops) host-wide in
+// /proc/net/homa_metrics, not per socket, so only the RPC counts, the
+// read and write errors and the current RPCs are filled in; the rest is
+// zero (and the maps nil).
+func (s *Socket) Stats() homa.Stats {
+	st := homa.Stats{
+		RPCsStarted:      s.stats.rpcsStarted.Load(),
+		RPCsCompleted:    s.stats.rpcsCompleted.Load(),
+		RequestsReceived: s.stats.requestsReceived.Load(),
+		ReadErrors:       s.stats.readErrors.Load(),
+		WriteErrors:      s.stats.writeErrors.Load(),
+	}
+	s.mu.Lock()
+	st.ClientRPCs, st.ServerRPCs = len(s.pending), len(s.serving)
+	s.mu.Unlock()
+	return st
+}
+
+func (s *Socket) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// readLoop receives messages while anyone waits for one.
+func (s *Socket) readLoop() {
+	defer s.wg.Done()
+	for s.awaitDemand() {
+		n, peer, err := s.c.recvmsg(&s.rargs, &s.pages)
+		if errors.Is(err, homa.ErrClosed) {
+			return
+		}
+		m, ok := s.message(n, peer, err)
+		if !ok {
+			s.stats.readErrors.Add(1)
+			select {
+			case <-s.quit:
+				return
+			case <-time.After(errorBackoff):
+			}
+			continue
+		}
+		if m != nil {
+			s.dispatch(m)
+		}
+	}
+}
+
+// awaitDemand blocks until some Recv waits, or reports false once the
+// socket is closed.
+func (s *Socket) awaitDemand() bool {
+	for {
+		s.mu.Lock()
+		closed, demand := s.closed, s.nwait > 0
+		s.mu.Unlock()
+		switch {
+		case closed:
+			return false
+		case demand:
+			return true
+		}
+		select {
+		case <-s.wake:
+		case <-s.quit:
+			return false
+		}
+	}
+}
+
+// message turns the outcome of recvmsg into a Message: the received
+// bytes, copied out of the bpages (which are then queued for return), or
+// the failure of a client RPC. It returns nil for a failed request, which
+// concerns nobody, and ok false for an error of the socket itself.
+func (s *Socket) message(n int, peer netip.AddrPort, err error) (m *homa.Message, ok bool) {
+	a := &s.rargs
+	if err != nil {
+		switch {
+		case a.ID == 0:
+			return nil, false
+		case a.ID&1 == 1:
+			return nil, true
+		}
+		return &homa.Message{ID: a.ID, Peer: peer, Cookie: a.CompletionCookie, Err: rpcError(err)}, true
+	}
+	offs := a.BpageOffsets[:min(int(a.NumBpages), HOMA_MAX_BPAGES)]
+	data := make([]byte, n)
+	gerr := s.pages.Receive(offs)
+	if gerr == nil {
+		gerr = Gather(data, s.c.region(), offs, n)
+		_ = s.pages.Done(offs) // all were just received
+	}
+	if gerr != nil {
+		if a.ID&1 == 1 {
+			return nil, false
+		}
+		return &homa.Message{ID: a.ID, Peer: peer, Cookie: a.CompletionCookie, Err: gerr}, true
+	}
+	return &homa.Message{ID: a.ID, Peer: peer, Cookie: a.CompletionCookie, Data: data}, true
+}
+
+// dispatch hands a received message to its waiter, or the oldest
+// Recv(Any), or queues it.
+func (s *Socket) dispatch(m *homa.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	var c *clientRPC
+	if m.IsRequest() {
+		s.serving[serverKey{m.Peer.Addr(), m.ID}] = struct{}{}
+		s.stats.requestsReceived.Add(1)
+	} else {
+		if _, ok := s.aborted[m.ID]; ok {
+			delete(s.aborted, m.ID)
+			m.Release()
+			return
+		}
+		s.stats.rpcsCompleted.Add(1)
+		if c = s.pending[m.ID]; c == nil {
+			// Send has not recorded the id yet.
+			c = &clientRPC{peer: m.Peer, cookie: m.Cookie}
+			s.finished[m.ID] = struct{}{}
+		}
+		delete(s.pending, m.ID)
+	}
+	var w *waiter
+	switch {
+	case c != nil && c.waiter != nil:
+		w = c.waiter
+	case s.anyWait.Len() > 0:
+		w = s.anyWait.Remove(s.anyWait.Front()).(*waiter)
+		w.elem = nil
+	}
+	if w != nil {
+		s.nwait--
+		w.ch <- m
+		return
+	}
+	e := s.ready.PushBack(m)
+	if c != nil {
+		c.msg, c.elem = m, e
+		s.pending[m.ID] = c
+	}
+}
+
+func checkMessage(data []byte) error {
+	if len(data) == 0 || len(data) > HOMA_MAX_MESSAGE_LENGTH {
+		return homa.ErrMessageTooLong
+	}
+	return nil
+}
+
+// checkPeer checks that the socket can reach dst, and returns it in the
+// form of the socket's address family.
+func (s *Socket) checkPeer(dst netip.AddrPort) (netip.AddrPort, error) {
+	addr := dst.Addr()
+	if s.is4 {
+		addr = addr.Unmap()
+	}
+	if dst.Port() == 0 || !addr.IsValid() || addr.Is4() != s.is4 {
+		return dst, fmt.Errorf("%w: %v from a %s socket", homa.ErrBadAddress, dst, family(s.is4))
+	}
+	return netip.AddrPortFrom(addr, dst.Port()), nil
+}
+
+func family(is4 bool) string {
+	if is4 {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+// sendError maps a sendmsg failure to the errors of package homa where
+// one fits; the errno stays in the chain.
+func sendError(err error) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return err
+	}
+	switch errno {
+	case syscall.EAFNOSUPPORT:
+		return fmt.Errorf("%w: %w", homa.ErrBadAddress, errno)
+	case syscall.ESHUTDOWN, syscall.EBADF:
+		return fmt.Errorf("%w: %w", homa.ErrClosed, errno)
+	}
+	return fmt.Errorf("khoma: sendmsg: %w", errno)
+}
+
+// rpcError maps the errno of a failed client RPC to the errors of
+// package homa where one fits; the errno stays in the chain.
+func rpcError(err error) error {
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return err
+	}
+	switch errno {
+	case syscall.ETIMEDOUT, syscall.ENOTCONN, syscall.EHOSTUNREACH:
+		return fmt.Errorf("%w: %w", homa.ErrPeerTimeout, errno)
+	case syscall.ECANCELED:
+		return fmt.Errorf("%w: %w", homa.ErrAborted, errno)
+	case syscall.ESHUTDOWN:
+		return fmt.Errorf("%w: %w", homa.ErrClosed, errno)
+	}
+	return fmt.Errorf("khoma: RPC failed: %w", errno)
+}
