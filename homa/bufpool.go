@@ -18,6 +18,8 @@ const (
 type bufClass struct {
 	mu   sync.Mutex
 	free [][]byte
+	// Counted under mu, which every get and put takes anyway.
+	gets, allocs, discards uint64
 }
 
 var bufClasses [maxClassShift - minClassShift + 1]bufClass
@@ -36,6 +38,7 @@ func getBuf(n int) []byte {
 	c := sizeClass(n)
 	bc := &bufClasses[c]
 	bc.mu.Lock()
+	bc.gets++
 	if k := len(bc.free); k > 0 {
 		b := bc.free[k-1]
 		bc.free[k-1] = nil
@@ -43,6 +46,7 @@ func getBuf(n int) []byte {
 		bc.mu.Unlock()
 		return b[:n]
 	}
+	bc.allocs++
 	bc.mu.Unlock()
 	return make([]byte, n, 1<<(c+minClassShift))
 }
@@ -58,6 +62,41 @@ func putBuf(b []byte) {
 	bc.mu.Lock()
 	if len(bc.free) < classLimit(c) {
 		bc.free = append(bc.free, b[:0])
+	} else {
+		bc.discards++
 	}
 	bc.mu.Unlock()
+}
+
+// BufferStats describes the message buffer pool. There is one pool per
+// process, shared by every endpoint.
+type BufferStats struct {
+	// Gets counts the buffers handed out (messages and packets), and
+	// Allocs those of them the pool had to allocate; AllocBytes is the
+	// capacity of the allocated buffers.
+	Gets, Allocs, AllocBytes uint64
+	// Discards counts returned buffers the pool left to the garbage
+	// collector because their free list was full.
+	Discards uint64
+	// Free and FreeBytes are the buffers held in the free lists now and
+	// their capacity.
+	Free, FreeBytes uint64
+}
+
+// ReadBufferStats returns a snapshot of the process's buffer pool.
+func ReadBufferStats() BufferStats {
+	var s BufferStats
+	for c := range bufClasses {
+		bc := &bufClasses[c]
+		size := uint64(1) << (c + minClassShift)
+		bc.mu.Lock()
+		s.Gets += bc.gets
+		s.Allocs += bc.allocs
+		s.AllocBytes += bc.allocs * size
+		s.Discards += bc.discards
+		s.Free += uint64(len(bc.free))
+		s.FreeBytes += uint64(len(bc.free)) * size
+		bc.mu.Unlock()
+	}
+	return s
 }

@@ -56,7 +56,8 @@ type rpc struct {
 	in     inMsg  // client: response; server: request
 	inInit bool   // in has seen its first DATA packet
 	msg    *Message
-	waiter *waiter // client: a goroutine in Recv for this id
+	waiter *waiter       // client: a goroutine in Recv for this id
+	start  time.Duration // client: when Send started it (counters.since)
 
 	rs  resend.Tracker // loss detection while data is owed to us
 	ak  ack.Pending    // server: the answered RPC awaits its acknowledgment
@@ -183,6 +184,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	e.est = priority.NewEstimator(e.cfg.Cutoffs)
 	e.cutoffs, e.schedLevels = e.est.Cutoffs()
 	e.ids = newIDSource(e.port, time.Now())
+	e.stats.init()
 	e.wg.Add(2)
 	go e.rxLoop()
 	go e.timerLoop()
@@ -218,6 +220,7 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 	buf := getBuf(len(data))
 	copy(buf, data)
 	b := e.getBatch()
+	start := e.stats.since()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -227,6 +230,7 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 	}
 	r := newRPC()
 	r.id = e.ids.newID()
+	r.start = start
 	r.peer = e.peerFor(addr)
 	r.port = dst.Port()
 	r.cookie = cookie
@@ -238,6 +242,7 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 	e.mu.Unlock()
 	e.sendBatch(b)
 	e.stats.rpcsStarted.Add(1)
+	e.stats.hist.message(Sent, Request, len(data))
 	return id, nil
 }
 
@@ -258,6 +263,8 @@ func (e *Endpoint) Reply(peer netip.Addr, id uint64, data []byte) error {
 	e.mu.Unlock()
 	if err != nil {
 		putBuf(buf)
+	} else {
+		e.stats.hist.message(Sent, Response, len(data))
 	}
 	e.sendBatch(b)
 	return err
@@ -398,6 +405,7 @@ func (e *Endpoint) Abort(id uint64) error {
 	if r == nil {
 		return ErrUnknownRPC
 	}
+	e.stats.rpcsAborted.Add(1)
 	if r.waiter != nil {
 		e.fail(r, ErrAborted)
 		return nil

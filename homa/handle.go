@@ -25,7 +25,7 @@ func (e *Endpoint) handle(pkt []byte, src netip.Addr, b *txBatch) {
 		e.stats.drop(dropReasonOf(err))
 		return
 	}
-	e.stats.rxPackets[typeIndex(p.Type)].Add(1)
+	e.stats.countRx(p.Type, len(pkt))
 	if pr := e.peers[src]; pr != nil {
 		pr.heard = e.now // the peer is alive, whatever the packet is about
 	}
@@ -149,6 +149,7 @@ func (e *Endpoint) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
 	r.id, r.peer, r.port = id, p, d.SrcPort
 	r.rs.Start(e.now)
 	p.serverRPCs++
+	e.stats.serverRPCsStarted.Add(1)
 	e.servers[serverKey{src, id}] = r
 	return r
 }
@@ -170,12 +171,15 @@ func (e *Endpoint) completeIn(r *rpc, b *txBatch) {
 		r.out.release()
 		r.state = stateDone
 		e.stats.rpcsCompleted.Add(1)
+		e.stats.hist.message(Received, Response, int(r.in.length))
+		e.stats.hist.rpcDone(max(r.out.length, r.in.length), e.stats.since()-r.start)
 		if r.peer.addAck(wire.AckEntry{ClientID: r.id, ServerPort: r.port}, e.now) >= wire.MaxAcks {
 			e.flushAcks(r.peer, r.port, b)
 		}
 	} else {
 		r.state = stateServing
 		e.stats.requestsReceived.Add(1)
+		e.stats.hist.message(Received, Request, int(r.in.length))
 	}
 	e.deliver(r, m)
 }

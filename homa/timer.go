@@ -171,6 +171,7 @@ func (e *Endpoint) peerTimedOut(p *peer) {
 	e.stats.peerTimeouts.Add(1)
 	for _, r := range e.clients {
 		if r.peer == p && r.state == stateActive {
+			e.stats.rpcTimeouts.Add(1)
 			e.fail(r, ErrPeerTimeout)
 		}
 	}

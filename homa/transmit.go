@@ -42,7 +42,7 @@ func (e *Endpoint) flush(b *txBatch) {
 	for len(pkts) > 0 {
 		n, err := e.conn.WriteBatch(pkts)
 		for i := range pkts[:n] {
-			e.stats.countTx(pkts[i].Bytes())
+			e.stats.countTx(&pkts[i])
 		}
 		if err != nil {
 			e.stats.writeErrors.Add(1)
@@ -110,6 +110,7 @@ func (e *Endpoint) queueData(r *rpc, b *txBatch, from, to uint32, retransmit boo
 	}
 	if retransmit {
 		d.Retransmit = 1
+		e.stats.resentPackets.Add(uint64((to - from + seg - 1) / seg))
 	}
 	unschedPrio := p.cutoffs.Priority(m.length)
 	for off := from; off < to; {

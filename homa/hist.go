@@ -1,0 +1,237 @@
+package homa
+
+import (
+	"math/bits"
+	"sync/atomic"
+	"time"
+)
+
+// Histograms of an endpoint: fixed buckets of atomic counters, so that an
+// observation is two atomic adds (its bucket and the sum), with no lock
+// and no allocation. The number of observations is the sum of the
+// buckets, which keeps a snapshot's count consistent with its buckets.
+
+// SizeClass groups RPCs by size for the latency histograms: the larger of
+// the request and the response length, up to 1,000, 10,000, 100,000 and
+// 1,000,000 bytes (MaxMessage). Short RPCs are dominated by software
+// overheads, the longer classes by transmission and grants, so each class
+// has its own latency distribution.
+type SizeClass uint8
+
+// Size classes.
+const (
+	Size1K   SizeClass = iota // up to 1,000 bytes
+	Size10K                   // up to 10,000 bytes
+	Size100K                  // up to 100,000 bytes
+	Size1M                    // up to 1,000,000 bytes
+	NumSizeClasses
+)
+
+var sizeClassNames = [NumSizeClasses]string{"1k", "10k", "100k", "1m"}
+
+// sizeClassLimits are the inclusive upper bounds of the size classes.
+var sizeClassLimits = [NumSizeClasses]uint32{1_000, 10_000, 100_000, MaxMessage}
+
+// String is the class's label value: "1k", "10k", "100k" or "1m".
+func (c SizeClass) String() string {
+	if c < NumSizeClasses {
+		return sizeClassNames[c]
+	}
+	return "invalid"
+}
+
+// Limit is the largest message length in the class.
+func (c SizeClass) Limit() int {
+	if c < NumSizeClasses {
+		return int(sizeClassLimits[c])
+	}
+	return 0
+}
+
+// SizeClassOf returns the class of an RPC whose larger message has n
+// bytes. Lengths beyond MaxMessage fall in the largest class.
+func SizeClassOf(n int) SizeClass {
+	for c := range NumSizeClasses {
+		if n <= int(sizeClassLimits[c]) {
+			return c
+		}
+	}
+	return Size1M
+}
+
+// Direction tells a message the endpoint sent from one it received.
+type Direction uint8
+
+// Directions.
+const (
+	Sent Direction = iota
+	Received
+	NumDirections
+)
+
+// String is the direction's label value: "sent" or "received".
+func (d Direction) String() string {
+	switch d {
+	case Sent:
+		return "sent"
+	case Received:
+		return "received"
+	}
+	return "invalid"
+}
+
+// Kind tells requests from responses.
+type Kind uint8
+
+// Kinds of message.
+const (
+	Request Kind = iota
+	Response
+	NumKinds
+)
+
+// String is the kind's label value: "request" or "response".
+func (k Kind) String() string {
+	switch k {
+	case Request:
+		return "request"
+	case Response:
+		return "response"
+	}
+	return "invalid"
+}
+
+// latencyBounds are the upper bounds of the RPC latency buckets, in
+// nanoseconds: steps of about 1.5x from 5 µs to 1 ms, where RPCs on one
+// host or a rack take their time, then 1-2-5 steps up to 1 s, where only
+// long messages, losses and timeouts go.
+var latencyBounds = []uint64{
+	5_000, 7_500, 10_000, 15_000, 20_000, 30_000, 50_000, 75_000,
+	100_000, 150_000, 200_000, 300_000, 500_000, 750_000,
+	1_000_000, 2_000_000, 5_000_000, 10_000_000, 20_000_000, 50_000_000,
+	100_000_000, 200_000_000, 500_000_000, 1_000_000_000,
+}
+
+// Message size buckets are powers of two from 64 bytes to 1 MiB (which
+// holds MaxMessage), so the bucket of a length is a bit count.
+const (
+	minSizeShift = 6
+	maxSizeShift = 20
+)
+
+var sizeBounds = func() []uint64 {
+	b := make([]uint64, 0, maxSizeShift-minSizeShift+1)
+	for s := minSizeShift; s <= maxSizeShift; s++ {
+		b = append(b, 1<<s)
+	}
+	return b
+}()
+
+// Histogram is a snapshot of a fixed-bucket histogram.
+type Histogram struct {
+	// Bounds are the inclusive upper bounds of the buckets, ascending:
+	// nanoseconds for latencies, bytes for sizes.
+	Bounds []uint64
+	// Counts are the observations per bucket (not cumulative):
+	// Counts[i] for values in (Bounds[i-1], Bounds[i]], and the last,
+	// len(Bounds), for values above every bound.
+	Counts []uint64
+	// Count is the number of observations, the sum of Counts.
+	Count uint64
+	// Sum is the sum of the observed values.
+	Sum uint64
+}
+
+// Mean is the mean observed value, or 0 without observations.
+func (h *Histogram) Mean() float64 {
+	if h.Count == 0 {
+		return 0
+	}
+	return float64(h.Sum) / float64(h.Count)
+}
+
+// hist is a live histogram. Its buckets are allocated once, by init.
+type hist struct {
+	bounds []uint64 // shared, never modified
+	counts []atomic.Uint64
+	sum    atomic.Uint64
+}
+
+func (h *hist) init(bounds []uint64) {
+	h.bounds = bounds
+	h.counts = make([]atomic.Uint64, len(bounds)+1)
+}
+
+// add counts value v in bucket i.
+func (h *hist) add(i int, v uint64) {
+	h.counts[i].Add(1)
+	h.sum.Add(v)
+}
+
+// snapshot reads the histogram. Observations that race with it may be
+// counted in a bucket but not yet in the sum.
+func (h *hist) snapshot() Histogram {
+	s := Histogram{Bounds: h.bounds, Counts: make([]uint64, len(h.counts))}
+	for i := range h.counts {
+		s.Counts[i] = h.counts[i].Load()
+		s.Count += s.Counts[i]
+	}
+	s.Sum = h.sum.Load()
+	return s
+}
+
+// bucketOf returns the index of the first bound at or above v (len(bounds)
+// when there is none), by binary search.
+func bucketOf(bounds []uint64, v uint64) int {
+	lo, hi := 0, len(bounds)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if bounds[m] < v {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// sizeBucket is bucketOf(sizeBounds, n) in constant time.
+func sizeBucket(n uint64) int {
+	if n <= 1<<minSizeShift {
+		return 0
+	}
+	return min(bits.Len64(n-1)-minSizeShift, len(sizeBounds))
+}
+
+// histograms are an endpoint's histograms.
+type histograms struct {
+	// latency of client RPCs, Send to the complete response, by size
+	// class.
+	latency [NumSizeClasses]hist
+	// sizes of the messages sent and received, by kind.
+	sizes [NumDirections][NumKinds]hist
+}
+
+func (h *histograms) init() {
+	for i := range h.latency {
+		h.latency[i].init(latencyBounds)
+	}
+	for d := range h.sizes {
+		for k := range h.sizes[d] {
+			h.sizes[d][k].init(sizeBounds)
+		}
+	}
+}
+
+// rpcDone records the latency d of a client RPC whose larger message has
+// n bytes.
+func (h *histograms) rpcDone(n uint32, d time.Duration) {
+	v := uint64(max(d, 0))
+	h.latency[SizeClassOf(int(n))].add(bucketOf(latencyBounds, v), v)
+}
+
+// message records a message of n bytes.
+func (h *histograms) message(dir Direction, k Kind, n int) {
+	v := uint64(n)
+	h.sizes[dir][k].add(sizeBucket(v), v)
+}

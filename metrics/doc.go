@@ -1,0 +1,94 @@
+// Package metrics exports the statistics of Homa sockets to Prometheus.
+//
+// The engine (package homa) keeps its counters and histograms as atomics
+// and knows nothing of Prometheus. A Collector reads one socket's
+// statistics when it is scraped and turns them into Prometheus metrics;
+// nothing is registered globally, so the application picks the registry:
+//
+//	reg := prometheus.NewRegistry()
+//	reg.MustRegister(metrics.NewCollector(s.Stats, prometheus.Labels{"socket": "server"}))
+//	reg.MustRegister(metrics.NewBufferCollector(nil))
+//	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//
+// Sockets registered with one registry need different constant labels.
+// The buffer pool is shared by every socket of a process: register one
+// BufferCollector per process.
+//
+// # Metrics of a socket
+//
+// Counters (every label value is always reported, zero or not):
+//
+//	homa_packets_sent_total{type}              Homa packets sent
+//	homa_packets_received_total{type}          Homa packets received with a valid type (including those dropped later)
+//	homa_packet_bytes_sent_total{type}         bytes of those packets, Homa header included, IP/UDP header not
+//	homa_packet_bytes_received_total{type}     likewise, received
+//	homa_priority_packets_sent_total{priority} packets sent per network priority, "0" (lowest) to "7"
+//	homa_packets_dropped_total{reason}         received packets dropped
+//	homa_duplicate_packets_total               DATA packets received that carried no new bytes
+//	homa_retransmissions_total                 retransmissions (one per range a RESEND asked for, or restarted request)
+//	homa_resent_packets_total                  DATA packets those retransmissions sent
+//	homa_resends_issued_total                  RESEND packets issued to ask for missing data
+//	homa_peer_timeouts_total                   peers declared dead after unanswered RESENDs
+//	homa_io_errors_total{op}                   errors reading ("read") or writing ("write") the socket
+//	homa_rpcs_started_total{role}              client: requests sent; server: requests whose first packet arrived
+//	homa_rpcs_completed_total{role}            client: responses received whole; server: requests answered
+//	homa_rpc_timeouts_total                    client RPCs failed because the server stopped answering
+//	homa_rpcs_aborted_total                    client RPCs ended by Abort
+//	homa_requests_delivered_total              requests handed whole to the server application
+//	homa_server_rpcs_acked_total               answered server RPCs freed by the client's acknowledgment
+//	homa_server_rpcs_reclaimed_total           answered server RPCs freed after the client stayed silent
+//	homa_request_bytes_total{role}             request bytes: sent by the client, received by the server
+//	homa_response_bytes_total{role}            response bytes: received by the client, sent by the server
+//	homa_grants_sent_total                     GRANTs decided by the receiver's SRPT scheduler
+//	homa_granted_bytes_total                   bytes by which grants raised what senders may send
+//	homa_fifo_grants_total                     grants made by the FIFO share to the oldest message
+//	homa_fifo_granted_bytes_total              bytes granted by the FIFO share
+//	homa_pacer_packets_total                   packets charged to the pacer's link budget
+//	homa_pacer_bytes_total                     bytes (IP header included) charged to the pacer's budget
+//	homa_pacer_throttled_total                 times the pacer held a packet back for its budget
+//	homa_pacer_fifo_picks_total                packets the pacer sent from the oldest message (FIFO share)
+//
+// Gauges:
+//
+//	homa_active_rpcs{role}                     RPCs the socket holds now
+//	homa_peers                                 hosts the socket keeps state for
+//	homa_grantable_messages                    incoming messages that still need grants
+//	homa_incoming_bytes                        bytes granted (or unscheduled) and not yet received
+//	homa_pacer_queue_messages                  outgoing messages waiting in the pacer's queue
+//	homa_pacer_queue_bytes                     bytes left to send in them
+//
+// The pacer's metrics stay zero unless the socket paces (homa.Config.LinkMbps).
+//
+// Histograms:
+//
+//	homa_rpc_duration_seconds{size_class}      client RPCs, from Send to the whole response
+//	homa_message_size_bytes{direction,kind}    lengths of complete messages
+//
+// The RPC duration buckets run from 5 µs to 1 s: steps of about 1.5x up to
+// 1 ms (5, 7.5, 10, 15, 20, 30, 50, 75, 100, 150, 200, 300, 500, 750 µs),
+// then 1, 2, 5, 10, 20, 50, 100, 200, 500 ms and 1 s. Failed RPCs are not
+// observed. The message size buckets are the powers of two from 64 B to
+// 1 MiB, which holds the largest message (1,000,000 bytes).
+//
+// Label values:
+//
+//	type        data, grant, resend, rpc_unknown, busy, cutoffs, freeze, need_ack, ack
+//	reason      short (shorter than its header), unknown_type, bad_field (a field out of
+//	            range or inconsistent), unknown_rpc (no RPC or peer matches), limit (a
+//	            state limit refused new work), other_port (addressed to or acknowledging
+//	            another port), ignored (FREEZE), stale (a late duplicate of a finished RPC)
+//	role        client, server
+//	size_class  the larger of request and response: 1k (up to 1,000 bytes), 10k, 100k, 1m
+//	direction   sent, received
+//	kind        request, response
+//	op          read, write
+//
+// # Metrics of the buffer pool
+//
+//	homa_buffer_gets_total                     message and packet buffers taken from the pool
+//	homa_buffer_allocations_total              of which the pool had to allocate
+//	homa_buffer_allocated_bytes_total          capacity of the allocated buffers
+//	homa_buffer_discards_total                 returned buffers dropped because their free list was full
+//	homa_buffer_pool_buffers                   gauge: buffers in the free lists
+//	homa_buffer_pool_bytes                     gauge: their capacity
+package metrics
