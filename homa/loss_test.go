@@ -132,8 +132,9 @@ func TestPeerTimeout(t *testing.T) {
 	if err != nil || !errors.Is(m.Err, homa.ErrPeerTimeout) {
 		t.Fatalf("RPC to a vanished server: %v / %+v, want ErrPeerTimeout", err, m)
 	}
-	if st := client.Stats(); st.PeerTimeouts != 1 || st.ResendsSent != 5 || st.ClientRPCs != 0 {
-		t.Fatalf("after the timeout: %d timeouts, %d resends, %d RPCs; want 1, 5, 0", st.PeerTimeouts, st.ResendsSent, st.ClientRPCs)
+	if st := client.Stats(); st.PeerTimeouts != 1 || st.ResendsSent != resend.DefaultTimeoutResends || st.ClientRPCs != 0 {
+		t.Fatalf("after the timeout: %d timeouts, %d resends, %d RPCs; want 1, %d, 0",
+			st.PeerTimeouts, st.ResendsSent, st.ClientRPCs, resend.DefaultTimeoutResends)
 	}
 	sc2, err := nw.Open(serverAddr, 500)
 	if err != nil {

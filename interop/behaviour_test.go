@@ -310,7 +310,7 @@ func TestSlowServerBusy(t *testing.T) {
 		req := pattern(100, 12)
 		id, done := s.call(req)
 		s.expectMessage(id, req, wire.AckEntry{})
-		const busies = 8 // the engine declares a silent peer dead after 5 RESENDs
+		const busies = 8 // more than a handful: each BUSY must keep the RPC alive
 		for range busies {
 			rs, others := s.peer.expect(wire.TypeResend)
 			for _, o := range others {
@@ -420,7 +420,7 @@ func (s *scene) expectAck(id uint64) {
 // request and never answers. The client asks for the whole response
 // with RESEND(offset 0, length 0xffffffff, priority 7), again and again,
 // and finally fails the call. The module gives up after 19 RESENDs; the
-// engine after Config.Resend.TimeoutResends (5 by default).
+// engine after Config.Resend.TimeoutResends (20 by default).
 func TestClientResendEverything(t *testing.T) {
 	s := newClientScene(t, homa.Config{})
 	req := pattern(100, 11)
@@ -628,7 +628,7 @@ func (ex *exchange) data(rp rxPacket) uint32 {
 // grant, priority 7) until it declares the client dead and forgets the
 // RPC without a word. The module's grant is 50,000 and it gives up after
 // 19 RESENDs; the engine grants more at once and gives up after
-// Config.Resend.TimeoutResends (5).
+// Config.Resend.TimeoutResends (20).
 func TestUnscheduledOnly(t *testing.T) {
 	s := newServerScene(t, homa.Config{})
 	const id, n = 3000, 200_000

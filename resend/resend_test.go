@@ -97,8 +97,8 @@ func TestTimeoutTicksMatchesSchedule(t *testing.T) {
 			t.Errorf("%+v: TimeoutTicks %d, schedule times out at %d", cfg, got, timeout)
 		}
 	}
-	if got := (Config{}).TimeoutTicks(); got != 30 {
-		t.Errorf("default TimeoutTicks = %d, want 30", got)
+	if got := (Config{}).TimeoutTicks(); got != 105 {
+		t.Errorf("default TimeoutTicks = %d, want 105", got)
 	}
 	// A RESEND just before the last Heard delays the next by a full
 	// interval, longer than ResendTicks here: the timeout comes later

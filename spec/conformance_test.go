@@ -688,9 +688,9 @@ func TestServerDropsIncompleteRequest(t *testing.T) {
 		if n := srv.Stats().ServerRPCs; n != 1 {
 			t.Fatalf("%d server RPCs for a partial request, want 1", n)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 		if st := srv.Stats(); st.ServerRPCs != 0 || st.RequestsReceived != 0 || st.ResendsSent == 0 {
-			t.Fatalf("after 100 ticks: %d RPCs, %d requests delivered, %d RESENDs; want 0, 0, some",
+			t.Fatalf("after 200 ticks: %d RPCs, %d requests delivered, %d RESENDs; want 0, 0, some",
 				st.ServerRPCs, st.RequestsReceived, st.ResendsSent)
 		}
 	})
