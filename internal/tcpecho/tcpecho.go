@@ -1,6 +1,7 @@
 // Package tcpecho is the Go TCP baseline Homa is measured against: an
 // echo server for length-prefixed messages, written the way Go services
-// frame messages on a connection, and the framing itself. Each message
+// frame messages on a connection, the framing itself, and a client that
+// shares a pool of connections among goroutines (pool.go). Each message
 // is a 4-byte big-endian length and the payload.
 package tcpecho
 
@@ -52,22 +53,54 @@ func ReadMessage(r *bufio.Reader, buf *[]byte) (int, error) {
 // NewReader is a reader sized for the messages of a connection.
 func NewReader(c net.Conn) *bufio.Reader { return bufio.NewReaderSize(c, bufferSize) }
 
-// Server answers every message on every connection with the message
-// itself, one goroutine per connection.
+// AppendReply appends to dst the reply to req for a server whose replies
+// are size bytes: the first size bytes of req, zero-padded when req is
+// shorter. A size of 0 or less means the whole request.
+func AppendReply(dst, req []byte, size int) []byte {
+	if size <= 0 {
+		return append(dst, req...)
+	}
+	n := min(size, len(req))
+	dst = append(dst, req[:n]...)
+	pad := size - n
+	dst = slices.Grow(dst, pad)
+	clear(dst[len(dst) : len(dst)+pad])
+	return dst[:len(dst)+pad]
+}
+
+// Options configures a Server.
+type Options struct {
+	// Setup, if not nil, prepares each accepted connection (a connection
+	// it fails is closed).
+	Setup func(*net.TCPConn) error
+	// ReplySize, when positive, makes every reply ReplySize bytes long
+	// (see AppendReply); otherwise the reply is the request itself.
+	ReplySize int
+}
+
+// Server answers every message on every connection, one goroutine per
+// connection: with the message itself, or with Options.ReplySize bytes.
 type Server struct {
 	ln       net.Listener
-	setup    func(*net.TCPConn) error
+	opts     Options
 	accepted atomic.Int64
+	served   atomic.Int64
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{} // open connections, closed by Close
 }
 
-// Serve starts serving on ln, which the Server owns from now on. setup,
-// if not nil, prepares each accepted connection (a connection it fails is
-// closed).
+// Serve starts an echo server on ln, which the Server owns from now on.
+// setup, if not nil, prepares each accepted connection (a connection it
+// fails is closed).
 func Serve(ln net.Listener, setup func(*net.TCPConn) error) *Server {
-	s := &Server{ln: ln, setup: setup, conns: make(map[net.Conn]struct{})}
+	return ServeWith(ln, Options{Setup: setup})
+}
+
+// ServeWith starts a server configured by o on ln, which the Server owns
+// from now on.
+func ServeWith(ln net.Listener, o Options) *Server {
+	s := &Server{ln: ln, opts: o, conns: make(map[net.Conn]struct{})}
 	s.wg.Go(s.accept)
 	return s
 }
@@ -78,6 +111,9 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // Accepted counts the connections accepted so far.
 func (s *Server) Accepted() int64 { return s.accepted.Load() }
 
+// Served counts the messages answered so far.
+func (s *Server) Served() int64 { return s.served.Load() }
+
 func (s *Server) accept() {
 	for {
 		c, err := s.ln.Accept()
@@ -85,7 +121,7 @@ func (s *Server) accept() {
 			return // closed
 		}
 		s.accepted.Add(1)
-		if tc, ok := c.(*net.TCPConn); ok && s.setup != nil && s.setup(tc) != nil {
+		if tc, ok := c.(*net.TCPConn); ok && s.opts.Setup != nil && s.opts.Setup(tc) != nil {
 			c.Close()
 			continue
 		}
@@ -93,7 +129,7 @@ func (s *Server) accept() {
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		s.wg.Go(func() {
-			echo(c)
+			s.answer(c)
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
@@ -102,18 +138,28 @@ func (s *Server) accept() {
 	}
 }
 
-// echo answers the messages of one connection until it fails or closes.
-func echo(c net.Conn) {
+// answer answers the messages of one connection until it fails or
+// closes. An echo goes back from the buffer it was read into, prefix
+// included, in one write.
+func (s *Server) answer(c net.Conn) {
 	r := NewReader(c)
 	buf := make([]byte, Prefix+bufferSize)
+	var reply []byte
 	for {
 		n, err := ReadMessage(r, &buf)
 		if err != nil {
 			return
 		}
-		if _, err := c.Write(buf[:Prefix+n]); err != nil {
+		out := buf[:Prefix+n]
+		if s.opts.ReplySize > 0 {
+			reply = binary.BigEndian.AppendUint32(reply[:0], uint32(s.opts.ReplySize))
+			reply = AppendReply(reply, buf[Prefix:Prefix+n], s.opts.ReplySize)
+			out = reply
+		}
+		if _, err := c.Write(out); err != nil {
 			return
 		}
+		s.served.Add(1)
 	}
 }
 
