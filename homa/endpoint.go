@@ -107,8 +107,8 @@ type Endpoint struct {
 	// for the response: see stale.
 	solicited map[serverKey]uint64
 	now       uint64 // timer ticks since start
-	// deadPeers is scratch for tick.
-	deadPeers []*peer
+	// deadPeers and nominated are scratch for tick.
+	deadPeers, nominated []*peer
 
 	// sched decides the GRANTs for incoming messages; granting maps its
 	// handles back to RPCs.

@@ -28,6 +28,7 @@ func (e *Endpoint) handle(pkt []byte, src netip.Addr, b *txBatch) {
 	e.stats.countRx(p.Type, len(pkt))
 	if pr := e.peers[src]; pr != nil {
 		pr.heard = e.now // the peer is alive, whatever the packet is about
+		pr.resendsUnheard = 0
 	}
 	switch p.Type {
 	case wire.TypeData:

@@ -27,6 +27,16 @@ type peer struct {
 	serverRPCs int    // server RPCs from this host
 	heard      uint64 // tick of the last valid packet from this host
 	dead       uint64 // tick of the last timeout (0: never)
+
+	// resendsUnheard counts RESENDs sent to the host since it was last
+	// heard from.
+	resendsUnheard int
+	// resendRPC is this tick's candidate for the peer's one RESEND, due
+	// since resendDue; needAcks counts the NEED_ACKs sent at needAckTick.
+	resendRPC   *rpc
+	resendDue   uint64
+	needAcks    int
+	needAckTick uint64
 }
 
 // maxPendingAcks bounds the acknowledgments kept per peer; past it the

@@ -29,6 +29,13 @@ func (e *Endpoint) timerLoop() {
 // RESENDs for data that stopped coming, NEED_ACKs for answered requests,
 // reclaiming what a vanished client left, and failing the RPCs of peers
 // that stopped answering.
+//
+// Control traffic is budgeted per peer and tick. When a host is
+// overloaded, many RPCs to it stall at once; a RESEND and a NEED_ACK for
+// each of them every tick would add to the load that stalled them, and
+// the retransmissions they cause would add more. So each tick a peer
+// gets one RESEND, for the RPC that has waited longest (the others' turn
+// comes at later ticks), and at most maxNeedAcksPerTick NEED_ACKs.
 func (e *Endpoint) tick() {
 	b := e.getBatch()
 	e.mu.Lock()
@@ -39,25 +46,35 @@ func (e *Endpoint) tick() {
 	}
 	e.now++
 	now := e.now
-	dead := e.deadPeers[:0]
+	nominated := e.nominated[:0]
 	for _, r := range e.clients {
-		if e.tickClient(r, now, b) == peerDead {
-			dead = append(dead, r.peer)
+		if r.state == stateActive && r.out.next >= r.out.granted {
+			nominated = e.nominate(r, now, nominated)
 		}
 	}
 	for k, r := range e.servers {
-		switch e.tickServer(r, now, b) {
-		case peerDead:
-			dead = append(dead, r.peer)
-		case reclaim:
-			e.freeServer(k, r)
-			e.stats.reclaimed.Add(1)
+		switch r.state {
+		case stateActive:
+			nominated = e.nominate(r, now, nominated)
+		case stateReplying:
+			if e.tickAck(r, now, b) == reclaim {
+				e.freeServer(k, r)
+				e.stats.reclaimed.Add(1)
+			}
+		}
+	}
+	dead := e.deadPeers[:0]
+	for _, p := range nominated {
+		r := p.resendRPC
+		p.resendRPC = nil
+		if e.resendVerdict(r, now, b) == peerDead {
+			dead = append(dead, p)
 		}
 	}
 	for _, p := range dead {
 		e.peerTimedOut(p)
 	}
-	e.deadPeers = dead[:0]
+	e.nominated, e.deadPeers = nominated[:0], dead[:0]
 	if len(e.solicited) > 0 {
 		e.expireSolicited(now)
 	}
@@ -70,6 +87,25 @@ func (e *Endpoint) tick() {
 	}
 	e.mu.Unlock()
 	e.sendBatch(b)
+}
+
+// nominate makes r its peer's RESEND candidate for this tick if r is due
+// for one and has waited longer than the current candidate. It returns
+// nominated with r's peer appended when the peer had no candidate yet.
+func (e *Endpoint) nominate(r *rpc, now uint64, nominated []*peer) []*peer {
+	due := r.rs.Due(&e.cfg.Resend)
+	if due > now {
+		return nominated
+	}
+	p := r.peer
+	if p.resendRPC == nil {
+		p.resendRPC, p.resendDue = r, due
+		return append(nominated, p)
+	}
+	if due < p.resendDue || due == p.resendDue && r.id < p.resendRPC.id {
+		p.resendRPC, p.resendDue = r, due
+	}
+	return nominated
 }
 
 // verdict is what a tick concludes about one RPC.
@@ -99,36 +135,36 @@ func (e *Endpoint) resendVerdict(r *rpc, now uint64, b *txBatch) verdict {
 		}
 		return peerDead
 	}
+	if now-r.peer.heard >= uint64(e.cfg.Resend.TimeoutTicks()) && r.peer.resendsUnheard >= e.cfg.Resend.TimeoutResends {
+		// Nothing from the host for a whole timeout, across RESENDs
+		// for several of its RPCs: with one RESEND per peer and tick,
+		// no single RPC may have asked often enough to time out.
+		return peerDead
+	}
 	return keep
 }
 
-// tickClient: a client is owed its response once it has sent every byte
-// it may send (the draft: no RESEND while our own granted bytes are
-// unsent). It then asks for the first missing range of the response, or
-// for all of it when nothing has come.
-func (e *Endpoint) tickClient(r *rpc, now uint64, b *txBatch) verdict {
-	if r.state != stateActive || r.out.next < r.out.granted {
-		return keep
-	}
-	return e.resendVerdict(r, now, b)
-}
+// maxNeedAcksPerTick bounds the NEED_ACKs sent to one peer per tick.
+const maxNeedAcksPerTick = 8
 
-// tickServer: a server is owed the request bytes it granted; an answered
-// RPC waits for its acknowledgment.
-func (e *Endpoint) tickServer(r *rpc, now uint64, b *txBatch) verdict {
-	switch r.state {
-	case stateActive:
-		return e.resendVerdict(r, now, b)
-	case stateReplying:
-		switch r.ak.Tick(now, &e.cfg.Ack) {
-		case ack.NeedAck:
-			if r.out.done() {
-				e.stats.needAcks.Add(1)
-				e.queueBare(wire.TypeNeedAck, r.peer.addr, r.port, r.id, b)
-			}
-		case ack.Reclaim:
-			return reclaim
+// tickAck: an answered server RPC waits for its acknowledgment, asking
+// for it with NEED_ACK, and is reclaimed after a long silence. A NEED_ACK
+// over the peer's budget is skipped; the schedule asks again at a later
+// tick.
+func (e *Endpoint) tickAck(r *rpc, now uint64, b *txBatch) verdict {
+	switch r.ak.Tick(now, &e.cfg.Ack) {
+	case ack.NeedAck:
+		p := r.peer
+		if p.needAckTick != now {
+			p.needAckTick, p.needAcks = now, 0
 		}
+		if r.out.done() && p.needAcks < maxNeedAcksPerTick {
+			p.needAcks++
+			e.stats.needAcks.Add(1)
+			e.queueBare(wire.TypeNeedAck, p.addr, r.port, r.id, b)
+		}
+	case ack.Reclaim:
+		return reclaim
 	}
 	return keep
 }
@@ -154,6 +190,7 @@ func (e *Endpoint) queueResend(r *rpc, b *txBatch) bool {
 			n = wire.ResendToEnd
 		}
 		e.stats.resendsSent.Add(1)
+		r.peer.resendsUnheard++
 		rs := wire.Resend{Common: e.control(r.port, r.id), Offset: g.Start, Length: n, Priority: controlPriority}
 		e.addControl(b, rs.Append(getBuf(wire.ResendLen)[:0]), r.peer.addr)
 	}
