@@ -1,26 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
 	"net/netip"
 	"sync"
 	"time"
-
-	"github.com/homa-go/homa/internal/tcpecho"
 )
 
-// The baselines bench compares Homa with. Each is an echo server and a
-// client in this process, written to be as quick as plain Go allows: one
-// persistent connection or socket, buffers reused, nothing allocated per
-// round trip once the buffers have grown. To add one, write its opener
-// and list it here; its name is what --vs selects.
-var baselines = []protocol{
-	{name: "tcp", desc: "Go TCP echo: one connection, 4-byte length prefix, TCP_NODELAY", open: openTCP},
-	{name: "udp", desc: "Go UDP echo: one datagram each way (a floor for a datagram stack in Go)", open: openUDP},
-}
+// The Go UDP baseline of bench is an echo server and a client in this
+// process, one datagram each way on one socket, buffers reused, nothing
+// allocated per round trip. It is measured in latency mode only.
 
 // ctxWatch makes blocked reads and writes on a net.Conn return when the
 // context of a round trip ends. It registers once per context, so a load
@@ -56,57 +47,6 @@ func (w *ctxWatch) release() {
 		_ = w.c.SetDeadline(time.Time{})
 	}
 	w.ctx, w.stop = nil, nil
-}
-
-// tcpClient sends length-prefixed messages (tcpecho framing) over one
-// connection.
-type tcpClient struct {
-	c      *net.TCPConn
-	r      *bufio.Reader
-	buf    []byte
-	w      ctxWatch
-	server *tcpecho.Server
-}
-
-func openTCP(_ context.Context, host netip.Addr) (pinger, error) {
-	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(host, 0)))
-	if err != nil {
-		return nil, err
-	}
-	s := tcpecho.Serve(ln, nil)
-	c, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
-	if err != nil {
-		s.Close()
-		return nil, err
-	}
-	if err := c.SetNoDelay(true); err != nil { // Go's default, made explicit
-		c.Close()
-		s.Close()
-		return nil, err
-	}
-	return &tcpClient{c: c, r: tcpecho.NewReader(c), w: ctxWatch{c: c}, server: s}, nil
-}
-
-func (t *tcpClient) roundTrip(ctx context.Context, req []byte) ([]byte, error) {
-	if err := t.w.watch(ctx); err != nil {
-		return nil, err
-	}
-	t.buf = tcpecho.AppendMessage(t.buf[:0], req)
-	if _, err := t.c.Write(t.buf); err != nil {
-		return nil, err
-	}
-	n, err := tcpecho.ReadMessage(t.r, &t.buf)
-	if err != nil {
-		return nil, err
-	}
-	return t.buf[tcpecho.Prefix : tcpecho.Prefix+n], nil
-}
-
-func (t *tcpClient) close() error {
-	t.w.release()
-	err := t.c.Close()
-	t.server.Close()
-	return err
 }
 
 // udpMaxDatagram is the largest UDP payload over IPv6 (IPv4's is 20
@@ -145,7 +85,8 @@ type udpClient struct {
 	server *udpServer
 }
 
-func openUDP(_ context.Context, host netip.Addr) (pinger, error) {
+// openUDP starts a UDP echo server on host and returns a client of it.
+func openUDP(_ context.Context, host netip.Addr) (client, error) {
 	sc, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(host, 0)))
 	if err != nil {
 		return nil, err
@@ -157,7 +98,7 @@ func openUDP(_ context.Context, host netip.Addr) (pinger, error) {
 		s.close()
 		return nil, err
 	}
-	return &udpClient{c: c, buf: make([]byte, udpMaxDatagram), w: ctxWatch{c: c}, server: s}, nil
+	return &serialClient{p: &udpClient{c: c, buf: make([]byte, udpMaxDatagram), w: ctxWatch{c: c}, server: s}}, nil
 }
 
 func (u *udpClient) roundTrip(ctx context.Context, req []byte) ([]byte, error) {

@@ -2,196 +2,406 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
-	"runtime"
+	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
+	"time"
 
-	"github.com/homa-go/homa/sock"
+	"github.com/homa-go/homa/internal/workload"
 )
 
-// protocol is one row of the bench table.
-type protocol struct {
-	name string // the table's label and --vs's name
-	desc string
-	// open starts an echo server on host (a loopback address) and
-	// returns a client for it; closing the client stops the server.
-	open func(ctx context.Context, host netip.Addr) (pinger, error)
+// The modes of bench.
+const (
+	modeLatency    = "latency"    // one RPC at a time
+	modeThroughput = "throughput" // clients x outstanding RPCs, closed loop
+	modeWorkload   = "workload"   // open-loop Poisson arrivals at a load
+)
+
+// Defaults of the flags whose default depends on the mode.
+const (
+	defaultClients        = 4
+	defaultOutstanding    = 32
+	defaultMaxOutstanding = 2000
+	defaultCalibrate      = 1000
+	defaultConns          = 64
+	defaultBuckets        = 10
+	defaultDuration       = 5 * time.Second
+)
+
+const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST | --vs LIST] [--target HOST:PORT]\n" +
+	"       [--size N | --workload w1..w5] [--count N] [--warmup N] [--clients M] [--outstanding N]\n" +
+	"       [--load-mbps X] [--duration D] [--max-outstanding N] [--calibrate N] [--samples FILE] [--seed S]\n" +
+	"       [--reply-size N] [--conns N] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
+	"       [--json] [--progress] [--plot FILE.svg|FILE.png]"
+
+// benchFlags are the flags of bench as given.
+type benchFlags struct {
+	load                                 loadFlags
+	mode, proto, vs, target, dist        string
+	samples, plot                        string
+	family, clients, outstanding, maxOut int
+	calibrate, replySize, conns, buckets int
+	loadMbps                             float64
+	duration, progressEvery              time.Duration
+	seed                                 uint64
+	asJSON, progress                     bool
+	set                                  map[string]bool // flags on the command line
 }
 
-// homaProtocol is the row of Homa over transport t.
-func homaProtocol(name string, t sock.Transport) protocol {
-	return protocol{
-		name: name,
-		desc: "Homa over " + transportName(t) + ", engine defaults",
-		open: func(ctx context.Context, host netip.Addr) (pinger, error) {
-			c, err := homaLoopback(ctx, host, t)
-			if err != nil {
-				return nil, err
-			}
-			return c, nil
-		},
+func (f *benchFlags) register(fs *flag.FlagSet) {
+	f.load.register(fs, 10000)
+	fs.StringVar(&f.mode, "mode", modeLatency, "`mode`: latency (one RPC at a time), throughput (clients x outstanding, closed loop), workload (open-loop Poisson arrivals)")
+	fs.StringVar(&f.proto, "proto", "", "comma-separated `protocols` to run: "+protocolNames(all)+" (default: all the mode supports)")
+	fs.StringVar(&f.vs, "vs", "", "comma-separated `baselines` to run after homa and homa-udp (the older form of --proto)")
+	fs.StringVar(&f.target, "target", "", "`HOST:PORT` of a remote server (homa serve --proto P); no server in this process; one --proto")
+	fs.StringVar(&f.dist, "workload", "", "draw request sizes from `W`: w1..w5 (instead of --size)")
+	fs.IntVar(&f.clients, "clients", 0, "`M` clients: Homa sockets, TCP connection pools or gRPC connections (default 4 in throughput mode, else 1)")
+	fs.IntVar(&f.outstanding, "outstanding", 0, "RPCs in flight per client in throughput mode (default 32)")
+	fs.Float64Var(&f.loadMbps, "load-mbps", 0, "workload mode: offered load of `X` Mbit/s of request payload")
+	fs.DurationVar(&f.duration, "duration", 0, "workload mode: length of the loaded phase (default 5s; 0 skips it); throughput mode: stop after this long (default: at --count)")
+	fs.IntVar(&f.maxOut, "max-outstanding", defaultMaxOutstanding, "workload mode: arrivals beyond this many RPCs in flight are dropped and counted")
+	fs.IntVar(&f.calibrate, "calibrate", defaultCalibrate, "unloaded RPCs, one at a time, whose RTTs slowdowns are relative to (throughput and workload modes; 0 skips)")
+	fs.StringVar(&f.samples, "samples", "", "write every measured RPC's size,rtt_ns to `FILE`, and the calibration's to FILE.calib")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the request sizes and arrival times")
+	fs.IntVar(&f.replySize, "reply-size", 0, "replies are `N` bytes (the first N of the request, zero-padded); 0 echoes; must match a remote server's")
+	fs.IntVar(&f.conns, "conns", defaultConns, "tcp: connections in each client's pool")
+	fs.IntVar(&f.buckets, "buckets", 0, "message-size buckets of the slowdown table (default 10 with --workload, else 1)")
+	fs.IntVar(&f.family, "addr-family", 4, "IP version of the loopback address: 4 or 6")
+	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&f.progress, "progress", false, "print progress to stderr even with --json")
+	fs.DurationVar(&f.progressEvery, "progress-interval", time.Second, "time between progress lines")
+	fs.StringVar(&f.plot, "plot", "", "draw slowdown against message size per protocol into `FILE` (.svg or .png)")
+}
+
+// all keeps every protocol.
+func all(protocol) bool { return true }
+
+// benchConfig is a checked bench run.
+type benchConfig struct {
+	mode        string
+	protos      []protocol
+	target      string         // remote server, or ""
+	targetAddr  netip.AddrPort // resolved at the start of the run
+	host        netip.Addr     // loopback address of in-process servers
+	dist        *workload.Dist
+	size        int // fixed request size, 0 with a workload
+	count       int
+	warmup      int
+	clients     int
+	outstanding int
+	loadMbps    float64
+	duration    time.Duration
+	maxOut      int
+	calibrate   int
+	samples     string
+	seed        uint64
+	replySize   int
+	conns       int
+	buckets     int
+	timeout     time.Duration
+	asJSON      bool
+	progress    bool
+	every       time.Duration
+	plot        string
+}
+
+// check validates the flags and builds the run's configuration.
+func (f *benchFlags) check(fs *flag.FlagSet) (*benchConfig, error) {
+	f.set = make(map[string]bool)
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	if err := f.load.check(); err != nil {
+		return nil, err
 	}
-}
-
-// benchResult is one row of the report, as JSON has it.
-type benchResult struct {
-	Protocol    string   `json:"protocol"`
-	Description string   `json:"description"`
-	Count       int      `json:"count"`
-	MinUS       float64  `json:"min_us"`
-	MedianUS    float64  `json:"median_us"`
-	P99US       float64  `json:"p99_us"`
-	P999US      float64  `json:"p99_9_us"`
-	MaxUS       float64  `json:"max_us"`
-	RPCsPerSec  float64  `json:"rpcs_per_sec"`
-	MedianVsTCP *float64 `json:"median_vs_tcp,omitempty"` // absent without a tcp row
-}
-
-// benchReport is the whole report.
-type benchReport struct {
-	Size    int           `json:"size"`
-	Count   int           `json:"count"`
-	Warmup  int           `json:"warmup"`
-	Host    string        `json:"host"`
-	Go      string        `json:"go"`
-	CPUs    int           `json:"cpus"`
-	Results []benchResult `json:"results"`
-}
-
-// runBench is "homa bench": round-trip latency of Homa over raw IP and over
-// UDP, and of the baselines named by --vs, measured one after another on
-// loopback in this process.
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("bench", "[--vs tcp,udp] [--size N] [--count N] [--warmup N] [--timeout D] [--addr-family 4|6] [--json]", stderr)
-	vs := fs.String("vs", "tcp,udp", "comma-separated `baselines` to compare with: "+baselineNames())
-	family := fs.Int("addr-family", 4, "IP version of the loopback address: 4 or 6")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	var load loadFlags
-	load.register(fs, 10000)
-	var protos []protocol
-	check := func() error {
-		if *family != 4 && *family != 6 {
-			return fmt.Errorf("--addr-family %d: must be 4 or 6", *family)
+	c := &benchConfig{mode: f.mode, count: f.load.count, warmup: f.load.warmup, timeout: f.load.timeout,
+		target: f.target, samples: f.samples, seed: f.seed, replySize: f.replySize, conns: f.conns,
+		asJSON: f.asJSON, plot: f.plot, maxOut: f.maxOut, calibrate: f.calibrate, loadMbps: f.loadMbps}
+	for _, step := range []func(*benchConfig) error{f.checkMode, f.checkSizes, f.checkProtocols, f.checkLimits, f.checkOutput} {
+		if err := step(c); err != nil {
+			return nil, err
 		}
-		var err error
-		protos, err = selectProtocols(*vs)
-		return errors.Join(err, load.check())
 	}
-	if code := parseFlags(fs, args, check); code >= 0 {
-		return code
+	return c, nil
+}
+
+// checkMode sets what depends on the mode: clients, outstanding RPCs,
+// duration, warmup.
+func (f *benchFlags) checkMode(c *benchConfig) error {
+	switch {
+	case f.set["clients"] && f.clients < 1:
+		return fmt.Errorf("--clients %d: must be at least 1", f.clients)
+	case f.set["outstanding"] && f.outstanding < 1:
+		return fmt.Errorf("--outstanding %d: must be at least 1", f.outstanding)
+	case f.duration < 0:
+		return fmt.Errorf("--duration %v: must not be negative", f.duration)
 	}
-	host := netip.IPv6Loopback()
-	if *family == 4 {
-		host = netip.MustParseAddr("127.0.0.1")
-	}
-	rep := benchReport{Size: load.size, Count: load.count, Warmup: load.warmup, Host: host.String(),
-		Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU()}
-	for _, p := range protos {
-		s, err := benchOne(ctx, p, host, load)
-		if errors.Is(err, sock.ErrPermission) {
-			fmt.Fprintf(stderr, "homa: %s; skipping %s (%s)\n", noRaw, p.name, p.desc)
-			continue
+	c.clients, c.outstanding = 1, 1
+	switch f.mode {
+	case modeLatency:
+		if f.set["clients"] && f.clients != 1 || f.set["outstanding"] && f.outstanding != 1 {
+			return errors.New("latency mode has one client with one RPC at a time; use --mode throughput")
 		}
+		if f.set["load-mbps"] || f.set["duration"] || f.set["max-outstanding"] {
+			return errors.New("--load-mbps, --duration and --max-outstanding need --mode workload (or throughput for --duration)")
+		}
+		if f.set["calibrate"] {
+			return errors.New("--calibrate is for throughput and workload modes (a latency run is its own unloaded baseline)")
+		}
+	case modeThroughput:
+		c.clients = f.pick("clients", f.clients, defaultClients)
+		c.outstanding = f.pick("outstanding", f.outstanding, defaultOutstanding)
+		c.duration = f.duration
+		if f.set["load-mbps"] || f.set["max-outstanding"] {
+			return errors.New("--load-mbps and --max-outstanding need --mode workload")
+		}
+	case modeWorkload:
+		c.clients = f.pick("clients", f.clients, 1)
+		c.duration = defaultDuration
+		if f.set["duration"] {
+			c.duration = f.duration
+		}
+		if f.set["outstanding"] {
+			return errors.New("--outstanding is for --mode throughput; workload mode bounds RPCs in flight with --max-outstanding")
+		}
+		if c.duration > 0 && !(f.loadMbps > 0) {
+			return fmt.Errorf("--load-mbps %v: workload mode needs a positive load", f.loadMbps)
+		}
+		if !f.set["warmup"] {
+			c.warmup = 0 // the calibration warms up; a remote server sees only the phases asked for
+		}
+	default:
+		return fmt.Errorf("--mode %q: must be latency, throughput or workload", f.mode)
+	}
+	return nil
+}
+
+// pick is the value v of the flag name if it was given, else def.
+func (f *benchFlags) pick(name string, v, def int) int {
+	if f.set[name] {
+		return v
+	}
+	return def
+}
+
+// checkSizes sets the request size distribution and the buckets.
+func (f *benchFlags) checkSizes(c *benchConfig) error {
+	if f.dist != "" {
+		if f.set["size"] {
+			return errors.New("--size and --workload are exclusive")
+		}
+		d, err := workload.Named(f.dist)
 		if err != nil {
-			return fail(stderr, "bench", fmt.Errorf("%s: %w", p.name, err))
+			return fmt.Errorf("--workload %q: %w", f.dist, err)
 		}
-		rep.Results = append(rep.Results, benchResult{
-			Protocol: p.name, Description: p.desc, Count: s.Count,
-			MinUS: micros(s.Min), MedianUS: micros(s.Median), P99US: micros(s.P99),
-			P999US: micros(s.P999), MaxUS: micros(s.Max), RPCsPerSec: s.rate(),
-		})
+		c.dist, c.buckets = d, defaultBuckets
+	} else {
+		c.dist, c.size, c.buckets = workload.Fixed(f.load.size), f.load.size, 1
 	}
-	rep.compareToTCP()
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return fail(stderr, "bench", err)
+	if f.set["buckets"] {
+		if f.buckets < 1 {
+			return fmt.Errorf("--buckets %d: must be at least 1", f.buckets)
 		}
-		return 0
+		c.buckets = f.buckets
 	}
-	rep.writeTable(stdout)
-	return 0
+	return nil
 }
 
-// benchOne measures one protocol with a fresh server and client.
-func benchOne(ctx context.Context, p protocol, host netip.Addr, load loadFlags) (summary, error) {
-	c, err := p.open(ctx, host)
+// checkProtocols picks the protocols and the addresses.
+func (f *benchFlags) checkProtocols(c *benchConfig) error {
+	if f.proto != "" && f.vs != "" {
+		return errors.New("--proto and --vs are exclusive")
+	}
+	var err error
+	switch {
+	case f.proto != "":
+		c.protos, err = parseProtocols("--proto", f.proto)
+	case f.vs != "":
+		c.protos, err = parseProtocols("--vs", "homa,homa-udp,"+f.vs)
+	default:
+		for _, p := range protocols {
+			if c.mode == modeLatency || !p.oneAtATime() {
+				c.protos = append(c.protos, p)
+			}
+		}
+	}
 	if err != nil {
-		return summary{}, err
+		return err
 	}
-	s, err := measure(ctx, c, load)
-	return s, errors.Join(err, c.close())
+	if c.mode != modeLatency {
+		for _, p := range c.protos {
+			if p.oneAtATime() {
+				return fmt.Errorf("%s is measured in latency mode only (%s mode takes %s)", p.name, c.mode,
+					protocolNames(func(p protocol) bool { return !p.oneAtATime() }))
+			}
+		}
+	}
+	if f.target != "" {
+		return f.checkTarget(c)
+	}
+	if f.family != 4 && f.family != 6 {
+		return fmt.Errorf("--addr-family %d: must be 4 or 6", f.family)
+	}
+	c.host = netip.IPv6Loopback()
+	if f.family == 4 {
+		c.host = netip.MustParseAddr("127.0.0.1")
+	}
+	return nil
 }
 
-// selectProtocols returns Homa over raw IP and over UDP, then the
-// baselines listed in vs.
-func selectProtocols(vs string) ([]protocol, error) {
-	protos := []protocol{homaProtocol("homa", sock.Raw), homaProtocol("homa-udp", sock.UDP)}
-	for name := range strings.SplitSeq(vs, ",") {
+func (f *benchFlags) checkTarget(c *benchConfig) error {
+	if f.proto == "" || len(c.protos) != 1 {
+		return errors.New("--target needs exactly one protocol in --proto")
+	}
+	if p := c.protos[0]; p.oneAtATime() {
+		return fmt.Errorf("--target: %s has no remote server (remote protocols: %s)", p.name,
+			protocolNames(func(p protocol) bool { return !p.oneAtATime() }))
+	}
+	if _, _, err := splitHostPort(f.target); err != nil {
+		return fmt.Errorf("--target %q: %w", f.target, err)
+	}
+	return nil
+}
+
+// parseProtocols turns a comma-separated list into protocols, without
+// duplicates, in the list's order.
+func parseProtocols(flagName, list string) ([]protocol, error) {
+	var out []protocol
+	for name := range strings.SplitSeq(list, ",") {
 		name = strings.TrimSpace(name)
 		if name == "" {
 			continue
 		}
-		i := slices.IndexFunc(baselines, func(p protocol) bool { return p.name == name })
-		if i < 0 {
-			return nil, fmt.Errorf("--vs: unknown baseline %q (have %s)", name, baselineNames())
+		p, ok := lookupProtocol(name)
+		if !ok {
+			return nil, fmt.Errorf("%s: unknown protocol %q (have %s)", flagName, name, protocolNames(all))
 		}
-		if !slices.ContainsFunc(protos, func(p protocol) bool { return p.name == name }) {
-			protos = append(protos, baselines[i])
+		if !slices.ContainsFunc(out, func(q protocol) bool { return q.name == name }) {
+			out = append(out, p)
 		}
 	}
-	return protos, nil
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no protocol named", flagName)
+	}
+	return out, nil
 }
 
-func baselineNames() string {
-	names := make([]string, len(baselines))
-	for i, p := range baselines {
-		names[i] = p.name
+// checkLimits checks the numeric flags.
+func (f *benchFlags) checkLimits(c *benchConfig) error {
+	switch {
+	case f.maxOut < 1:
+		return fmt.Errorf("--max-outstanding %d: must be at least 1", f.maxOut)
+	case f.calibrate < 0:
+		return fmt.Errorf("--calibrate %d: must not be negative", f.calibrate)
+	case f.replySize < 0 || f.replySize > 1_000_000:
+		return fmt.Errorf("--reply-size %d: must be 0..1000000", f.replySize)
+	case f.conns < 1:
+		return fmt.Errorf("--conns %d: must be at least 1", f.conns)
+	case f.loadMbps < 0:
+		return fmt.Errorf("--load-mbps %v: must not be negative", f.loadMbps)
 	}
-	return strings.Join(names, ",")
+	return nil
 }
 
-// compareToTCP sets every row's median relative to the tcp row's.
-func (r *benchReport) compareToTCP() {
-	i := slices.IndexFunc(r.Results, func(b benchResult) bool { return b.Protocol == "tcp" })
-	if i < 0 || r.Results[i].MedianUS <= 0 {
-		return
+// checkOutput checks the report flags.
+func (f *benchFlags) checkOutput(c *benchConfig) error {
+	if f.progressEvery <= 0 {
+		return fmt.Errorf("--progress-interval %v: must be positive", f.progressEvery)
 	}
-	tcp := r.Results[i].MedianUS
-	for j := range r.Results {
-		ratio := r.Results[j].MedianUS / tcp
-		r.Results[j].MedianVsTCP = &ratio
-	}
-}
-
-func (r *benchReport) writeTable(w io.Writer) {
-	fmt.Fprintf(w, "homa bench: %d round trips of %d bytes each, one at a time, on %s (after %d warmup); %s, %d CPUs\n\n",
-		r.Count, r.Size, r.Host, r.Warmup, r.Go, r.CPUs)
-	// Names are padded to one width so that they read left-aligned in a
-	// table of right-aligned numbers.
-	width := len("protocol")
-	for _, b := range r.Results {
-		width = max(width, len(b.Protocol))
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tmedian µs\tp99 µs\tp99.9 µs\tRPCs/s\tmedian/TCP\t\n", width, "protocol")
-	for _, b := range r.Results {
-		ratio := "-"
-		if b.MedianVsTCP != nil {
-			ratio = fmt.Sprintf("%.2f", *b.MedianVsTCP)
+	c.every = f.progressEvery
+	c.progress = f.progress || !f.asJSON
+	if f.plot != "" {
+		if ext := strings.ToLower(filepath.Ext(f.plot)); ext != ".svg" && ext != ".png" {
+			return fmt.Errorf("--plot %q: the file name must end in .svg or .png", f.plot)
 		}
-		fmt.Fprintf(tw, "%-*s\t%.1f\t%.1f\t%.1f\t%.0f\t%s\t\n", width, b.Protocol, b.MedianUS, b.P99US, b.P999US, b.RPCsPerSec, ratio)
 	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	for _, b := range r.Results {
-		fmt.Fprintf(w, "%s: %s\n", b.Protocol, b.Description)
+	return nil
+}
+
+// splitHostPort checks the form HOST:PORT.
+func splitHostPort(s string) (host, port string, err error) {
+	host, port, err = net.SplitHostPort(s)
+	if err == nil && port == "" {
+		err = errors.New("no port")
 	}
+	return host, port, err
+}
+
+// runBench is "homa bench": Homa against Go TCP, gRPC and the floors of
+// plain UDP and raw sockets, on loopback in this process or against a
+// remote server, in one of three modes; a table or JSON report, and
+// optionally a slowdown plot.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("bench", benchSynopsis, stderr)
+	var f benchFlags
+	f.register(fs)
+	var cfg *benchConfig
+	check := func() error {
+		var err error
+		cfg, err = f.check(fs)
+		return err
+	}
+	if code := parseFlags(fs, args, check); code >= 0 {
+		return code
+	}
+	if cfg.target != "" {
+		addr, err := resolve(ctx, cfg.target)
+		if err != nil {
+			return fail(stderr, "bench", fmt.Errorf("--target: %w", err))
+		}
+		cfg.targetAddr = addr
+	}
+	rep, err := benchAll(ctx, cfg, stderr)
+	if err != nil {
+		return fail(stderr, "bench", err)
+	}
+	if err := rep.write(stdout, cfg.asJSON); err != nil {
+		return fail(stderr, "bench", err)
+	}
+	if cfg.plot != "" {
+		if err := rep.plot(cfg.plot); err != nil {
+			return fail(stderr, "bench", err)
+		}
+	}
+	if len(rep.Results) == 0 {
+		return fail(stderr, "bench", errors.New("no protocol could be measured"))
+	}
+	return 0
+}
+
+// benchAll measures each protocol in turn.
+func benchAll(ctx context.Context, cfg *benchConfig, stderr io.Writer) (*benchReport, error) {
+	rep := newBenchReport(cfg)
+	for _, p := range cfg.protos {
+		if reason := cfg.unsupported(p); reason != "" {
+			rep.skip(stderr, p, reason)
+			continue
+		}
+		res, err := benchProtocol(ctx, p, cfg, stderr)
+		if notPermitted(err) {
+			rep.skip(stderr, p, noRaw)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	rep.compareToTCP()
+	return rep, nil
+}
+
+// unsupported says why p cannot run this configuration, or "".
+func (c *benchConfig) unsupported(p protocol) string {
+	if largest := max(c.dist.Max(), c.replySize); largest > p.maxSize {
+		return fmt.Sprintf("%d-byte messages exceed its %d-byte limit", largest, p.maxSize)
+	}
+	if c.replySize > 0 && p.oneAtATime() {
+		return "it echoes only (no --reply-size)"
+	}
+	return ""
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/homa-go/homa/internal/rawfloor"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -52,6 +53,16 @@ func runHoma(ctx context.Context, args ...string) (code int, stdout, stderr stri
 	return code, out.String(), errOut.String()
 }
 
+// rawPermitted reports whether this process may open raw IP sockets.
+func rawPermitted() bool {
+	s, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:0"), nil)
+	if err != nil {
+		return false
+	}
+	s.Close()
+	return true
+}
+
 // requireRaw skips the test unless this process may open raw IP sockets.
 func requireRaw(t *testing.T) {
 	t.Helper()
@@ -65,8 +76,8 @@ func requireRaw(t *testing.T) {
 	s.Close()
 }
 
-// refuseRaw makes every raw socket open fail as it does without
-// CAP_NET_RAW, for the rest of the test.
+// refuseRaw makes every raw socket open (Homa's and the floor's) fail as
+// it does without CAP_NET_RAW, for the rest of the test.
 func refuseRaw(t *testing.T) {
 	orig := openSocket
 	openSocket = func(a netip.AddrPort, cfg *sock.Config) (*sock.Socket, error) {
@@ -75,7 +86,11 @@ func refuseRaw(t *testing.T) {
 		}
 		return orig(a, cfg)
 	}
-	t.Cleanup(func() { openSocket = orig })
+	origFloor := openFloorPair
+	openFloorPair = func(a netip.Addr) (*rawfloor.Pair, error) {
+		return nil, fmt.Errorf("open floor on %v: %w", a, rawfloor.ErrPermission)
+	}
+	t.Cleanup(func() { openSocket, openFloorPair = orig, origFloor })
 }
 
 // freePort returns a Homa server port whose UDP port is free now.
@@ -142,6 +157,11 @@ func TestBadFlags(t *testing.T) {
 		{"demo", "extra"},
 		{"bench", "--vs", "quic"},
 		{"bench", "--addr-family", "5"},
+		{"serve", "--proto", "quic"},
+		{"serve", "--proto", "udp"},
+		{"serve", "--proto", "tcp", "--udp"},
+		{"serve", "--reply-size", "-1"},
+		{"serve", "--link-mbps", "-5"},
 	} {
 		code, _, errOut := runHoma(context.Background(), args...)
 		if code != 2 || !strings.Contains(errOut, "usage: homa "+args[0]) {
@@ -252,22 +272,25 @@ func TestBench(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
 	}
-	if !regexp.MustCompile(`(?m)^ *protocol +median µs +p99 µs +p99\.9 µs +RPCs/s +median/TCP *$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^ *protocol +median µs +p99 µs +p99\.9 µs +RPCs/s +Gbit/s +CPU µs/RPC +median/TCP +rate/TCP *$`).MatchString(out) {
 		t.Errorf("no table header in:\n%s", out)
 	}
 	protos := []string{"homa", "homa-udp", "tcp", "udp"}
-	if errOut != "" { // raw sockets refused: no Homa-over-IP row
+	if !rawPermitted() { // no Homa-over-IP row
 		protos = protos[1:]
 	}
 	for _, p := range protos {
-		ratio := `\d+\.\d\d`
+		ratio := `\d+\.\d\d +\d+\.\d\d`
 		if p == "tcp" {
-			ratio = `1\.00`
+			ratio = `1\.00 +1\.00`
 		}
-		row := regexp.MustCompile(`(?m)^ *` + p + `( +[\d.]+){4} +` + ratio + ` *$`)
+		row := regexp.MustCompile(`(?m)^ *` + p + `( +[\d.]+){6} +` + ratio + ` *$`)
 		if !row.MatchString(out) {
 			t.Errorf("no row for %s in:\n%s", p, out)
 		}
+	}
+	if strings.Contains(out, "by request size") {
+		t.Errorf("a latency run of one size printed the size table:\n%s", out)
 	}
 }
 

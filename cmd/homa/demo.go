@@ -13,10 +13,12 @@ import (
 // runDemo is "homa demo": an echo server and a client on 127.0.0.1 in one
 // process, over raw IP if permitted and UDP encapsulation otherwise.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", "[--size N] [--count N] [--warmup N] [--timeout D]", stderr)
+	fs := newFlags("demo", "[--size N] [--count N] [--warmup N] [--timeout D] [--metrics HOST:PORT]", stderr)
 	var load loadFlags
 	load.register(fs, 1000)
-	if code := parseFlags(fs, args, load.check); code >= 0 {
+	var met metricsFlag
+	met.register(fs)
+	if code := parseFlags(fs, args, func() error { return errors.Join(load.check(), met.check()) }); code >= 0 {
 		return code
 	}
 	host := netip.MustParseAddr("127.0.0.1")
@@ -29,5 +31,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, "demo", err)
 	}
 	fmt.Fprintf(stdout, "homa: echo server on %v (%s)\n", c.dst, transportName(c.t))
-	return pingReport(ctx, "demo", c, load, stdout, stderr)
+	ms, err := met.serve(stdout, namedSocket{"server", c.server.s}, namedSocket{"client", c.s})
+	if err != nil {
+		c.close()
+		return fail(stderr, "demo", err)
+	}
+	return ms.stop(pingReport(ctx, "demo", c, load, stdout, stderr), "demo", stderr)
 }

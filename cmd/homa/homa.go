@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/homa-go/homa/internal/tcpecho"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -71,18 +72,27 @@ func resolve(ctx context.Context, hostport string) (netip.AddrPort, error) {
 // echoWorkers is how many goroutines serve requests concurrently.
 const echoWorkers = 4
 
-// echoServer answers every request on a socket with the request's bytes.
+// echoServer answers every request on a socket with the request's bytes,
+// or with replySize bytes when that is positive (see tcpecho.AppendReply).
 type echoServer struct {
-	s      *sock.Socket
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	served atomic.Uint64
+	s         *sock.Socket
+	replySize int
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	served    atomic.Uint64
 }
 
-// startEcho serves requests on s until ctx ends or close is called.
+// startEcho serves requests on s until ctx ends or close is called,
+// echoing each.
 func startEcho(ctx context.Context, s *sock.Socket) *echoServer {
+	return startEchoReply(ctx, s, 0)
+}
+
+// startEchoReply serves requests on s until ctx ends or close is called,
+// answering each with replySize bytes (the whole request if 0).
+func startEchoReply(ctx context.Context, s *sock.Socket, replySize int) *echoServer {
 	ctx, cancel := context.WithCancel(ctx)
-	e := &echoServer{s: s, cancel: cancel}
+	e := &echoServer{s: s, replySize: replySize, cancel: cancel}
 	for range echoWorkers {
 		e.wg.Go(func() { e.serve(ctx) })
 	}
@@ -90,13 +100,23 @@ func startEcho(ctx context.Context, s *sock.Socket) *echoServer {
 }
 
 func (e *echoServer) serve(ctx context.Context) {
+	var buf []byte // a reply longer than its request is built here
 	for {
 		m, err := e.s.Recv(ctx, sock.Any)
 		if err != nil {
 			return // ctx ended or the socket closed
 		}
+		resp := m.Data
+		if n := e.replySize; n > 0 {
+			if n <= len(m.Data) {
+				resp = m.Data[:n]
+			} else {
+				buf = tcpecho.AppendReply(buf[:0], m.Data, n)
+				resp = buf
+			}
+		}
 		// A client that gave up makes Reply fail; the server goes on.
-		if m.IsRequest() && e.s.Reply(m, m.Data) == nil {
+		if m.IsRequest() && e.s.Reply(m, resp) == nil {
 			e.served.Add(1)
 		}
 		m.Release()
@@ -110,6 +130,12 @@ func (e *echoServer) close() error {
 	e.wg.Wait()
 	return err
 }
+
+// addr is the address clients send to.
+func (e *echoServer) addr() netip.AddrPort { return e.s.LocalAddr() }
+
+// requests counts the requests answered so far.
+func (e *echoServer) requests() uint64 { return e.served.Load() }
 
 // homaClient is the Homa pinger: a client socket, and the in-process echo
 // server it talks to, if any.
@@ -148,6 +174,18 @@ func (c *homaClient) roundTrip(ctx context.Context, req []byte) ([]byte, error) 
 	return m.Data, nil
 }
 
+// call is roundTrip for concurrent callers: each keeps its last response
+// in its own lane.
+func (c *homaClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
+	l.release()
+	m, err := c.s.Call(ctx, c.dst, req)
+	if err != nil {
+		return nil, err
+	}
+	l.msg = m
+	return m.Data, nil
+}
+
 func (c *homaClient) close() error {
 	if c.last != nil {
 		c.last.Release()
@@ -167,19 +205,29 @@ const (
 	loopbackTries = 100
 )
 
-// homaLoopback starts an echo server on host (a loopback address) and
-// returns a client for it.
-func homaLoopback(ctx context.Context, host netip.Addr, t sock.Transport) (*homaClient, error) {
+// openHomaServer opens a server socket on addr; port 0 means the first
+// free one from loopbackPort on.
+func openHomaServer(addr netip.AddrPort, cfg *sock.Config) (*sock.Socket, error) {
+	if addr.Port() != 0 {
+		return openSocket(addr, cfg)
+	}
 	var (
 		s   *sock.Socket
 		err error
 	)
 	for port := loopbackPort; port < loopbackPort+loopbackTries; port++ {
-		s, err = openSocket(netip.AddrPortFrom(host, uint16(port)), &sock.Config{Transport: t})
+		s, err = openSocket(netip.AddrPortFrom(addr.Addr(), uint16(port)), cfg)
 		if !errors.Is(err, sock.ErrPortInUse) {
 			break
 		}
 	}
+	return s, err
+}
+
+// homaLoopback starts an echo server on host (a loopback address) and
+// returns a client for it.
+func homaLoopback(ctx context.Context, host netip.Addr, t sock.Transport) (*homaClient, error) {
+	s, err := openHomaServer(netip.AddrPortFrom(host, 0), &sock.Config{Transport: t})
 	if err != nil {
 		return nil, err
 	}

@@ -102,36 +102,56 @@ func TestLoadFlagsCheck(t *testing.T) {
 	}
 }
 
-// TestBaselines round-trips assorted sizes through each baseline and
-// checks that a round trip allocates nothing, client and server together.
-func TestBaselines(t *testing.T) {
-	for _, p := range baselines {
+// TestLoopbackClients calls assorted sizes through every protocol's
+// client and in-process server, on IPv4 and IPv6 loopback, and checks
+// that a call of the plain-Go baselines and of the floor allocates
+// nothing, client and server together.
+func TestLoopbackClients(t *testing.T) {
+	for _, p := range protocols {
 		for _, host := range []string{"127.0.0.1", "::1"} {
 			t.Run(p.name+"/"+host, func(t *testing.T) {
-				c, err := p.open(context.Background(), netip.MustParseAddr(host))
+				cfg := &benchConfig{host: netip.MustParseAddr(host), clients: 1, conns: 2}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				rg, err := openRig(ctx, p, cfg)
+				if notPermitted(err) {
+					t.Skipf("%s: %v", p.name, err)
+				}
 				if err != nil {
 					t.Skipf("no %s loopback: %v", host, err)
 				}
-				defer c.close()
-				sizes := []int{1, 100, 1400, 9000, 60000}
-				if p.name == "tcp" {
-					sizes = append(sizes, 100_000, 1_000_000)
-				}
-				for _, size := range sizes {
-					if _, err := measure(context.Background(), c, testLoad(size, 3, 0, time.Minute)); err != nil {
+				defer func() {
+					if err := rg.close(); err != nil {
+						t.Error(err)
+					}
+				}()
+				c := rg.clients[0]
+				var l lane
+				defer l.release()
+				for _, size := range []int{1, 100, 1400, 9000, 60000, 100_000, 1_000_000} {
+					if size > p.maxSize {
+						continue
+					}
+					req := makePattern(size)
+					resp, err := c.call(ctx, &l, req)
+					if err == nil {
+						err = checkReply(req, resp, 0, size)
+					}
+					if err != nil {
 						t.Fatalf("size %d: %v", size, err)
 					}
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
+				if p.name == "homa" || p.name == "homa-udp" || p.name == "grpc" {
+					return // these allocate per RPC
+				}
 				req := make([]byte, 100)
 				allocs := testing.AllocsPerRun(100, func() {
-					if _, err := c.roundTrip(ctx, req); err != nil {
+					if _, err := c.call(ctx, &l, req); err != nil {
 						t.Fatal(err)
 					}
 				})
 				if allocs != 0 {
-					t.Errorf("%v allocations per round trip, want 0", allocs)
+					t.Errorf("%v allocations per call, want 0", allocs)
 				}
 			})
 		}

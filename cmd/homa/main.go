@@ -26,14 +26,23 @@ const usage = `usage: homa <command> [flags]
 Homa is a receiver-driven datacenter RPC transport (IP protocol 146).
 
 commands:
-  serve  --addr HOST:PORT [--udp]
-         run an echo server until interrupted
+  serve  --addr HOST:PORT [--proto homa|homa-udp|tcp|grpc] [--udp] [--reply-size N] [--link-mbps M]
+         run an echo server (or one replying N bytes) until interrupted
   ping   --addr HOST:PORT [--size N] [--count N] [--warmup N] [--udp]
          send requests one at a time, check each echo, report RTT percentiles
   demo   [--size N] [--count N]
          serve and ping on loopback in one process (UDP if raw is not permitted)
-  bench  [--vs tcp,udp] [--size N] [--count N] [--addr-family 4|6] [--json]
-         compare Homa over raw IP and over UDP with Go TCP and UDP echo
+  bench  [--mode latency|throughput|workload] [--proto LIST] [--size N | --workload w1..w5]
+         [--count N] [--clients M --outstanding N] [--load-mbps X --duration D] [--target HOST:PORT]
+         [--json] [--plot F.svg|F.png] [--progress]
+         Homa over raw IP and UDP against Go TCP, gRPC, Go UDP and a raw-socket floor:
+         RTT percentiles, slowdown by message size, RPCs/s, Gbit/s, CPU per RPC
+  capture --file X.pcap | --iface NAME [--count N] [--port P] [--udp] [--write OUT.pcap]
+         print Homa packets one per line, from a pcap file or live (tcpdump for Homa)
+  lab    [--hosts N] [--rate 1gbit] [--protos homa,tcp] [--workload w4] [--load 0.8] [--plot F] | --cleanup
+         hosts in network namespaces behind a rate-limited switch: slowdown under load (root)
+  stat   [--url URL] [--interval D] [--count N] [--match REGEXP]
+         print what changed in a running command's /metrics, every interval
   help   show this text
 
 Every command that sends load also takes --timeout (default 60s).
@@ -48,10 +57,13 @@ Raw IP sockets need CAP_NET_RAW: run as root or grant it with
 type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 var commands = map[string]command{
-	"serve": runServe,
-	"ping":  runPing,
-	"demo":  runDemo,
-	"bench": runBench,
+	"serve":   runServe,
+	"ping":    runPing,
+	"demo":    runDemo,
+	"bench":   runBench,
+	"stat":    runStat,
+	"capture": runCapture,
+	"lab":     runLab,
 }
 
 func main() {

@@ -10,12 +10,14 @@ import (
 // runPing is "homa ping": one RPC at a time to an echo server, every echo
 // checked, then a latency and throughput report.
 func runPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("ping", "[--addr HOST:PORT] [--size N] [--count N] [--warmup N] [--timeout D] [--udp]", stderr)
+	fs := newFlags("ping", "[--addr HOST:PORT] [--size N] [--count N] [--warmup N] [--timeout D] [--udp] [--metrics HOST:PORT]", stderr)
 	addr := fs.String("addr", "127.0.0.1:4000", "echo server `HOST:PORT`")
 	udp := fs.Bool("udp", false, "carry Homa in UDP datagrams (the server must use --udp too)")
 	var load loadFlags
 	load.register(fs, 1000)
-	if code := parseFlags(fs, args, load.check); code >= 0 {
+	var met metricsFlag
+	met.register(fs)
+	if code := parseFlags(fs, args, func() error { return errors.Join(load.check(), met.check()) }); code >= 0 {
 		return code
 	}
 	dst, err := resolve(ctx, *addr)
@@ -26,7 +28,12 @@ func runPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "ping", explainOpen(err))
 	}
-	return pingReport(ctx, "ping", c, load, stdout, stderr)
+	ms, err := met.serve(stdout, namedSocket{"client", c.s})
+	if err != nil {
+		c.close()
+		return fail(stderr, "ping", err)
+	}
+	return ms.stop(pingReport(ctx, "ping", c, load, stdout, stderr), "ping", stderr)
 }
 
 // pingReport measures through c, closes it, and prints the report of ping

@@ -2,36 +2,101 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
-
-	"github.com/homa-go/homa/sock"
 )
 
-// runServe is "homa serve": an echo server until ctx ends (SIGINT or
-// SIGTERM).
+// serveFlags are the flags of serve that choose the server.
+type serveFlags struct {
+	proto               string
+	udp                 bool
+	replySize, linkMbps int
+	p                   protocol // chosen by check
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.proto, "proto", "", "`protocol` to serve: "+protocolNames(func(p protocol) bool { return !p.oneAtATime() })+
+		" (default homa, or homa-udp with --udp)")
+	fs.BoolVar(&f.udp, "udp", false, "carry Homa in UDP datagrams (no CAP_NET_RAW needed; clients must use --udp too); the same as --proto homa-udp")
+	fs.IntVar(&f.replySize, "reply-size", 0, "reply with `N` bytes: the first N of the request, zero-padded (0 echoes the request)")
+	fs.IntVar(&f.linkMbps, "link-mbps", 0, "Homa: pace outgoing data at `M` Mbit/s (the engine's LinkMbps; 0 off); ignored by tcp and grpc")
+}
+
+func (f *serveFlags) check() error {
+	name := f.proto
+	switch {
+	case name == "" && f.udp:
+		name = "homa-udp"
+	case name == "":
+		name = "homa"
+	case f.udp && name != "homa-udp":
+		return fmt.Errorf("--udp and --proto %s disagree", name)
+	}
+	p, ok := lookupProtocol(name)
+	if !ok || p.oneAtATime() {
+		return fmt.Errorf("--proto %q: must be one of %s", name, protocolNames(func(p protocol) bool { return !p.oneAtATime() }))
+	}
+	f.p = p
+	switch {
+	case f.replySize < 0 || f.replySize > p.maxSize:
+		return fmt.Errorf("--reply-size %d: must be 0..%d", f.replySize, p.maxSize)
+	case f.linkMbps < 0:
+		return fmt.Errorf("--link-mbps %d: must not be negative", f.linkMbps)
+	}
+	return nil
+}
+
+// announce is how serve names its server: "<proto> server on ADDR",
+// or, without --proto, as it always has: "echo server on ADDR (transport)".
+func (f *serveFlags) announce() (name, suffix string) {
+	if f.proto != "" {
+		return f.p.name, ""
+	}
+	return "echo", " (" + transportName(transportFor(f.udp)) + ")"
+}
+
+// runServe is "homa serve": a server of one protocol until ctx ends
+// (SIGINT or SIGTERM).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("serve", "[--addr HOST:PORT] [--udp]", stderr)
-	addr := fs.String("addr", "127.0.0.1:4000", "local `HOST:PORT` to serve on (port 1..32767)")
-	udp := fs.Bool("udp", false, "carry Homa in UDP datagrams (no CAP_NET_RAW needed; clients must use --udp too)")
-	if code := parseFlags(fs, args, func() error { return nil }); code >= 0 {
+	fs := newFlags("serve", "[--proto homa|homa-udp|tcp|grpc] [--addr HOST:PORT] [--udp] [--reply-size N] [--link-mbps M] [--metrics HOST:PORT]", stderr)
+	addr := fs.String("addr", "127.0.0.1:4000", "local `HOST:PORT` to serve on (Homa ports 1..32767)")
+	var sf serveFlags
+	sf.register(fs)
+	var met metricsFlag
+	met.register(fs)
+	if code := parseFlags(fs, args, func() error { return errors.Join(sf.check(), met.check()) }); code >= 0 {
 		return code
 	}
 	local, err := resolve(ctx, *addr)
 	if err != nil {
 		return fail(stderr, "serve", err)
 	}
-	t := transportFor(*udp)
-	s, err := openSocket(local, &sock.Config{Transport: t})
+	srv, err := sf.p.serve(ctx, local, serverOptions{replySize: sf.replySize, linkMbps: sf.linkMbps})
 	if err != nil {
 		return fail(stderr, "serve", explainOpen(err))
 	}
-	e := startEcho(ctx, s)
-	fmt.Fprintf(stdout, "homa: echo server on %v (%s)\n", s.LocalAddr(), transportName(t))
-	<-ctx.Done()
-	if err := e.close(); err != nil {
+	ms, err := met.serve(stdout, serverSockets(srv)...)
+	if err != nil {
+		srv.close()
 		return fail(stderr, "serve", err)
 	}
-	fmt.Fprintf(stdout, "homa: echo server stopped after %d requests\n", e.served.Load())
+	name, suffix := sf.announce()
+	fmt.Fprintf(stdout, "homa: %s server on %v%s\n", name, srv.addr(), suffix)
+	<-ctx.Done()
+	if err := errors.Join(srv.close(), ms.close()); err != nil {
+		return fail(stderr, "serve", err)
+	}
+	fmt.Fprintf(stdout, "homa: %s server stopped after %d requests\n", name, srv.requests())
 	return 0
+}
+
+// serverSockets is the Homa socket of a server, for its metrics; none
+// for TCP and gRPC.
+func serverSockets(srv server) []namedSocket {
+	if e, ok := srv.(*echoServer); ok {
+		return []namedSocket{{"server", e.s}}
+	}
+	return nil
 }

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/internal/grpcecho"
+	"github.com/homa-go/homa/internal/rawfloor"
+	"github.com/homa-go/homa/internal/tcpecho"
+	"github.com/homa-go/homa/sock"
+)
+
+// A protocol is one row of the bench report: a server and a client of
+// one transport, compared with the others through the interfaces below.
+// To add one, write its functions and list it in protocols.
+type protocol struct {
+	name string // the report's label and what --proto and --vs select
+	desc string
+	// maxSize is the longest message it carries.
+	maxSize int
+	// serve starts a server on addr (port 0: a free port), and dial
+	// makes a client of the server at addr. Both are nil for a protocol
+	// measured on loopback only, one RPC at a time, with loopback.
+	serve func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error)
+	dial  func(ctx context.Context, addr netip.AddrPort, o clientOptions) (client, error)
+	// loopback starts a server on host and returns a client of it;
+	// closing the client stops the server. A protocol with loopback
+	// takes one RPC at a time and plain echoes only.
+	loopback func(ctx context.Context, host netip.Addr) (client, error)
+}
+
+// oneAtATime reports whether the protocol is measured in latency mode
+// only.
+func (p protocol) oneAtATime() bool { return p.loopback != nil }
+
+// serverOptions configure the servers of bench and serve.
+type serverOptions struct {
+	replySize int // >0: replies of this many bytes, else echoes
+	linkMbps  int // Homa's pacer rate (homa.Config.LinkMbps); 0 off
+}
+
+// clientOptions configure the clients of bench.
+type clientOptions struct {
+	conns int // TCP: connections in each client's pool
+}
+
+// server is the server side of a protocol.
+type server interface {
+	addr() netip.AddrPort
+	requests() uint64 // answered so far
+	close() error
+}
+
+// client is the client side of a protocol. Unless the protocol is
+// oneAtATime, any number of goroutines may call at once, each with its
+// own lane.
+type client interface {
+	// call sends req and returns the response, valid until the lane's
+	// next call. req must not change until call returns.
+	call(ctx context.Context, l *lane, req []byte) ([]byte, error)
+	close() error
+}
+
+// lane is what one goroutine keeps from call to call: the buffer a
+// response is read into, or Homa's last response message, recycled on
+// the next call.
+type lane struct {
+	buf []byte
+	msg *sock.Message
+}
+
+// release recycles the last Homa response.
+func (l *lane) release() {
+	if l.msg != nil {
+		l.msg.Release()
+		l.msg = nil
+	}
+}
+
+// protocols lists every protocol bench knows, in report order.
+var protocols = []protocol{
+	homaProtocol("homa", sock.Raw),
+	homaProtocol("homa-udp", sock.UDP),
+	{
+		name: "tcp", maxSize: homa.MaxMessage,
+		desc:  "Go TCP: 4-byte length prefix, a pool of connections per client (one RPC at a time on each), TCP_NODELAY",
+		serve: serveTCP, dial: dialTCP,
+	},
+	{
+		name: "grpc", maxSize: homa.MaxMessage,
+		desc:  "gRPC-go unary calls with a bytes codec, one HTTP/2 connection per client",
+		serve: serveGRPC, dial: dialGRPC,
+	},
+	{
+		name: "udp", maxSize: udpMaxDatagram - 20,
+		desc:     "Go UDP echo: one datagram each way (a floor for a datagram stack in Go)",
+		loopback: openUDP,
+	},
+	{
+		name: "floor", maxSize: rawfloor.MaxPayload,
+		desc:     "raw IP protocol 253 ping-pong, both ends busy-polling, no protocol logic (the floor for raw sockets)",
+		loopback: openFloor,
+	},
+}
+
+// protocolNames lists the names of the protocols that pass keep.
+func protocolNames(keep func(protocol) bool) string {
+	var names []string
+	for _, p := range protocols {
+		if keep(p) {
+			names = append(names, p.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// lookupProtocol finds a protocol by name.
+func lookupProtocol(name string) (protocol, bool) {
+	i := slices.IndexFunc(protocols, func(p protocol) bool { return p.name == name })
+	if i < 0 {
+		return protocol{}, false
+	}
+	return protocols[i], true
+}
+
+// homaProtocol is Homa over transport t.
+func homaProtocol(name string, t sock.Transport) protocol {
+	return protocol{
+		name: name, maxSize: homa.MaxMessage,
+		desc: "Homa over " + transportName(t) + ", engine defaults",
+		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
+			s, err := openHomaServer(addr, &sock.Config{Transport: t, Engine: homa.Config{LinkMbps: o.linkMbps}})
+			if err != nil {
+				return nil, err
+			}
+			return startEchoReply(ctx, s, o.replySize), nil
+		},
+		dial: func(_ context.Context, addr netip.AddrPort, _ clientOptions) (client, error) {
+			c, err := dialHoma(addr, t)
+			if err != nil {
+				return nil, err
+			}
+			return c, nil
+		},
+	}
+}
+
+// tcpServer is the Go TCP server.
+type tcpServer struct{ s *tcpecho.Server }
+
+func serveTCP(_ context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
+	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
+	if err != nil {
+		return nil, err
+	}
+	return tcpServer{tcpecho.ServeWith(ln, tcpecho.Options{ReplySize: o.replySize})}, nil
+}
+
+func (t tcpServer) addr() netip.AddrPort { return listenAddr(t.s.Addr()) }
+func (t tcpServer) requests() uint64     { return uint64(t.s.Served()) }
+func (t tcpServer) close() error         { t.s.Close(); return nil }
+
+// tcpClient is a pool of connections to a Go TCP server.
+type tcpClient struct{ p *tcpecho.Pool }
+
+func dialTCP(ctx context.Context, addr netip.AddrPort, o clientOptions) (client, error) {
+	p, err := tcpecho.Dial(ctx, addr.String(), o.conns)
+	if err != nil {
+		return nil, err
+	}
+	return tcpClient{p}, nil
+}
+
+func (t tcpClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
+	return t.p.Call(ctx, req, &l.buf)
+}
+
+func (t tcpClient) close() error { return t.p.Close() }
+
+// grpcServer is the gRPC server.
+type grpcServer struct{ s *grpcecho.Server }
+
+func serveGRPC(_ context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
+	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
+	if err != nil {
+		return nil, err
+	}
+	return grpcServer{grpcecho.Serve(ln, grpcecho.Options{ReplySize: o.replySize})}, nil
+}
+
+func (g grpcServer) addr() netip.AddrPort { return listenAddr(g.s.Addr()) }
+func (g grpcServer) requests() uint64     { return uint64(g.s.Served()) }
+func (g grpcServer) close() error         { g.s.Close(); return nil }
+
+// grpcClient is one gRPC client connection.
+type grpcClient struct{ c *grpcecho.Client }
+
+func dialGRPC(_ context.Context, addr netip.AddrPort, _ clientOptions) (client, error) {
+	c, err := grpcecho.Dial(addr.String())
+	if err != nil {
+		return nil, err
+	}
+	return grpcClient{c}, nil
+}
+
+func (g grpcClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
+	return g.c.Call(ctx, req, &l.buf)
+}
+
+func (g grpcClient) close() error { return g.c.Close() }
+
+// listenAddr is the address of a TCP listener.
+func listenAddr(a net.Addr) netip.AddrPort {
+	ap := a.(*net.TCPAddr).AddrPort()
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// serialClient makes a pinger, which serves one goroutine, a client. The
+// response is copied into the lane, since the pinger reuses its buffer.
+type serialClient struct {
+	mu sync.Mutex
+	p  pinger
+}
+
+func (s *serialClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	resp, err := s.p.roundTrip(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	l.buf = append(l.buf[:0], resp...)
+	return l.buf, nil
+}
+
+func (s *serialClient) close() error { return s.p.close() }
+
+// floorPinger is the raw-socket floor as a pinger.
+type floorPinger struct{ p *rawfloor.Pair }
+
+// openFloorPair starts the floor; tests replace it to play a host that
+// refuses raw sockets.
+var openFloorPair = rawfloor.Open
+
+func openFloor(_ context.Context, host netip.Addr) (client, error) {
+	p, err := openFloorPair(host)
+	if err != nil {
+		return nil, err
+	}
+	return &serialClient{p: floorPinger{p}}, nil
+}
+
+func (f floorPinger) roundTrip(ctx context.Context, req []byte) ([]byte, error) {
+	return f.p.RoundTrip(ctx, req)
+}
+
+func (f floorPinger) close() error { return f.p.Close() }
+
+// notPermitted reports whether err is a refused raw socket, of Homa or
+// of the floor, or a platform without them.
+func notPermitted(err error) bool {
+	return errors.Is(err, sock.ErrPermission) || errors.Is(err, rawfloor.ErrPermission) ||
+		errors.Is(err, errors.ErrUnsupported)
+}

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/homa-go/homa/internal/benchplot"
+	"github.com/homa-go/homa/internal/workload"
+)
+
+// benchReport is the whole report, as JSON has it.
+type benchReport struct {
+	Mode        string  `json:"mode"`
+	Size        int     `json:"size,omitempty"`     // fixed request size
+	Workload    string  `json:"workload,omitempty"` // or the size distribution
+	Count       int     `json:"count,omitempty"`    // RPCs asked for (latency, throughput)
+	Warmup      int     `json:"warmup"`
+	Calibrate   int     `json:"calibrate,omitempty"`
+	Clients     int     `json:"clients"`
+	Outstanding int     `json:"outstanding,omitempty"` // per client (throughput)
+	LoadMbps    float64 `json:"load_mbps,omitempty"`   // offered (workload)
+	OfferedRate float64 `json:"offered_rpcs_per_sec,omitempty"`
+	DurationS   float64 `json:"duration_s,omitempty"`
+	MaxInFlight int     `json:"max_outstanding,omitempty"` // workload
+	ReplySize   int     `json:"reply_size,omitempty"`
+	Seed        uint64  `json:"seed"`
+	Host        string  `json:"host,omitempty"`   // loopback address of in-process servers
+	Target      string  `json:"target,omitempty"` // or the remote server
+	Go          string  `json:"go"`
+	CPUs        int     `json:"cpus"`
+
+	Results []benchResult `json:"results"`
+	Skipped []skipped     `json:"skipped,omitempty"`
+}
+
+// skipped is a protocol that was not measured.
+type skipped struct {
+	Protocol string `json:"protocol"`
+	Reason   string `json:"reason"`
+}
+
+// benchResult is one protocol's row.
+type benchResult struct {
+	Protocol    string  `json:"protocol"`
+	Description string  `json:"description"`
+	Count       int     `json:"count"` // RPCs measured
+	Failed      int     `json:"failed"`
+	Dropped     int     `json:"dropped,omitempty"`
+	MinUS       float64 `json:"min_us"`
+	MedianUS    float64 `json:"median_us"`
+	P99US       float64 `json:"p99_us"`
+	P999US      float64 `json:"p99_9_us"`
+	MaxUS       float64 `json:"max_us"`
+	RPCsPerSec  float64 `json:"rpcs_per_sec"`
+	// Gbps is request payload per second (the same again comes back
+	// from an echo).
+	Gbps float64 `json:"gbps"`
+	// CPUPerRPCUS is the user+system CPU time of this process per RPC:
+	// client and, on loopback, server.
+	CPUPerRPCUS float64  `json:"cpu_us_per_rpc"`
+	MedianVsTCP *float64 `json:"median_vs_tcp,omitempty"` // absent without a tcp row
+	RateVsTCP   *float64 `json:"rate_vs_tcp,omitempty"`
+	// Buckets are by request size; slowdown is RTT over the unloaded
+	// RTT of the size (latency mode: of this run itself).
+	Buckets []bucketResult `json:"buckets"`
+
+	buckets []workload.Bucket // for the plot
+}
+
+// bucketResult is one size bucket of a row.
+type bucketResult struct {
+	MaxSize     int     `json:"max_size"`
+	Fraction    float64 `json:"fraction"` // of RPCs with sizes up to MaxSize
+	Count       int     `json:"count"`
+	P50US       float64 `json:"p50_us"`
+	P99US       float64 `json:"p99_us"`
+	P999US      float64 `json:"p99_9_us"`
+	Slowdown50  float64 `json:"slowdown_p50"`
+	Slowdown99  float64 `json:"slowdown_p99"`
+	Slowdown999 float64 `json:"slowdown_p99_9"`
+}
+
+func newBenchReport(cfg *benchConfig) *benchReport {
+	r := &benchReport{
+		Mode: cfg.mode, Size: cfg.size, Warmup: cfg.warmup, Clients: cfg.clients, ReplySize: cfg.replySize,
+		Seed: cfg.seed, Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
+	}
+	if cfg.size == 0 {
+		r.Workload = cfg.dist.Name()
+	}
+	if cfg.target != "" {
+		r.Target = cfg.target
+	} else {
+		r.Host = cfg.host.String()
+	}
+	switch cfg.mode {
+	case modeLatency:
+		r.Count = cfg.count
+	case modeThroughput:
+		r.Count, r.Outstanding, r.Calibrate = cfg.count, cfg.outstanding, cfg.calibrate
+		r.DurationS = cfg.duration.Seconds()
+	case modeWorkload:
+		r.Calibrate, r.LoadMbps, r.MaxInFlight = cfg.calibrate, cfg.loadMbps, cfg.maxOut
+		r.OfferedRate = workload.RatePerSecond(cfg.dist, cfg.loadMbps)
+		r.DurationS = cfg.duration.Seconds()
+	}
+	return r
+}
+
+// skip records and announces a protocol left out.
+func (r *benchReport) skip(stderr io.Writer, p protocol, reason string) {
+	r.Skipped = append(r.Skipped, skipped{Protocol: p.name, Reason: reason})
+	fmt.Fprintf(stderr, "homa: %s; skipping %s (%s)\n", reason, p.name, p.desc)
+}
+
+// summarize makes the row of a measured protocol.
+func summarize(p protocol, cfg *benchConfig, m measured, base *workload.Baseline) benchResult {
+	lat := newLatencies(len(m.samples))
+	for _, s := range m.samples {
+		lat.record(s.RTT)
+	}
+	s := lat.summarize(0, m.elapsed)
+	res := benchResult{
+		Protocol: p.name, Description: p.desc, Count: s.Count, Failed: m.failed, Dropped: m.dropped,
+		MinUS: micros(s.Min), MedianUS: micros(s.Median), P99US: micros(s.P99), P999US: micros(s.P999),
+		MaxUS: micros(s.Max), RPCsPerSec: s.rate(),
+	}
+	if secs := m.elapsed.Seconds(); secs > 0 {
+		res.Gbps = float64(m.bytes) * 8 / secs / 1e9
+	}
+	if s.Count > 0 {
+		res.CPUPerRPCUS = micros(m.cpu) / float64(s.Count)
+	}
+	res.buckets = workload.Summarize(m.samples, workload.Bounds(cfg.dist, cfg.buckets), base)
+	res.Buckets = make([]bucketResult, len(res.buckets))
+	for i, b := range res.buckets {
+		res.Buckets[i] = bucketResult{
+			MaxSize: b.MaxSize, Fraction: b.Fraction, Count: b.Count,
+			P50US: micros(b.P50), P99US: micros(b.P99), P999US: micros(b.P999),
+			Slowdown50: b.Slowdown50, Slowdown99: b.Slowdown99, Slowdown999: b.Slowdown999,
+		}
+	}
+	return res
+}
+
+// compareToTCP sets every row's median and rate relative to the tcp
+// row's.
+func (r *benchReport) compareToTCP() {
+	i := slices.IndexFunc(r.Results, func(b benchResult) bool { return b.Protocol == "tcp" })
+	if i < 0 {
+		return
+	}
+	tcp := r.Results[i]
+	for j := range r.Results {
+		b := &r.Results[j]
+		if tcp.MedianUS > 0 {
+			ratio := b.MedianUS / tcp.MedianUS
+			b.MedianVsTCP = &ratio
+		}
+		if tcp.RPCsPerSec > 0 {
+			ratio := b.RPCsPerSec / tcp.RPCsPerSec
+			b.RateVsTCP = &ratio
+		}
+	}
+}
+
+// write prints the report as JSON or as tables.
+func (r *benchReport) write(w io.Writer, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	fmt.Fprintf(w, "homa bench: %s\n\n", r.title())
+	r.writeTable(w)
+	if r.Mode != modeLatency || r.Workload != "" {
+		fmt.Fprintln(w)
+		r.writeBuckets(w)
+	}
+	fmt.Fprintln(w)
+	for _, b := range r.Results {
+		fmt.Fprintf(w, "%s: %s\n", b.Protocol, b.Description)
+	}
+	return nil
+}
+
+// title says what was measured, where, and on what.
+func (r *benchReport) title() string {
+	sizes := fmt.Sprintf("%d bytes", r.Size)
+	if r.Workload != "" {
+		sizes = "sizes from " + r.Workload
+	}
+	if r.ReplySize > 0 {
+		sizes += fmt.Sprintf(" (replies of %d bytes)", r.ReplySize)
+	}
+	where := "on " + r.Host
+	if r.Target != "" {
+		where = "to " + r.Target
+	}
+	var what string
+	switch r.Mode {
+	case modeLatency:
+		what = fmt.Sprintf("latency, %d RPCs of %s, one at a time, %s (after %d warmup)", r.Count, sizes, where, r.Warmup)
+	case modeThroughput:
+		what = fmt.Sprintf("throughput, %d RPCs of %s, %d clients x %d outstanding, %s (after %d warmup, %d to calibrate)",
+			r.Count, sizes, r.Clients, r.Outstanding, where, r.Warmup, r.Calibrate)
+	default:
+		what = fmt.Sprintf("workload, %s at %g Mbit/s (%.0f RPCs/s offered) for %v, %d clients, %s (after %d warmup, %d to calibrate)",
+			sizes, r.LoadMbps, r.OfferedRate, time.Duration(r.DurationS*float64(time.Second)), r.Clients, where, r.Warmup, r.Calibrate)
+	}
+	return fmt.Sprintf("%s; %s, %d CPUs", what, r.Go, r.CPUs)
+}
+
+// protocolWidth pads names to one width, so that they read left-aligned
+// in a table of right-aligned numbers.
+func (r *benchReport) protocolWidth() int {
+	width := len("protocol")
+	for _, b := range r.Results {
+		width = max(width, len(b.Protocol))
+	}
+	return width
+}
+
+func (r *benchReport) writeTable(w io.Writer) {
+	width := r.protocolWidth()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\tmedian µs\tp99 µs\tp99.9 µs\tRPCs/s\tGbit/s\tCPU µs/RPC\tmedian/TCP\trate/TCP\t\n", width, "protocol")
+	for _, b := range r.Results {
+		fmt.Fprintf(tw, "%-*s\t%.1f\t%.1f\t%.1f\t%.0f\t%.3f\t%.1f\t%s\t%s\t\n", width, b.Protocol,
+			b.MedianUS, b.P99US, b.P999US, b.RPCsPerSec, b.Gbps, b.CPUPerRPCUS, ratio(b.MedianVsTCP), ratio(b.RateVsTCP))
+	}
+	tw.Flush()
+	for _, b := range r.Results {
+		if b.Failed > 0 || b.Dropped > 0 {
+			fmt.Fprintf(w, "%s: %d RPCs failed, %d arrivals dropped (too many in flight)\n", b.Protocol, b.Failed, b.Dropped)
+		}
+	}
+}
+
+func ratio(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", *v)
+}
+
+// writeBuckets prints the slowdown table: RTT percentiles and slowdowns
+// per request size bucket.
+func (r *benchReport) writeBuckets(w io.Writer) {
+	base := "the same run"
+	if r.Mode != modeLatency {
+		base = fmt.Sprintf("%d RPCs one at a time", r.Calibrate)
+	}
+	fmt.Fprintf(w, "by request size (slowdown: RTT / unloaded RTT of the size, from %s):\n", base)
+	width := r.protocolWidth()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\tsize ≤\tcum. %%\tRPCs\tp50 µs\tp99 µs\tp99.9 µs\tslowdown p50\tp99\tp99.9\t\n", width, "protocol")
+	for _, res := range r.Results {
+		for _, b := range res.Buckets {
+			fmt.Fprintf(tw, "%-*s\t%d\t%.1f\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t\n", width, res.Protocol,
+				b.MaxSize, 100*b.Fraction, b.Count, b.P50US, b.P99US, b.P999US, b.Slowdown50, b.Slowdown99, b.Slowdown999)
+		}
+	}
+	tw.Flush()
+}
+
+// plot draws slowdown against message size, one series per protocol.
+func (r *benchReport) plot(path string) error {
+	series := make([]benchplot.Series, 0, len(r.Results))
+	for _, res := range r.Results {
+		series = append(series, benchplot.Series{Name: res.Protocol, Buckets: res.buckets})
+	}
+	title := r.Mode
+	switch {
+	case r.Mode == modeWorkload:
+		title = fmt.Sprintf("%s at %g Mbit/s", strings.ToUpper(r.Workload), r.LoadMbps)
+	case r.Mode == modeThroughput:
+		title = fmt.Sprintf("throughput, %d x %d outstanding", r.Clients, r.Outstanding)
+	}
+	if r.Workload == "" {
+		title += fmt.Sprintf(", %d-byte requests", r.Size)
+	}
+	return benchplot.WriteSlowdown(path, title, series)
+}

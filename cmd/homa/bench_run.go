@@ -1,0 +1,454 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/homa-go/homa/internal/workload"
+)
+
+// Random streams of one seed: each phase and each throughput lane draws
+// its sizes from its own, so every protocol sees the same sizes.
+const (
+	streamWarmup    = 1
+	streamCalibrate = 2
+	streamLatency   = 3
+	streamArrivals  = 4
+	streamLanes     = 1000 // + lane number
+)
+
+// spotCheck is how many leading bytes of each reply throughput and
+// workload modes compare with the request, besides its length (latency
+// mode compares every byte).
+const spotCheck = 64
+
+// rig is what one protocol's run uses: its in-process server (none
+// against a remote target) and its clients.
+type rig struct {
+	srv     server
+	clients []client
+}
+
+// openRig starts the server and dials the clients of p.
+func openRig(ctx context.Context, p protocol, cfg *benchConfig) (*rig, error) {
+	if p.oneAtATime() {
+		c, err := p.loopback(ctx, cfg.host)
+		if err != nil {
+			return nil, err
+		}
+		return &rig{clients: []client{c}}, nil
+	}
+	r := &rig{}
+	addr := cfg.targetAddr
+	if cfg.target == "" {
+		srv, err := p.serve(ctx, netip.AddrPortFrom(cfg.host, 0), serverOptions{replySize: cfg.replySize})
+		if err != nil {
+			return nil, err
+		}
+		r.srv, addr = srv, srv.addr()
+	}
+	for range cfg.clients {
+		c, err := p.dial(ctx, addr, clientOptions{conns: cfg.conns})
+		if err != nil {
+			return nil, errors.Join(err, r.close())
+		}
+		r.clients = append(r.clients, c)
+	}
+	return r, nil
+}
+
+// close closes the clients, then the server.
+func (r *rig) close() error {
+	var err error
+	for _, c := range r.clients {
+		err = errors.Join(err, c.close())
+	}
+	if r.srv != nil {
+		err = errors.Join(err, r.srv.close())
+	}
+	return err
+}
+
+// runner measures one protocol.
+type runner struct {
+	cfg     *benchConfig
+	p       protocol
+	clients []client
+	pattern []byte // every request is a prefix of it
+	prog    *progress
+}
+
+// measured is the outcome of one phase.
+type measured struct {
+	samples []workload.Sample
+	bytes   int64 // request payload of the completed RPCs
+	failed  int   // RPCs that ended in an error
+	dropped int   // arrivals not sent: too many RPCs in flight
+	elapsed time.Duration
+	cpu     time.Duration // user+system time of the process
+}
+
+func (m *measured) add(size int, rtt time.Duration) {
+	m.samples = append(m.samples, workload.Sample{Size: size, RTT: rtt})
+	m.bytes += int64(size)
+}
+
+// merge adds o's RPCs to m.
+func (m *measured) merge(o *measured) {
+	m.samples = append(m.samples, o.samples...)
+	m.bytes += o.bytes
+	m.failed += o.failed
+	m.dropped += o.dropped
+}
+
+// benchProtocol runs every phase of one protocol: warmup, calibration,
+// and the measurement of the mode.
+func benchProtocol(ctx context.Context, p protocol, cfg *benchConfig, stderr io.Writer) (res benchResult, err error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout+cfg.duration)
+	defer cancel()
+	rg, err := openRig(ctx, p, cfg)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer func() { err = errors.Join(err, rg.close()) }()
+	r := &runner{cfg: cfg, p: p, clients: rg.clients, pattern: makePattern(cfg.dist.Max())}
+	if cfg.progress {
+		r.prog = &progress{w: stderr, every: cfg.every, name: p.name}
+	}
+	if _, err := r.serial(ctx, "warmup", streamWarmup, cfg.warmup); err != nil {
+		return benchResult{}, err
+	}
+	var base *workload.Baseline
+	if cfg.mode != modeLatency && cfg.calibrate > 0 {
+		calib, err := r.serial(ctx, "calibration", streamCalibrate, cfg.calibrate)
+		if err != nil {
+			return benchResult{}, err
+		}
+		if err := writeSamples(cfg.samplesPath(p, ".calib"), calib.samples); err != nil {
+			return benchResult{}, err
+		}
+		base = workload.NewBaseline(calib.samples)
+	}
+	m, err := r.measure(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
+	if cfg.mode == modeLatency {
+		base = workload.NewBaseline(m.samples) // unloaded by definition
+	}
+	if err := writeSamples(cfg.samplesPath(p, ""), m.samples); err != nil {
+		return benchResult{}, err
+	}
+	return summarize(p, cfg, m, base), nil
+}
+
+// measure runs the measured phase of the mode.
+func (r *runner) measure(ctx context.Context) (measured, error) {
+	switch r.cfg.mode {
+	case modeThroughput:
+		return r.throughput(ctx)
+	case modeWorkload:
+		if r.cfg.duration == 0 {
+			return measured{}, nil
+		}
+		return r.openLoop(ctx)
+	}
+	return r.serial(ctx, "latency", streamLatency, r.cfg.count)
+}
+
+// makePattern makes the bytes requests are cut from.
+func makePattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + 1)
+	}
+	return b
+}
+
+// serial makes n RPCs one at a time, sizes drawn from stream, each
+// request stamped with its number and each reply checked byte for byte.
+// The first failure ends the phase.
+func (r *runner) serial(ctx context.Context, phase string, stream uint64, n int) (measured, error) {
+	if n == 0 {
+		return measured{}, nil
+	}
+	rng := rand.New(rand.NewPCG(r.cfg.seed, stream))
+	c := r.clients[0]
+	var l lane
+	defer l.release()
+	req := make([]byte, len(r.pattern))
+	copy(req, r.pattern)
+	m := measured{samples: make([]workload.Sample, 0, n)}
+	stop := r.prog.phase(phase, nil)
+	defer stop()
+	cpu0, start := cpuTime(), time.Now()
+	for i := range n {
+		size := r.cfg.dist.Sample(rng)
+		// A number in front makes a stale or misrouted reply fail the
+		// comparison.
+		var seq [8]byte
+		binary.LittleEndian.PutUint64(seq[:], uint64(i))
+		copy(req[:size], seq[:])
+		t0 := time.Now()
+		resp, err := c.call(ctx, &l, req[:size])
+		rtt := time.Since(t0)
+		if err == nil {
+			err = checkReply(req[:size], resp, r.cfg.replySize, len(req))
+		}
+		if err != nil {
+			return m, phaseError(ctx, phase, err, i, n)
+		}
+		m.add(size, rtt)
+		r.prog.add()
+	}
+	m.elapsed, m.cpu = time.Since(start), cpuTime()-cpu0
+	return m, nil
+}
+
+// throughput keeps cfg.outstanding RPCs in flight on every client, each
+// lane starting its next RPC when the last completes, until cfg.count
+// have started or cfg.duration has passed.
+func (r *runner) throughput(ctx context.Context) (measured, error) {
+	cfg := r.cfg
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var remaining atomic.Int64
+	remaining.Store(int64(cfg.count))
+	lanes := make([]measured, len(r.clients)*cfg.outstanding)
+	stop := r.prog.phase("throughput", nil)
+	cpu0, start := cpuTime(), time.Now()
+	var deadline time.Time
+	if cfg.duration > 0 {
+		deadline = start.Add(cfg.duration)
+	}
+	var wg sync.WaitGroup
+	for i := range lanes {
+		c := r.clients[i%len(r.clients)]
+		wg.Go(func() {
+			r.lane(ctx, cancel, c, uint64(i), &remaining, deadline, &lanes[i])
+		})
+	}
+	wg.Wait()
+	stop()
+	var m measured
+	for i := range lanes {
+		m.merge(&lanes[i])
+	}
+	m.elapsed, m.cpu = time.Since(start), cpuTime()-cpu0
+	if err := context.Cause(ctx); err != nil {
+		return m, phaseError(ctx, "throughput", err, len(m.samples), cfg.count)
+	}
+	return m, nil
+}
+
+// lane is one closed loop of the throughput mode. A wrong reply cancels
+// the whole phase; other failures are counted.
+func (r *runner) lane(ctx context.Context, cancel context.CancelCauseFunc, c client, id uint64,
+	remaining *atomic.Int64, deadline time.Time, m *measured) {
+	rng := rand.New(rand.NewPCG(r.cfg.seed, streamLanes+id))
+	var l lane
+	defer l.release()
+	for remaining.Add(-1) >= 0 && ctx.Err() == nil {
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			return
+		}
+		size := r.cfg.dist.Sample(rng)
+		req := r.pattern[:size]
+		t0 := time.Now()
+		resp, err := c.call(ctx, &l, req)
+		rtt := time.Since(t0)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.failed++
+			}
+			continue
+		}
+		if err := checkReply(req, resp, r.cfg.replySize, spotCheck); err != nil {
+			cancel(err)
+			return
+		}
+		m.add(size, rtt)
+		r.prog.add()
+	}
+}
+
+// openLoop sends RPCs at the times of a Poisson process whose rate puts
+// cfg.loadMbps of request payload on the wire, for cfg.duration,
+// whatever the replies do: each RPC runs in its own goroutine, spread
+// over the clients in turn. An arrival that finds cfg.maxOut RPCs in
+// flight is dropped and counted.
+func (r *runner) openLoop(ctx context.Context) (measured, error) {
+	cfg := r.cfg
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	rate := workload.RatePerSecond(cfg.dist, cfg.loadMbps)
+	rng := rand.New(rand.NewPCG(cfg.seed, streamArrivals))
+	var (
+		mu       sync.Mutex // guards m and last
+		m        measured
+		last     time.Time // the latest completion
+		inFlight atomic.Int64
+		dropped  atomic.Int64
+		wg       sync.WaitGroup
+		lanes    = sync.Pool{New: func() any { return new(lane) }}
+	)
+	stop := r.prog.phase("workload", func() string {
+		return fmt.Sprintf(", %d in flight, %d dropped", inFlight.Load(), dropped.Load())
+	})
+	cpu0, start := cpuTime(), time.Now()
+	end := start.Add(cfg.duration)
+	timer := time.NewTimer(0)
+	<-timer.C
+	next := start
+	for i := 0; ; i++ {
+		next = next.Add(workload.NextGap(rng, rate))
+		if !next.Before(end) || !waitUntil(ctx, timer, next) {
+			break
+		}
+		size := cfg.dist.Sample(rng)
+		if inFlight.Load() >= int64(cfg.maxOut) {
+			dropped.Add(1)
+			continue
+		}
+		inFlight.Add(1)
+		c := r.clients[i%len(r.clients)]
+		wg.Go(func() {
+			defer inFlight.Add(-1)
+			l := lanes.Get().(*lane)
+			req := r.pattern[:size]
+			t0 := time.Now()
+			resp, err := c.call(ctx, l, req)
+			done := time.Now()
+			if err == nil {
+				if err = checkReply(req, resp, cfg.replySize, spotCheck); err != nil {
+					cancel(err)
+				}
+			}
+			l.release()
+			lanes.Put(l)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				m.failed++
+				return
+			}
+			m.add(size, done.Sub(t0))
+			if done.After(last) {
+				last = done
+			}
+			r.prog.add()
+		})
+	}
+	wg.Wait()
+	stop()
+	m.dropped = int(dropped.Load())
+	m.elapsed, m.cpu = time.Since(start), cpuTime()-cpu0
+	if !last.IsZero() {
+		m.elapsed = last.Sub(start)
+	}
+	if err := context.Cause(ctx); err != nil {
+		return m, phaseError(ctx, "workload", err, len(m.samples), -1)
+	}
+	return m, nil
+}
+
+// waitUntil waits for t on timer; false if ctx ends first.
+func waitUntil(ctx context.Context, timer *time.Timer, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer.Reset(d)
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		timer.Stop()
+		return false
+	}
+}
+
+// checkReply checks a reply to req from a server whose replies are
+// replySize bytes (0: echoes): its length, its first compare bytes
+// against the request, and, if it compares them all, the zero padding.
+func checkReply(req, resp []byte, replySize, compare int) error {
+	want := len(req)
+	if replySize > 0 {
+		want = replySize
+	}
+	if len(resp) != want {
+		return fmt.Errorf("%w: a %d-byte request got %d bytes back, want %d", errMismatch, len(req), len(resp), want)
+	}
+	echoed := min(len(req), want)
+	n := min(echoed, compare)
+	for i := range n {
+		if resp[i] != req[i] {
+			return fmt.Errorf("%w: a %d-byte request got a reply differing at byte %d", errMismatch, len(req), i)
+		}
+	}
+	if compare >= want {
+		for i := echoed; i < want; i++ {
+			if resp[i] != 0 {
+				return fmt.Errorf("%w: byte %d of the padding is not zero", errMismatch, i)
+			}
+		}
+	}
+	return nil
+}
+
+// phaseError explains why a phase stopped after done of total RPCs
+// (total -1: open-ended): the context's end, or err.
+func phaseError(ctx context.Context, phase string, err error, done, total int) error {
+	of := fmt.Sprintf("%d", done)
+	if total >= 0 {
+		of = fmt.Sprintf("%d of %d", done, total)
+	}
+	switch cause := context.Cause(ctx); {
+	case errors.Is(err, errMismatch) || ctx.Err() == nil:
+		return fmt.Errorf("%s: %w", phase, err)
+	case errors.Is(cause, errMismatch):
+		return fmt.Errorf("%s: %w", phase, cause)
+	case errors.Is(cause, context.DeadlineExceeded):
+		return fmt.Errorf("%s: timed out with %s RPCs done", phase, of)
+	}
+	return fmt.Errorf("%s: interrupted with %s RPCs done", phase, of)
+}
+
+// samplesPath is the samples file of p (suffix ".calib" for the
+// calibration's): cfg.samples itself when one protocol runs, else with
+// the protocol's name before the extension. "" means none.
+func (c *benchConfig) samplesPath(p protocol, suffix string) string {
+	if c.samples == "" {
+		return ""
+	}
+	path := c.samples
+	if len(c.protos) > 1 {
+		ext := filepath.Ext(path)
+		path = strings.TrimSuffix(path, ext) + "-" + p.name + ext
+	}
+	return path + suffix
+}
+
+// writeSamples writes s to the file path, if path is not "".
+func writeSamples(path string, s []workload.Sample) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = workload.WriteSamples(f, s)
+	return errors.Join(err, f.Close())
+}

@@ -1,0 +1,506 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/homa-go/homa/internal/tcpecho"
+	"github.com/homa-go/homa/internal/workload"
+)
+
+func TestBenchBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--mode", "bogus"},
+		{"--proto", "quic"},
+		{"--proto", ","},
+		{"--proto", "tcp", "--vs", "udp"},
+		{"--size", "0"},
+		{"--size", "1000001"},
+		{"--size", "100", "--workload", "w1"},
+		{"--workload", "w9"},
+		{"--count", "0"},
+		{"--clients", "2"},     // latency mode
+		{"--outstanding", "2"}, // latency mode
+		{"--load-mbps", "10"},  // latency mode
+		{"--mode", "throughput", "--clients", "0"},
+		{"--mode", "throughput", "--outstanding", "-3"},
+		{"--mode", "throughput", "--proto", "udp"},
+		{"--mode", "throughput", "--vs", "floor"},
+		{"--mode", "throughput", "--load-mbps", "5"},
+		{"--mode", "workload"}, // no load
+		{"--mode", "workload", "--load-mbps", "-1", "--duration", "0"},
+		{"--mode", "workload", "--load-mbps", "1", "--outstanding", "4"},
+		{"--mode", "workload", "--load-mbps", "1", "--max-outstanding", "0"},
+		{"--mode", "workload", "--load-mbps", "1", "--duration", "-2s"},
+		{"--mode", "throughput", "--calibrate", "-1"},
+		{"--calibrate", "10"}, // latency mode
+		{"--reply-size", "-1"},
+		{"--reply-size", "1000001"},
+		{"--conns", "0"},
+		{"--buckets", "0"},
+		{"--plot", "out.pdf"},
+		{"--progress-interval", "0s"},
+		{"--target", "127.0.0.1:4000"},                        // no --proto
+		{"--target", "127.0.0.1:4000", "--proto", "homa,tcp"}, // two
+		{"--target", "127.0.0.1:4000", "--proto", "floor"},    // no remote server
+		{"--target", "127.0.0.1", "--proto", "tcp"},           // no port
+		{"--json", "extra"},
+	} {
+		code, _, errOut := runHoma(context.Background(), append([]string{"bench"}, args...)...)
+		if code != 2 || !strings.Contains(errOut, "usage: homa bench") {
+			t.Errorf("bench %v: exit %d, stderr %q; want 2 and the usage", args, code, errOut)
+		}
+	}
+}
+
+// benchJSON runs bench with --json and returns its report.
+func benchJSON(t *testing.T, args ...string) (*benchReport, string) {
+	t.Helper()
+	code, out, errOut := runHoma(context.Background(), append([]string{"bench", "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("bench %v: exit %d, stderr:\n%s", args, code, errOut)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v in:\n%s", err, out)
+	}
+	return &rep, errOut
+}
+
+// checkRows checks that rep has a plausible row for each of protos that
+// may run here, in order, each with count RPCs (count < 0: at least
+// one) and buckets whose counts add up.
+func checkRows(t *testing.T, rep *benchReport, protos []string, count int) {
+	t.Helper()
+	if !rawPermitted() {
+		protos = slices.DeleteFunc(slices.Clone(protos), func(p string) bool { return p == "homa" || p == "floor" })
+	}
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, r.Protocol)
+		if count >= 0 && r.Count != count || r.Count < 1 || r.Failed != 0 {
+			t.Errorf("%s: %d RPCs, %d failed; want %d and 0", r.Protocol, r.Count, r.Failed, count)
+		}
+		if r.MedianUS <= 0 || r.P999US < r.MedianUS || r.RPCsPerSec <= 0 || r.Gbps <= 0 {
+			t.Errorf("implausible row %+v", r)
+		}
+		n := 0
+		for _, b := range r.Buckets {
+			n += b.Count
+		}
+		if len(r.Buckets) == 0 || n != r.Count || r.Buckets[len(r.Buckets)-1].Fraction != 1 {
+			t.Errorf("%s: buckets %+v do not hold its %d RPCs", r.Protocol, r.Buckets, r.Count)
+		}
+	}
+	if !slices.Equal(got, protos) {
+		t.Errorf("rows %v, want %v", got, protos)
+	}
+}
+
+func TestBenchLatencyAll(t *testing.T) {
+	rep, _ := benchJSON(t, "--count", "50", "--warmup", "5")
+	checkRows(t, rep, []string{"homa", "homa-udp", "tcp", "grpc", "udp", "floor"}, 50)
+	if rep.Mode != modeLatency || rep.Size != 100 || rep.Count != 50 {
+		t.Errorf("report header %+v", rep)
+	}
+	for _, r := range rep.Results {
+		if r.MedianVsTCP == nil || r.RateVsTCP == nil || len(r.Buckets) != 1 || r.Buckets[0].MaxSize != 100 {
+			t.Errorf("%s: ratios %v %v, buckets %+v", r.Protocol, r.MedianVsTCP, r.RateVsTCP, r.Buckets)
+		}
+		// The run is its own baseline: its median slowdown is 1.
+		if s := r.Buckets[0].Slowdown50; s < 0.99 || s > 1.01 {
+			t.Errorf("%s: median slowdown %v of its own baseline", r.Protocol, s)
+		}
+	}
+}
+
+func TestBenchLatencyWorkloadSizes(t *testing.T) {
+	rep, _ := benchJSON(t, "--proto", "tcp,homa-udp", "--workload", "w2", "--count", "60", "--warmup", "0", "--buckets", "4")
+	checkRows(t, rep, []string{"tcp", "homa-udp"}, 60)
+	if rep.Workload != "w2" || rep.Size != 0 {
+		t.Errorf("workload %q, size %d; want w2 and none", rep.Workload, rep.Size)
+	}
+	for _, r := range rep.Results {
+		if len(r.Buckets) != 4 {
+			t.Errorf("%s: %d buckets, want 4", r.Protocol, len(r.Buckets))
+		}
+	}
+}
+
+func TestBenchThroughput(t *testing.T) {
+	rep, _ := benchJSON(t, "--mode", "throughput", "--count", "300", "--clients", "2", "--outstanding", "4",
+		"--calibrate", "20", "--warmup", "5", "--size", "2000")
+	checkRows(t, rep, []string{"homa", "homa-udp", "tcp", "grpc"}, 300)
+	if rep.Clients != 2 || rep.Outstanding != 4 || rep.Calibrate != 20 {
+		t.Errorf("report header %+v", rep)
+	}
+	for _, r := range rep.Results {
+		if b := r.Buckets[0]; b.Slowdown50 <= 0 || b.Slowdown99 < b.Slowdown50 {
+			t.Errorf("%s: slowdowns %+v", r.Protocol, b)
+		}
+	}
+}
+
+func TestBenchWorkload(t *testing.T) {
+	rep, _ := benchJSON(t, "--mode", "workload", "--workload", "w1", "--load-mbps", "1", "--duration", "150ms",
+		"--calibrate", "20", "--warmup", "5", "--clients", "2")
+	checkRows(t, rep, []string{"homa", "homa-udp", "tcp", "grpc"}, -1)
+	if rep.LoadMbps != 1 || rep.OfferedRate <= 0 || rep.DurationS != 0.15 || rep.MaxInFlight != defaultMaxOutstanding {
+		t.Errorf("report header %+v", rep)
+	}
+}
+
+// TestBenchWorkloadTable checks the table output of a workload run and
+// its plot.
+func TestBenchWorkloadTable(t *testing.T) {
+	plot := filepath.Join(t.TempDir(), "slowdown.svg")
+	code, out, errOut := runHoma(context.Background(), "bench", "--mode", "workload", "--proto", "tcp,grpc",
+		"--workload", "w3", "--buckets", "5", "--load-mbps", "2", "--duration", "100ms", "--calibrate", "30",
+		"--warmup", "0", "--plot", plot)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	for _, want := range []string{
+		"homa bench: workload, sizes from w3 at 2 Mbit/s",
+		"by request size (slowdown: RTT / unloaded RTT of the size, from 30 RPCs one at a time):",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	rows := regexp.MustCompile(`(?m)^ *(tcp|grpc) +\d+ +[\d.]+ +\d+( +[\d.]+){6} *$`).FindAllString(out, -1)
+	if len(rows) != 10 {
+		t.Errorf("%d bucket rows, want 5 per protocol, in:\n%s", len(rows), out)
+	}
+	svg, err := os.ReadFile(plot)
+	if err != nil || !bytes.Contains(svg, []byte("<svg")) {
+		t.Errorf("plot: %v, %.100q", err, svg)
+	}
+}
+
+// TestBenchSkips: protocols that cannot carry the messages, or cannot
+// open raw sockets, are skipped with a message, not failed.
+func TestBenchSkips(t *testing.T) {
+	refuseRaw(t)
+	rep, errOut := benchJSON(t, "--proto", "homa,tcp,floor", "--count", "3", "--warmup", "0")
+	checkRows(t, rep, []string{"tcp"}, 3)
+	for _, want := range []string{
+		"homa: raw IP sockets not permitted (need CAP_NET_RAW); skipping homa (Homa over raw IP",
+		"homa: raw IP sockets not permitted (need CAP_NET_RAW); skipping floor (raw IP protocol 253",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q does not say %q", errOut, want)
+		}
+	}
+	rep, errOut = benchJSON(t, "--proto", "tcp,udp", "--size", "70000", "--count", "3", "--warmup", "0")
+	checkRows(t, rep, []string{"tcp"}, 3)
+	if want := "homa: 70000-byte messages exceed its 65507-byte limit; skipping udp ("; !strings.HasPrefix(errOut, want) {
+		t.Errorf("stderr %q does not say %q", errOut, want)
+	}
+	if len(rep.Skipped) != 1 || rep.Skipped[0].Protocol != "udp" {
+		t.Errorf("skipped %+v, want udp", rep.Skipped)
+	}
+	code, _, errOut := runHoma(context.Background(), "bench", "--proto", "homa", "--count", "3")
+	if code != 1 || !strings.Contains(errOut, "no protocol could be measured") {
+		t.Errorf("nothing measurable: exit %d, stderr %q; want 1", code, errOut)
+	}
+}
+
+func TestBenchProgress(t *testing.T) {
+	args := []string{"--proto", "tcp", "--count", "3000", "--warmup", "0", "--progress-interval", "5ms"}
+	_, errOut := benchJSON(t, append(args, "--progress")...)
+	if !regexp.MustCompile(`(?m)^homa bench: tcp latency: [\d.]+s, \d+ RPCs, \d+ RPCs/s$`).MatchString(errOut) {
+		t.Errorf("no progress line in stderr:\n%s", errOut)
+	}
+	if _, errOut := benchJSON(t, args...); errOut != "" {
+		t.Errorf("--json without --progress printed:\n%s", errOut)
+	}
+	_, errOut = benchJSON(t, "--mode", "workload", "--proto", "tcp", "--load-mbps", "1", "--duration", "50ms",
+		"--calibrate", "0", "--warmup", "0", "--progress", "--progress-interval", "5ms")
+	if !regexp.MustCompile(`(?m)^homa bench: tcp workload: .*, \d+ in flight, \d+ dropped$`).MatchString(errOut) {
+		t.Errorf("no workload progress line in stderr:\n%s", errOut)
+	}
+}
+
+// startServe runs "homa serve" with args until the test ends and returns
+// the address it announced and a function that stops it and returns its
+// output.
+func startServe(t *testing.T, args ...string) (netip.AddrPort, func() string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{written: make(chan struct{})}
+	var errOut bytes.Buffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, append([]string{"serve"}, args...), out, &errOut) }()
+	select {
+	case <-out.written:
+	case code := <-done:
+		cancel()
+		t.Fatalf("serve %v exited %d before starting: %s", args, code, errOut.String())
+	}
+	m := regexp.MustCompile(`^homa: \S+ server on (\S+)\n`).FindStringSubmatch(out.String())
+	if m == nil {
+		cancel()
+		<-done
+		t.Fatalf("serve %v printed %q", args, out.String())
+	}
+	addr := netip.MustParseAddrPort(m[1])
+	stopped := false
+	stop := func() string {
+		if !stopped {
+			stopped = true
+			cancel()
+			if code := <-done; code != 0 {
+				t.Errorf("serve %v: exit %d, stderr %s", args, code, errOut.String())
+			}
+		}
+		return out.String()
+	}
+	t.Cleanup(func() { stop() })
+	return addr, stop
+}
+
+// serveProtos are the protocols serve --proto offers that may run here.
+func serveProtos() []string {
+	protos := []string{"homa", "homa-udp", "tcp", "grpc"}
+	if !rawPermitted() {
+		protos = protos[1:]
+	}
+	return protos
+}
+
+// TestServeProto answers a client of each protocol with --reply-size
+// semantics: cut to N bytes, or zero-padded to N.
+func TestServeProto(t *testing.T) {
+	for _, name := range serveProtos() {
+		t.Run(name, func(t *testing.T) {
+			p, _ := lookupProtocol(name)
+			addr, stop := startServe(t, "--proto", name, "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+				"--reply-size", "10", "--link-mbps", "10000")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c, err := p.dial(ctx, addr, clientOptions{conns: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var l lane
+			for _, req := range []string{"0123456789abcdef", "short"} {
+				resp, err := c.call(ctx, &l, []byte(req))
+				if want := tcpecho.AppendReply(nil, []byte(req), 10); err != nil || !bytes.Equal(resp, want) {
+					t.Errorf("reply to %q: %q, %v; want %q", req, resp, err, want)
+				}
+			}
+			l.release()
+			if err := c.close(); err != nil {
+				t.Error(err)
+			}
+			want := fmt.Sprintf("homa: %s server on %v\nhoma: %s server stopped after 2 requests\n", name, addr, name)
+			if out := stop(); out != want {
+				t.Errorf("serve printed %q, want %q", out, want)
+			}
+		})
+	}
+}
+
+// TestWorkloadRemote runs the workload client of lab against a server
+// of each protocol in this process, as two instances of the command.
+func TestWorkloadRemote(t *testing.T) {
+	for _, name := range serveProtos() {
+		t.Run(name, func(t *testing.T) {
+			addr, stop := startServe(t, "--proto", name, "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--reply-size", "100")
+			samples := filepath.Join(t.TempDir(), "samples.csv")
+			rep, _ := benchJSON(t, "--mode", "workload", "--proto", name, "--target", addr.String(),
+				"--workload", "w2", "--load-mbps", "1", "--duration", "200ms", "--calibrate", "25", "--warmup", "0",
+				"--samples", samples, "--seed", "7", "--reply-size", "100")
+			checkRows(t, rep, []string{name}, -1)
+			if rep.Target != addr.String() || rep.Host != "" || rep.Seed != 7 || rep.ReplySize != 100 {
+				t.Errorf("report header %+v", rep)
+			}
+			measured := readSamplesFile(t, samples)
+			calib := readSamplesFile(t, samples+".calib")
+			if len(calib) != 25 || len(measured) != rep.Results[0].Count {
+				t.Errorf("%d calibration and %d measured samples, want 25 and %d", len(calib), len(measured), rep.Results[0].Count)
+			}
+			wantServed := fmt.Sprintf("stopped after %d requests", 25+len(measured))
+			if out := stop(); !strings.Contains(out, wantServed) {
+				t.Errorf("server output %q, want %q", out, wantServed)
+			}
+		})
+	}
+}
+
+// TestWorkloadRemoteMismatch: a client that expects other replies than
+// the server sends fails, naming the lengths.
+func TestWorkloadRemoteMismatch(t *testing.T) {
+	addr, _ := startServe(t, "--proto", "tcp", "--addr", "127.0.0.1:0", "--reply-size", "100")
+	code, _, errOut := runHoma(context.Background(), "bench", "--mode", "workload", "--proto", "tcp",
+		"--target", addr.String(), "--size", "300", "--load-mbps", "1", "--duration", "0", "--calibrate", "5", "--warmup", "0")
+	if code != 1 || !strings.Contains(errOut, "a 300-byte request got 100 bytes back, want 300") {
+		t.Errorf("exit %d, stderr %q; want 1 and the lengths", code, errOut)
+	}
+}
+
+func readSamplesFile(t *testing.T, path string) []workload.Sample {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := workload.ReadSamples(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return s
+}
+
+// fakeClient answers in memory: an echo, a failure every failEvery-th
+// call (if > 0), or, while hold is not closed, nothing.
+type fakeClient struct {
+	calls     atomic.Int64
+	failEvery int64
+	shorten   bool          // reply one byte short
+	hold      chan struct{} // if not nil, calls wait for it to close
+	started   chan struct{} // if not nil, told of the first calls
+	inFlight  atomic.Int64
+	most      atomic.Int64 // the most calls in flight at once
+}
+
+var errFake = errors.New("fake failure")
+
+func (f *fakeClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
+	n := f.calls.Add(1)
+	now := f.inFlight.Add(1)
+	defer f.inFlight.Add(-1)
+	for m := f.most.Load(); now > m && !f.most.CompareAndSwap(m, now); m = f.most.Load() {
+	}
+	if f.started != nil {
+		select {
+		case f.started <- struct{}{}:
+		default:
+		}
+	}
+	if f.hold != nil {
+		select {
+		case <-f.hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if f.failEvery > 0 && n%f.failEvery == 0 {
+		return nil, errFake
+	}
+	l.buf = append(l.buf[:0], req...)
+	if f.shorten {
+		l.buf = l.buf[:len(l.buf)-1]
+	}
+	return l.buf, nil
+}
+
+func (f *fakeClient) close() error { return nil }
+
+func fakeRunner(cfg *benchConfig, c client) *runner {
+	cfg.dist = workload.Fixed(50)
+	return &runner{cfg: cfg, clients: []client{c}, pattern: makePattern(50)}
+}
+
+// TestThroughputCounts: failures are counted, not fatal, and every RPC
+// asked for is made once.
+func TestThroughputCounts(t *testing.T) {
+	f := &fakeClient{failEvery: 4}
+	r := fakeRunner(&benchConfig{count: 400, outstanding: 8}, f)
+	m, err := r.throughput(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.calls.Load() != 400 || m.failed != 100 || len(m.samples) != 300 || m.bytes != 300*50 {
+		t.Errorf("%d calls, %d failed, %d samples, %d bytes; want 400, 100, 300, 15000",
+			f.calls.Load(), m.failed, len(m.samples), m.bytes)
+	}
+}
+
+// TestThroughputMismatch: a wrong reply ends the phase with an error.
+func TestThroughputMismatch(t *testing.T) {
+	r := fakeRunner(&benchConfig{count: 1000, outstanding: 4}, &fakeClient{shorten: true})
+	if _, err := r.throughput(context.Background()); !errors.Is(err, errMismatch) {
+		t.Errorf("err = %v, want a mismatch", err)
+	}
+}
+
+// TestOpenLoopDrops: arrivals that find max-outstanding RPCs in flight
+// are dropped, not queued: with replies held back, no more than that
+// many are ever in flight.
+func TestOpenLoopDrops(t *testing.T) {
+	const maxOut, duration = 3, 20 * time.Millisecond
+	f := &fakeClient{hold: make(chan struct{}), started: make(chan struct{}, maxOut)}
+	r := fakeRunner(&benchConfig{maxOut: maxOut, duration: duration, loadMbps: 100, seed: 1}, f)
+	go func() {
+		for range maxOut {
+			<-f.started
+		}
+		time.Sleep(duration) // the arrivals have ended by now
+		close(f.hold)
+	}()
+	m, err := r.openLoop(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if most := f.most.Load(); most != maxOut || m.dropped == 0 || m.failed != 0 || len(m.samples) != int(f.calls.Load()) {
+		t.Errorf("%d in flight at most, %d calls, %d samples, %d dropped, %d failed; want %d, all completed, some dropped, none failed",
+			most, f.calls.Load(), len(m.samples), m.dropped, m.failed, maxOut)
+	}
+}
+
+func TestCheckReply(t *testing.T) {
+	req := []byte("abcdefgh")
+	tests := []struct {
+		resp           string
+		replySize, cmp int
+		ok             bool
+	}{
+		{"abcdefgh", 0, 8, true},
+		{"abcdefgX", 0, 8, false},
+		{"abcdefgX", 0, 4, true}, // only 4 compared
+		{"abcdefg", 0, 8, false},
+		{"abcd", 4, 8, true},
+		{"abcX", 4, 8, false},
+		{"abcdefgh\x00\x00", 10, 10, true},
+		{"abcdefgh\x00\x01", 10, 10, false},
+		{"abcdefgh\x00\x01", 10, 4, true}, // padding not checked
+	}
+	for _, tt := range tests {
+		err := checkReply(req, []byte(tt.resp), tt.replySize, tt.cmp)
+		if (err == nil) != tt.ok || err != nil && !errors.Is(err, errMismatch) {
+			t.Errorf("checkReply(%q, %q, %d, %d) = %v, want ok %v", req, tt.resp, tt.replySize, tt.cmp, err, tt.ok)
+		}
+	}
+}
+
+func TestSamplesPath(t *testing.T) {
+	tcp, _ := lookupProtocol("tcp")
+	one := &benchConfig{samples: "out/s.csv", protos: []protocol{tcp}}
+	two := &benchConfig{samples: "out/s.csv", protos: protocols[:2]}
+	for _, tt := range []struct{ got, want string }{
+		{one.samplesPath(tcp, ""), "out/s.csv"},
+		{one.samplesPath(tcp, ".calib"), "out/s.csv.calib"},
+		{two.samplesPath(tcp, ""), "out/s-tcp.csv"},
+		{two.samplesPath(tcp, ".calib"), "out/s-tcp.csv.calib"},
+		{(&benchConfig{}).samplesPath(tcp, ".calib"), ""},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("samples path %q, want %q", tt.got, tt.want)
+		}
+	}
+}

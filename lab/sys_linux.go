@@ -1,0 +1,18 @@
+//go:build linux
+
+package lab
+
+import "syscall"
+
+// platformOK reports why labs cannot run on this system: here, nil.
+func platformOK() error { return nil }
+
+// sysProcAttr makes a child process die with this one.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// pidAlive reports whether process pid exists.
+func pidAlive(pid int) bool {
+	return syscall.Kill(pid, 0) != syscall.ESRCH
+}
