@@ -45,6 +45,7 @@ func runSchedule(cfg *Config, from, until uint64, steps []step) (resends []uint6
 }
 
 func TestTrackerSchedule(t *testing.T) {
+	five := Config{TimeoutResends: 5} // short schedules, with default timing
 	tests := []struct {
 		name    string
 		cfg     Config
@@ -53,20 +54,22 @@ func TestTrackerSchedule(t *testing.T) {
 		resends []uint64
 		timeout uint64
 	}{
-		{name: "defaults", resends: []uint64{5, 10, 15, 20, 25}, timeout: 30},
-		{name: "defaults from 1000", from: 1000,
+		{name: "defaults", resends: []uint64{5, 10, 15, 20, 25, 30, 35, 40, 45, 50,
+			55, 60, 65, 70, 75, 80, 85, 90, 95, 100}, timeout: 105},
+		{name: "five resends", cfg: five, resends: []uint64{5, 10, 15, 20, 25}, timeout: 30},
+		{name: "five from 1000", cfg: five, from: 1000,
 			resends: []uint64{1005, 1010, 1015, 1020, 1025}, timeout: 1030},
-		{name: "progress restarts the clock", steps: []step{{7, 'p'}},
+		{name: "progress restarts the clock", cfg: five, steps: []step{{7, 'p'}},
 			resends: []uint64{5, 12, 17, 22, 27, 32}, timeout: 37},
-		{name: "progress before the first resend", steps: []step{{4, 'p'}, {8, 'p'}},
+		{name: "progress before the first resend", cfg: five, steps: []step{{4, 'p'}, {8, 'p'}},
 			resends: []uint64{13, 18, 23, 28, 33}, timeout: 38},
-		{name: "heard does not restart the clock", steps: []step{{3, 'h'}},
+		{name: "heard does not restart the clock", cfg: five, steps: []step{{3, 'h'}},
 			resends: []uint64{5, 10, 15, 20, 25}, timeout: 30},
-		{name: "heard clears unanswered", steps: []step{{26, 'h'}},
+		{name: "heard clears unanswered", cfg: five, steps: []step{{26, 'h'}},
 			resends: []uint64{5, 10, 15, 20, 25, 30, 35, 40, 45, 50}, timeout: 55},
-		{name: "heard at a resend tick", steps: []step{{15, 'h'}},
+		{name: "heard at a resend tick", cfg: five, steps: []step{{15, 'h'}},
 			resends: []uint64{5, 10, 15, 20, 25, 30, 35}, timeout: 40},
-		{name: "start forgets earlier resends", steps: []step{{7, 's'}},
+		{name: "start forgets earlier resends", cfg: five, steps: []step{{7, 's'}},
 			resends: []uint64{5, 12, 17, 22, 27, 32}, timeout: 37},
 		{name: "custom", cfg: Config{ResendTicks: 3, ResendInterval: 2, TimeoutResends: 2},
 			resends: []uint64{3, 5}, timeout: 7},
@@ -147,7 +150,7 @@ func TestNilConfigMeansDefaults(t *testing.T) {
 
 func TestConfigWithDefaults(t *testing.T) {
 	got := Config{ResendTicks: -1, ResendInterval: 7}.WithDefaults()
-	want := Config{ResendTicks: 5, ResendInterval: 7, TimeoutResends: 5}
+	want := Config{ResendTicks: 5, ResendInterval: 7, TimeoutResends: 20}
 	if got != want {
 		t.Errorf("WithDefaults = %+v, want %+v", got, want)
 	}

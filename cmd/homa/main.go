@@ -1,10 +1,13 @@
-// Command homa runs Homa echo servers and clients and compares Homa's
-// round-trip latency with TCP's and UDP's.
+// Command homa runs Homa echo servers and clients, compares Homa with
+// TCP and gRPC, and helps operate and debug the transport.
 //
-//	homa serve --addr 127.0.0.1:4000      echo server
+//	homa serve --addr 127.0.0.1:4000      echo server (--metrics for Prometheus)
 //	homa ping --addr 127.0.0.1:4000       latency of one-at-a-time RPCs
 //	homa demo                             both of the above in one process
-//	homa bench --vs tcp,udp               Homa against Go TCP and UDP echo
+//	homa bench --proto homa,tcp,grpc      latency, throughput or workload runs
+//	homa lab                              hosts in network namespaces under load
+//	homa stat                             what changed in a process's metrics
+//	homa capture --iface lo               decoded Homa packets (tcpdump for Homa)
 //
 // Raw IP sockets (protocol 146) need CAP_NET_RAW; --udp carries Homa in
 // UDP datagrams instead, which needs no privileges.
@@ -27,10 +30,11 @@ Homa is a receiver-driven datacenter RPC transport (IP protocol 146).
 
 commands:
   serve  --addr HOST:PORT [--proto homa|homa-udp|tcp|grpc] [--udp] [--reply-size N] [--link-mbps M]
+         [--metrics HOST:PORT]
          run an echo server (or one replying N bytes) until interrupted
-  ping   --addr HOST:PORT [--size N] [--count N] [--warmup N] [--udp]
+  ping   --addr HOST:PORT [--size N] [--count N] [--warmup N] [--udp] [--metrics HOST:PORT]
          send requests one at a time, check each echo, report RTT percentiles
-  demo   [--size N] [--count N]
+  demo   [--size N] [--count N] [--metrics HOST:PORT]
          serve and ping on loopback in one process (UDP if raw is not permitted)
   bench  [--mode latency|throughput|workload] [--proto LIST] [--size N | --workload w1..w5]
          [--count N] [--clients M --outstanding N] [--load-mbps X --duration D] [--target HOST:PORT]
