@@ -52,7 +52,7 @@ type Config struct {
 	Tick time.Duration
 	// Resend times loss recovery: RESEND after ResendTicks without
 	// progress, every ResendInterval ticks, and the peer is declared dead
-	// after TimeoutResends unanswered RESENDs (defaults 5, 5, 5).
+	// after TimeoutResends unanswered RESENDs (defaults 5, 5, 20).
 	Resend resend.Config
 	// Ack times acknowledgments on the server: NEED_ACK RequestAckTicks
 	// after the response is sent, then every NeedAckInterval ticks, and

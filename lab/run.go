@@ -32,8 +32,12 @@ type Experiment struct {
 	Port uint16
 	// ReplySize is the size of every response (0: echo the request).
 	ReplySize int
-	// LinkMbps is the server host's link rate, for the Homa pacer.
+	// LinkMbps is the hosts' link rate, for the Homa pacer of the
+	// server and the clients.
 	LinkMbps float64
+	// UnschedBytes sets the Homa engine's unscheduled bytes on every
+	// host (0: the engine's default).
+	UnschedBytes int
 	// LoadMbps is the offered load of request bytes into host 1, shared
 	// evenly by the clients.
 	LoadMbps float64
@@ -128,7 +132,8 @@ func (l *Lab) startServer(ctx context.Context, e *Experiment) (*Proc, error) {
 	l.logf(e, "%s: starting the server in h1 on %s", e.Proto, addr)
 	srv, err := l.Start(l.Hosts[0], Command{
 		Args: []string{e.Exe, "serve", "--proto", e.Proto, "--addr", addr,
-			"--reply-size", strconv.Itoa(e.ReplySize), "--link-mbps", formatFloat(e.LinkMbps)},
+			"--reply-size", strconv.Itoa(e.ReplySize), "--link-mbps", strconv.Itoa(int(e.LinkMbps)),
+			"--unsched-bytes", strconv.Itoa(e.UnschedBytes)},
 		Ready: ServerReady,
 		Log:   e.Log,
 	})
@@ -168,6 +173,7 @@ func (l *Lab) benchArgs(e *Experiment, seed uint64, timeout time.Duration) []str
 	return []string{e.Exe, "bench", "--mode", "workload", "--proto", e.Proto,
 		"--target", l.ServerAddr(e).String(), "--workload", e.Workload,
 		"--reply-size", strconv.Itoa(e.ReplySize), "--seed", strconv.FormatUint(seed, 10),
+		"--link-mbps", strconv.Itoa(int(e.LinkMbps)), "--unsched-bytes", strconv.Itoa(e.UnschedBytes),
 		"--timeout", timeout.String()}
 }
 

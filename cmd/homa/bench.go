@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/internal/workload"
 )
 
@@ -37,7 +38,7 @@ const (
 const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST | --vs LIST] [--target HOST:PORT]\n" +
 	"       [--size N | --workload w1..w5] [--count N] [--warmup N] [--clients M] [--outstanding N]\n" +
 	"       [--load-mbps X] [--duration D] [--max-outstanding N] [--calibrate N] [--samples FILE] [--seed S]\n" +
-	"       [--reply-size N] [--conns N] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
+	"       [--reply-size N] [--conns N] [--link-mbps M] [--unsched-bytes N] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
 	"       [--json] [--progress] [--plot FILE.svg|FILE.png]"
 
 // benchFlags are the flags of bench as given.
@@ -51,6 +52,7 @@ type benchFlags struct {
 	duration, progressEvery              time.Duration
 	seed                                 uint64
 	asJSON, progress                     bool
+	engine                               engineFlags
 	set                                  map[string]bool // flags on the command line
 }
 
@@ -71,6 +73,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the request sizes and arrival times")
 	fs.IntVar(&f.replySize, "reply-size", 0, "replies are `N` bytes (the first N of the request, zero-padded); 0 echoes; must match a remote server's")
 	fs.IntVar(&f.conns, "conns", defaultConns, "tcp: connections in each client's pool")
+	f.engine.register(fs)
 	fs.IntVar(&f.buckets, "buckets", 0, "message-size buckets of the slowdown table (default 10 with --workload, else 1)")
 	fs.IntVar(&f.family, "addr-family", 4, "IP version of the loopback address: 4 or 6")
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
@@ -103,6 +106,7 @@ type benchConfig struct {
 	seed        uint64
 	replySize   int
 	conns       int
+	engine      homa.Config // Homa's engine tuning
 	buckets     int
 	timeout     time.Duration
 	asJSON      bool
@@ -119,7 +123,7 @@ func (f *benchFlags) check(fs *flag.FlagSet) (*benchConfig, error) {
 		return nil, err
 	}
 	c := &benchConfig{mode: f.mode, count: f.load.count, warmup: f.load.warmup, timeout: f.load.timeout,
-		target: f.target, samples: f.samples, seed: f.seed, replySize: f.replySize, conns: f.conns,
+		target: f.target, samples: f.samples, seed: f.seed, replySize: f.replySize, conns: f.conns, engine: f.engine.config(),
 		asJSON: f.asJSON, plot: f.plot, maxOut: f.maxOut, calibrate: f.calibrate, loadMbps: f.loadMbps}
 	for _, step := range []func(*benchConfig) error{f.checkMode, f.checkSizes, f.checkProtocols, f.checkLimits, f.checkOutput} {
 		if err := step(c); err != nil {
@@ -304,7 +308,7 @@ func (f *benchFlags) checkLimits(c *benchConfig) error {
 	case f.loadMbps < 0:
 		return fmt.Errorf("--load-mbps %v: must not be negative", f.loadMbps)
 	}
-	return nil
+	return f.engine.check()
 }
 
 // checkOutput checks the report flags.

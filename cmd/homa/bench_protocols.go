@@ -41,13 +41,14 @@ func (p protocol) oneAtATime() bool { return p.loopback != nil }
 
 // serverOptions configure the servers of bench and serve.
 type serverOptions struct {
-	replySize int // >0: replies of this many bytes, else echoes
-	linkMbps  int // Homa's pacer rate (homa.Config.LinkMbps); 0 off
+	replySize int         // >0: replies of this many bytes, else echoes
+	engine    homa.Config // Homa's engine tuning
 }
 
 // clientOptions configure the clients of bench.
 type clientOptions struct {
-	conns int // TCP: connections in each client's pool
+	conns  int         // TCP: connections in each client's pool
+	engine homa.Config // Homa's engine tuning
 }
 
 // server is the server side of a protocol.
@@ -135,14 +136,14 @@ func homaProtocol(name string, t sock.Transport) protocol {
 		name: name, maxSize: homa.MaxMessage,
 		desc: "Homa over " + transportName(t) + ", engine defaults",
 		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
-			s, err := openHomaServer(addr, &sock.Config{Transport: t, Engine: homa.Config{LinkMbps: o.linkMbps}})
+			s, err := openHomaServer(addr, &sock.Config{Transport: t, Engine: o.engine})
 			if err != nil {
 				return nil, err
 			}
 			return startEchoReply(ctx, s, o.replySize), nil
 		},
-		dial: func(_ context.Context, addr netip.AddrPort, _ clientOptions) (client, error) {
-			c, err := dialHoma(addr, t)
+		dial: func(_ context.Context, addr netip.AddrPort, o clientOptions) (client, error) {
+			c, err := dialHoma(addr, &sock.Config{Transport: t, Engine: o.engine})
 			if err != nil {
 				return nil, err
 			}

@@ -52,14 +52,14 @@ func openRig(ctx context.Context, p protocol, cfg *benchConfig) (*rig, error) {
 	r := &rig{}
 	addr := cfg.targetAddr
 	if cfg.target == "" {
-		srv, err := p.serve(ctx, netip.AddrPortFrom(cfg.host, 0), serverOptions{replySize: cfg.replySize})
+		srv, err := p.serve(ctx, netip.AddrPortFrom(cfg.host, 0), serverOptions{replySize: cfg.replySize, engine: cfg.engine})
 		if err != nil {
 			return nil, err
 		}
 		r.srv, addr = srv, srv.addr()
 	}
 	for range cfg.clients {
-		c, err := p.dial(ctx, addr, clientOptions{conns: cfg.conns})
+		c, err := p.dial(ctx, addr, clientOptions{conns: cfg.conns, engine: cfg.engine})
 		if err != nil {
 			return nil, errors.Join(err, r.close())
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/internal/tcpecho"
 	"github.com/homa-go/homa/internal/workload"
 )
@@ -282,16 +283,18 @@ func serveProtos() []string {
 }
 
 // TestServeProto answers a client of each protocol with --reply-size
-// semantics: cut to N bytes, or zero-padded to N.
+// semantics: cut to N bytes, or zero-padded to N. The Homa ends send
+// only 3 bytes of each message unscheduled, so the rest moves under
+// grants.
 func TestServeProto(t *testing.T) {
 	for _, name := range serveProtos() {
 		t.Run(name, func(t *testing.T) {
 			p, _ := lookupProtocol(name)
 			addr, stop := startServe(t, "--proto", name, "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-				"--reply-size", "10", "--link-mbps", "10000")
+				"--reply-size", "10", "--link-mbps", "10000", "--unsched-bytes", "3")
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			c, err := p.dial(ctx, addr, clientOptions{conns: 1})
+			c, err := p.dial(ctx, addr, clientOptions{conns: 1, engine: homa.Config{UnschedBytes: 3}})
 			if err != nil {
 				t.Fatal(err)
 			}

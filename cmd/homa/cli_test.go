@@ -162,6 +162,9 @@ func TestBadFlags(t *testing.T) {
 		{"serve", "--proto", "tcp", "--udp"},
 		{"serve", "--reply-size", "-1"},
 		{"serve", "--link-mbps", "-5"},
+		{"serve", "--unsched-bytes", "-1"},
+		{"bench", "--unsched-bytes", "1000001"},
+		{"lab", "--unsched-bytes", "-1"},
 	} {
 		code, _, errOut := runHoma(context.Background(), args...)
 		if code != 2 || !strings.Contains(errOut, "usage: homa "+args[0]) {

@@ -149,16 +149,16 @@ type homaClient struct {
 
 // dialHoma opens a client socket for dst on the unspecified address of
 // dst's family.
-func dialHoma(dst netip.AddrPort, t sock.Transport) (*homaClient, error) {
+func dialHoma(dst netip.AddrPort, cfg *sock.Config) (*homaClient, error) {
 	local := netip.IPv6Unspecified()
 	if dst.Addr().Is4() {
 		local = netip.IPv4Unspecified()
 	}
-	s, err := openSocket(netip.AddrPortFrom(local, 0), &sock.Config{Transport: t})
+	s, err := openSocket(netip.AddrPortFrom(local, 0), cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &homaClient{s: s, dst: dst, t: t}, nil
+	return &homaClient{s: s, dst: dst, t: cfg.Transport}, nil
 }
 
 func (c *homaClient) roundTrip(ctx context.Context, req []byte) ([]byte, error) {
@@ -232,7 +232,7 @@ func homaLoopback(ctx context.Context, host netip.Addr, t sock.Transport) (*homa
 		return nil, err
 	}
 	server := startEcho(ctx, s)
-	c, err := dialHoma(s.LocalAddr(), t)
+	c, err := dialHoma(s.LocalAddr(), &sock.Config{Transport: t})
 	if err != nil {
 		return nil, errors.Join(err, server.close())
 	}

@@ -29,25 +29,26 @@ const labSynopsis = "[--hosts N] [--rate R] [--buffer BYTES] [--mtu N] [--protos
 
 // labOptions are the flags of "homa lab".
 type labOptions struct {
-	hosts     int
-	rate      lab.Rate
-	rateHost1 lab.Rate
-	buffer    int
-	mtu       int
-	protos    []string
-	workload  *workload.Dist
-	load      float64
-	duration  time.Duration
-	replySize int
-	calibrate int
-	timeout   time.Duration
-	seed      uint64
-	port      uint
-	dir       string
-	plot      string
-	json      bool
-	keep      bool
-	cleanup   bool
+	hosts        int
+	rate         lab.Rate
+	rateHost1    lab.Rate
+	buffer       int
+	mtu          int
+	protos       []string
+	workload     *workload.Dist
+	load         float64
+	duration     time.Duration
+	replySize    int
+	unschedBytes int
+	calibrate    int
+	timeout      time.Duration
+	seed         uint64
+	port         uint
+	dir          string
+	plot         string
+	json         bool
+	keep         bool
+	cleanup      bool
 }
 
 // parseLab reads the flags; it returns -1 to go on, or an exit code.
@@ -64,6 +65,7 @@ func parseLab(args []string, stderr io.Writer) (*labOptions, int) {
 	fs.Float64Var(&o.load, "load", 0.8, "offered load: request bytes as a `fraction` of h1's downlink rate, shared by the clients")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of the loaded phase of each protocol")
 	fs.IntVar(&o.replySize, "reply-size", 100, "response `bytes` (0: echo the request)")
+	fs.IntVar(&o.unschedBytes, "unsched-bytes", 0, "Homa: `bytes` of each message sent before grants, on every host (0: the engine's default, 40000, sized for 25 Gbit/s links)")
 	fs.IntVar(&o.calibrate, "calibrate", 2000, "unloaded RPCs, one at a time, behind each protocol's slowdown baseline")
 	fs.DurationVar(&o.timeout, "timeout", lab.DefaultTimeout, "a client gives up this long after its phase should have ended (calibration: after this long)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the clients' sizes and arrivals (client hK uses seed+K)")
@@ -113,6 +115,8 @@ func (o *labOptions) check() error {
 		return fmt.Errorf("--load %g: want a fraction in (0, 2]", o.load)
 	case o.duration <= 0:
 		return fmt.Errorf("--duration %v: must be positive", o.duration)
+	case o.unschedBytes < 0 || o.unschedBytes > workload.MaxMessage:
+		return fmt.Errorf("--unsched-bytes %d: want 0..%d", o.unschedBytes, workload.MaxMessage)
 	case o.replySize < 0 || o.replySize > workload.MaxMessage:
 		return fmt.Errorf("--reply-size %d: want 0..%d", o.replySize, workload.MaxMessage)
 	case o.timeout <= 0:
@@ -253,19 +257,20 @@ func measureAll(ctx context.Context, l *lab.Lab, o *labOptions, exe string, stde
 	var sums []lab.Summary
 	for i, proto := range o.protos {
 		e := &lab.Experiment{
-			Exe:       exe,
-			Proto:     proto,
-			Workload:  o.workload.Name(),
-			Port:      uint16(o.port) + uint16(i),
-			ReplySize: o.replySize,
-			LinkMbps:  o.serverRate().Mbps(),
-			LoadMbps:  o.loadMbps(),
-			Duration:  o.duration,
-			Calibrate: o.calibrate,
-			Timeout:   o.timeout,
-			Seed:      o.seed,
-			Dir:       dir,
-			Log:       stderr,
+			Exe:          exe,
+			Proto:        proto,
+			Workload:     o.workload.Name(),
+			Port:         uint16(o.port) + uint16(i),
+			ReplySize:    o.replySize,
+			LinkMbps:     o.serverRate().Mbps(),
+			UnschedBytes: o.unschedBytes,
+			LoadMbps:     o.loadMbps(),
+			Duration:     o.duration,
+			Calibrate:    o.calibrate,
+			Timeout:      o.timeout,
+			Seed:         o.seed,
+			Dir:          dir,
+			Log:          stderr,
 		}
 		s, err := l.Run(ctx, e)
 		if ctx.Err() != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/homa-go/homa/sock"
 )
 
 // runPing is "homa ping": one RPC at a time to an echo server, every echo
@@ -24,7 +26,7 @@ func runPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "ping", err)
 	}
-	c, err := dialHoma(dst, transportFor(*udp))
+	c, err := dialHoma(dst, &sock.Config{Transport: transportFor(*udp)})
 	if err != nil {
 		return fail(stderr, "ping", explainOpen(err))
 	}

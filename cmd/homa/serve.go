@@ -10,10 +10,11 @@ import (
 
 // serveFlags are the flags of serve that choose the server.
 type serveFlags struct {
-	proto               string
-	udp                 bool
-	replySize, linkMbps int
-	p                   protocol // chosen by check
+	proto     string
+	udp       bool
+	replySize int
+	engine    engineFlags
+	p         protocol // chosen by check
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -21,7 +22,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 		" (default homa, or homa-udp with --udp)")
 	fs.BoolVar(&f.udp, "udp", false, "carry Homa in UDP datagrams (no CAP_NET_RAW needed; clients must use --udp too); the same as --proto homa-udp")
 	fs.IntVar(&f.replySize, "reply-size", 0, "reply with `N` bytes: the first N of the request, zero-padded (0 echoes the request)")
-	fs.IntVar(&f.linkMbps, "link-mbps", 0, "Homa: pace outgoing data at `M` Mbit/s (the engine's LinkMbps; 0 off); ignored by tcp and grpc")
+	f.engine.register(fs)
 }
 
 func (f *serveFlags) check() error {
@@ -42,10 +43,8 @@ func (f *serveFlags) check() error {
 	switch {
 	case f.replySize < 0 || f.replySize > p.maxSize:
 		return fmt.Errorf("--reply-size %d: must be 0..%d", f.replySize, p.maxSize)
-	case f.linkMbps < 0:
-		return fmt.Errorf("--link-mbps %d: must not be negative", f.linkMbps)
 	}
-	return nil
+	return f.engine.check()
 }
 
 // announce is how serve names its server: "<proto> server on ADDR",
@@ -73,7 +72,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stderr, "serve", err)
 	}
-	srv, err := sf.p.serve(ctx, local, serverOptions{replySize: sf.replySize, linkMbps: sf.linkMbps})
+	srv, err := sf.p.serve(ctx, local, serverOptions{replySize: sf.replySize, engine: sf.engine.config()})
 	if err != nil {
 		return fail(stderr, "serve", explainOpen(err))
 	}

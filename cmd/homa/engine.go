@@ -1,0 +1,36 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/homa-go/homa/homa"
+)
+
+// engineFlags tune the Homa engine of every socket a command opens. Their
+// zero values keep the engine's defaults (Linux's, which suit fast links
+// and loopback).
+type engineFlags struct {
+	linkMbps     int
+	unschedBytes int
+}
+
+func (f *engineFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.linkMbps, "link-mbps", 0, "Homa: pace outgoing data at `M` Mbit/s (the engine's LinkMbps; 0 off); ignored by other protocols")
+	fs.IntVar(&f.unschedBytes, "unsched-bytes", 0, "Homa: `bytes` of each message sent before grants (0: the default, 40000, sized for 25 Gbit/s links; about one round trip of the link is right)")
+}
+
+func (f *engineFlags) check() error {
+	switch {
+	case f.linkMbps < 0:
+		return fmt.Errorf("--link-mbps %d: must not be negative", f.linkMbps)
+	case f.unschedBytes < 0 || f.unschedBytes > homa.MaxMessage:
+		return fmt.Errorf("--unsched-bytes %d: must be 0..%d", f.unschedBytes, homa.MaxMessage)
+	}
+	return nil
+}
+
+// config is the engine configuration the flags ask for.
+func (f *engineFlags) config() homa.Config {
+	return homa.Config{LinkMbps: f.linkMbps, UnschedBytes: f.unschedBytes}
+}
