@@ -3,7 +3,6 @@
 package faultnet
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -14,7 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/homa-go/homa/internal/syscmd"
 )
 
 const (
@@ -24,8 +24,6 @@ const (
 	// "hfn-<pid>-<n>-a" and "-b", so that parallel runs never collide and
 	// namespaces left by a dead run can be recognised and deleted.
 	namePrefix = "hfn-"
-	// cmdTimeout bounds every ip, nft and tc command.
-	cmdTimeout = 10 * time.Second
 )
 
 // The addresses of the two ends. They exist only inside the namespaces.
@@ -54,17 +52,7 @@ var pairSeq atomic.Int32
 func run(args ...string) (string, error) { return runInput("", args...) }
 
 // runInput is run with stdin for the command.
-func runInput(stdin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return string(out), nil
-}
+func runInput(stdin string, args ...string) (string, error) { return syscmd.Run(stdin, args...) }
 
 // Exec runs the command args inside the namespace and returns its output.
 func (ns *NS) Exec(args ...string) (string, error) {

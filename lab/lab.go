@@ -11,9 +11,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/internal/syscmd"
 )
 
 const (
@@ -28,8 +28,6 @@ const (
 	Bridge = "br0"
 	// MaxHosts bounds Config.Hosts.
 	MaxHosts = 64
-	// cmdTimeout bounds every ip and tc command.
-	cmdTimeout = 10 * time.Second
 )
 
 // Subnet holds the hosts' addresses: host i is 10.147.0.<i>. It exists
@@ -393,17 +391,5 @@ func Cleanup() ([]string, error) {
 	return deleted, errors.Join(errs...)
 }
 
-// run runs the command args with a bounded time, stdin as its input, and
-// returns its output, or an error quoting the command and what it printed.
-// It takes no context: teardown must run after the caller's is cancelled.
-func run(stdin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-	}
-	return string(out), nil
-}
+// run runs a system command (see syscmd.Run).
+func run(stdin string, args ...string) (string, error) { return syscmd.Run(stdin, args...) }
