@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,61 +15,20 @@ import (
 	"testing"
 
 	"github.com/homa-go/homa/homa/wire"
-	"github.com/homa-go/homa/internal/pcapfile"
+	"github.com/homa-go/homa/internal/linuxcap"
 )
 
-// captureDir holds the captures of the Linux Homa module and their logs.
-var captureDir = filepath.Join("..", "..", "shared", "interop", "linux-captures")
-
-// capturePeer is the raw-socket peer of the captures: its packets are
-// "TX" in the logs, the module's (at 10.146.12.2) "RX".
-var capturePeer = netip.MustParseAddr("10.146.12.1")
-
-// capturedPacket is one Homa packet of a pcap file.
-type capturedPacket struct {
-	tx    bool   // sent by the raw-socket peer
-	tos   uint8  // IPv4 TOS byte
-	ipLen int    // IPv4 total length
-	homa  []byte // from the Homa common header on
-}
-
-// readCapture returns the Homa packets of a pcap file, in order.
-func readCapture(t *testing.T, path string) []capturedPacket {
-	t.Helper()
-	r, err := pcapfile.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	var pkts []capturedPacket
-	for rec, err := range r.Records() {
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		src, _, proto, tos, payload, err := pcapfile.IPPayload(rec.Frame, r.LinkType())
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if proto != 146 {
-			continue
-		}
-		// The captures are IPv4 without options: a 20-byte IP header.
-		pkts = append(pkts, capturedPacket{tx: src == capturePeer, tos: tos, ipLen: 20 + len(payload), homa: payload})
-	}
-	return pkts
-}
+// captureDir holds the captures of the Linux Homa module and their logs
+// ("" when they are not there).
+var captureDir, _ = linuxcap.Dir()
 
 // captureNames returns the names (file names without extension) of the
 // captures, or skips the test if there are none.
 func captureNames(t *testing.T) []string {
 	t.Helper()
-	paths, _ := filepath.Glob(filepath.Join(captureDir, "*.pcap"))
-	if len(paths) == 0 {
-		t.Skipf("no captures in %s (shared/ must sit beside the repository)", captureDir)
-	}
-	var names []string
-	for _, p := range paths {
-		names = append(names, strings.TrimSuffix(filepath.Base(p), ".pcap"))
+	names, err := linuxcap.Names(captureDir)
+	if captureDir == "" || err != nil || len(names) == 0 {
+		t.Skip("no captures of the Linux module (shared/ must sit beside the repository)")
 	}
 	return names
 }
@@ -319,24 +277,12 @@ func matchKey(tx bool, tos uint8, ipLen int, header []byte, payLen int) string {
 }
 
 // capturedKey is matchKey for a captured packet.
-func capturedKey(p capturedPacket) string {
-	n := len(p.homa)
-	if len(p.homa) > 11 && wire.Type(p.homa[11]) == typeCodes["DATA"] {
+func capturedKey(p linuxcap.Packet) string {
+	n := len(p.Homa)
+	if len(p.Homa) > 11 && wire.Type(p.Homa[11]) == typeCodes["DATA"] {
 		n = min(n, wire.DataLen)
 	}
-	return matchKey(p.tx, p.tos, p.ipLen, p.homa[:n], len(p.homa)-n)
-}
-
-// logGaps counts, per capture, the packets that the pcap holds and the
-// log leaves out, by direction and type: the tool that wrote the logs
-// did not print part of the traffic of some runs, and stopped before the
-// last NEED_ACKs of others.
-var logGaps = map[string]map[string]int{
-	"03_host_req200k_unsched_only_grants_resends":    {"TX DATA": 29},
-	"06_host_req100_never_ack_need_ack_repeats":      {"RX NEED_ACK": 1},
-	"06b_no_raw_socket_icmp_unreach_aborts_rpc":      {"RX NEED_ACK": 1},
-	"10_guest_client_req200k_to_host_server_needack": {"TX DATA": 312, "RX DATA": 284, "TX GRANT": 226, "TX NEED_ACK": 2},
-	"14_host_req100x3_piggybacked_acks":              {"RX NEED_ACK": 1},
+	return matchKey(p.TX, p.TOS, p.IPLen, p.Homa[:n], len(p.Homa)-n)
 }
 
 // TestCapturesFromLogText rebuilds every packet the logs describe, with
@@ -351,7 +297,10 @@ func TestCapturesFromLogText(t *testing.T) {
 	byType := map[wire.Type]int{}
 	for _, name := range captureNames(t) {
 		t.Run(name, func(t *testing.T) {
-			captured := readCapture(t, filepath.Join(captureDir, name+".pcap"))
+			captured, err := linuxcap.Read(filepath.Join(captureDir, name+".pcap"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			total += len(captured)
 			unmatched := map[string][]int{} // key -> indexes into captured
 			for i, p := range captured {
@@ -380,21 +329,21 @@ func TestCapturesFromLogText(t *testing.T) {
 					p := captured[i]
 					gaps++
 					var dec wire.Packet
-					if err := dec.Parse(p.homa); err != nil {
+					if err := dec.Parse(p.Homa); err != nil {
 						t.Errorf("packet %d, not in the log, does not decode: %v", i, err)
 						continue
 					}
-					if out := dec.Append(nil); !bytes.Equal(out, p.homa) {
-						t.Errorf("packet %d, not in the log, re-encodes differently:\n got %x\nwant %x", i, out, p.homa)
+					if out := dec.Append(nil); !bytes.Equal(out, p.Homa) {
+						t.Errorf("packet %d, not in the log, re-encodes differently:\n got %x\nwant %x", i, out, p.Homa)
 					}
 					dir := "RX"
-					if p.tx {
+					if p.TX {
 						dir = "TX"
 					}
 					missing[dir+" "+dec.Type.String()]++
 				}
 			}
-			if want := logGaps[name]; !maps.Equal(missing, want) && !(len(missing) == 0 && want == nil) {
+			if want := linuxcap.LogGaps[name]; !maps.Equal(missing, want) && !(len(missing) == 0 && want == nil) {
 				t.Errorf("captured packets not in the log: %v, want %v", missing, want)
 			}
 		})

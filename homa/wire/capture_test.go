@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,58 +12,27 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/homa-go/homa/internal/pcapfile"
+	"github.com/homa-go/homa/internal/linuxcap"
 )
 
-// captureDir holds the captures of the Linux module (shared/interop).
-var captureDir = filepath.Join("..", "..", "..", "shared", "interop", "linux-captures")
-
-// rawPeer is the address of the raw-socket peer in the captures; packets it
-// sent are "TX" in the logs, the module's are "RX".
-var rawPeer = netip.MustParseAddr("10.146.12.1")
-
-type capturedPacket struct {
-	tx    bool
-	tos   uint8
-	ipLen int
-	homa  []byte
-}
-
-type capture struct {
-	name    string // file name without extension
-	packets []capturedPacket
-}
-
-// loadCaptures reads the Homa packets of every capture, or returns nil if
-// the captures are not there.
-func loadCaptures(tb testing.TB) []capture {
-	paths, err := filepath.Glob(filepath.Join(captureDir, "*.pcap"))
-	if err != nil || len(paths) == 0 {
+// loadCaptures reads the Homa packets of every capture of the Linux
+// module, or returns nil if the captures are not there.
+func loadCaptures(tb testing.TB) []linuxcap.Capture {
+	dir, ok := linuxcap.Dir()
+	if !ok {
 		return nil
 	}
-	var caps []capture
-	for _, path := range paths {
-		c := capture{name: strings.TrimSuffix(filepath.Base(path), ".pcap")}
-		r, err := pcapfile.Open(path)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		for rec, err := range r.Records() {
-			if err != nil {
-				tb.Fatalf("%s: %v", path, err)
-			}
-			src, _, proto, tos, payload, err := pcapfile.IPPayload(rec.Frame, r.LinkType())
-			if err != nil {
-				tb.Fatalf("%s: %v", path, err)
-			}
-			if proto == 146 {
-				c.packets = append(c.packets, capturedPacket{tx: src == rawPeer, tos: tos, ipLen: 20 + len(payload), homa: payload})
-			}
-		}
-		r.Close()
-		caps = append(caps, c)
+	caps, err := linuxcap.Load(dir)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return caps
+}
+
+// logPath is the decoded log of the capture name.
+func logPath(name string) string {
+	dir, _ := linuxcap.Dir()
+	return filepath.Join(dir, name+".log")
 }
 
 // logLine matches a packet line of a capture log, for instance
@@ -75,7 +43,7 @@ var logLine = regexp.MustCompile(`^\s*[\d.]+ms (TX|RX from \S+ (tos=\S+ ip_len=\
 // logPackets returns the packet lines of a capture's log, each reduced to
 // its direction and packet description with single spaces.
 func logPackets(t *testing.T, name string) map[string]int {
-	f, err := os.Open(filepath.Join(captureDir, name+".log"))
+	f, err := os.Open(logPath(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,22 +66,11 @@ func logPackets(t *testing.T, name string) map[string]int {
 }
 
 // describe gives a captured packet in the form of a log line.
-func describe(pkt capturedPacket, p *Packet) string {
-	if pkt.tx {
+func describe(pkt linuxcap.Packet, p *Packet) string {
+	if pkt.TX {
 		return "TX " + p.String()
 	}
-	return fmt.Sprintf("RX tos=0x%02x ip_len=%d %s", pkt.tos, pkt.ipLen, p)
-}
-
-// logGaps counts, per capture, the packets the capture holds but its log
-// does not show (the logs omit some traffic, and stop before the last
-// NEED_ACKs of some runs).
-var logGaps = map[string]map[string]int{
-	"03_host_req200k_unsched_only_grants_resends":    {"TX DATA": 29},
-	"06_host_req100_never_ack_need_ack_repeats":      {"RX NEED_ACK": 1},
-	"06b_no_raw_socket_icmp_unreach_aborts_rpc":      {"RX NEED_ACK": 1},
-	"10_guest_client_req200k_to_host_server_needack": {"TX DATA": 312, "RX DATA": 284, "TX GRANT": 226, "TX NEED_ACK": 2},
-	"14_host_req100x3_piggybacked_acks":              {"RX NEED_ACK": 1},
+	return fmt.Sprintf("RX tos=0x%02x ip_len=%d %s", pkt.TOS, pkt.IPLen, p)
 }
 
 // TestCaptures decodes every Homa packet the Linux module exchanged in the
@@ -122,38 +79,38 @@ var logGaps = map[string]map[string]int{
 func TestCaptures(t *testing.T) {
 	caps := loadCaptures(t)
 	if caps == nil {
-		t.Skipf("no captures in %s", captureDir)
+		t.Skip("no captures of the Linux module (shared/ must sit beside the repository)")
 	}
 	total := 0
 	byType := map[Type]int{}
 	for _, c := range caps {
-		t.Run(c.name, func(t *testing.T) {
-			logged := logPackets(t, c.name)
+		t.Run(c.Name, func(t *testing.T) {
+			logged := logPackets(t, c.Name)
 			missing := map[string]int{}
-			for i, pkt := range c.packets {
+			for i, pkt := range c.Packets {
 				var p Packet
-				if err := p.Parse(pkt.homa); err != nil {
+				if err := p.Parse(pkt.Homa); err != nil {
 					t.Errorf("packet %d: %v", i, err)
 					continue
 				}
 				total++
 				byType[p.Type]++
-				if p.Len() != len(pkt.homa) {
-					t.Errorf("packet %d (%v): Len %d, packet %d bytes", i, p.Type, p.Len(), len(pkt.homa))
+				if p.Len() != len(pkt.Homa) {
+					t.Errorf("packet %d (%v): Len %d, packet %d bytes", i, p.Type, p.Len(), len(pkt.Homa))
 				}
-				if got := p.header().Checksum; got != binary.BigEndian.Uint16(pkt.homa[16:]) {
-					t.Errorf("packet %d: checksum %#x, bytes %x", i, got, pkt.homa[16:18])
+				if got := p.header().Checksum; got != binary.BigEndian.Uint16(pkt.Homa[16:]) {
+					t.Errorf("packet %d: checksum %#x, bytes %x", i, got, pkt.Homa[16:18])
 				}
 				out := p.Append(nil)
-				if !equalOutside(out, pkt.homa, 16, 18) {
-					t.Errorf("packet %d (%v) re-encodes differently:\n got %x\nwant %x", i, p.Type, out, pkt.homa)
+				if !equalOutside(out, pkt.Homa, 16, 18) {
+					t.Errorf("packet %d (%v) re-encodes differently:\n got %x\nwant %x", i, p.Type, out, pkt.Homa)
 				}
 				key := describe(pkt, &p)
 				if logged[key] > 0 {
 					logged[key]--
 				} else {
 					dir := "RX"
-					if pkt.tx {
+					if pkt.TX {
 						dir = "TX"
 					}
 					missing[dir+" "+p.Type.String()]++
@@ -164,7 +121,7 @@ func TestCaptures(t *testing.T) {
 					t.Errorf("%d× not in the capture: %s", n, line)
 				}
 			}
-			if want := logGaps[c.name]; !maps.Equal(missing, want) {
+			if want := linuxcap.LogGaps[c.Name]; !maps.Equal(missing, want) {
 				t.Errorf("packets missing from the log: %v, want %v", missing, want)
 			}
 		})
@@ -191,17 +148,17 @@ func equalOutside(a, b []byte, from, to int) bool {
 func TestCaptureFields(t *testing.T) {
 	caps := loadCaptures(t)
 	if caps == nil {
-		t.Skipf("no captures in %s", captureDir)
+		t.Skip("no captures of the Linux module (shared/ must sit beside the repository)")
 	}
 	find := func(name string, typ Type) []Packet {
 		var found []Packet
 		for _, c := range caps {
-			if c.name != name {
+			if c.Name != name {
 				continue
 			}
-			for _, pkt := range c.packets {
+			for _, pkt := range c.Packets {
 				var p Packet
-				if p.Parse(pkt.homa) == nil && p.Type == typ {
+				if p.Parse(pkt.Homa) == nil && p.Type == typ {
 					found = append(found, p)
 				}
 			}

@@ -79,11 +79,11 @@ func FuzzParse(f *testing.F) {
 	// A handful of packets of each kind from every capture.
 	seen := map[string]int{}
 	for _, c := range loadCaptures(f) {
-		for _, pkt := range c.packets {
-			key := c.name + string(pkt.homa[offType:offFlags])
+		for _, pkt := range c.Packets {
+			key := c.Name + string(pkt.Homa[offType:offFlags])
 			if seen[key] < 3 {
 				seen[key]++
-				f.Add(pkt.homa)
+				f.Add(pkt.Homa)
 			}
 		}
 	}
