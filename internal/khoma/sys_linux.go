@@ -149,13 +149,7 @@ func (c *sysConn) sendmsg(dst netip.AddrPort, a *SendmsgArgs, data []byte) error
 	})
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(a)
-	if err != nil {
-		return c.closedError(err)
-	}
-	if errno != 0 {
-		return errno
-	}
-	return nil
+	return c.result(err, errno)
 }
 
 func (c *sysConn) recvmsg(a *RecvmsgArgs, pages *Ledger) (int, netip.AddrPort, error) {
@@ -205,13 +199,7 @@ func (c *sysConn) abort(a *AbortArgs) error {
 		_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, uintptr(HOMAIOCABORT), uintptr(unsafe.Pointer(a)))
 	})
 	runtime.KeepAlive(a)
-	if err != nil {
-		return c.closedError(err)
-	}
-	if errno != 0 {
-		return errno
-	}
-	return nil
+	return c.result(err, errno)
 }
 
 func (c *sysConn) close() error {
@@ -295,4 +283,17 @@ func peerOf(raw *unix.RawSockaddrAny) netip.AddrPort {
 		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), p)
 	}
 	return netip.AddrPort{}
+}
+
+// result is the outcome of a system call made through the raw
+// connection: err from Control (the socket is closed), else the call's
+// errno, else nil.
+func (c *sysConn) result(err error, errno syscall.Errno) error {
+	if err != nil {
+		return c.closedError(err)
+	}
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }
