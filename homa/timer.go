@@ -118,6 +118,10 @@ const (
 )
 
 // resendVerdict runs r's loss detector and sends the RESEND it asks for.
+// An RPC whose RESENDs go unanswered proves nothing alone (only its
+// packets may be lost, or the peer is busy with others): the peer is dead
+// when the whole host has been silent for a timeout while at least
+// TimeoutResends RESENDs, for any of its RPCs, went to it.
 func (e *Endpoint) resendVerdict(r *rpc, now uint64, b *txBatch) verdict {
 	switch r.rs.Tick(now, &e.cfg.Resend) {
 	case resend.Resend:
@@ -127,18 +131,10 @@ func (e *Endpoint) resendVerdict(r *rpc, now uint64, b *txBatch) verdict {
 			e.queueGrant(r, b, r.in.granted, r.in.grantPrio)
 		}
 	case resend.Timeout:
-		if now-r.peer.heard < uint64(e.cfg.Resend.TimeoutTicks()) {
-			// The peer is alive, busy with other RPCs: only this one's
-			// packets were lost. Keep asking.
-			r.rs.Heard(now)
-			return keep
-		}
-		return peerDead
+		r.rs.Heard(now) // keep asking, unless the host is dead (below)
 	}
-	if now-r.peer.heard >= uint64(e.cfg.Resend.TimeoutTicks()) && r.peer.resendsUnheard >= e.cfg.Resend.TimeoutResends {
-		// Nothing from the host for a whole timeout, across RESENDs
-		// for several of its RPCs: with one RESEND per peer and tick,
-		// no single RPC may have asked often enough to time out.
+	p := r.peer
+	if now-p.heard >= uint64(e.cfg.Resend.TimeoutTicks()) && p.resendsUnheard >= e.cfg.Resend.TimeoutResends {
 		return peerDead
 	}
 	return keep
