@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
 )
@@ -115,7 +116,7 @@ func TestForgedResponse(t *testing.T) {
 func TestServerRPCLimit(t *testing.T) {
 	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 11})
 	c, _ := nw.Open(serverAddr, 500)
-	e := homa.NewEndpoint(c, homa.Config{MaxServerRPCs: 50, MaxServerRPCsPerPeer: 30})
+	e := homa.NewEndpoint(c, homa.Config{Limits: core.Limits{IncomingRPCs: 50, IncomingRPCsPerPeer: 30}})
 	defer e.Close()
 	flood := func(from stdnetip.Addr) {
 		for i := range 200 {
@@ -138,7 +139,7 @@ func TestServerRPCLimit(t *testing.T) {
 func TestForgedSourcesBounded(t *testing.T) {
 	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 14})
 	c, _ := nw.Open(serverAddr, 500)
-	e := homa.NewEndpoint(c, homa.Config{MaxPeers: 100})
+	e := homa.NewEndpoint(c, homa.Config{Limits: core.Limits{Peers: 100}})
 	defer e.Close()
 	for i := range 1000 {
 		src := stdnetip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)})
@@ -172,7 +173,7 @@ func FuzzHandlePacket(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := homa.NewEndpoint(c, homa.Config{MaxServerRPCs: 64})
+		e := homa.NewEndpoint(c, homa.Config{Limits: core.Limits{IncomingRPCs: 64, PendingReplies: 64}})
 		defer e.Close()
 		for len(in) >= 2 {
 			n := int(binary.BigEndian.Uint16(in))
@@ -185,8 +186,8 @@ func FuzzHandlePacket(f *testing.F) {
 			}
 			e.HandlePacket(pkt, clientAddr)
 		}
-		if st := e.Stats(); st.ServerRPCs > 64 {
-			t.Fatalf("%d server RPCs past the limit of 64", st.ServerRPCs)
+		if st := e.Stats(); st.IncomingRPCs > 64 || st.PendingReplies > 64 || st.ServerRPCs > 128 {
+			t.Fatalf("server RPCs past the limits of 64 receiving and 64 awaiting replies: %d, %d, %d in all", st.IncomingRPCs, st.PendingReplies, st.ServerRPCs)
 		}
 	})
 }

@@ -1,0 +1,54 @@
+package homa
+
+import (
+	"net/netip"
+
+	"github.com/homa-go/homa/homa/netio"
+)
+
+// txBatch collects the packets a core call produced, to be written after
+// the endpoint's mutex is released. Packet buffers come from the buffer
+// pool and go back after the write.
+type txBatch struct {
+	pkts []netio.Packet
+}
+
+func (b *txBatch) add(buf []byte, dst netip.Addr, prio uint8) {
+	b.pkts = append(b.pkts, netio.Packet{Buf: buf, N: len(buf), Addr: dst, Priority: prio})
+}
+
+func (e *Endpoint) getBatch() *txBatch {
+	if b, _ := e.batches.Get().(*txBatch); b != nil {
+		return b
+	}
+	return &txBatch{}
+}
+
+// sendBatch writes a batch from getBatch and returns it to the pool.
+func (e *Endpoint) sendBatch(b *txBatch) {
+	e.flush(b)
+	e.batches.Put(b)
+}
+
+// flush writes the batch, recycles its buffers and empties it. Packets
+// the Conn refuses are counted and dropped: loss recovery resends what
+// matters.
+func (e *Endpoint) flush(b *txBatch) {
+	pkts := b.pkts
+	for len(pkts) > 0 {
+		n, err := e.conn.WriteBatch(pkts)
+		for i := range pkts[:n] {
+			e.io.countTx(&pkts[i])
+		}
+		if err != nil {
+			e.io.writeErrors.Add(1)
+			n++ // skip the packet that failed
+		}
+		pkts = pkts[min(n, len(pkts)):]
+	}
+	for i := range b.pkts {
+		putBuf(b.pkts[i].Buf)
+		b.pkts[i] = netio.Packet{}
+	}
+	b.pkts = b.pkts[:0]
+}
