@@ -64,8 +64,8 @@ const (
 )
 
 // errQueue is the receive side's view of the socket's error queue. Its
-// plain fields are guarded by readState.mu; hint and pollErrs are shared
-// with writers and WaitReadable.
+// plain fields are guarded by readState.mu (on is set once, at open); the
+// atomic ones are shared with writers and WaitReadable.
 type errQueue struct {
 	on bool // the socket has IP_RECVERR / IPV6_RECVERR
 	// hint says the error queue may hold messages that no receive has

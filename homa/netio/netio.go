@@ -23,9 +23,12 @@
 // MemConfig.ReportUnreachable) also returns, from ReadBatch and
 // TryReadBatch, reports that a packet it sent was not delivered: Packets
 // with Unreachable set, Addr the destination of the undelivered packet and
-// Buf[:N] its start as the ICMP message quoted it. The engine matches them
-// to RPCs by the quoted header and fails those RPCs at once instead of
-// waiting for a timeout. What each transport can report:
+// Buf[:N] its start as the ICMP message quoted it. That is a packet this
+// Conn wrote (its source port is the Conn's own), at least its two ports
+// and usually its whole common header, so the engine can tell which RPC
+// it belonged to and fail that RPC at once instead of waiting for a
+// timeout; it must look at Unreachable before it decodes a packet. What
+// each transport can report:
 //
 //   - UDP: a host with no socket on the UDP port (the Homa port) answers
 //     ICMP port unreachable: UnreachablePort. The kernel queues it on the
