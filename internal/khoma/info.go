@@ -3,7 +3,6 @@ package khoma
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"runtime"
@@ -17,10 +16,6 @@ import (
 // each): the memory of a HOMAIOCINFO call does not grow with the number
 // of RPCs a socket has.
 const maxInfoRPCs = 4096
-
-// ErrNoInfo means the socket cannot report its kernel state: the
-// platform has no Homa module, or the socket is a stand-in.
-var ErrNoInfo = errors.New("khoma: no HOMAIOCINFO on this socket")
 
 // Info is the state of a kernel Homa socket as HOMAIOCINFO reports it
 // (struct homa_info).

@@ -83,7 +83,7 @@ func TestSocketStats(t *testing.T) {
 	}
 
 	h.mu.Lock()
-	c.infoErr = ErrNoInfo
+	c.infoErr = errors.ErrUnsupported
 	h.mu.Unlock()
 	if st := s.Stats(); st.ClientRPCs != 1 || st.ServerRPCs != 0 || st.Grants.Incoming != 0 {
 		t.Errorf("without HOMAIOCINFO: %d client, %d server RPCs, %d incoming", st.ClientRPCs, st.ServerRPCs, st.Grants.Incoming)

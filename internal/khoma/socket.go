@@ -408,8 +408,8 @@ func (s *Socket) Stats() homa.Stats {
 }
 
 // Info reports the socket's state in the kernel (HOMAIOCINFO), with up to
-// maxRPCs of its RPCs (at most 4096). It fails with ErrNoInfo where the
-// socket has no kernel under it, and homa.ErrClosed once it is closed.
+// maxRPCs of its RPCs (at most 4096). It fails with homa.ErrClosed once
+// the socket is closed.
 func (s *Socket) Info(maxRPCs int) (Info, error) {
 	return s.c.info(maxRPCs)
 }

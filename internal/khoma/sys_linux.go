@@ -23,7 +23,9 @@ import (
 // up), or a server port 1..32767. server says whether the socket receives
 // requests. The address family of addr picks IPv4 or IPv6; the kernel
 // binds the port on every address. A kernel without the Homa module gives
-// an error matching ErrNoKernelHoma.
+// an error matching ErrNoKernelHoma, and a module whose user API is
+// neither UAPI613 nor UAPI617 one matching ErrUnknownUAPI (see the
+// package doc for how the API is found).
 func Open(addr netip.AddrPort, server bool) (*Socket, error) {
 	if !addr.Addr().IsValid() || addr.Port() >= HOMA_MIN_DEFAULT_PORT {
 		return nil, fmt.Errorf("%w: %v: server ports are 1..%d (0 assigns a client port)", homa.ErrBadAddress, addr, HOMA_MIN_DEFAULT_PORT-1)
@@ -119,7 +121,9 @@ func (c *sysConn) setup(fd int, ip netip.Addr, port uint16, server bool) error {
 		// A module without SO_HOMA_SERVER serves exactly the bound
 		// sockets, which is all we need when server matches that.
 		var errno syscall.Errno
-		errors.As(err, &errno)
+		if !errors.As(err, &errno) {
+			return fmt.Errorf("khoma: setsockopt SO_HOMA_SERVER: %w", err)
+		}
 		return moduleError("setsockopt SO_HOMA_SERVER", errno, errorMessage(k, api))
 	}
 	return nil

@@ -17,9 +17,12 @@
 //     branch): the ioctls moved to 'h' 0x90..0x92, and those three fields
 //     are __u64; HOMA_ERROR_MSG_SIZE is 104.
 //
-// On 64-bit systems every structure has the same size and layout in both;
-// only the ioctl numbers differ. (On 32-bit systems the rcvbuf and info
-// structures differ too; the layouts follow the platform's C ABI.)
+// On 64-bit systems every structure has the same size and layout in both
+// (homa_info's error_msg fills 100 or 104 bytes of the same 136), so only
+// the ioctl numbers differ; the module's main branch between March and
+// April 2026 (__u64 fields, old ioctl numbers) is UAPI613 there. On 32-bit
+// systems homa_rcvbuf_args and homa_info differ too; their layouts follow
+// the platform's C ABI.
 //
 // Open finds out which API the loaded module speaks before it uses the
 // socket: it issues HOMAIOCINFO with UAPI617's request number, then with
@@ -46,8 +49,10 @@
 //   - recvmsg takes a struct homa_recvmsg_args at msg_control, with
 //     msg_controllen equal to its size; it has no flags field (non-blocking
 //     is MSG_DONTWAIT or O_NONBLOCK);
-//   - a request to a port with no socket, or to a client port, is answered
-//     with ICMP (or ICMPv6) port unreachable.
+//   - a packet for a port with no socket, and a request for a socket that
+//     is not a server, are dropped and answered with ICMP (ICMPv6)
+//     destination unreachable, port unreachable, subject to the kernel's
+//     ICMP rate limit (net.ipv4.icmp_ratelimit).
 package khoma
 
 import "unsafe"

@@ -16,6 +16,8 @@
 #            and `homa ping` from the netns against sock.Kernel in the guest
 #   live     interop's TestLive from the netns against the guest's
 #            homa_tool echo server on port 500
+#   idle     capture tap612 for 3 s without sending anything and count the
+#            packets by type (what the module still sends after a step)
 # Builds the test binaries into RIG_DIR/payload, (re)starts the guest,
 # runs the steps, stops the guest and every process it started. Needs
 # root (netns, raw sockets), tcpdump for `unbound`. Prints one PASS/FAIL
@@ -117,9 +119,18 @@ run_unbound() {
 	tcpdump -r "$BIN/unbound.pcap" -nn 2>/dev/null | grep -q 'proto 146\|ip-proto-146'
 }
 
+run_idle() {
+	ip netns exec "$NS" timeout 3 tcpdump -i tap612 -nn -U -w "$BIN/idle.pcap" 'icmp or ip proto 146' 2>/dev/null
+	echo "-- ICMP packets: $(tcpdump -r "$BIN/idle.pcap" -nn icmp 2>/dev/null | wc -l)"
+	tcpdump -r "$BIN/idle.pcap" -nn icmp 2>/dev/null | head -3
+	echo "-- Homa packets by direction and type:"
+	"$BIN/homa" capture --file "$BIN/idle.pcap" 2>&1 | awk '{print $2, $3, $4, $5}' | sort | uniq -c | sort -rn | head -10
+	"$BIN/homa" capture --file "$BIN/idle.pcap" 2>&1 | head -3
+}
+
 for s in $STEPS; do
 	case $s in
-	khoma | sock | kcli | live | unbound) step "$s" "run_$s" ;;
+	khoma | sock | kcli | live | unbound | idle) step "$s" "run_$s" ;;
 	*) echo "unknown step $s"; RESULT[$s]=FAIL ;;
 	esac
 done
