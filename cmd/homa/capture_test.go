@@ -23,8 +23,8 @@ import (
 	"github.com/homa-go/homa/sock"
 )
 
-// captureDir holds the captures of the Linux Homa module (shared/interop),
-// "" when they are not there.
+// captureDir holds the captures of the Linux Homa module
+// (interop/testdata/linux-captures).
 var captureDir, _ = linuxcap.Dir()
 
 // runCaptureArgs runs "homa capture" with args.
@@ -103,7 +103,7 @@ var completeLogs = []string{
 // and directions.
 func TestCaptureFile(t *testing.T) {
 	if captureDir == "" {
-		t.Skip("no captures of the Linux module (shared/ must sit beside the repository)")
+		t.Fatal("no captures of the Linux module (interop/testdata/linux-captures)")
 	}
 	const rawPeer = "10.146.12.1" // "TX" in the logs
 	total := 0
