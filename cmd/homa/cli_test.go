@@ -236,6 +236,48 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// watchedBuffer is an output written by one goroutine while another
+// waits for it to say something.
+type watchedBuffer struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // a token after each write
+}
+
+func newWatchedBuffer() *watchedBuffer {
+	return &watchedBuffer{changed: make(chan struct{}, 1)}
+}
+
+func (w *watchedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	n, err := w.b.Write(p)
+	w.mu.Unlock()
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+func (w *watchedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// waitFor waits until cond holds for what was written, checking after
+// every write; false if ctx ends first.
+func (w *watchedBuffer) waitFor(ctx context.Context, cond func(string) bool) bool {
+	for !cond(w.String()) {
+		select {
+		case <-w.changed:
+		case <-ctx.Done():
+			return cond(w.String())
+		}
+	}
+	return true
+}
+
 // servePing runs serve in a goroutine and ping against it.
 func servePing(t *testing.T, transport string, flags ...string) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
