@@ -35,7 +35,7 @@ const (
 	defaultDuration       = 5 * time.Second
 )
 
-const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST | --vs LIST] [--target HOST:PORT]\n" +
+const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST] [--target HOST:PORT]\n" +
 	"       [--size N | --workload w1..w5] [--count N] [--warmup N] [--clients M] [--outstanding N]\n" +
 	"       [--load-mbps X] [--duration D] [--max-outstanding N] [--calibrate N] [--samples FILE] [--seed S]\n" +
 	"       [--reply-size N] [--conns N] [--link-mbps M] [--unsched-bytes N] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
@@ -61,6 +61,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", modeLatency, "`mode`: latency (one RPC at a time), throughput (clients x outstanding, closed loop), workload (open-loop Poisson arrivals)")
 	fs.StringVar(&f.proto, "proto", "", "comma-separated `protocols` to run: "+protocolNames(all)+" (default: all the mode supports)")
 	fs.StringVar(&f.vs, "vs", "", "comma-separated `baselines` to run after homa and homa-udp (the older form of --proto)")
+	hide(fs, "vs")
 	fs.StringVar(&f.target, "target", "", "`HOST:PORT` of a remote server (homa serve --proto P); no server in this process; one --proto")
 	fs.StringVar(&f.dist, "workload", "", "draw request sizes from `W`: w1..w5 (instead of --size)")
 	fs.IntVar(&f.clients, "clients", 0, "`M` clients: Homa sockets, TCP connection pools or gRPC connections (default 4 in throughput mode, else 1)")

@@ -149,6 +149,26 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// TestHelpSpelling: every command's help writes its flags one way,
+// --name, and lists none of the older spellings kept for scripts.
+func TestHelpSpelling(t *testing.T) {
+	oneDash := regexp.MustCompile(`(?m)^\s+-[a-z]`)
+	for name := range commands {
+		code, _, errOut := runHoma(context.Background(), name, "-h")
+		if code != 0 || !strings.Contains(errOut, "\n  --") {
+			t.Errorf("%s -h: exit %d, stderr %q; want 0 and the flags", name, code, errOut)
+		}
+		if m := oneDash.FindString(errOut); m != "" {
+			t.Errorf("%s -h lists a flag with one dash (%q):\n%s", name, m, errOut)
+		}
+		for _, old := range []string{"--protos", "--vs", "older spelling"} {
+			if strings.Contains(errOut, old) {
+				t.Errorf("%s -h lists %s:\n%s", name, old, errOut)
+			}
+		}
+	}
+}
+
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"ping", "--size", "0"},

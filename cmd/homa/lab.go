@@ -25,7 +25,7 @@ var labProtos = []string{"homa", "homa-udp", "tcp", "grpc"}
 // "homa bench": this one. Tests replace it.
 var labExecutable = os.Executable
 
-const labSynopsis = "[--hosts N] [--rate R] [--buffer BYTES] [--mtu N] [--protos homa,tcp] [--workload w4] [--load F] [--duration D] [--plot FILE] [--json] [--keep] | --cleanup"
+const labSynopsis = "[--hosts N] [--rate R] [--buffer BYTES] [--mtu N] [--proto homa,tcp] [--workload w4] [--load F] [--duration D] [--plot FILE] [--json] [--keep] | --cleanup"
 
 // labOptions are the flags of "homa lab".
 type labOptions struct {
@@ -60,7 +60,8 @@ func parseLab(args []string, stderr io.Writer) (*labOptions, int) {
 	fs.Var(&o.rateHost1, "rate-host1", "downlink `rate` of h1, the server, if not --rate")
 	fs.IntVar(&o.buffer, "buffer", lab.DefaultBuffer, "`bytes` of buffer of each of the 8 priority queues of a switch port")
 	fs.IntVar(&o.mtu, "mtu", lab.DefaultMTU, "MTU of every link in `bytes` (9000: jumbo frames, a sixth of the packets)")
-	protos := fs.String("protos", "homa,tcp", "comma-separated `protocols` to measure, one after another: "+strings.Join(labProtos, ","))
+	protos := fs.String("proto", "homa,tcp", "comma-separated `protocols` to measure, one after another: "+strings.Join(labProtos, ","))
+	alias(fs, "protos", "proto")
 	wl := fs.String("workload", "w4", "message-size `distribution` of the requests: w1..w5")
 	fs.Float64Var(&o.load, "load", 0.8, "offered load: request bytes as a `fraction` of h1's downlink rate, shared by the clients")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of the loaded phase of each protocol")
@@ -88,7 +89,7 @@ func parseLab(args []string, stderr io.Writer) (*labOptions, int) {
 	return o, code
 }
 
-// parseProtos reads --protos. An empty list is allowed: with --keep it
+// parseProtos reads --proto. An empty list is allowed: with --keep it
 // only builds the lab.
 func parseProtos(s string) ([]string, error) {
 	var out []string
@@ -97,9 +98,9 @@ func parseProtos(s string) ([]string, error) {
 		switch {
 		case p == "":
 		case !slices.Contains(labProtos, p):
-			return nil, fmt.Errorf("--protos: unknown protocol %q (want %s)", p, strings.Join(labProtos, ","))
+			return nil, fmt.Errorf("--proto: unknown protocol %q (want %s)", p, strings.Join(labProtos, ","))
 		case slices.Contains(out, p):
-			return nil, fmt.Errorf("--protos: %s given twice", p)
+			return nil, fmt.Errorf("--proto: %s given twice", p)
 		default:
 			out = append(out, p)
 		}
@@ -126,7 +127,7 @@ func (o *labOptions) check() error {
 	case o.port < 1 || o.port > 32767:
 		return fmt.Errorf("--port %d: want 1..32767 (Homa server ports)", o.port)
 	case len(o.protos) == 0 && !o.keep && !o.cleanup:
-		return errors.New("--protos is empty: nothing to measure (add --keep to only build the lab)")
+		return errors.New("--proto is empty: nothing to measure (add --keep to only build the lab)")
 	}
 	cfg := o.labConfig()
 	return cfg.Check()
