@@ -21,6 +21,13 @@ import (
 // them.
 var labProtos = []string{"homa", "homa-udp", "tcp", "grpc"}
 
+// labIsRoot reports whether the process runs as root, which the lab
+// needs; tests replace it.
+var labIsRoot = func() bool { return os.Geteuid() == 0 }
+
+// errLabNeedsRoot is why "homa lab" does not start for other users.
+var errLabNeedsRoot = errors.New("needs root: it creates network namespaces, veth links and tc queues with ip and tc (iproute2); run it as root (sudo homa lab ...)")
+
 // labExecutable finds the program the lab runs as "homa serve" and
 // "homa bench": this one. Tests replace it.
 var labExecutable = os.Executable
@@ -124,8 +131,8 @@ func (o *labOptions) check() error {
 		return fmt.Errorf("--timeout %v: must be positive", o.timeout)
 	case o.calibrate < 1:
 		return fmt.Errorf("--calibrate %d: the slowdown baseline needs at least 1 RPC", o.calibrate)
-	case o.port < 1 || o.port > 32767:
-		return fmt.Errorf("--port %d: want 1..32767 (Homa server ports)", o.port)
+	case o.port < 1 || o.port > maxServerPort:
+		return fmt.Errorf("--port %d: want 1..%d (Homa server ports)", o.port, maxServerPort)
 	case len(o.protos) == 0 && !o.keep && !o.cleanup:
 		return errors.New("--proto is empty: nothing to measure (add --keep to only build the lab)")
 	}
@@ -159,6 +166,9 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, code := parseLab(args, stderr)
 	if code >= 0 {
 		return code
+	}
+	if !labIsRoot() {
+		return fail(stderr, "lab", errLabNeedsRoot)
 	}
 	if o.cleanup {
 		return labCleanup(stdout, stderr)

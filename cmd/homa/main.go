@@ -200,10 +200,3 @@ func parseFlags(fs *flag.FlagSet, args []string, check func() error) int {
 	}
 	return -1
 }
-
-// fail prints err as the one line a failing command leaves, and returns
-// exit code 1.
-func fail(stderr io.Writer, name string, err error) int {
-	fmt.Fprintf(stderr, "homa %s: %v\n", name, err)
-	return 1
-}
