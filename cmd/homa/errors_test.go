@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -48,6 +49,12 @@ func TestAddressErrors(t *testing.T) {
 	}
 	defer taken.Close()
 	silent := freePort(t) // a Homa port no server holds
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedTCP := ln.Addr().String() // a TCP port nothing listens on
+	ln.Close()
 
 	for _, tc := range []struct {
 		args []string
@@ -67,6 +74,7 @@ func TestAddressErrors(t *testing.T) {
 		{[]string{"ping", "--udp", "--count", "1", "--addr", fmt.Sprintf("127.0.0.1:%d", silent)}, 1,
 			fmt.Sprintf("remote address 127.0.0.1:%d: no answer (the peer timed out)", silent)},
 		{[]string{"bench", "--proto", "homa-udp", "--target", "host.invalid:4000"}, 1, "remote address host.invalid:4000: "},
+		{[]string{"stat", "--url", "http://" + closedTCP + "/metrics"}, 1, "remote address http://" + closedTCP + "/metrics: connection refused"},
 	} {
 		code, stdout, stderr := runHoma(context.Background(), tc.args...)
 		checkOneLine(t, tc.args, code, tc.code, stderr, tc.want)

@@ -50,7 +50,7 @@ func runStat(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sc := &scraper{url: *target, client: &http.Client{Timeout: max(*interval, 5*time.Second)}}
 	prev, err := sc.scrape(ctx)
 	if err != nil {
-		return fail(stderr, "stat", err)
+		return fail(stderr, "stat", remoteError(*target, err))
 	}
 	fmt.Fprintf(stdout, "homa stat: %s: %d series, a report every %v\n", *target, len(prev.series), *interval)
 	fmt.Fprintln(stdout, quantileNote)
