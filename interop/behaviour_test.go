@@ -1,7 +1,7 @@
 package interop
 
 // Behaviour vectors: each test replays one or more captures of the Linux
-// module (shared/interop/linux-captures) against a homa.Endpoint on the
+// module (testdata/linux-captures) against a homa.Endpoint on the
 // in-memory network. The endpoint takes the module's place, at the
 // module's address; the test plays the raw-socket peer, sending what the
 // capture shows that peer sending, and checks that the endpoint answers

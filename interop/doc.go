@@ -3,7 +3,7 @@
 //
 //   - wire vectors written by hand from shared/spec/WIRE.md, checked in both
 //     directions against homa/wire;
-//   - every packet of the Linux captures in shared/interop/linux-captures
+//   - every packet of the Linux captures in testdata/linux-captures
 //     rebuilt from the text of its decoded log and compared with the
 //     captured bytes;
 //   - behaviour vectors: the captures' scenarios replayed against a

@@ -9,14 +9,12 @@ import (
 
 // model is a plain re-statement of the queue and the FIFO share rule.
 type model struct {
-	msgs     map[ID]entry
-	fifo     int64 // per mille in effect
-	credit   int64 // FIFOPerMille*C - 1000*F, as in Pacer.Next
-	pending  pick
-	c, f     int64 // contested bytes, and those that went to the oldest
-	maxPkt   int64
-	queued   uint64
-	lastPick ID
+	msgs    map[ID]entry
+	fifo    int64 // per mille in effect
+	pending pick
+	c, f    int64 // contested bytes, and those that went to the oldest
+	maxPkt  int64
+	queued  uint64
 }
 
 // heads returns the message with the fewest bytes left and the oldest.

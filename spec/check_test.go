@@ -276,8 +276,8 @@ func sha(b []byte) string {
 func scanKeywords(text []byte) map[int][]string {
 	occ := map[int][]string{}
 	for i, line := range strings.Split(string(text), "\n") {
-		for _, m := range keywordRE.FindAllString(line, -1) {
-			occ[i+1] = append(occ[i+1], m)
+		if m := keywordRE.FindAllString(line, -1); len(m) > 0 {
+			occ[i+1] = m
 		}
 	}
 	return occ

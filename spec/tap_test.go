@@ -21,7 +21,6 @@ var (
 	serverAddr = netip.MustParseAddr("10.0.0.1")
 	clientAddr = netip.MustParseAddr("10.0.0.2")
 	fakeClient = netip.MustParseAddr("10.0.0.9")
-	otherHost  = netip.MustParseAddr("10.0.0.10")
 )
 
 const (

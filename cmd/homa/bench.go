@@ -15,6 +15,7 @@ import (
 
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/sock"
 )
 
 // The modes of bench.
@@ -35,7 +36,7 @@ const (
 	defaultDuration       = 5 * time.Second
 )
 
-const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST | --vs LIST] [--target HOST:PORT]\n" +
+const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST] [--target HOST:PORT]\n" +
 	"       [--size N | --workload w1..w5] [--count N] [--warmup N] [--clients M] [--outstanding N]\n" +
 	"       [--load-mbps X] [--duration D] [--max-outstanding N] [--calibrate N] [--samples FILE] [--seed S]\n" +
 	"       [--reply-size N] [--conns N] [--link-mbps M] [--unsched-bytes N] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
@@ -61,6 +62,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", modeLatency, "`mode`: latency (one RPC at a time), throughput (clients x outstanding, closed loop), workload (open-loop Poisson arrivals)")
 	fs.StringVar(&f.proto, "proto", "", "comma-separated `protocols` to run: "+protocolNames(all)+" (default: all the mode supports)")
 	fs.StringVar(&f.vs, "vs", "", "comma-separated `baselines` to run after homa and homa-udp (the older form of --proto)")
+	hide(fs, "vs")
 	fs.StringVar(&f.target, "target", "", "`HOST:PORT` of a remote server (homa serve --proto P); no server in this process; one --proto")
 	fs.StringVar(&f.dist, "workload", "", "draw request sizes from `W`: w1..w5 (instead of --size)")
 	fs.IntVar(&f.clients, "clients", 0, "`M` clients: Homa sockets, TCP connection pools or gRPC connections (default 4 in throughput mode, else 1)")
@@ -355,13 +357,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if cfg.target != "" {
 		addr, err := resolve(ctx, cfg.target)
 		if err != nil {
-			return fail(stderr, "bench", fmt.Errorf("--target: %w", err))
+			return fail(stderr, "bench", remoteError(cfg.target, err))
 		}
 		cfg.targetAddr = addr
 	}
-	rep, err := benchAll(ctx, cfg, stderr)
-	if err != nil {
+	rep := newBenchReport(cfg)
+	if err := cfg.checkRaw(rep, stderr); err != nil {
 		return fail(stderr, "bench", err)
+	}
+	if err := benchAll(ctx, cfg, rep, stderr); err != nil {
+		return fail(stderr, "bench", err)
+	}
+	if len(rep.Results) == 0 {
+		return fail(stderr, "bench", errors.New("no protocol could be measured"))
 	}
 	if err := rep.write(stdout, cfg.asJSON); err != nil {
 		return fail(stderr, "bench", err)
@@ -371,15 +379,64 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return fail(stderr, "bench", err)
 		}
 	}
-	if len(rep.Results) == 0 {
-		return fail(stderr, "bench", errors.New("no protocol could be measured"))
-	}
 	return 0
 }
 
-// benchAll measures each protocol in turn.
-func benchAll(ctx context.Context, cfg *benchConfig, stderr io.Writer) (*benchReport, error) {
-	rep := newBenchReport(cfg)
+// rawAllowed reports whether this process may open a raw IP socket on
+// local; an error other than a refusal is returned.
+func rawAllowed(local netip.AddrPort) (bool, error) {
+	s, err := openSocket(local, &sock.Config{Transport: sock.Raw})
+	if errors.Is(err, sock.ErrPermission) {
+		return false, nil
+	}
+	if err != nil {
+		return false, openError(local, err)
+	}
+	return true, s.Close()
+}
+
+// checkRaw tries a raw socket before anything is measured, if a protocol
+// of the run needs one. If the process may not open one, those protocols
+// are left out, each with a line on stderr saying why; if that leaves
+// none, the run fails at once, saying what is needed and what runs
+// without it.
+func (c *benchConfig) checkRaw(rep *benchReport, stderr io.Writer) error {
+	var raw []string
+	for _, p := range c.protos {
+		if p.raw {
+			raw = append(raw, p.name)
+		}
+	}
+	if len(raw) == 0 {
+		return nil
+	}
+	local := netip.AddrPortFrom(c.host, 0)
+	if c.target != "" {
+		local = localFor(c.targetAddr)
+	}
+	ok, err := rawAllowed(local)
+	if ok || err != nil {
+		return err
+	}
+	if len(raw) == len(c.protos) {
+		return fmt.Errorf(`--proto %s needs raw IP sockets (CAP_NET_RAW), which this process may not open: `+
+			`run as root or grant it with "setcap cap_net_raw+ep homa"; --proto homa-udp measures Homa over UDP, which needs no privileges`,
+			strings.Join(raw, ","))
+	}
+	kept := c.protos[:0:0]
+	for _, p := range c.protos {
+		if p.raw {
+			rep.skip(stderr, p, noRaw)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	c.protos = kept
+	return nil
+}
+
+// benchAll measures each protocol in turn, adding its row to rep.
+func benchAll(ctx context.Context, cfg *benchConfig, rep *benchReport, stderr io.Writer) error {
 	for _, p := range cfg.protos {
 		if reason := cfg.unsupported(p); reason != "" {
 			rep.skip(stderr, p, reason)
@@ -391,12 +448,12 @@ func benchAll(ctx context.Context, cfg *benchConfig, stderr io.Writer) (*benchRe
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.name, err)
+			return fmt.Errorf("measuring %s: %w", p.name, err)
 		}
 		rep.Results = append(rep.Results, res)
 	}
 	rep.compareToTCP()
-	return rep, nil
+	return nil
 }
 
 // unsupported says why p cannot run this configuration, or "".

@@ -24,6 +24,10 @@ type protocol struct {
 	desc string
 	// maxSize is the longest message it carries.
 	maxSize int
+	// homa says the protocol is Homa: its server ports are 1..32767.
+	homa bool
+	// raw says it needs raw IP sockets (CAP_NET_RAW).
+	raw bool
 	// serve starts a server on addr (port 0: a free port), and dial
 	// makes a client of the server at addr. Both are nil for a protocol
 	// measured on loopback only, one RPC at a time, with loopback.
@@ -104,7 +108,7 @@ var protocols = []protocol{
 		loopback: openUDP,
 	},
 	{
-		name: "floor", maxSize: rawfloor.MaxPayload,
+		name: "floor", maxSize: rawfloor.MaxPayload, raw: true,
 		desc:     "raw IP protocol 253 ping-pong, both ends busy-polling, no protocol logic (the floor for raw sockets)",
 		loopback: openFloor,
 	},
@@ -133,7 +137,7 @@ func lookupProtocol(name string) (protocol, bool) {
 // homaProtocol is Homa over transport t.
 func homaProtocol(name string, t sock.Transport) protocol {
 	return protocol{
-		name: name, maxSize: homa.MaxMessage,
+		name: name, maxSize: homa.MaxMessage, homa: true, raw: t == sock.Raw,
 		desc: "Homa over " + transportName(t) + ", engine defaults",
 		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
 			s, err := openHomaServer(addr, &sock.Config{Transport: t, Engine: o.engine})

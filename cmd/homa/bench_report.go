@@ -49,7 +49,8 @@ type skipped struct {
 type benchResult struct {
 	Protocol    string  `json:"protocol"`
 	Description string  `json:"description"`
-	Count       int     `json:"count"` // RPCs measured
+	Server      string  `json:"server,omitempty"` // the server's address (none for loopback-only protocols)
+	Count       int     `json:"count"`            // RPCs measured
 	Failed      int     `json:"failed"`
 	Dropped     int     `json:"dropped,omitempty"`
 	MinUS       float64 `json:"min_us"`
@@ -185,7 +186,11 @@ func (r *benchReport) write(w io.Writer, asJSON bool) error {
 	}
 	fmt.Fprintln(w)
 	for _, b := range r.Results {
-		fmt.Fprintf(w, "%s: %s\n", b.Protocol, b.Description)
+		if b.Server != "" {
+			fmt.Fprintf(w, "%s: %s; server %s\n", b.Protocol, b.Description, b.Server)
+		} else {
+			fmt.Fprintf(w, "%s: %s\n", b.Protocol, b.Description)
+		}
 	}
 	return nil
 }

@@ -37,6 +37,7 @@ const spotCheck = 64
 // against a remote target) and its clients.
 type rig struct {
 	srv     server
+	addr    netip.AddrPort // the server's, in-process or remote; zero for a loopback-only protocol
 	clients []client
 }
 
@@ -58,6 +59,7 @@ func openRig(ctx context.Context, p protocol, cfg *benchConfig) (*rig, error) {
 		}
 		r.srv, addr = srv, srv.addr()
 	}
+	r.addr = addr
 	for range cfg.clients {
 		c, err := p.dial(ctx, addr, clientOptions{conns: cfg.conns, engine: cfg.engine})
 		if err != nil {
@@ -150,7 +152,11 @@ func benchProtocol(ctx context.Context, p protocol, cfg *benchConfig, stderr io.
 	if err := writeSamples(cfg.samplesPath(p, ""), m.samples); err != nil {
 		return benchResult{}, err
 	}
-	return summarize(p, cfg, m, base), nil
+	res = summarize(p, cfg, m, base)
+	if rg.addr.IsValid() {
+		res.Server = rg.addr.String()
+	}
+	return res, nil
 }
 
 // measure runs the measured phase of the mode.

@@ -149,6 +149,26 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// TestHelpSpelling: every command's help writes its flags one way,
+// --name, and lists none of the older spellings kept for scripts.
+func TestHelpSpelling(t *testing.T) {
+	oneDash := regexp.MustCompile(`(?m)^\s+-[a-z]`)
+	for name := range commands {
+		code, _, errOut := runHoma(context.Background(), name, "-h")
+		if code != 0 || !strings.Contains(errOut, "\n  --") {
+			t.Errorf("%s -h: exit %d, stderr %q; want 0 and the flags", name, code, errOut)
+		}
+		if m := oneDash.FindString(errOut); m != "" {
+			t.Errorf("%s -h lists a flag with one dash (%q):\n%s", name, m, errOut)
+		}
+		for _, old := range []string{"--protos", "--vs", "older spelling"} {
+			if strings.Contains(errOut, old) {
+				t.Errorf("%s -h lists %s:\n%s", name, old, errOut)
+			}
+		}
+	}
+}
+
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"ping", "--size", "0"},
@@ -234,6 +254,48 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// watchedBuffer is an output written by one goroutine while another
+// waits for it to say something.
+type watchedBuffer struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // a token after each write
+}
+
+func newWatchedBuffer() *watchedBuffer {
+	return &watchedBuffer{changed: make(chan struct{}, 1)}
+}
+
+func (w *watchedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	n, err := w.b.Write(p)
+	w.mu.Unlock()
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+func (w *watchedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// waitFor waits until cond holds for what was written, checking after
+// every write; false if ctx ends first.
+func (w *watchedBuffer) waitFor(ctx context.Context, cond func(string) bool) bool {
+	for !cond(w.String()) {
+		select {
+		case <-w.changed:
+		case <-ctx.Done():
+			return cond(w.String())
+		}
+	}
+	return true
 }
 
 // servePing runs serve in a goroutine and ping against it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strconv"
@@ -17,18 +18,6 @@ import (
 // openSocket opens every Homa socket of this command. Tests replace it to
 // play a host that refuses raw sockets.
 var openSocket = sock.Open
-
-// noRaw is how the command names a refused raw socket.
-const noRaw = "raw IP sockets not permitted (need CAP_NET_RAW)"
-
-// explainOpen turns a refused raw socket into one line of advice; other
-// errors pass through.
-func explainOpen(err error) error {
-	if errors.Is(err, sock.ErrPermission) {
-		return errors.New(noRaw + `: run as root, grant it with "setcap cap_net_raw+ep homa", or pass --udp for UDP encapsulation`)
-	}
-	return err
-}
 
 // transportName describes a transport for reports.
 func transportName(t sock.Transport) string {
@@ -147,14 +136,18 @@ type homaClient struct {
 	server *echoServer
 }
 
-// dialHoma opens a client socket for dst on the unspecified address of
-// dst's family.
-func dialHoma(dst netip.AddrPort, cfg *sock.Config) (*homaClient, error) {
-	local := netip.IPv6Unspecified()
+// localFor is the local address of a client socket for dst: the
+// unspecified address of dst's family, port 0 (a client port).
+func localFor(dst netip.AddrPort) netip.AddrPort {
 	if dst.Addr().Is4() {
-		local = netip.IPv4Unspecified()
+		return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
 	}
-	s, err := openSocket(netip.AddrPortFrom(local, 0), cfg)
+	return netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
+}
+
+// dialHoma opens a client socket for dst on localFor(dst).
+func dialHoma(dst netip.AddrPort, cfg *sock.Config) (*homaClient, error) {
+	s, err := openSocket(localFor(dst), cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -198,30 +191,33 @@ func (c *homaClient) close() error {
 	return err
 }
 
-// loopbackPort is the server port demo and bench try first; the next
-// ones are tried while it is taken.
+// A server socket opened on port 0 gets a free Homa server port from
+// freePortFirst..freePortLast, the upper half of the server ports
+// (1..32767; sock.Open on port 0 would make a client socket, which
+// receives no requests): the ports are tried in turn from a random one,
+// at most freePortTries of them, until one is not in use.
 const (
-	loopbackPort  = 4000
-	loopbackTries = 100
+	freePortFirst = 16384
+	freePortLast  = 32767
+	freePortTries = 256
 )
 
-// openHomaServer opens a server socket on addr; port 0 means the first
-// free one from loopbackPort on.
+// openHomaServer opens a server socket on addr; port 0 means a free port
+// of freePortFirst..freePortLast.
 func openHomaServer(addr netip.AddrPort, cfg *sock.Config) (*sock.Socket, error) {
 	if addr.Port() != 0 {
 		return openSocket(addr, cfg)
 	}
-	var (
-		s   *sock.Socket
-		err error
-	)
-	for port := loopbackPort; port < loopbackPort+loopbackTries; port++ {
-		s, err = openSocket(netip.AddrPortFrom(addr.Addr(), uint16(port)), cfg)
+	const n = freePortLast - freePortFirst + 1
+	start := rand.IntN(n)
+	for i := range freePortTries {
+		port := uint16(freePortFirst + (start+i)%n)
+		s, err := openSocket(netip.AddrPortFrom(addr.Addr(), port), cfg)
 		if !errors.Is(err, sock.ErrPortInUse) {
-			break
+			return s, err
 		}
 	}
-	return s, err
+	return nil, fmt.Errorf("%w: no free Homa server port found in %d tries (of %d..%d)", sock.ErrPortInUse, freePortTries, freePortFirst, freePortLast)
 }
 
 // homaLoopback starts an echo server on host (a loopback address) and

@@ -21,11 +21,18 @@ import (
 // them.
 var labProtos = []string{"homa", "homa-udp", "tcp", "grpc"}
 
+// labIsRoot reports whether the process runs as root, which the lab
+// needs; tests replace it.
+var labIsRoot = func() bool { return os.Geteuid() == 0 }
+
+// errLabNeedsRoot is why "homa lab" does not start for other users.
+var errLabNeedsRoot = errors.New("needs root: it creates network namespaces, veth links and tc queues with ip and tc (iproute2); run it as root (sudo homa lab ...)")
+
 // labExecutable finds the program the lab runs as "homa serve" and
 // "homa bench": this one. Tests replace it.
 var labExecutable = os.Executable
 
-const labSynopsis = "[--hosts N] [--rate R] [--buffer BYTES] [--mtu N] [--protos homa,tcp] [--workload w4] [--load F] [--duration D] [--plot FILE] [--json] [--keep] | --cleanup"
+const labSynopsis = "[--hosts N] [--rate R] [--buffer BYTES] [--mtu N] [--proto homa,tcp] [--workload w4] [--load F] [--duration D] [--plot FILE] [--json] [--keep] | --cleanup"
 
 // labOptions are the flags of "homa lab".
 type labOptions struct {
@@ -60,7 +67,8 @@ func parseLab(args []string, stderr io.Writer) (*labOptions, int) {
 	fs.Var(&o.rateHost1, "rate-host1", "downlink `rate` of h1, the server, if not --rate")
 	fs.IntVar(&o.buffer, "buffer", lab.DefaultBuffer, "`bytes` of buffer of each of the 8 priority queues of a switch port")
 	fs.IntVar(&o.mtu, "mtu", lab.DefaultMTU, "MTU of every link in `bytes` (9000: jumbo frames, a sixth of the packets)")
-	protos := fs.String("protos", "homa,tcp", "comma-separated `protocols` to measure, one after another: "+strings.Join(labProtos, ","))
+	protos := fs.String("proto", "homa,tcp", "comma-separated `protocols` to measure, one after another: "+strings.Join(labProtos, ","))
+	alias(fs, "protos", "proto")
 	wl := fs.String("workload", "w4", "message-size `distribution` of the requests: w1..w5")
 	fs.Float64Var(&o.load, "load", 0.8, "offered load: request bytes as a `fraction` of h1's downlink rate, shared by the clients")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of the loaded phase of each protocol")
@@ -88,7 +96,7 @@ func parseLab(args []string, stderr io.Writer) (*labOptions, int) {
 	return o, code
 }
 
-// parseProtos reads --protos. An empty list is allowed: with --keep it
+// parseProtos reads --proto. An empty list is allowed: with --keep it
 // only builds the lab.
 func parseProtos(s string) ([]string, error) {
 	var out []string
@@ -97,9 +105,9 @@ func parseProtos(s string) ([]string, error) {
 		switch {
 		case p == "":
 		case !slices.Contains(labProtos, p):
-			return nil, fmt.Errorf("--protos: unknown protocol %q (want %s)", p, strings.Join(labProtos, ","))
+			return nil, fmt.Errorf("--proto: unknown protocol %q (want %s)", p, strings.Join(labProtos, ","))
 		case slices.Contains(out, p):
-			return nil, fmt.Errorf("--protos: %s given twice", p)
+			return nil, fmt.Errorf("--proto: %s given twice", p)
 		default:
 			out = append(out, p)
 		}
@@ -123,10 +131,10 @@ func (o *labOptions) check() error {
 		return fmt.Errorf("--timeout %v: must be positive", o.timeout)
 	case o.calibrate < 1:
 		return fmt.Errorf("--calibrate %d: the slowdown baseline needs at least 1 RPC", o.calibrate)
-	case o.port < 1 || o.port > 32767:
-		return fmt.Errorf("--port %d: want 1..32767 (Homa server ports)", o.port)
+	case o.port < 1 || o.port > maxServerPort:
+		return fmt.Errorf("--port %d: want 1..%d (Homa server ports)", o.port, maxServerPort)
 	case len(o.protos) == 0 && !o.keep && !o.cleanup:
-		return errors.New("--protos is empty: nothing to measure (add --keep to only build the lab)")
+		return errors.New("--proto is empty: nothing to measure (add --keep to only build the lab)")
 	}
 	cfg := o.labConfig()
 	return cfg.Check()
@@ -158,6 +166,9 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, code := parseLab(args, stderr)
 	if code >= 0 {
 		return code
+	}
+	if !labIsRoot() {
+		return fail(stderr, "lab", errLabNeedsRoot)
 	}
 	if o.cleanup {
 		return labCleanup(stdout, stderr)

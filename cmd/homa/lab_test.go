@@ -42,9 +42,9 @@ func TestLabUsage(t *testing.T) {
 		{"--hosts", "65"},
 		{"--rate", "1000"},
 		{"--rate", "1gbps"},
-		{"--protos", "homa,quic"},
-		{"--protos", "tcp,tcp"},
-		{"--protos", ""},
+		{"--proto", "homa,quic"},
+		{"--proto", "tcp,tcp"},
+		{"--proto", ""},
 		{"--workload", "w9"},
 		{"--load", "0"},
 		{"--load", "NaN"},
@@ -62,10 +62,15 @@ func TestLabUsage(t *testing.T) {
 			t.Errorf("lab %q: exit %d, stderr %q; want 2 and the usage", args, code, stderr)
 		}
 	}
-	if code, _, stderr := runHoma(context.Background(), "lab", "-h"); code != 0 || !strings.Contains(stderr, "--cleanup") {
-		t.Errorf("lab -h: exit %d, stderr %q", code, stderr)
+	if code, _, stderr := runHoma(context.Background(), "lab", "-h"); code != 0 || !strings.Contains(stderr, "--cleanup") ||
+		!strings.Contains(stderr, "\n  --proto protocols\n") || strings.Contains(stderr, "--protos") {
+		t.Errorf("lab -h: exit %d, stderr %q; want the flags, --proto among them and not its older spelling", code, stderr)
 	}
-	o, code := parseLab([]string{"--protos", "HOMA, grpc", "--rate", "10gbit", "--rate-host1", "1gbit", "--load", "0.5"}, &bytes.Buffer{})
+	// --protos, the older spelling, still works.
+	if o, code := parseLab([]string{"--protos", "grpc,homa"}, &bytes.Buffer{}); code >= 0 || !slices.Equal(o.protos, []string{"grpc", "homa"}) {
+		t.Errorf("--protos grpc,homa: parsed %v (exit %d)", o.protos, code)
+	}
+	o, code := parseLab([]string{"--proto", "HOMA, grpc", "--rate", "10gbit", "--rate-host1", "1gbit", "--load", "0.5"}, &bytes.Buffer{})
 	if code >= 0 || !slices.Equal(o.protos, []string{"homa", "grpc"}) || o.loadMbps() != 500 || o.rate != 10e9 {
 		t.Errorf("parsed %+v (exit %d)", o, code)
 	}
@@ -80,7 +85,7 @@ func fakeSummary(proto string, s50, s99 float64, r50, r99 time.Duration) lab.Sum
 }
 
 func TestLabReport(t *testing.T) {
-	o, code := parseLab([]string{"--protos", "tcp,homa,grpc"}, &bytes.Buffer{})
+	o, code := parseLab([]string{"--proto", "tcp,homa,grpc"}, &bytes.Buffer{})
 	if code >= 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -90,12 +95,12 @@ func TestLabReport(t *testing.T) {
 		fakeSummary("grpc", 8, 100, 400*time.Microsecond, 10*time.Millisecond),
 	}
 	var out bytes.Buffer
-	if err := writeLabReport(&out, o, []string{"--protos", "tcp,homa,grpc"}, sums); err != nil {
+	if err := writeLabReport(&out, o, []string{"--proto", "tcp,homa,grpc"}, sums); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
 	for _, want := range []string{
-		"homa lab --protos tcp,homa,grpc\n",
+		"homa lab --proto tcp,homa,grpc\n",
 		"shortest 20% (<= 1000 B): p50/p99 slowdown, homa 2.00/4.00 vs tcp 6.00/80.00: homa's 3.0x/20.0x lower (RTT p50/p99 100/400 µs vs 300/8000 µs: 3.0x/20.0x)",
 		"homa 2.00/4.00 vs grpc 8.00/100.00: homa's 4.0x/25.0x lower",
 	} {
@@ -206,7 +211,7 @@ func TestLabTeardown(t *testing.T) {
 		t.Fatalf("namespaces before the test: %v", left)
 	}
 	useLabExecutable(t, "/nonexistent/homa")
-	code, _, stderr := runHoma(context.Background(), "lab", "--hosts", "2", "--protos", "tcp")
+	code, _, stderr := runHoma(context.Background(), "lab", "--hosts", "2", "--proto", "tcp")
 	if code != 1 || !strings.Contains(stderr, "exited before it was ready") {
 		t.Errorf("with a missing program: exit %d, stderr:\n%s", code, stderr)
 	}
@@ -223,7 +228,7 @@ func TestLabTeardown(t *testing.T) {
 		}
 	}}
 	var out bytes.Buffer
-	code = runLab(ctx, []string{"--hosts", "3", "--protos", "homa"}, &out, errOut)
+	code = runLab(ctx, []string{"--hosts", "3", "--proto", "homa"}, &out, errOut)
 	if code != 1 || !strings.Contains(errOut.String(), "context canceled") {
 		t.Errorf("cancelled run: exit %d, stderr:\n%s", code, errOut.String())
 	}
@@ -269,7 +274,7 @@ func TestLabRun(t *testing.T) {
 	t.Setenv(labChildEnv, "1")
 	useLabExecutable(t, exe)
 	plot := filepath.Join(t.TempDir(), "lab.svg")
-	args := []string{"lab", "--hosts", "3", "--rate", "1gbit", "--protos", "homa,tcp", "--workload", "w3",
+	args := []string{"lab", "--hosts", "3", "--rate", "1gbit", "--proto", "homa,tcp", "--workload", "w3",
 		"--load", "0.02", "--duration", "2s", "--calibrate", "200", "--timeout", "20s", "--json", "--plot", plot}
 	code, stdout, stderr := runHoma(context.Background(), args...)
 	if code != 0 {

@@ -5,7 +5,7 @@
 //	homa ping --addr 127.0.0.1:4000       latency of one-at-a-time RPCs
 //	homa demo                             both of the above in one process
 //	homa bench --proto homa,tcp,grpc      latency, throughput or workload runs
-//	homa lab                              hosts in network namespaces under load
+//	homa lab --proto homa,tcp             hosts in network namespaces under load
 //	homa stat                             what changed in a process's metrics
 //	homa capture --iface lo               decoded Homa packets (tcpdump for Homa)
 //
@@ -21,6 +21,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"reflect"
+	"strings"
 	"syscall"
 )
 
@@ -31,7 +33,7 @@ Homa is a receiver-driven datacenter RPC transport (IP protocol 146).
 commands:
   serve  --addr HOST:PORT [--proto homa|homa-udp|tcp|grpc] [--udp] [--reply-size N] [--link-mbps M]
          [--metrics HOST:PORT]
-         run an echo server (or one replying N bytes) until interrupted
+         run an echo server (or one replying N bytes) until interrupted; port 0 picks a free one
   ping   --addr HOST:PORT [--size N] [--count N] [--warmup N] [--udp] [--metrics HOST:PORT]
          send requests one at a time, check each echo, report RTT percentiles
   demo   [--size N] [--count N] [--metrics HOST:PORT]
@@ -43,18 +45,22 @@ commands:
          RTT percentiles, slowdown by message size, RPCs/s, Gbit/s, CPU per RPC
   capture --file X.pcap | --iface NAME [--count N] [--port P] [--udp] [--write OUT.pcap]
          print Homa packets one per line, from a pcap file or live (tcpdump for Homa)
-  lab    [--hosts N] [--rate 1gbit] [--protos homa,tcp] [--workload w4] [--load 0.8] [--plot F] | --cleanup
+  lab    [--hosts N] [--rate 1gbit] [--proto homa,tcp] [--workload w4] [--load 0.8] [--plot F] | --cleanup
          hosts in network namespaces behind a rate-limited switch: slowdown under load (root)
   stat   [--url URL] [--interval D] [--count N] [--match REGEXP]
          print what changed in a running command's /metrics, every interval
+         (histogram p50/p99 interpolated within the buckets, which for sizes are powers of two)
   help   show this text
 
 Every command that sends load also takes --timeout (default 60s).
-"homa <command> -h" lists a command's flags.
+"homa <command> -h" lists a command's flags. Flags are written --name (-name
+works too); --proto names the protocols of serve, bench and lab. Older
+spellings still work and are not listed: lab --protos, bench --vs LIST
+(the same as --proto homa,homa-udp,LIST).
 
 Raw IP sockets need CAP_NET_RAW: run as root or grant it with
-"setcap cap_net_raw+ep homa". --udp carries Homa in UDP datagrams instead
-(no privileges; both ends must use it).
+"setcap cap_net_raw+ep homa". --udp (or --proto homa-udp) carries Homa in
+UDP datagrams instead (no privileges; both ends must use it).
 `
 
 // command runs one subcommand and returns the exit code.
@@ -99,14 +105,79 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // newFlags makes the flag set of a subcommand; synopsis is its usage line.
+// Flags are written --name in help, as everywhere in this command (the
+// flag package accepts -name too).
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("homa "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: homa %s %s\n\nflags:\n", name, synopsis)
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	return fs
+}
+
+// hiddenMark starts the usage text of a flag that help leaves out: an
+// older spelling kept working for scripts.
+const hiddenMark = "\x00"
+
+// alias makes old another name of the flag current, one that help does
+// not list.
+func alias(fs *flag.FlagSet, old, current string) {
+	fs.Var(fs.Lookup(current).Value, old, hiddenMark+"older spelling of --"+current)
+}
+
+// hide leaves the flag name out of help; it keeps working.
+func hide(fs *flag.FlagSet, name string) {
+	f := fs.Lookup(name)
+	f.Usage = hiddenMark + f.Usage
+}
+
+// printFlags lists the flags of fs that are not hidden, as
+// flag.PrintDefaults does but with two dashes.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Usage, hiddenMark) {
+			return
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		var b strings.Builder
+		b.WriteString("  --" + f.Name)
+		if arg != "" {
+			b.WriteString(" " + arg)
+		}
+		b.WriteString("\n    \t" + strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if !isZeroValue(f) {
+			if g, ok := f.Value.(flag.Getter); ok {
+				if _, isString := g.Get().(string); isString {
+					fmt.Fprintf(&b, " (default %q)", f.DefValue)
+					fmt.Fprintln(w, b.String())
+					return
+				}
+			}
+			fmt.Fprintf(&b, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w, b.String())
+	})
+}
+
+// isZeroValue reports whether the flag's default is its type's zero
+// value, which help does not show.
+func isZeroValue(f *flag.Flag) (zero bool) {
+	defer func() {
+		if recover() != nil {
+			zero = false
+		}
+	}()
+	t := reflect.TypeOf(f.Value)
+	var z reflect.Value
+	if t.Kind() == reflect.Pointer {
+		z = reflect.New(t.Elem())
+	} else {
+		z = reflect.Zero(t)
+	}
+	v, ok := z.Interface().(flag.Value)
+	return ok && f.DefValue == v.String()
 }
 
 // parseFlags parses args and runs check. It returns -1 to go on, or the
@@ -128,11 +199,4 @@ func parseFlags(fs *flag.FlagSet, args []string, check func() error) int {
 		return 2
 	}
 	return -1
-}
-
-// fail prints err as the one line a failing command leaves, and returns
-// exit code 1.
-func fail(stderr io.Writer, name string, err error) int {
-	fmt.Fprintf(stderr, "homa %s: %v\n", name, err)
-	return 1
 }

@@ -13,29 +13,43 @@ import (
 // checked, then a latency and throughput report.
 func runPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("ping", "[--addr HOST:PORT] [--size N] [--count N] [--warmup N] [--timeout D] [--udp] [--metrics HOST:PORT]", stderr)
-	addr := fs.String("addr", "127.0.0.1:4000", "echo server `HOST:PORT`")
+	addr := fs.String("addr", "127.0.0.1:4000", "echo server `HOST:PORT` (a Homa server port, 1..32767)")
 	udp := fs.Bool("udp", false, "carry Homa in UDP datagrams (the server must use --udp too)")
 	var load loadFlags
 	load.register(fs, 1000)
 	var met metricsFlag
 	met.register(fs)
-	if code := parseFlags(fs, args, func() error { return errors.Join(load.check(), met.check()) }); code >= 0 {
+	if code := parseFlags(fs, args, func() error { return errors.Join(load.check(), met.check(), checkServerAddr(*addr)) }); code >= 0 {
 		return code
 	}
 	dst, err := resolve(ctx, *addr)
 	if err != nil {
-		return fail(stderr, "ping", err)
+		return fail(stderr, "ping", remoteError(*addr, err))
 	}
 	c, err := dialHoma(dst, &sock.Config{Transport: transportFor(*udp)})
 	if err != nil {
-		return fail(stderr, "ping", explainOpen(err))
+		return fail(stderr, "ping", openError(localFor(dst), err))
 	}
+	fmt.Fprintf(stdout, "homa: ping %v from %v over %s\n", dst, c.s.LocalAddr(), transportName(c.t))
 	ms, err := met.serve(stdout, namedSocket{"client", c.s})
 	if err != nil {
 		c.close()
 		return fail(stderr, "ping", err)
 	}
 	return ms.stop(pingReport(ctx, "ping", c, load, stdout, stderr), "ping", stderr)
+}
+
+// checkServerAddr checks that addr, where requests go, has the form
+// HOST:PORT with a Homa server port.
+func checkServerAddr(addr string) error {
+	port, err := parsePort(addr)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--addr %q: %v", addr, err)
+	case port < 1 || port > maxServerPort:
+		return fmt.Errorf("--addr %s: port %d is not a Homa server port (1..%d)", addr, port, maxServerPort)
+	}
+	return nil
 }
 
 // pingReport measures through c, closes it, and prints the report of ping
@@ -46,6 +60,9 @@ func pingReport(ctx context.Context, name string, c *homaClient, load loadFlags,
 	if s.Count > 0 {
 		fmt.Fprintf(stdout, "homa: %d round trips of %d bytes to %v over %s\n", s.Count, s.Size, c.dst, transportName(c.t))
 		writeReport(stdout, s)
+	}
+	if errors.Is(err, sock.ErrPeerTimeout) || errors.Is(err, sock.ErrBadAddress) {
+		err = remoteError(c.dst, err)
 	}
 	if err != nil {
 		return fail(stderr, name, err)

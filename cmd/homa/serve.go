@@ -6,7 +6,28 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
+
+	"github.com/homa-go/homa/homa/netio"
 )
+
+// maxServerPort is the largest Homa server port; ports above it are
+// client ports, which receive no requests.
+const maxServerPort = netio.MinClientPort - 1
+
+// parsePort returns the port of HOST:PORT, which must be a number.
+func parsePort(hostport string) (uint16, error) {
+	_, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return 0, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return 0, fmt.Errorf("port %q is not a number 0..65535", port)
+	}
+	return uint16(p), nil
+}
 
 // serveFlags are the flags of serve that choose the server.
 type serveFlags struct {
@@ -47,6 +68,19 @@ func (f *serveFlags) check() error {
 	return f.engine.check()
 }
 
+// checkAddr checks the form of --addr and, for Homa, that its port is a
+// server port or 0.
+func (f *serveFlags) checkAddr(addr string) error {
+	port, err := parsePort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %v", addr, err)
+	}
+	if f.p.homa && port > maxServerPort {
+		return fmt.Errorf("--addr %s: port %d is not a Homa server port (1..%d; 0 picks a free one)", addr, port, maxServerPort)
+	}
+	return nil
+}
+
 // announce is how serve names its server: "<proto> server on ADDR",
 // or, without --proto, as it always has: "echo server on ADDR (transport)".
 func (f *serveFlags) announce() (name, suffix string) {
@@ -60,21 +94,21 @@ func (f *serveFlags) announce() (name, suffix string) {
 // (SIGINT or SIGTERM).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("serve", "[--proto homa|homa-udp|tcp|grpc] [--addr HOST:PORT] [--udp] [--reply-size N] [--link-mbps M] [--metrics HOST:PORT]", stderr)
-	addr := fs.String("addr", "127.0.0.1:4000", "local `HOST:PORT` to serve on (Homa ports 1..32767)")
+	addr := fs.String("addr", "127.0.0.1:4000", fmt.Sprintf("local `HOST:PORT` to serve on (Homa server ports 1..32767; port 0 picks a free one, of %d..%d for Homa)", freePortFirst, freePortLast))
 	var sf serveFlags
 	sf.register(fs)
 	var met metricsFlag
 	met.register(fs)
-	if code := parseFlags(fs, args, func() error { return errors.Join(sf.check(), met.check()) }); code >= 0 {
+	if code := parseFlags(fs, args, func() error { return errors.Join(sf.check(), met.check(), sf.checkAddr(*addr)) }); code >= 0 {
 		return code
 	}
 	local, err := resolve(ctx, *addr)
 	if err != nil {
-		return fail(stderr, "serve", err)
+		return fail(stderr, "serve", openError(*addr, err))
 	}
 	srv, err := sf.p.serve(ctx, local, serverOptions{replySize: sf.replySize, engine: sf.engine.config()})
 	if err != nil {
-		return fail(stderr, "serve", explainOpen(err))
+		return fail(stderr, "serve", openError(local, err))
 	}
 	ms, err := met.serve(stdout, serverSockets(srv)...)
 	if err != nil {

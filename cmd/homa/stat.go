@@ -50,9 +50,10 @@ func runStat(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sc := &scraper{url: *target, client: &http.Client{Timeout: max(*interval, 5*time.Second)}}
 	prev, err := sc.scrape(ctx)
 	if err != nil {
-		return fail(stderr, "stat", err)
+		return fail(stderr, "stat", remoteError(*target, err))
 	}
 	fmt.Fprintf(stdout, "homa stat: %s: %d series, a report every %v\n", *target, len(prev.series), *interval)
+	fmt.Fprintln(stdout, quantileNote)
 	tick := time.NewTicker(*interval)
 	defer tick.Stop()
 	for i := 0; *count == 0 || i < *count; i++ {
@@ -257,6 +258,11 @@ func histChange(p, s *series) (change, bool) {
 	c.p50, c.p99 = quantile(0.5, d, c.count), quantile(0.99, d, c.count)
 	return c, true
 }
+
+// quantileNote says how the p50 and p99 columns are made: a histogram
+// keeps counts per bucket, not the values observed.
+const quantileNote = "homa stat: histogram p50 and p99 are estimates from bucket counts, interpolated linearly within a bucket " +
+	"(message-size buckets are powers of two, so a size percentile is only good to its bucket)"
 
 // quantile estimates the q-quantile of total observations in cumulative
 // buckets, interpolating linearly inside the bucket that holds it, as

@@ -108,6 +108,9 @@ func TestStat(t *testing.T) {
 	if !strings.HasPrefix(out, "homa stat: "+srv.URL+"/metrics: ") {
 		t.Errorf("no header line:\n%s", out)
 	}
+	if !strings.Contains(out, "\n"+quantileNote+"\n") {
+		t.Errorf("the header does not say how p50 and p99 are estimated:\n%s", out)
+	}
 	reports := strings.Split(out, "\n--- ")[1:]
 	if len(reports) != 2 {
 		t.Fatalf("%d reports, want 2:\n%s", len(reports), out)

@@ -41,3 +41,41 @@ func (p polling) ReadBatch(pkts []Packet) (int, error) {
 		}
 	}
 }
+
+// BenchmarkUDPPingPongReports is BenchmarkUDPPingPong with reports on:
+// the hot path must cost the same.
+func BenchmarkUDPPingPongReports(b *testing.B) {
+	opt := &Options{ReportUnreachable: true}
+	x, y := openUDP(b, lo4, 0, opt), openUDP(b, lo4, 0, opt)
+	pingPong(b, x, y, lo4, lo4)
+}
+
+// BenchmarkUDPReport measures sending a packet to a closed UDP port and
+// reading the report, alternately through ReadBatch and through
+// WaitReadable then TryReadBatch.
+func BenchmarkUDPReport(b *testing.B) {
+	x := openUDP(b, lo4, 0, &Options{ReportUnreachable: true})
+	dead := openRandomPort(b, func(p uint16) (Conn, error) { return OpenUDP(lo4, p, nil) })
+	port := dead.Port()
+	dead.Close()
+	out := []Packet{{Buf: testPacket(x.Port(), port, 100, 1), N: 100, Addr: lo4}}
+	in := makePackets(4, 2048)
+	p := x.(Poller)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := x.WriteBatch(out); err != nil {
+			b.Fatal(err)
+		}
+		var n int
+		var err error
+		if i++; i%2 == 0 {
+			n, err = x.ReadBatch(in)
+		} else if err = p.WaitReadable(); err == nil {
+			n, err = p.TryReadBatch(in)
+		}
+		if err != nil || n != 1 || in[0].Unreachable != UnreachablePort {
+			b.Fatalf("read %d, %v", n, err)
+		}
+	}
+}

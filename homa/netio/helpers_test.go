@@ -48,10 +48,11 @@ func tagOf(b []byte) uint64 {
 	return binary.BigEndian.Uint64(b[20:])
 }
 
-// received is a copy of a packet read from a Conn.
+// received is a copy of a packet (or report) read from a Conn.
 type received struct {
-	data []byte
-	addr netip.Addr
+	data    []byte
+	addr    netip.Addr
+	unreach Unreachable
 }
 
 // readN reads n packets from c, failing the test on error or when they do
@@ -73,7 +74,7 @@ func readN(t testing.TB, c Conn, n int) []received {
 				return
 			}
 			for _, p := range pkts[:k] {
-				got = append(got, received{bytes.Clone(p.Bytes()), p.Addr})
+				got = append(got, received{bytes.Clone(p.Bytes()), p.Addr, p.Unreachable})
 			}
 		}
 		ch <- result{got, nil}

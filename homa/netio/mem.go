@@ -85,6 +85,19 @@ type MemConfig struct {
 	// read it, do not keep it. It is called without locks held, from the
 	// writing goroutine; a packet it drops never reaches the uplink.
 	Drop func(src, dst netip.Addr, pkt []byte) bool
+	// ReportUnreachable makes the network answer a packet sent to an
+	// address and port where no Conn is open with a report to the sender,
+	// as a kernel answers ICMP port unreachable.
+	//
+	// The report reaches the Conn that wrote the packet, if still open,
+	// at the instant the copy finds no listener (the way back takes no
+	// time and is never lost), and is read from it as a Packet with
+	// Unreachable set to UnreachablePort, Addr the destination and Buf[:N]
+	// the start of the packet (as much as an ICMP message would quote: 528
+	// bytes for IPv4, 1192 for IPv6). Each copy (duplicates included)
+	// that finds no listener is reported, except copies dropped because
+	// the last Conn closed.
+	ReportUnreachable bool
 }
 
 // Defaults and limits of the in-memory network.
@@ -131,6 +144,11 @@ type MemStats struct {
 	// DroppedTruncated counts copies discarded by ReadBatch because the
 	// Buf offered was too small.
 	DroppedTruncated uint64
+	// Reported counts reports placed in a writer's receive queue for
+	// copies that found no listener (MemConfig.ReportUnreachable); those
+	// copies are in DroppedNoListener too. ReportsDropped counts the
+	// reports that found their writer closed or its queue full.
+	Reported, ReportsDropped uint64
 	// DeliveredPackets and DeliveredBytes split Delivered by the priority
 	// the packet was written with; bytes are Homa packet bytes (no IP
 	// header).
@@ -275,19 +293,24 @@ func (n *MemNetwork) Close() error {
 	return nil
 }
 
-// memPacket is one copy of a packet inside the network.
+// memPacket is one copy of a packet inside the network, or a report that
+// a copy found no listener, on its way back to the writer.
 type memPacket struct {
 	buf   []byte // cap maxLen; buf[:n] is the packet
 	n     int
 	src   netip.Addr
+	sport uint16 // the port of the Conn that wrote it
 	dst   netip.AddrPort
-	prio  uint8     // Packet.Priority, 0..7
-	stage memStage  // what happens at due
-	due   time.Time // in flight: when stage happens; in a link queue: arrival
-	seq   uint64
-	held  *memConn // set while held back for reordering at this Conn
-	idx   int      // index in flight, -1 when not there
-	link  *memLink // the uplink or downlink it is bound for or on, until it leaves
+	// report, when set, makes this a report in its writer's queue: dst
+	// is the destination of the undelivered packet.
+	report Unreachable
+	prio   uint8     // Packet.Priority, 0..7
+	stage  memStage  // what happens at due
+	due    time.Time // in flight: when stage happens; in a link queue: arrival
+	seq    uint64
+	held   *memConn // set while held back for reordering at this Conn
+	idx    int      // index in flight, -1 when not there
+	link   *memLink // the uplink or downlink it is bound for or on, until it leaves
 	// reorder marks a copy to hold back at its Conn once it leaves link.
 	reorder bool
 }
@@ -318,19 +341,20 @@ func (n *MemNetwork) release(m *memPacket) {
 	}
 }
 
-// send takes one packet written by src: onto src's uplink, when it has
-// one, else straight into the network. Called with n.mu held.
-func (n *MemNetwork) send(src netip.Addr, p *Packet, dst netip.AddrPort) {
+// send takes one packet written by the Conn at from: onto its host's
+// uplink, when it has one, else straight into the network. Called with
+// n.mu held.
+func (n *MemNetwork) send(from netip.AddrPort, p *Packet, dst netip.AddrPort) {
 	n.stats.Sent++
 	now := n.catchUp()
-	up := n.linkFor(src, true)
+	up := n.linkFor(from.Addr(), true)
 	if up != nil && n.full() {
 		n.stats.DroppedInFlight++
 		return
 	}
 	m := n.alloc()
 	m.n = copy(m.buf, p.Buf[:p.N])
-	m.src, m.dst, m.prio = src, dst, p.Priority&7
+	m.src, m.sport, m.dst, m.prio = from.Addr(), from.Port(), dst, p.Priority&7
 	if up == nil {
 		n.route(m, now, now)
 		return
@@ -359,7 +383,7 @@ func (n *MemNetwork) route(m *memPacket, at, now time.Time) {
 		n.stats.Duplicated++
 		twin = n.alloc()
 		twin.n = copy(twin.buf, m.buf[:m.n])
-		twin.src, twin.dst, twin.prio = m.src, m.dst, m.prio
+		twin.src, twin.sport, twin.dst, twin.prio = m.src, m.sport, m.dst, m.prio
 	}
 	dst := m.dst
 	link := n.linkFor(dst.Addr(), false)
@@ -430,7 +454,11 @@ func (n *MemNetwork) deliver(m *memPacket) {
 	c := n.conns[m.dst]
 	if c == nil {
 		n.stats.DroppedNoListener++
-		n.release(m)
+		if n.cfg.ReportUnreachable {
+			n.report(m)
+		} else {
+			n.release(m)
+		}
 		return
 	}
 	c.enqueue(m)
@@ -531,77 +559,6 @@ func (n *MemNetwork) detach(c *memConn) {
 	}
 }
 
-// flightHeap orders copies in flight by due time, then scheduling order,
-// except that at equal times a downlink finishes its packet first: a
-// packet reaching the port at that instant (after a delay, or straight
-// off an uplink) joins the queue after the link has picked its next
-// packet, as one written at that instant does.
-type flightHeap []*memPacket
-
-func (h flightHeap) Len() int { return len(h) }
-func (h flightHeap) Less(i, j int) bool {
-	if !h[i].due.Equal(h[j].due) {
-		return h[i].due.Before(h[j].due)
-	}
-	if di, dj := h[i].leavingDownlink(), h[j].leavingDownlink(); di != dj {
-		return di
-	}
-	return h[i].seq < h[j].seq
-}
-func (h flightHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].idx, h[j].idx = i, j
-}
-func (h *flightHeap) Push(x any) {
-	m := x.(*memPacket)
-	m.idx = len(*h)
-	*h = append(*h, m)
-}
-func (h *flightHeap) Pop() any {
-	old := *h
-	m := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	m.idx = -1
-	return m
-}
-
-// memQueue is a bounded FIFO of copies: a Conn's receive queue, or one
-// priority level of a downlink's queue.
-type memQueue struct {
-	buf   []*memPacket
-	head  int
-	limit int
-}
-
-func (q *memQueue) len() int { return len(q.buf) - q.head }
-
-func (q *memQueue) push(m *memPacket) bool {
-	if q.len() >= q.limit {
-		return false
-	}
-	if q.head > 0 && len(q.buf) == cap(q.buf) {
-		k := copy(q.buf, q.buf[q.head:])
-		clear(q.buf[k:])
-		q.buf, q.head = q.buf[:k], 0
-	}
-	q.buf = append(q.buf, m)
-	return true
-}
-
-func (q *memQueue) pop() *memPacket {
-	if q.head == len(q.buf) {
-		return nil
-	}
-	m := q.buf[q.head]
-	q.buf[q.head] = nil
-	q.head++
-	if q.head == len(q.buf) {
-		q.buf, q.head = q.buf[:0], 0
-	}
-	return m
-}
-
 // memConn is a Conn on a MemNetwork. Its queue and flags are guarded by
 // net.mu.
 type memConn struct {
@@ -688,13 +645,21 @@ func (c *memConn) TryReadBatch(pkts []Packet) (int, error) {
 		return 0, errMemClosed
 	}
 	n.catchUp()
-	k := 0
+	k, reports := 0, 0
 	for k < len(pkts) {
 		m := c.rxq.pop()
 		if m == nil {
 			break
 		}
 		p := &pkts[k]
+		if m.report != NotUnreachable {
+			if c.readReport(m, p) {
+				reports++
+				k++
+			}
+			n.release(m)
+			continue
+		}
 		if m.n > len(p.Buf) {
 			n.stats.DroppedTruncated++
 			c.stats.discarded.Add(1)
@@ -703,13 +668,15 @@ func (c *memConn) TryReadBatch(pkts []Packet) (int, error) {
 		}
 		p.N = copy(p.Buf, m.buf[:m.n])
 		p.Addr = m.src
+		p.Unreachable = NotUnreachable
 		n.release(m)
 		k++
 	}
 	if c.rxq.len() > 0 {
 		c.signal() // more than fitted: the next ReadBatch must not park
 	}
-	c.stats.read.Add(uint64(k))
+	c.stats.read.Add(uint64(k - reports))
+	c.stats.reports.Add(uint64(reports))
 	return k, nil
 }
 
@@ -739,7 +706,7 @@ func (c *memConn) WriteBatch(pkts []Packet) (int, error) {
 			n.stats.Sent++
 			n.stats.DroppedHook++
 		} else {
-			n.send(src, p, netip.AddrPortFrom(dst, dstPort(p.Buf)))
+			n.send(c.key, p, netip.AddrPortFrom(dst, dstPort(p.Buf)))
 		}
 		n.mu.Unlock()
 		c.stats.written.Add(1)

@@ -16,6 +16,52 @@
 // A Conn serves exactly one local Homa port. Raw Conns reserve their port
 // host-wide (per IP family, see OpenRaw) so that two processes never hold
 // the same one; UDP Conns get the same guarantee from the UDP bind.
+//
+// # Unreachable destinations
+//
+// A Conn opened with Options.ReportUnreachable (or on a MemNetwork with
+// MemConfig.ReportUnreachable) also returns, from ReadBatch and
+// TryReadBatch, reports that a packet it sent was not delivered: Packets
+// with Unreachable set, Addr the destination of the undelivered packet and
+// Buf[:N] its start as the ICMP message quoted it. That is a packet this
+// Conn wrote (its source port is the Conn's own), at least its two ports
+// and usually its whole common header, so the engine can tell which RPC
+// it belonged to and fail that RPC at once instead of waiting for a
+// timeout; it must look at Unreachable before it decodes a packet. What
+// each transport can report:
+//
+//   - UDP: a host with no socket on the UDP port (the Homa port) answers
+//     ICMP port unreachable: UnreachablePort. The kernel queues it on the
+//     socket's error queue (IP_RECVERR / IPV6_RECVERR), where the Conn
+//     reads it.
+//   - Raw IP 146: a host with no raw socket for protocol 146 answers ICMP
+//     protocol unreachable (ICMPv6: parameter problem, unrecognized next
+//     header): UnreachableProtocol. A host with such a socket, even one
+//     serving another port, answers nothing, so a packet to a Homa port
+//     nobody serves there is simply lost; only the engine's timeout ends
+//     the RPC. The kernel gives an ICMP error for protocol 146 to every
+//     raw protocol 146 socket of the host: a Conn keeps only the reports
+//     whose quoted Homa source port is its own and counts the others in
+//     ConnStats.ReportsDiscarded.
+//   - Both: routers and the sending host itself (when the next hop does
+//     not answer ARP or neighbour discovery) report other failures:
+//     UnreachableHost. ICMP messages that do not mean the destination is
+//     unreachable (time exceeded, fragmentation needed, which the kernel
+//     applies to the path MTU itself) are discarded and counted.
+//   - Mem: a packet that reaches an address and port where no Conn is open
+//     is reported to its writer as UnreachablePort.
+//
+// Reports obey ReadBatch's bounds: they fill the same Packets, at most as
+// many as offered, the quoted bytes truncated to the Buf. Reading them
+// costs no system call on the hot path: the error queue is read only
+// when the kernel has signalled an error (a receive or send that failed
+// with the pending ICMP error, which the Conn absorbs and never returns,
+// or a readiness check that saw POLLERR) and, before a ReadBatch parks,
+// once. Go's netpoller refuses to park a reader while the only event on a
+// socket is an error (EPOLLERR without EPOLLIN or EPOLLOUT: an ICMP error
+// while the send buffer is full); the Conn then reads without waiting and
+// sleeps between tries (50 us doubling to 1 ms) until the netpoller takes
+// it back, so a pending error neither spins nor wedges a reader.
 package netio
 
 import (
@@ -44,6 +90,14 @@ type Packet struct {
 	// packet. Implementations map it to DSCP / traffic class (see DSCP).
 	// It is not reported on read.
 	Priority uint8
+	// Unreachable, on a packet returned by ReadBatch or TryReadBatch,
+	// marks an ICMP report instead of a Homa packet from Addr: a packet
+	// this Conn sent to Addr could not be delivered. Buf[:N] then holds the
+	// start of that undelivered Homa packet as the ICMP message quoted it
+	// (at least the 4 bytes of the two ports; usually the whole common
+	// header, which names the sender id). Only Conns opened with
+	// ReportUnreachable return such reports. It is ignored on write.
+	Unreachable Unreachable
 }
 
 // Bytes returns the valid part of the packet.
@@ -60,6 +114,8 @@ type Conn interface {
 	// shorter than the Homa common header, packets for another port and
 	// packets larger than the Buf offered; when it does, it may exchange
 	// Buf slices among the elements of pkts (it never drops or adds one).
+	// With reports enabled (Options.ReportUnreachable), a report of an
+	// undelivered packet counts as a packet: see Packet.Unreachable.
 	ReadBatch(pkts []Packet) (n int, err error)
 	// WriteBatch sends pkts in order and returns how many were sent.
 	WriteBatch(pkts []Packet) (n int, err error)
@@ -83,10 +139,10 @@ type Poller interface {
 	// TryReadBatch is ReadBatch that returns 0, nil at once when nothing
 	// is ready (or another read is in progress).
 	TryReadBatch(pkts []Packet) (n int, err error)
-	// WaitReadable blocks until a packet is ready to be read, without
-	// reading it, or the Conn is closed (an error wrapping
-	// net.ErrClosed). It may return when another goroutine has already
-	// taken the packet.
+	// WaitReadable blocks until a packet or a report (see
+	// Packet.Unreachable) is ready to be read, without reading it, or the
+	// Conn is closed (an error wrapping net.ErrClosed). It may return when
+	// another goroutine has already taken the packet.
 	WaitReadable() error
 }
 
@@ -112,12 +168,22 @@ var (
 // ConnStats are cumulative packet counts of one Conn.
 type ConnStats struct {
 	// Read and Written count packets returned by ReadBatch and
-	// TryReadBatch, and packets accepted by WriteBatch.
+	// TryReadBatch, and packets accepted by WriteBatch. Reports are not
+	// in Read.
 	Read, Written uint64
 	// Discarded counts received packets dropped before they were
 	// returned: shorter than the Homa common header, addressed to another
 	// port, or truncated because they did not fit the Buf offered.
 	Discarded uint64
+	// Reports counts reports of undelivered packets returned by ReadBatch
+	// and TryReadBatch (see Packet.Unreachable).
+	Reports uint64
+	// ReportsDiscarded counts error reports dropped before they were
+	// returned: for a packet from another Homa port (a raw socket sees
+	// the ICMP errors of every protocol 146 socket on the host), not a
+	// destination-unreachable message (time exceeded, fragmentation
+	// needed, a local error), or too short to name the two ports.
+	ReportsDiscarded uint64
 }
 
 // StatsConn is an optional Conn capability: counters read without locks.
@@ -147,4 +213,11 @@ type Options struct {
 	// ReadBuffer and WriteBuffer size the socket buffers in bytes; zero
 	// picks a size suited to bursts of 1 MB messages.
 	ReadBuffer, WriteBuffer int
+	// ReportUnreachable makes the Conn return ICMP destination-unreachable
+	// reports for packets it sent, as Packets with Unreachable set. It
+	// sets IP_RECVERR / IPV6_RECVERR on the socket; the errors the kernel
+	// then attaches to later receives and sends are absorbed by the Conn
+	// (a send they fail is retried), never returned. See the package
+	// documentation for what each transport can report.
+	ReportUnreachable bool
 }

@@ -79,9 +79,16 @@ func maxPacketFor(mtu int, v6, udp bool) int {
 
 // connCounters backs ConnStats.
 type connCounters struct {
-	read, written, discarded atomic.Uint64
+	read, written, discarded  atomic.Uint64
+	reports, reportsDiscarded atomic.Uint64
 }
 
 func (c *connCounters) snapshot() ConnStats {
-	return ConnStats{Read: c.read.Load(), Written: c.written.Load(), Discarded: c.discarded.Load()}
+	return ConnStats{
+		Read:             c.read.Load(),
+		Written:          c.written.Load(),
+		Discarded:        c.discarded.Load(),
+		Reports:          c.reports.Load(),
+		ReportsDiscarded: c.reportsDiscarded.Load(),
+	}
 }

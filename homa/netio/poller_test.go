@@ -22,6 +22,15 @@ func TestPollerContract(t *testing.T) {
 			t.Cleanup(func() { a.Close(); b.Close() })
 			return a, b
 		},
+		"raw6 reports": func(t *testing.T) (Conn, Conn) {
+			return openRaw(t, lo6, 0, reportOpts), openRaw(t, lo6, 0, reportOpts)
+		},
+		"udp4 reports": func(t *testing.T) (Conn, Conn) {
+			open := func(p uint16) (Conn, error) { return OpenUDP(lo4, p, reportOpts) }
+			a, b := openRandomPort(t, open), openRandomPort(t, open)
+			t.Cleanup(func() { a.Close(); b.Close() })
+			return a, b
+		},
 		"mem": func(t *testing.T) (Conn, Conn) {
 			a, _ := nw.Open(netip.MustParseAddr("10.0.0.1"), 0)
 			b, _ := nw.Open(netip.MustParseAddr("10.0.0.2"), 0)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -78,14 +79,18 @@ type mmsgs struct {
 	errno unix.Errno                      // error of the last syscall, 0 if none
 }
 
-// readState is the receive side; mu admits one reader at a time.
+// readState is the receive side; mu admits one reader at a time. A
+// batch holds error-queue messages in slots [0, errq.n), then datagrams
+// in the next done slots.
 type readState struct {
 	mu sync.Mutex
 	mmsgs
 	iphdr [maxBatch][ipv4HeaderLen]byte // raw IPv4 header scratch
-	wait  func(fd uintptr) bool         // recvmmsg, parking on EAGAIN
-	now   func(fd uintptr)              // recvmmsg, returning on EAGAIN
-	peek  func(fd uintptr) bool         // true when a packet is queued
+	wait  func(fd uintptr) bool         // recv, parking when nothing is ready
+	now   func(fd uintptr)              // recv, returning when nothing is ready
+	peek  func(fd uintptr) bool         // true when a packet (or an error) is queued
+	sleep func(time.Duration)           // time.Sleep; tests replace it
+	errq  errQueue
 }
 
 // writeState is the transmit side; mu serializes writers.
@@ -96,12 +101,14 @@ type writeState struct {
 	// noCmsg is set when the kernel refused a per-packet TOS control
 	// message; the TOS is then set on the socket when it changes.
 	noCmsg bool
-	sticky int // the socket's TOS while noCmsg, -1 if unknown
+	sticky int       // the socket's TOS while noCmsg, -1 if unknown
+	errq   *errQueue // the reader's, to leave it a hint
 }
 
-func (m *mmsgs) recvmmsg(fd uintptr) {
+// recvmmsg receives into the prepared messages from slot from on.
+func (m *mmsgs) recvmmsg(fd uintptr, from int) {
 	for {
-		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hs[0])), uintptr(m.cnt), unix.MSG_DONTWAIT, 0, 0)
+		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hs[from])), uintptr(m.cnt-from), unix.MSG_DONTWAIT, 0, 0)
 		if e == unix.EINTR {
 			continue
 		}
@@ -113,9 +120,41 @@ func (m *mmsgs) recvmmsg(fd uintptr) {
 	}
 }
 
-func (m *mmsgs) recvWait(fd uintptr) bool {
-	m.recvmmsg(fd)
-	return m.errno != unix.EAGAIN
+// recv is one receive step, run by the netpoller (wait: returning false
+// parks the reader until the socket is ready) or once (TryReadBatch). It
+// reads the error queue first when hinted to (into at most half the batch,
+// so that a stream of errors cannot starve datagrams), then datagrams. A
+// receive that fails with the socket's pending ICMP error sends it to the
+// error queue, then it tries the datagrams once more. Before parking it
+// reads the error queue once: its signal may have gone to a send.
+func (r *readState) recv(fd uintptr, wait bool) bool {
+	q := &r.errq
+	q.steps.Add(1)
+	q.n, r.done, r.errno = 0, 0, 0
+	if q.on && q.hint.Swap(false) {
+		r.recvErrs(fd, max(1, r.cnt/2))
+	}
+	for range 2 {
+		if q.n == r.cnt {
+			return true
+		}
+		r.recvmmsg(fd, q.n)
+		switch {
+		case r.errno == 0:
+			return true
+		case r.errno == unix.EAGAIN:
+			if q.on && wait && q.n == 0 {
+				r.recvErrs(fd, r.cnt)
+			}
+			return q.n > 0 || !wait
+		case q.on && socketError(r.errno):
+			r.errno = 0
+			r.recvErrs(fd, r.cnt-q.n)
+		default:
+			return true
+		}
+	}
+	return true
 }
 
 // peekReady reports whether a packet waits in the socket's queue, without
@@ -126,17 +165,30 @@ func peekReady(fd uintptr) bool {
 	return e != unix.EAGAIN
 }
 
-func (m *mmsgs) sendmmsg(fd uintptr) bool {
-	for m.done < m.cnt {
-		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&m.hs[m.done])), uintptr(m.cnt-m.done), 0, 0, 0)
-		switch e {
-		case 0:
-			m.done += int(r)
-		case unix.EINTR:
-		case unix.EAGAIN:
+// sendmmsg sends the prepared messages. With reports on, a send may fail
+// with the socket's pending ICMP error instead of being sent (UDP takes
+// the error on its way out): the message is retried, up to
+// maxSendRefusals times in a row, and the reader is told to look at the
+// error queue, where the report waits.
+func (w *writeState) sendmmsg(fd uintptr) bool {
+	refused := 0
+	for w.done < w.cnt {
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hs[w.done])), uintptr(w.cnt-w.done), 0, 0, 0)
+		switch {
+		case e == 0:
+			w.done += int(r)
+			refused = 0
+		case e == unix.EINTR:
+		case e == unix.EAGAIN:
 			return false // wait until the socket is writable
+		case w.errq.on && socketError(e):
+			w.errq.hint.Store(true)
+			if refused++; refused <= maxSendRefusals {
+				continue
+			}
+			fallthrough
 		default:
-			m.errno = e
+			w.errno = e
 			return true
 		}
 	}
@@ -162,9 +214,17 @@ func newSockConn(pc net.PacketConn, laddr netip.Addr, port uint16, udp bool, lea
 	}
 	c := &sockConn{pc: pc, laddr: laddr, port: port, v6: laddr.Is6(), udp: udp, mtu: opt.MTU, lease: lease}
 	c.ipHdrIn = !c.v6 && !udp
-	c.rd.wait, c.rd.now, c.rd.peek = c.rd.recvWait, c.rd.recvmmsg, peekReady
+	r := &c.rd
+	r.wait = func(fd uintptr) bool { return r.recv(fd, true) }
+	r.now = func(fd uintptr) { r.recv(fd, false) }
+	r.peek, r.sleep = peekReady, time.Sleep
+	r.errq.on = opt.ReportUnreachable
+	if r.errq.on {
+		r.peek = r.errq.pollReady
+	}
 	c.wr.send = c.wr.sendmmsg
 	c.wr.sticky = -1
+	c.wr.errq = &r.errq
 	dscp := opt.DSCP
 	if dscp == nil {
 		dscp = &DefaultDSCP
@@ -190,11 +250,18 @@ func newSockConn(pc net.PacketConn, laddr netip.Addr, port uint16, udp bool, lea
 	if wbuf <= 0 {
 		wbuf = defaultSockBuffer
 	}
+	var serr error
 	if err := c.rc.Control(func(fd uintptr) {
 		setBuffer(int(fd), unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, rbuf)
 		setBuffer(int(fd), unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, wbuf)
-	}); err != nil {
+		if r.errq.on {
+			serr = setRecvErr(int(fd), c.v6)
+		}
+	}); err != nil || serr != nil {
 		c.Close()
+		if err == nil {
+			err = os.NewSyscallError("setsockopt", serr)
+		}
 		return nil, err
 	}
 	return c, nil
@@ -233,8 +300,9 @@ func (c *sockConn) ReadBatch(pkts []Packet) (int, error) { return c.read(pkts, t
 func (c *sockConn) TryReadBatch(pkts []Packet) (int, error) { return c.read(pkts, false) }
 
 // WaitReadable implements Poller: it parks in the runtime's netpoller
-// until a packet is queued, and leaves it there.
-func (c *sockConn) WaitReadable() error { return c.rc.Read(c.rd.peek) }
+// until a packet (or, with reports on, an error) is queued, and leaves it
+// there.
+func (c *sockConn) WaitReadable() error { return c.waitReadable() }
 
 func (c *sockConn) read(pkts []Packet, wait bool) (int, error) {
 	if len(pkts) == 0 {
@@ -248,6 +316,7 @@ func (c *sockConn) read(pkts []Packet, wait bool) (int, error) {
 	}
 	defer r.mu.Unlock()
 	pkts = pkts[:min(len(pkts), maxBatch)]
+	var retry time.Duration // nonzero while the netpoller refuses to park us
 	for {
 		if err := c.prepareRead(pkts); err != nil {
 			return 0, err
@@ -255,6 +324,14 @@ func (c *sockConn) read(pkts []Packet, wait bool) (int, error) {
 		var err error
 		if wait {
 			err = c.rc.Read(r.wait)
+			if c.pollRefused(err) {
+				// Read without waiting, the error queue included.
+				r.errq.hint.Store(r.errq.on)
+				err = c.rc.Control(r.now)
+				retry = nextRetry(retry)
+			} else {
+				retry = 0
+			}
 		} else {
 			err = c.rc.Control(r.now)
 		}
@@ -262,14 +339,14 @@ func (c *sockConn) read(pkts []Packet, wait bool) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if r.errno != 0 {
-			if r.errno == unix.EAGAIN {
-				return 0, nil
-			}
+		if r.errno != 0 && r.errno != unix.EAGAIN && r.errq.n == 0 {
 			return 0, os.NewSyscallError("recvmmsg", r.errno)
 		}
 		if n := c.collect(pkts); n > 0 || !wait {
 			return n, nil
+		}
+		if retry > 0 {
+			r.sleep(retry)
 		}
 	}
 }
@@ -303,12 +380,24 @@ func (c *sockConn) prepareRead(pkts []Packet) error {
 	return nil
 }
 
-// collect turns received messages into Packets, moving the valid ones to
-// the front of pkts, and returns how many there are.
+// collect turns received messages (reports, then datagrams) into
+// Packets, moving the valid ones to the front of pkts, and returns how
+// many there are.
 func (c *sockConn) collect(pkts []Packet) int {
 	r := &c.rd
 	w := 0
-	for i := range r.done {
+	for i := range r.errq.n {
+		if !c.report(i, &pkts[i]) {
+			c.stats.reportsDiscarded.Add(1)
+			continue
+		}
+		if w != i {
+			pkts[w], pkts[i] = pkts[i], pkts[w]
+		}
+		w++
+	}
+	reports := w
+	for i := r.errq.n; i < r.errq.n+r.done; i++ {
 		p := &pkts[i]
 		n := int(r.hs[i].len)
 		ok := r.hs[i].hdr.Flags&unix.MSG_TRUNC == 0
@@ -321,12 +410,14 @@ func (c *sockConn) collect(pkts []Packet) int {
 		}
 		p.N = n
 		p.Addr = c.sockaddrAddr(&r.names[i])
+		p.Unreachable = NotUnreachable
 		if w != i {
 			pkts[w], pkts[i] = pkts[i], pkts[w]
 		}
 		w++
 	}
-	c.stats.read.Add(uint64(w))
+	c.stats.read.Add(uint64(w - reports))
+	c.stats.reports.Add(uint64(reports))
 	return w
 }
 

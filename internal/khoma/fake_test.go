@@ -52,6 +52,10 @@ type fakeConn struct {
 	// failEvery makes every failEvery-th recvmsg attempt fail with
 	// EFAULT before it looks at the arguments (0: never).
 	failEvery int
+	// infoRPCs, when set, are the RPCs HOMAIOCINFO reports instead of
+	// those the host knows; infoErr makes it fail.
+	infoRPCs []RPCInfo
+	infoErr  error
 }
 
 // open opens a socket on the host; port 0 assigns a client port.
@@ -253,6 +257,36 @@ func (c *fakeConn) abort(a *AbortArgs) error {
 		}
 	}
 	return nil
+}
+
+func (c *fakeConn) uapi() UAPI { return UAPI617 }
+
+// info reports the socket's RPCs as the module would: its client RPCs
+// waiting for a response and its server RPCs not yet answered.
+func (c *fakeConn) info(maxRPCs int) (Info, error) {
+	h := c.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-c.closed:
+		return Info{}, fmt.Errorf("%w: fake socket", homa.ErrClosed)
+	default:
+	}
+	if c.infoErr != nil {
+		return Info{}, c.infoErr
+	}
+	rpcs := c.infoRPCs
+	if rpcs == nil {
+		for id, cookie := range c.clients {
+			rpcs = append(rpcs, RPCInfo{ID: id, Cookie: cookie, TxLength: 1, TxSent: 1, RxLength: -1})
+		}
+		for k := range c.serving {
+			rpcs = append(rpcs, RPCInfo{ID: k.id, Peer: netip.AddrPortFrom(k.peer, 1), TxLength: -1})
+		}
+	}
+	in := Info{UAPI: UAPI617, Port: c.addr.Port(), NumRPCs: len(rpcs), AvailBytes: uint64(len(c.freePages) * HOMA_BPAGE_SIZE)}
+	in.RPCs = rpcs[:min(len(rpcs), maxRPCs)]
+	return in, nil
 }
 
 func (c *fakeConn) close() error {

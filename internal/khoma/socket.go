@@ -50,6 +50,10 @@ type conn interface {
 	recvmsg(a *RecvmsgArgs, pages *Ledger) (n int, peer netip.AddrPort, err error)
 	// abort issues HOMAIOCABORT.
 	abort(a *AbortArgs) error
+	// uapi is the module's user API generation.
+	uapi() UAPI
+	// info issues HOMAIOCINFO with room for up to maxRPCs RPC records.
+	info(maxRPCs int) (Info, error)
 	// close closes the socket, waking a recvmsg in progress.
 	close() error
 	// free unmaps the region, once nothing reads it any more.
@@ -380,9 +384,12 @@ func (s *Socket) Close() error {
 
 // Stats reports the socket's counters. The kernel keeps the protocol's
 // own (packets, grants, retransmissions, drops) host-wide in
-// /proc/net/homa_metrics, not per socket, so only the RPC counts, the
-// read and write errors and the current RPCs are filled in; the rest is
-// zero (and the maps nil).
+// /proc/net/homa_metrics, not per socket, so only the RPC counts and the
+// read and write errors are counted here; the current state (client and
+// server RPCs, incoming bytes granted and outstanding bytes to send)
+// comes from HOMAIOCINFO (see Info.fillStats), or, where that fails, the
+// RPCs come from this side's own records. The rest is zero (and the maps
+// nil).
 func (s *Socket) Stats() homa.Stats {
 	st := homa.Stats{
 		RPCsStarted:      s.stats.rpcsStarted.Load(),
@@ -394,8 +401,21 @@ func (s *Socket) Stats() homa.Stats {
 	s.mu.Lock()
 	st.ClientRPCs, st.ServerRPCs = len(s.pending), len(s.serving)
 	s.mu.Unlock()
+	if in, err := s.c.info(maxInfoRPCs); err == nil {
+		in.fillStats(&st)
+	}
 	return st
 }
+
+// Info reports the socket's state in the kernel (HOMAIOCINFO), with up to
+// maxRPCs of its RPCs (at most 4096). It fails with homa.ErrClosed once
+// the socket is closed.
+func (s *Socket) Info(maxRPCs int) (Info, error) {
+	return s.c.info(maxRPCs)
+}
+
+// UAPI is the user API generation of the module the socket runs on.
+func (s *Socket) UAPI() UAPI { return s.c.uapi() }
 
 func (s *Socket) isClosed() bool {
 	s.mu.Lock()

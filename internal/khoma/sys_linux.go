@@ -23,7 +23,9 @@ import (
 // up), or a server port 1..32767. server says whether the socket receives
 // requests. The address family of addr picks IPv4 or IPv6; the kernel
 // binds the port on every address. A kernel without the Homa module gives
-// an error matching ErrNoKernelHoma.
+// an error matching ErrNoKernelHoma, and a module whose user API is
+// neither UAPI613 nor UAPI617 one matching ErrUnknownUAPI (see the
+// package doc for how the API is found).
 func Open(addr netip.AddrPort, server bool) (*Socket, error) {
 	if !addr.Addr().IsValid() || addr.Port() >= HOMA_MIN_DEFAULT_PORT {
 		return nil, fmt.Errorf("%w: %v: server ports are 1..%d (0 assigns a client port)", homa.ErrBadAddress, addr, HOMA_MIN_DEFAULT_PORT-1)
@@ -44,6 +46,7 @@ type sysConn struct {
 	f      *os.File
 	rc     syscall.RawConn
 	family int
+	api    UAPI   // the module's user API, found by detectUAPI
 	buf    []byte // the receive buffer region (mmap'd)
 	name   unix.RawSockaddrAny
 	closed atomic.Bool // close ran
@@ -87,19 +90,22 @@ func openConn(ip netip.Addr, port uint16, server bool) (*sysConn, uint16, error)
 	return c, port, nil
 }
 
-// setup registers the receive region, binds the port and sets the server
-// flag.
+// setup finds the module's user API, registers the receive region, binds
+// the port and sets the server flag.
 func (c *sysConn) setup(fd int, ip netip.Addr, port uint16, server bool) error {
+	k := fdKernel(fd)
+	api, err := detectUAPI(k, nativeABI)
+	if err != nil {
+		return err
+	}
+	c.api = api
 	buf, err := unix.Mmap(-1, 0, RegionBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return fmt.Errorf("khoma: mmap receive region: %w", err)
 	}
 	c.buf = buf
-	args := RcvbufArgs{Start: uint64(uintptr(unsafe.Pointer(&buf[0]))), Length: uintptr(len(buf))}
-	_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), SOL_HOMA, SO_HOMA_RCVBUF,
-		uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args), 0)
-	if e != 0 {
-		return fmt.Errorf("khoma: setsockopt SO_HOMA_RCVBUF: %w", e)
+	if err := setRcvbuf(k, api, nativeABI, uint64(uintptr(unsafe.Pointer(&buf[0]))), uint64(len(buf))); err != nil {
+		return err
 	}
 	if port != 0 {
 		if err := unix.Bind(fd, sockaddr(netip.AddrPortFrom(ip, port))); err != nil {
@@ -114,12 +120,46 @@ func (c *sysConn) setup(fd int, ip netip.Addr, port uint16, server bool) error {
 	if err != nil && !(errors.Is(err, unix.ENOPROTOOPT) && server == (port != 0)) {
 		// A module without SO_HOMA_SERVER serves exactly the bound
 		// sockets, which is all we need when server matches that.
-		return fmt.Errorf("khoma: setsockopt SO_HOMA_SERVER: %w", err)
+		var errno syscall.Errno
+		if !errors.As(err, &errno) {
+			return fmt.Errorf("khoma: setsockopt SO_HOMA_SERVER: %w", err)
+		}
+		return moduleError("setsockopt SO_HOMA_SERVER", errno, errorMessage(k, api))
 	}
 	return nil
 }
 
+// fdKernel issues the calls of a kernel Homa socket on its descriptor.
+type fdKernel int
+
+func (fd fdKernel) ioctl(req uint32, arg unsafe.Pointer) syscall.Errno {
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(arg))
+	return e
+}
+
+func (fd fdKernel) setsockopt(name int, val unsafe.Pointer, n uintptr) syscall.Errno {
+	_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), SOL_HOMA, uintptr(name), uintptr(val), n, 0)
+	return e
+}
+
 func (c *sysConn) region() []byte { return c.buf }
+
+func (c *sysConn) uapi() UAPI { return c.api }
+
+// info issues HOMAIOCINFO with room for up to maxRPCs RPC records.
+func (c *sysConn) info(maxRPCs int) (Info, error) {
+	var (
+		in   Info
+		ierr error
+	)
+	err := c.rc.Control(func(fd uintptr) {
+		in, ierr = readInfo(fdKernel(fd), c.api, nativeABI, maxRPCs)
+	})
+	if err != nil {
+		return Info{}, c.closedError(err)
+	}
+	return in, ierr
+}
 
 func (c *sysConn) sendmsg(dst netip.AddrPort, a *SendmsgArgs, data []byte) error {
 	name, namelen := rawSockaddr(dst)
@@ -196,7 +236,7 @@ func (c *sysConn) recvmsg(a *RecvmsgArgs, pages *Ledger) (int, netip.AddrPort, e
 func (c *sysConn) abort(a *AbortArgs) error {
 	var errno syscall.Errno
 	err := c.rc.Control(func(fd uintptr) {
-		_, _, errno = unix.Syscall(unix.SYS_IOCTL, fd, uintptr(HOMAIOCABORT), uintptr(unsafe.Pointer(a)))
+		errno = fdKernel(fd).ioctl(c.api.HOMAIOCABORT(), unsafe.Pointer(a))
 	})
 	runtime.KeepAlive(a)
 	return c.result(err, errno)

@@ -3,18 +3,56 @@
 // Socket with the same Send / Recv / Reply / Abort semantics as the
 // user-space engine in package homa.
 //
-// The user API follows include/uapi/linux/homa.h of the Homa module as
-// submitted to net-next (v12..v14, July-August 2025) and the module's
-// GitHub homa.h of the same period. In that version:
+// # Module versions
+//
+// The module's user API (its homa.h) has changed while the wire protocol
+// has not. Two generations are supported, both with the same sendmsg,
+// recvmsg and SO_HOMA_RCVBUF / SO_HOMA_SERVER interface:
+//
+//   - UAPI613, the module's linux_6.13.9 branch (and its net-next branch):
+//     HOMAIOCINFO, HOMAIOCABORT and HOMAIOCFREEZE are _IOWR('h', 1..3);
+//     homa_rcvbuf_args.length and homa_info.rpc_info_length are size_t and
+//     homa_info.rpc_info a pointer; HOMA_ERROR_MSG_SIZE is 100.
+//   - UAPI617, the module's main branch (Linux 6.17; also its rhel_9.5
+//     branch): the ioctls moved to 'h' 0x90..0x92, and those three fields
+//     are __u64; HOMA_ERROR_MSG_SIZE is 104.
+//
+// On 64-bit systems every structure has the same size and layout in both
+// (homa_info's error_msg fills 100 or 104 bytes of the same 136), so only
+// the ioctl numbers differ; the module's main branch between March and
+// April 2026 (__u64 fields, old ioctl numbers) is UAPI613 there. On 32-bit
+// systems homa_rcvbuf_args and homa_info differ too; their layouts follow
+// the platform's C ABI.
+//
+// Open finds out which API the loaded module speaks before it uses the
+// socket: it issues HOMAIOCINFO with UAPI617's request number, then with
+// UAPI613's. A module answers only its own request number (an ioctl
+// number encodes the argument's size, so a size mismatch is a different
+// number) and rejects any other with EINVAL before it reads the
+// argument; no generation's HOMAIOCINFO number is another's ioctl. The
+// probe therefore cannot misfire: the first number the module accepts
+// names its API, and a module that accepts neither (for example one from
+// before October 2025, whose ioctls were in the SIOCPROTOPRIVATE range
+// and had no HOMAIOCINFO) makes Open fail with ErrUnknownUAPI rather
+// than guess.
+//
+// HOMAIOCINFO also feeds Stats (the socket's client and server RPCs as
+// the kernel counts them, the incoming and outgoing bytes still to move)
+// and Socket.Info (everything it reports, including the text of the
+// module's last error on the socket).
+//
+// In both generations:
 //
 //   - sendmsg takes a struct homa_sendmsg_args whose address is in
 //     msg_control, with msg_controllen 0 (the kernel must not copy it as
 //     control messages);
 //   - recvmsg takes a struct homa_recvmsg_args at msg_control, with
-//     msg_controllen equal to its size; it has no flags field any more
-//     (the older HOMA_RECVMSG_REQUEST/RESPONSE/NONBLOCKING bits are gone:
-//     non-blocking is MSG_DONTWAIT or O_NONBLOCK);
-//   - HOMAIOCABORT is _IOWR('h', 2, struct homa_abort_args).
+//     msg_controllen equal to its size; it has no flags field (non-blocking
+//     is MSG_DONTWAIT or O_NONBLOCK);
+//   - a packet for a port with no socket, and a request for a socket that
+//     is not a server, are dropped and answered with ICMP (ICMPv6)
+//     destination unreachable, port unreachable, subject to the kernel's
+//     ICMP rate limit (net.ipv4.icmp_ratelimit).
 package khoma
 
 import "unsafe"
@@ -26,8 +64,8 @@ const (
 	// SOL_HOMA is the setsockopt level of Homa's options: the protocol
 	// number, as for other transports.
 	SOL_HOMA = IPPROTO_HOMA
-	// SO_HOMA_RCVBUF registers the receive buffer region (a
-	// RcvbufArgs).
+	// SO_HOMA_RCVBUF registers the receive buffer region (a struct
+	// homa_rcvbuf_args, whose layout depends on the UAPI).
 	SO_HOMA_RCVBUF = 10
 	// SO_HOMA_SERVER takes an int: nonzero lets the socket receive
 	// requests. Binding a port also sets it.
@@ -89,15 +127,6 @@ type RecvmsgArgs struct {
 	BpageOffsets [HOMA_MAX_BPAGES]uint32
 }
 
-// RcvbufArgs is struct homa_rcvbuf_args, the SO_HOMA_RCVBUF argument
-// (16 bytes on 64-bit systems).
-type RcvbufArgs struct {
-	// Start is the address of the region (page aligned).
-	Start uint64
-	// Length is the region's size in bytes (a size_t).
-	Length uintptr
-}
-
 // AbortArgs is struct homa_abort_args, the HOMAIOCABORT argument
 // (32 bytes).
 type AbortArgs struct {
@@ -114,13 +143,8 @@ type AbortArgs struct {
 const (
 	SizeofSendmsgArgs = int(unsafe.Sizeof(SendmsgArgs{}))
 	SizeofRecvmsgArgs = int(unsafe.Sizeof(RecvmsgArgs{}))
-	SizeofRcvbufArgs  = int(unsafe.Sizeof(RcvbufArgs{}))
 	SizeofAbortArgs   = int(unsafe.Sizeof(AbortArgs{}))
 )
-
-// HOMAIOCABORT aborts a client RPC (ioctl with an *AbortArgs):
-// _IOWR('h', 2, struct homa_abort_args).
-const HOMAIOCABORT uint32 = (iocRead|iocWrite)<<iocDirShift | uint32(SizeofAbortArgs)<<iocSizeShift | 'h'<<iocTypeShift | 2
 
 // Field layout of an ioctl number (include/uapi/asm-generic/ioctl.h).
 const (
@@ -130,3 +154,18 @@ const (
 	iocSizeShift = iocTypeShift + iocTypeBits
 	iocDirShift  = iocSizeShift + iocSizeBits
 )
+
+// ioc encodes an ioctl number (_IOC): the argument's direction and size,
+// the driver's type byte and the command number.
+func ioc(dir, typ, nr, size uint32) uint32 {
+	return dir<<iocDirShift | size<<iocSizeShift | typ<<iocTypeShift | nr
+}
+
+// iowr is _IOWR: an ioctl whose argument of size bytes the kernel reads
+// and writes.
+func iowr(typ, nr byte, size int) uint32 {
+	return ioc(iocRead|iocWrite, uint32(typ), uint32(nr), uint32(size))
+}
+
+// ionone is _IO: an ioctl without argument.
+func ionone(typ, nr byte) uint32 { return ioc(iocNone, uint32(typ), uint32(nr), 0) }

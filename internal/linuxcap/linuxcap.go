@@ -1,7 +1,8 @@
 // Package linuxcap reads the packet captures of the Linux Homa module that
-// serve as test vectors (shared/interop/linux-captures: NAME.pcap with a
-// decoded NAME.log beside it). The codec's tests and the interop suite
-// both read them through this package.
+// serve as test vectors (interop/testdata/linux-captures in this
+// repository: NAME.pcap with a decoded NAME.log beside it). The codec's
+// tests, the interop suite and the capture command's tests all read them
+// through this package.
 package linuxcap
 
 import (
@@ -45,21 +46,23 @@ var LogGaps = map[string]map[string]int{
 	"14_host_req100x3_piggybacked_acks":              {"RX NEED_ACK": 1},
 }
 
-// rel is where the captures sit relative to the repository's root: the
-// shared/ folder beside the repository.
-var rel = filepath.Join("shared", "interop", "linux-captures")
+// rel is where the captures sit relative to the module's root.
+var rel = filepath.Join("interop", "testdata", "linux-captures")
 
-// Dir finds the captures' folder by looking for shared/interop in the
-// working directory's parents (a test runs in its package's folder). It
-// reports false when there is none.
+// Dir finds the captures' folder: it walks up from the working directory
+// (a test runs in its package's folder) to the module's root, the first
+// folder with a go.mod, and returns rel under it. It reports false when
+// there is no module root or no captures there.
 func Dir() (string, bool) {
 	d, err := os.Getwd()
 	if err != nil {
 		return "", false
 	}
 	for {
-		if fi, err := os.Stat(filepath.Join(d, rel)); err == nil && fi.IsDir() {
-			return filepath.Join(d, rel), true
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			dir := filepath.Join(d, rel)
+			fi, err := os.Stat(dir)
+			return dir, err == nil && fi.IsDir()
 		}
 		up := filepath.Dir(d)
 		if up == d {
