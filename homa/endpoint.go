@@ -468,7 +468,7 @@ func (e *Endpoint) isClosed() bool {
 func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *mailbox.Waiter) {
 	in := e.rxIn[:0]
 	for i := range pkts {
-		in = append(in, core.Inbound{Buf: pkts[i].Bytes(), Addr: pkts[i].Addr})
+		in = append(in, core.Inbound{Buf: pkts[i].Bytes(), Addr: pkts[i].Addr, Unreachable: unreachability(pkts[i].Unreachable)})
 	}
 	e.mu.Lock()
 	if !e.closed {
@@ -480,6 +480,20 @@ func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *mailbox.Waiter
 	e.mu.Unlock()
 	clear(in)
 	e.flush(b)
+}
+
+// unreachability maps netio's reports of undelivered packets to the
+// core's (0: an ordinary packet).
+func unreachability(u netio.Unreachable) core.Unreachability {
+	switch u {
+	case netio.NotUnreachable:
+		return 0
+	case netio.UnreachablePort:
+		return core.PortUnreachable
+	case netio.UnreachableProtocol:
+		return core.ProtocolUnreachable
+	}
+	return core.HostUnreachable
 }
 
 // HandlePacket feeds one received packet to the endpoint, as if it had

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/homa-go/homa/homa"
@@ -176,73 +177,75 @@ func TestReorderDuplicate(t *testing.T) {
 }
 
 func TestAbortAndCancel(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 5})
-	sc, _ := nw.Open(serverAddr, 500) // a server that never answers
-	cc, _ := nw.Open(clientAddr, 0)
-	server, client := homa.NewEndpoint(sc, homa.Config{}), homa.NewEndpoint(cc, homa.Config{})
-	defer server.Close()
-	defer client.Close()
-	dst := server.LocalAddr()
+	synctest.Test(t, func(t *testing.T) {
+		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 5})
+		sc, _ := nw.Open(serverAddr, 500) // a server that never answers
+		cc, _ := nw.Open(clientAddr, 0)
+		server, client := homa.NewEndpoint(sc, homa.Config{PollDuration: -1}), homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
+		defer server.Close()
+		defer client.Close()
+		dst := server.LocalAddr()
 
-	id, err := client.Send(dst, []byte("x"), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan *homa.Message)
-	go func() {
-		m, _ := client.Recv(context.Background(), id)
-		done <- m
-	}()
-	// Wait for the goroutine to block; then abort.
-	for client.Stats().ClientRPCs != 1 {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(10 * time.Millisecond)
-	if err := client.Abort(id); err != nil {
-		t.Fatal(err)
-	}
-	if m := <-done; m == nil || !errors.Is(m.Err, homa.ErrAborted) {
-		t.Fatalf("waiter got %+v, want ErrAborted", m)
-	}
-	if err := client.Abort(id); !errors.Is(err, homa.ErrUnknownRPC) {
-		t.Fatalf("second abort: %v", err)
-	}
-	// Aborted with nobody waiting for it: forgotten, never received.
-	quiet, _ := client.Send(dst, []byte("q"), 3)
-	if err := client.Abort(quiet); err != nil {
-		t.Fatal(err)
-	}
-	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancelShort()
-	if m, err := client.Recv(short, 0); err == nil {
-		t.Fatalf("Recv(any) returned the quietly aborted RPC: %+v", m)
-	}
-	if n := client.Stats().ClientRPCs; n != 0 {
-		t.Fatalf("%d client RPCs left after aborts", n)
-	}
+		id, err := client.Send(dst, []byte("x"), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan *homa.Message)
+		go func() {
+			m, _ := client.Recv(context.Background(), id)
+			done <- m
+		}()
+		// Wait for the goroutine to block; then abort.
+		for client.Stats().ClientRPCs != 1 {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if err := client.Abort(id); err != nil {
+			t.Fatal(err)
+		}
+		if m := <-done; m == nil || !errors.Is(m.Err, homa.ErrAborted) {
+			t.Fatalf("waiter got %+v, want ErrAborted", m)
+		}
+		if err := client.Abort(id); !errors.Is(err, homa.ErrUnknownRPC) {
+			t.Fatalf("second abort: %v", err)
+		}
+		// Aborted with nobody waiting for it: forgotten, never received.
+		quiet, _ := client.Send(dst, []byte("q"), 3)
+		if err := client.Abort(quiet); err != nil {
+			t.Fatal(err)
+		}
+		short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancelShort()
+		if m, err := client.Recv(short, 0); err == nil {
+			t.Fatalf("Recv(any) returned the quietly aborted RPC: %+v", m)
+		}
+		if n := client.Stats().ClientRPCs; n != 0 {
+			t.Fatalf("%d client RPCs left after aborts", n)
+		}
 
-	id2, _ := client.Send(dst, []byte("y"), 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	if _, err := client.Recv(ctx, id2); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("recv with expired context: %v", err)
-	}
-	// The RPC survives a cancelled Recv and can still be waited for.
-	if _, err := client.Recv(context.Background(), 424242); !errors.Is(err, homa.ErrUnknownRPC) {
-		t.Fatalf("recv unknown id: %v", err)
-	}
-	if _, err := client.Send(dst, nil, 0); !errors.Is(err, homa.ErrMessageTooLong) {
-		t.Fatalf("empty message: %v", err)
-	}
-	if _, err := client.Send(dst, make([]byte, homa.MaxMessage+1), 0); !errors.Is(err, homa.ErrMessageTooLong) {
-		t.Fatalf("oversize message: %v", err)
-	}
-	if _, err := client.Send(netip.MustParseAddrPort("[::1]:500"), []byte("z"), 0); !errors.Is(err, homa.ErrBadAddress) {
-		t.Fatalf("IPv6 destination on an IPv4 endpoint: %v", err)
-	}
-	if err := server.Reply(clientAddr, 12345, []byte("r")); !errors.Is(err, homa.ErrUnknownRPC) {
-		t.Fatalf("reply to unknown RPC: %v", err)
-	}
+		id2, _ := client.Send(dst, []byte("y"), 2)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		if _, err := client.Recv(ctx, id2); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("recv with expired context: %v", err)
+		}
+		// The RPC survives a cancelled Recv and can still be waited for.
+		if _, err := client.Recv(context.Background(), 424242); !errors.Is(err, homa.ErrUnknownRPC) {
+			t.Fatalf("recv unknown id: %v", err)
+		}
+		if _, err := client.Send(dst, nil, 0); !errors.Is(err, homa.ErrMessageTooLong) {
+			t.Fatalf("empty message: %v", err)
+		}
+		if _, err := client.Send(dst, make([]byte, homa.MaxMessage+1), 0); !errors.Is(err, homa.ErrMessageTooLong) {
+			t.Fatalf("oversize message: %v", err)
+		}
+		if _, err := client.Send(netip.MustParseAddrPort("[::1]:500"), []byte("z"), 0); !errors.Is(err, homa.ErrBadAddress) {
+			t.Fatalf("IPv6 destination on an IPv4 endpoint: %v", err)
+		}
+		if err := server.Reply(clientAddr, 12345, []byte("r")); !errors.Is(err, homa.ErrUnknownRPC) {
+			t.Fatalf("reply to unknown RPC: %v", err)
+		}
+	})
 }
 
 func TestCloseUnblocks(t *testing.T) {

@@ -55,7 +55,7 @@ type Core struct {
 	heavyMem   heavy
 	heavyRPCs  heavy
 	seen       map[clientKey]*ack.Seen
-	solicited  map[serverKey]uint64
+	solicited  map[serverKey]solicitation
 	timers     timerHeap
 	rxPkt      wire.Packet
 	ackScratch [wire.MaxAcks]wire.AckEntry
@@ -92,7 +92,7 @@ func New(local Local, cfg Config) *Core {
 		servers:   make(map[serverKey]*rpc),
 		peers:     make(map[netip.Addr]*peer),
 		seen:      make(map[clientKey]*ack.Seen),
-		solicited: make(map[serverKey]uint64),
+		solicited: make(map[serverKey]solicitation),
 		granting:  make(map[grant.ID]*rpc),
 		idlePeers: newList(func(p *peer) *links[peer] { return &p.idle }),
 		heavyMem: newHeavy(func(p *peer) *links[peer] { return &p.memLinks },

@@ -29,9 +29,9 @@
 // costs that host, not the others; within a host, RPCs that make
 // progress survive those that do not. A granted sender that stays silent
 // loses its grant (Limits.GrantTimeoutTicks); a RESEND never yields more
-// than the bytes already sent, once per resend interval, and at most one
-// copy of a message per budget window. Every dropped packet is counted
-// by reason (Stats.Drops).
+// than the bytes already sent, each once per resend interval, however
+// many RESENDs ask. Every dropped packet is counted by reason
+// (Stats.Drops).
 //
 // # Liveness
 //

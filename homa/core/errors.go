@@ -63,7 +63,7 @@ type OpError struct {
 }
 
 func (e *OpError) Error() string {
-	s := "homa " + e.Op
+	s := e.Op
 	if e.ID != 0 {
 		s += fmt.Sprintf(" rpc %d", e.ID)
 	}

@@ -145,6 +145,9 @@ func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 	if need := r.in.need(off, end); need > 0 {
 		if !c.admitMemory(r, need) {
 			c.drop(DropMemory)
+			if !r.isClient() && r.in.received == 0 {
+				c.freeServer(r, false) // nothing of it is held: its client will retry
+			}
 			return
 		}
 		c.charge(r, r.in.commit(off, end, c.bufs))
@@ -291,9 +294,10 @@ func (c *Core) handleGrant(g *wire.Grant, src netip.Addr) {
 //   - otherwise the range is retransmitted with the retransmit flag set,
 //     clamped to the bytes already sent (a RESEND "to the end", from a
 //     receiver that has nothing, gets the unscheduled bytes), each byte
-//     at most once per resend interval and at most one copy of the
-//     message per budget window. A RESEND with a finite range also
-//     grants up to its end: the receiver's GRANT may have been lost.
+//     at most once per resend interval, and at most one copy of the
+//     message per rexmitWindowIntervals intervals. A RESEND with a finite
+//     range also grants up to its end: the receiver's GRANT may have
+//     been lost.
 func (c *Core) handleResend(rs *wire.Resend, src netip.Addr) {
 	r := c.lookup(&rs.Common, src)
 	id := rs.SenderID ^ 1
@@ -320,6 +324,12 @@ func (c *Core) handleResend(rs *wire.Resend, src netip.Addr) {
 	}
 }
 
+// rexmitWindowIntervals is the budget window of retransmissions, in
+// resend intervals (100 ms by default): at most one copy of a message is
+// retransmitted in it, so a stream of RESENDs for a whole large message
+// costs its sender at most that.
+const rexmitWindowIntervals = 20
+
 // retransmit answers a RESEND for r's outgoing message (see handleResend).
 func (c *Core) retransmit(r *rpc, rs *wire.Resend) {
 	m := &r.out
@@ -329,8 +339,10 @@ func (c *Core) retransmit(r *rpc, rs *wire.Resend) {
 	} else {
 		m.grant(end, m.schedPrio)
 	}
+	// Just under the receiver's RESEND interval, so that its next
+	// round is answered even when it comes a little early.
 	interval := c.at(uint64(c.cfg.Resend.ResendInterval)) - c.cfg.Tick/2
-	window := c.at(uint64(c.cfg.Resend.TimeoutResends * c.cfg.Resend.ResendInterval))
+	window := c.at(uint64(rexmitWindowIntervals * c.cfg.Resend.ResendInterval))
 	if from, to, ok := m.allowRexmit(rs.Offset, min(end, m.next), c.now, interval, window); ok {
 		c.stats.Retransmits++
 		c.queueData(r, from, to, true)
@@ -385,15 +397,18 @@ func (c *Core) handleBare(h *wire.Common, src netip.Addr) {
 	}
 }
 
-// unknownGraceTicks is how long a server RPC whose client said
-// RPC_UNKNOWN is kept, in case the claim was forged: anything from the
-// client about the RPC meanwhile keeps it.
-const unknownGraceTicks = 2
-
 // handleUnknown: a server that lost our request gets it again from the
 // start; a client that does not know a server RPC makes the server stop
 // sending and forget the RPC after a grace period (a forged RPC_UNKNOWN
 // cannot then end an RPC whose client still asks for it).
+// unknownGrace is how long (in ticks) a server RPC whose client said
+// RPC_UNKNOWN is kept, in case the claim was forged: a client still
+// waiting for the RPC RESENDs within it, which keeps the RPC.
+func (c *Core) unknownGrace() uint64 {
+	r := &c.cfg.Resend
+	return uint64(max(r.ResendTicks, r.ResendInterval) + r.ResendInterval + 1)
+}
+
 func (c *Core) handleUnknown(h *wire.Common, src netip.Addr, id uint64) {
 	var r *rpc
 	if id&1 == 0 {
@@ -402,6 +417,9 @@ func (c *Core) handleUnknown(h *wire.Common, src netip.Addr, id uint64) {
 		r = c.servers[serverKey{src, id}]
 	}
 	if r == nil || r.peer.addr != src || r.port != h.SrcPort {
+		if id&1 == 1 {
+			c.withdraw(src, id)
+		}
 		c.drop(DropUnknownRPC)
 		return
 	}
@@ -413,6 +431,6 @@ func (c *Core) handleUnknown(h *wire.Common, src netip.Addr, id uint64) {
 	case !r.isClient() && r.unknownTick == 0:
 		r.unknownTick = c.tick + 1
 		c.unpace(r)
-		c.armRPC(r, c.at(c.tick+unknownGraceTicks))
+		c.armRPC(r, c.at(c.tick+c.unknownGrace()))
 	}
 }

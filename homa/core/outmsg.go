@@ -23,6 +23,10 @@ type outMsg struct {
 	budgetLeft  uint32
 }
 
+// rexmitBudgetMin is the least retransmission budget of a message per
+// window: small messages may be retransmitted at every RESEND.
+const rexmitBudgetMin = 64 << 10
+
 func (m *outMsg) init(data []byte, unsched int, seg int) {
 	m.data = data
 	m.length = uint32(len(data))
@@ -52,10 +56,11 @@ func (m *outMsg) grant(offset uint32, prio uint8) bool {
 }
 
 // allowRexmit returns the first part of [from, to) that may be
-// retransmitted now, and records it. Two rules bound what RESENDs can
-// make a sender transmit: within one resend interval each byte goes out
-// at most once however many RESENDs ask for it, and within one budget
-// window (many intervals) at most one copy of the message goes out in
+// retransmitted now, and records it. Two rules bound what RESENDs make a
+// sender transmit: within one resend interval each byte goes out at most
+// once however many RESENDs ask for it (a burst of RESENDs yields one
+// copy of what they ask for), and within one budget window at most one
+// copy of the message (at least rexmitBudgetMin bytes) goes out in
 // retransmissions.
 func (m *outMsg) allowRexmit(from, to uint32, now, interval, window time.Duration) (uint32, uint32, bool) {
 	if now-m.rexmitSince >= interval {
@@ -64,7 +69,7 @@ func (m *outMsg) allowRexmit(from, to uint32, now, interval, window time.Duratio
 	}
 	if now-m.budgetSince >= window {
 		m.budgetSince = now
-		m.budgetLeft = m.length
+		m.budgetLeft = max(m.length, rexmitBudgetMin)
 	}
 	for moved := true; moved; {
 		moved = false

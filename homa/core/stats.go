@@ -115,9 +115,8 @@ type Stats struct {
 	GrantsSent       uint64
 	// Retransmits counts retransmissions (one per range asked for or
 	// restarted), ResentPackets the DATA packets they sent, and
-	// ResendsIgnored the RESENDs left unanswered by the retransmission
-	// limits (each byte once per resend interval, one copy of the
-	// message per budget window).
+	// ResendsIgnored the RESENDs left unanswered because what they asked
+	// for was retransmitted less than a resend interval before.
 	Retransmits    uint64
 	ResentPackets  uint64
 	ResendsIgnored uint64

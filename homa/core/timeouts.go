@@ -18,12 +18,12 @@ const never = time.Duration(1<<63 - 1)
 func (c *Core) rpcTimer(r *rpc) {
 	next := never
 	if r.unknownTick != 0 {
-		if c.tick+1 >= r.unknownTick+unknownGraceTicks {
+		if c.tick+1 >= r.unknownTick+c.unknownGrace() {
 			c.stats.ServerRPCsFreed++
 			c.freeServer(r, true)
 			return
 		}
-		next = c.at(r.unknownTick - 1 + unknownGraceTicks)
+		next = c.at(r.unknownTick - 1 + c.unknownGrace())
 	}
 	switch {
 	case r.state == stateActive && (!r.isClient() || r.out.next >= r.out.granted):
