@@ -34,8 +34,15 @@ type pair struct {
 	wg             sync.WaitGroup
 }
 
+// newMemPair starts an echo pair on a new in-memory network. The
+// endpoints do not busy-poll (unless ecfg says otherwise), so that they
+// can run in a synctest bubble, where the clock stands still while a
+// goroutine spins.
 func newMemPair(t testing.TB, cfg netio.MemConfig, ecfg homa.Config) (*pair, *netio.MemNetwork) {
 	t.Helper()
+	if ecfg.PollDuration == 0 {
+		ecfg.PollDuration = -1
+	}
 	nw := netio.NewMemNetwork(cfg)
 	sc, err := nw.Open(serverAddr, 500)
 	if err != nil {
@@ -116,35 +123,41 @@ func withTimeout(t testing.TB, d time.Duration) context.Context {
 }
 
 func TestEchoMem(t *testing.T) {
-	p, _ := newMemPair(t, netio.MemConfig{Seed: 1}, homa.Config{})
-	for _, n := range echoSizes {
-		if err := p.call(withTimeout(t, 20*time.Second), t, payload(1, n)); err != nil {
-			t.Fatalf("%d bytes: %v", n, err)
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newMemPair(t, netio.MemConfig{Seed: 1}, homa.Config{})
+		for _, n := range echoSizes {
+			if err := p.call(withTimeout(t, 20*time.Second), t, payload(1, n)); err != nil {
+				t.Fatalf("%d bytes: %v", n, err)
+			}
 		}
-	}
-	st := p.server.Stats()
-	if st.GrantsSent == 0 {
-		t.Errorf("no grants sent for messages above the unscheduled limit: %+v", st)
-	}
-	if st.TotalDrops() != 0 {
-		t.Errorf("server dropped packets on a clean network: %v", st.Drops)
-	}
+		st := p.server.Stats()
+		if st.GrantsSent == 0 {
+			t.Errorf("no grants sent for messages above the unscheduled limit: %+v", st)
+		}
+		if st.TotalDrops() != 0 {
+			t.Errorf("server dropped packets on a clean network: %v", st.Drops)
+		}
+	})
 }
 
 // TestEchoMemSmallMTU forces many packets per message (1500-byte MTU).
 func TestEchoMemSmallMTU(t *testing.T) {
-	p, _ := newMemPair(t, netio.MemConfig{Seed: 2, MTU: 1500}, homa.Config{})
-	for _, n := range echoSizes {
-		if err := p.call(withTimeout(t, 20*time.Second), t, payload(2, n)); err != nil {
-			t.Fatalf("%d bytes: %v", n, err)
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newMemPair(t, netio.MemConfig{Seed: 2, MTU: 1500}, homa.Config{})
+		for _, n := range echoSizes {
+			if err := p.call(withTimeout(t, 20*time.Second), t, payload(2, n)); err != nil {
+				t.Fatalf("%d bytes: %v", n, err)
+			}
 		}
-	}
+	})
 }
 
 // TestConcurrentRPCs runs 1,000 RPCs from 8 goroutines at once.
 func TestConcurrentRPCs(t *testing.T) {
-	p, _ := newMemPair(t, netio.MemConfig{Seed: 3, MTU: 1500}, homa.Config{})
-	runConcurrent(t, p, 8, 1000, 30*time.Second)
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newMemPair(t, netio.MemConfig{Seed: 3, MTU: 1500}, homa.Config{})
+		runConcurrent(t, p, 8, 1000, 30*time.Second)
+	})
 }
 
 func runConcurrent(t *testing.T, p *pair, workers, total int, limit time.Duration) {
@@ -162,18 +175,20 @@ func runConcurrent(t *testing.T, p *pair, workers, total int, limit time.Duratio
 // TestReorderDuplicate: 5% reordering and 5% duplication, no loss: every
 // RPC completes with the right bytes, and duplicates are recognised.
 func TestReorderDuplicate(t *testing.T) {
-	p, nw := newMemPair(t, netio.MemConfig{Seed: 4, MTU: 1500, Reorder: 0.05, Duplicate: 0.05}, homa.Config{})
-	runConcurrent(t, p, 8, 600, 60*time.Second)
-	st := nw.Stats()
-	if st.Duplicated == 0 || st.Reordered == 0 {
-		t.Fatalf("network did not duplicate/reorder: %+v", st)
-	}
-	if p.server.Stats().DuplicatePackets+p.client.Stats().DuplicatePackets == 0 {
-		t.Errorf("no duplicate DATA noticed although the network duplicated %d packets", st.Duplicated)
-	}
-	if n := p.server.Stats().RequestsReceived; n != 600 {
-		t.Errorf("server executed %d requests for 600 RPCs", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p, nw := newMemPair(t, netio.MemConfig{Seed: 4, MTU: 1500, Reorder: 0.05, Duplicate: 0.05}, homa.Config{})
+		runConcurrent(t, p, 8, 600, 60*time.Second)
+		st := nw.Stats()
+		if st.Duplicated == 0 || st.Reordered == 0 {
+			t.Fatalf("network did not duplicate/reorder: %+v", st)
+		}
+		if p.server.Stats().DuplicatePackets+p.client.Stats().DuplicatePackets == 0 {
+			t.Errorf("no duplicate DATA noticed although the network duplicated %d packets", st.Duplicated)
+		}
+		if n := p.server.Stats().RequestsReceived; n != 600 {
+			t.Errorf("server executed %d requests for 600 RPCs", n)
+		}
+	})
 }
 
 func TestAbortAndCancel(t *testing.T) {
@@ -276,26 +291,28 @@ func TestCloseUnblocks(t *testing.T) {
 // TestRecvAnyGetsResponses: responses with no specific waiter go to
 // Recv(0), and Reply twice is refused.
 func TestRecvAnyGetsResponses(t *testing.T) {
-	p, _ := newMemPair(t, netio.MemConfig{Seed: 7}, homa.Config{})
-	want := map[uint64]bool{}
-	for i := range 5 {
-		id, err := p.client.Send(p.dst, []byte{byte(i)}, uint64(100+i))
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newMemPair(t, netio.MemConfig{Seed: 7}, homa.Config{})
+		want := map[uint64]bool{}
+		for i := range 5 {
+			id, err := p.client.Send(p.dst, []byte{byte(i)}, uint64(100+i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[id] = true
 		}
-		want[id] = true
-	}
-	ctx := withTimeout(t, 10*time.Second)
-	for range 5 {
-		m, err := p.client.Recv(ctx, 0)
-		if err != nil {
-			t.Fatal(err)
+		ctx := withTimeout(t, 10*time.Second)
+		for range 5 {
+			m, err := p.client.Recv(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !want[m.ID] || m.Cookie != 100+uint64(m.Data[0]) {
+				t.Fatalf("unexpected response id %d cookie %d", m.ID, m.Cookie)
+			}
+			delete(want, m.ID)
 		}
-		if !want[m.ID] || m.Cookie != 100+uint64(m.Data[0]) {
-			t.Fatalf("unexpected response id %d cookie %d", m.ID, m.Cookie)
-		}
-		delete(want, m.ID)
-	}
+	})
 }
 
 // spread runs rpc(0..n-1) from workers goroutines, worker w taking
