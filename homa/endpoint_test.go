@@ -30,7 +30,6 @@ var echoSizes = []int{1, 1400, 40_000, 40_001, 200_000, 1_000_000}
 type pair struct {
 	server, client *homa.Endpoint
 	dst            netip.AddrPort
-	executions     sync.Map // request payload hash -> count, when counting
 	wg             sync.WaitGroup
 }
 

@@ -62,9 +62,6 @@ type rpc struct {
 
 func (r *rpc) isClient() bool { return r.id&1 == 0 }
 
-// receiving reports whether r's incoming message is still arriving.
-func (r *rpc) receiving() bool { return r.state == stateActive }
-
 func (r *rpc) peerAddrPort() netip.AddrPort { return netip.AddrPortFrom(r.peer.addr, r.port) }
 
 // serverKey names a server RPC: the client host and the client's id.
