@@ -36,7 +36,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/homa-go/homa/ack"
 	"github.com/homa-go/homa/faultnet"
+	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -133,13 +136,13 @@ func serverRole(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	var cfg sock.Config
-	cfg.Engine.Ack.ReclaimTicks = *reclaim
-	s, err := sock.Open(netip.MustParseAddrPort(*addr), &cfg)
+	local := netip.MustParseAddrPort(*addr)
+	conn, err := netio.OpenRaw(local.Addr(), local.Port(), &netio.Options{ReportUnreachable: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	s := sock.FromEndpoint(homa.NewEndpoint(conn, homa.Config{Ack: ack.Config{ReclaimTicks: *reclaim}}))
 	var o out
 	ex := &execCounter{counts: make(map[uint64]int)}
 	for range *workers {
@@ -220,6 +223,8 @@ func outcome(err error) string {
 		return "ok"
 	case errors.Is(err, sock.ErrPeerTimeout):
 		return "peer-timeout"
+	case errors.Is(err, sock.ErrNoListener):
+		return "no-listener"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "deadline"
 	}

@@ -35,7 +35,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/internal/tcpecho"
 	"github.com/homa-go/homa/sock"
 )
@@ -61,7 +60,7 @@ func srptServerRole(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	s, err := sock.Open(netip.MustParseAddrPort(*homaAddr), &sock.Config{Engine: homa.Config{LinkMbps: *linkMbps}})
+	s, err := sock.Open(netip.MustParseAddrPort(*homaAddr), &sock.Config{LinkMbps: *linkMbps})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -284,7 +283,7 @@ func srptClientRole(args []string) int {
 	switch p.Mode {
 	case "homa":
 		var err error
-		s, err = sock.Open(netip.AddrPortFrom(p.Local, 0), &sock.Config{Engine: homa.Config{LinkMbps: p.LinkMbps}})
+		s, err = sock.Open(netip.AddrPortFrom(p.Local, 0), &sock.Config{LinkMbps: p.LinkMbps})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

@@ -100,3 +100,9 @@ func ReadBufferStats() BufferStats {
 	}
 	return s
 }
+
+// pool is the process's buffer pool as the core's Buffers.
+type pool struct{}
+
+func (pool) Get(n int) []byte { return getBuf(n) }
+func (pool) Put(b []byte)     { putBuf(b) }

@@ -5,10 +5,9 @@ import (
 
 	"github.com/homa-go/homa/ack"
 	"github.com/homa-go/homa/grant"
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/priority"
 	"github.com/homa-go/homa/resend"
-
-	"github.com/homa-go/homa/homa/wire"
 )
 
 // Config tunes an Endpoint. The zero value of every field means the
@@ -37,63 +36,51 @@ type Config struct {
 	// PollDuration is how long the receive loop busy-polls the socket for
 	// more packets before parking. Default 50 µs; negative disables polling.
 	PollDuration time.Duration
-	// MaxServerRPCs bounds the server RPCs one endpoint holds at once;
-	// requests beyond it are dropped and counted. Default 10,000.
-	MaxServerRPCs int
-	// MaxServerRPCsPerPeer bounds the server RPCs from one client host.
-	// Default 2,000.
-	MaxServerRPCsPerPeer int
-	// MaxPeers bounds the hosts a server learns of from incoming
-	// requests (source addresses can be forged). Default 100,000.
-	MaxPeers int
 
-	// Tick is the period of the endpoint's timer, the unit of Resend and
-	// Ack. Default 1 ms, as Linux.
+	// Tick is the unit of Resend and Ack, and the granularity of the
+	// endpoint's timers (there is no periodic tick: an idle endpoint
+	// does not wake up). Default 1 ms, as Linux.
 	Tick time.Duration
 	// Resend times loss recovery: RESEND after ResendTicks without
-	// progress, every ResendInterval ticks, and the peer is declared dead
-	// after TimeoutResends unanswered RESENDs (defaults 5, 5, 20).
+	// progress, every ResendInterval ticks; an RPC whose peer says
+	// nothing about it through TimeoutResends RESENDs ends (defaults 5,
+	// 5, 20).
 	Resend resend.Config
 	// Ack times acknowledgments on the server: NEED_ACK RequestAckTicks
 	// after the response is sent, then every NeedAckInterval ticks, and
 	// the RPC is forgotten after ReclaimTicks without word from the
 	// client (defaults 2, 1, 2000).
 	Ack ack.Config
+	// Limits bound what peers can make the endpoint hold: receive
+	// memory, server RPCs, peers (see core.Limits for the defaults and
+	// what happens at a limit).
+	Limits core.Limits
 }
 
-// Defaults of the Linux implementation.
+// Defaults of the shell.
 const (
-	defaultUnschedBytes  = 40_000
-	defaultPollDuration  = 50 * time.Microsecond
-	defaultMaxServerRPCs = 10_000
-	defaultMaxPerPeer    = 2_000
-	defaultMaxPeers      = 100_000
-	defaultTick          = time.Millisecond
+	defaultPollDuration = 50 * time.Microsecond
 	// MaxMessage is the largest message Homa carries.
-	MaxMessage = wire.MaxMessageLength
+	MaxMessage = core.MaxMessage
 )
 
 func (c Config) withDefaults() Config {
-	if c.UnschedBytes <= 0 {
-		c.UnschedBytes = defaultUnschedBytes
-	}
-	c.Grant = c.Grant.WithDefaults()
 	if c.PollDuration == 0 {
 		c.PollDuration = defaultPollDuration
 	}
-	if c.MaxServerRPCs <= 0 {
-		c.MaxServerRPCs = defaultMaxServerRPCs
-	}
-	if c.MaxServerRPCsPerPeer <= 0 {
-		c.MaxServerRPCsPerPeer = defaultMaxPerPeer
-	}
-	if c.MaxPeers <= 0 {
-		c.MaxPeers = defaultMaxPeers
-	}
-	if c.Tick <= 0 {
-		c.Tick = defaultTick
-	}
-	c.Resend = c.Resend.WithDefaults()
-	c.Ack = c.Ack.WithDefaults()
 	return c
+}
+
+// coreConfig is the protocol part of c.
+func (c Config) coreConfig() core.Config {
+	return core.Config{
+		UnschedBytes: c.UnschedBytes,
+		Grant:        c.Grant,
+		LinkMbps:     c.LinkMbps,
+		Cutoffs:      c.Cutoffs,
+		Tick:         c.Tick,
+		Resend:       c.Resend,
+		Ack:          c.Ack,
+		Limits:       c.Limits,
+	}
 }

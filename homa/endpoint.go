@@ -1,11 +1,17 @@
-// Package homa is the Homa transport engine: an Endpoint owns one Homa port
-// on a netio.Conn and runs the RPC state machines of the clients and
-// servers behind it.
+// Package homa is the Homa transport engine: an Endpoint owns one Homa
+// port on a netio.Conn and runs the protocol (package homa/core) behind
+// it for the clients and servers of that port.
 //
-// Locking: one mutex per endpoint guards every RPC, peer and queue. The
-// receive goroutine takes it once per batch of packets; application
-// goroutines take it in Send, Reply, Recv and Abort. Packets are built
-// under the mutex and written after it is released.
+// The Endpoint is the shell around the protocol core: it owns the
+// goroutines, the clock, the socket and the locking. One mutex
+// serializes the core and the mailbox where complete messages wait; the
+// receive goroutine takes it once per batch of packets, application
+// goroutines in Send, Reply, Recv and Abort. Packets are built under it
+// and written after it is released. One timer is armed at the core's
+// next deadline: an idle endpoint does no work and never wakes up.
+//
+// Applications use package sock, which wraps an Endpoint (or the Linux
+// kernel module) behind the same socket API.
 package homa
 
 import (
@@ -18,126 +24,33 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/homa-go/homa/ack"
-	"github.com/homa-go/homa/grant"
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
-	"github.com/homa-go/homa/homa/wire"
-	"github.com/homa-go/homa/pacer"
-	"github.com/homa-go/homa/priority"
-	"github.com/homa-go/homa/resend"
+	"github.com/homa-go/homa/internal/mailbox"
 )
 
 // rxBatch is how many packets one read takes at most.
 const rxBatch = 16
 
-type rpcState uint8
-
-const (
-	// stateActive: a client RPC whose response is incomplete, or a server
-	// RPC whose request is incomplete.
-	stateActive rpcState = iota
-	// stateServing: a server RPC whose request went to the application.
-	stateServing
-	// stateReplying: a server RPC sending (or holding, until it is
-	// acknowledged) its response.
-	stateReplying
-	// stateDone: a client RPC whose response waits to be received.
-	stateDone
-)
-
-// rpc is one RPC, client or server side.
-type rpc struct {
-	id     uint64 // local id: even on the client, odd on the server
-	peer   *peer
-	port   uint16 // the peer's Homa port
-	cookie uint64
-	state  rpcState
-	out    outMsg // client: request; server: response
-	in     inMsg  // client: response; server: request
-	inInit bool   // in has seen its first DATA packet
-	msg    *Message
-	waiter *waiter       // client: a goroutine in Recv for this id
-	start  time.Duration // client: when Send started it (counters.since)
-
-	rs  resend.Tracker // loss detection while data is owed to us
-	ak  ack.Pending    // server: the answered RPC awaits its acknowledgment
-	gid grant.ID       // the incoming message's handle in the grant scheduler (0: none)
-	pid pacer.ID       // the outgoing message's handle in the pacer (0: none)
-}
-
-func (r *rpc) isClient() bool { return r.id&1 == 0 }
-
-// RPC state is recycled: an rpc lives exactly as long as its entry in the
-// endpoint's tables, and nothing outside the mutex keeps a pointer to it
-// (Recv holds one across a wait, but only compares its waiter, which
-// cannot have been reused meanwhile).
-var rpcPool = sync.Pool{New: func() any { return new(rpc) }}
-
-func newRPC() *rpc { return rpcPool.Get().(*rpc) }
-
-// freeRPC recycles r, which is in no table any more, with its buffers.
-func freeRPC(r *rpc) {
-	r.out.release()
-	r.in.release()
-	*r = rpc{}
-	rpcPool.Put(r)
-}
-
-type serverKey struct {
-	addr netip.Addr
-	id   uint64
-}
-
 // Endpoint is a Homa endpoint bound to one port. It is safe for concurrent
 // use by many goroutines.
 type Endpoint struct {
-	conn netio.Conn
-	cfg  Config
-	port uint16
-	is4  bool
-	ids  *idSource
+	conn  netio.Conn
+	cfg   Config
+	port  uint16
+	is4   bool
+	epoch time.Time
 
 	mu      sync.Mutex
 	closed  bool
-	clients map[uint64]*rpc
-	servers map[serverKey]*rpc
-	peers   map[netip.Addr]*peer
-	seen    map[clientKey]*ack.Seen // finished request ids per client port
-	// solicited are request ids below a Seen floor whose client asked
-	// for the response: see stale.
-	solicited map[serverKey]uint64
-	now       uint64 // timer ticks since start
-	// deadPeers and nominated are scratch for tick.
-	deadPeers, nominated []*peer
-
-	// sched decides the GRANTs for incoming messages; granting maps its
-	// handles back to RPCs.
-	sched    *grant.Scheduler
-	granting map[grant.ID]*rpc
-	lastGID  grant.ID
-	grants   []grant.Grant // scratch for Decide
-
-	// pacer orders and throttles outgoing DATA when Config.LinkMbps is
-	// set (nil otherwise); pacing maps its handles back to RPCs;
-	// pacerWake and the pacer goroutine send what the budget held back.
-	pacer     *pacer.Pacer
-	pacing    map[pacer.ID]*rpc
-	lastPID   pacer.ID
-	pacerWake chan struct{}
-
-	// est learns our unscheduled cutoffs from incoming traffic; cutoffs
-	// and schedLevels are its current answer, refreshed every tick.
-	est         *priority.Estimator
-	cutoffs     priority.Cutoffs
-	schedLevels int
-	ready       dlist[Message, *Message]
-	anyWait     dlist[waiter, *waiter] // goroutines in Recv(any), oldest first
-
-	// rxPkt is where handle decodes a packet; guarded by mu.
-	rxPkt wire.Packet
-	// rxSelf is the waiter of the goroutine now processing packets, if
-	// it polls from Recv; messages for any waiter go to it first.
-	rxSelf *waiter
+	core    *core.Core
+	mb      *mailbox.Mailbox
+	out     core.Output     // what the current core call produced
+	rxSelf  *mailbox.Waiter // the waiter of the goroutine processing packets, if it polls from Recv
+	rxIn    []core.Inbound  // scratch for HandleBatch
+	timer   *time.Timer     // armed at timerAt when timerSet
+	timerAt time.Duration
+	timerOn bool
 
 	// Receiving. Whoever holds rxTok reads the Conn (into rxPkts): a
 	// goroutine in Recv that polls, or else the background reader.
@@ -147,9 +60,9 @@ type Endpoint struct {
 	appPolling atomic.Bool   // an application goroutine holds rxTok
 	pollIdle   chan struct{} // signalled when appPolling turns false
 
-	stats   counters
+	io      ioCounters
 	batches sync.Pool // *txBatch
-	waiters sync.Pool // *waiter
+	waiters sync.Pool // *mailbox.Waiter
 	done    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -157,41 +70,35 @@ type Endpoint struct {
 // NewEndpoint starts an endpoint on conn, which it owns from now on (Close
 // closes it).
 func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
+	cfg = cfg.withDefaults()
+	is4 := conn.LocalAddr().Unmap().Is4()
+	now := time.Now()
 	e := &Endpoint{
-		conn:      conn,
-		cfg:       cfg.withDefaults(),
-		port:      conn.Port(),
-		is4:       conn.LocalAddr().Unmap().Is4(),
-		clients:   make(map[uint64]*rpc),
-		servers:   make(map[serverKey]*rpc),
-		peers:     make(map[netip.Addr]*peer),
-		seen:      make(map[clientKey]*ack.Seen),
-		granting:  make(map[grant.ID]*rpc),
-		solicited: make(map[serverKey]uint64),
-		done:      make(chan struct{}),
-		pollIdle:  make(chan struct{}, 1),
-		rxPkts:    make([]netio.Packet, rxBatch),
+		conn:     conn,
+		cfg:      cfg,
+		port:     conn.Port(),
+		is4:      is4,
+		epoch:    now,
+		mb:       mailbox.New(),
+		done:     make(chan struct{}),
+		pollIdle: make(chan struct{}, 1),
+		rxPkts:   make([]netio.Packet, rxBatch),
+		rxIn:     make([]core.Inbound, 0, rxBatch),
 	}
-	if p, ok := conn.(netio.Poller); ok && e.cfg.PollDuration > 0 {
+	e.core = core.New(core.Local{
+		Port:    e.port,
+		IPv6:    !is4,
+		FirstID: core.FirstID(now.UnixMicro()),
+		Buffers: pool{},
+	}, cfg.coreConfig())
+	if p, ok := conn.(netio.Poller); ok && cfg.PollDuration > 0 {
 		e.poller = p
 	}
-	e.sched = grant.New(e.cfg.Grant)
-	if e.cfg.LinkMbps > 0 {
-		e.pacer = pacer.New(pacer.Config{RateMbps: e.cfg.LinkMbps})
-		e.pacing = make(map[pacer.ID]*rpc)
-		e.pacerWake = make(chan struct{}, 1)
-	}
-	e.est = priority.NewEstimator(e.cfg.Cutoffs)
-	e.cutoffs, e.schedLevels = e.est.Cutoffs()
-	e.ids = newIDSource(e.port, time.Now())
-	e.stats.init()
+	e.timer = time.NewTimer(time.Hour)
+	e.timer.Stop()
 	e.wg.Add(2)
 	go e.rxLoop()
 	go e.timerLoop()
-	if e.pacer != nil {
-		e.wg.Add(1)
-		go e.pacerLoop()
-	}
 	return e
 }
 
@@ -203,96 +110,85 @@ func (e *Endpoint) LocalAddr() netip.AddrPort {
 	return netip.AddrPortFrom(e.conn.LocalAddr(), e.port)
 }
 
+// now is the endpoint's clock: time since it started, monotonic.
+func (e *Endpoint) now() time.Duration { return time.Since(e.epoch) }
+
+// maxPacket is the largest Homa packet to dst. It may ask the kernel
+// (the Conn caches the answer), so it is called without the lock.
+func (e *Endpoint) maxPacket(dst netip.Addr) int {
+	n := e.conn.MaxPacket(dst)
+	if e.cfg.MaxPacket > 0 {
+		n = min(n, e.cfg.MaxPacket)
+	}
+	return n
+}
+
 // Send starts a client RPC: it sends the request data to dst and returns
 // the RPC's id. The response arrives through Recv, with cookie attached.
 // Send copies data; the caller may reuse it at once.
 func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64, error) {
-	if err := e.checkMessage(data); err != nil {
-		return 0, err
+	if len(data) == 0 || len(data) > MaxMessage {
+		return 0, &OpError{Op: "send", Peer: dst, Err: ErrMessageTooLong}
 	}
 	addr := dst.Addr()
 	if e.is4 {
 		addr = addr.Unmap()
 	}
-	if dst.Port() == 0 || addr.Is4() != e.is4 {
-		return 0, ErrBadAddress
+	if dst.Port() == 0 || !addr.IsValid() || addr.Is4() != e.is4 {
+		return 0, &OpError{Op: "send", Peer: dst, Err: ErrBadAddress}
 	}
+	maxPkt := e.maxPacket(addr)
 	buf := getBuf(len(data))
 	copy(buf, data)
 	b := e.getBatch()
-	start := e.stats.since()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		putBuf(buf)
-		e.sendBatch(b)
+		e.batches.Put(b)
 		return 0, ErrClosed
 	}
-	r := newRPC()
-	r.id = e.ids.newID()
-	r.start = start
-	r.peer = e.peerFor(addr)
-	r.port = dst.Port()
-	r.cookie = cookie
-	r.out.init(buf, e.cfg.UnschedBytes)
-	r.rs.Start(e.now)
-	e.clients[r.id] = r
-	e.sendMore(r, b)
-	id := r.id
+	id, err := e.core.Send(netip.AddrPortFrom(addr, dst.Port()), buf, cookie, maxPkt, e.now(), &e.out)
+	if err == nil {
+		e.mb.Expect(id)
+	} else {
+		putBuf(buf)
+		err = &OpError{Op: "send", Peer: dst, Err: shellErr(err)}
+	}
+	e.settle(b)
 	e.mu.Unlock()
 	e.sendBatch(b)
-	e.stats.rpcsStarted.Add(1)
-	e.stats.hist.message(Sent, Request, len(data))
-	return id, nil
+	return id, err
 }
 
 // Reply sends the response to the request with the given id from the
 // client at peer. Reply copies data.
 func (e *Endpoint) Reply(peer netip.Addr, id uint64, data []byte) error {
-	if err := e.checkMessage(data); err != nil {
-		return err
+	if len(data) == 0 || len(data) > MaxMessage {
+		return &OpError{Op: "reply", Peer: netip.AddrPortFrom(peer, 0), ID: id, Err: ErrMessageTooLong}
 	}
 	if e.is4 {
 		peer = peer.Unmap()
 	}
+	maxPkt := e.maxPacket(peer)
 	buf := getBuf(len(data))
 	copy(buf, data)
 	b := e.getBatch()
 	e.mu.Lock()
-	err := e.reply(peer, id, buf, b)
+	var err error = ErrClosed
+	if !e.closed {
+		err = e.core.Reply(peer, id, buf, maxPkt, e.now(), &e.out)
+	}
+	e.settle(b)
 	e.mu.Unlock()
+	e.sendBatch(b)
 	if err != nil {
 		putBuf(buf)
-	} else {
-		e.stats.hist.message(Sent, Response, len(data))
+		if err != ErrClosed {
+			err = &OpError{Op: "reply", Peer: netip.AddrPortFrom(peer, 0), ID: id, Err: shellErr(err)}
+		}
 	}
-	e.sendBatch(b)
 	return err
-}
-
-func (e *Endpoint) reply(peer netip.Addr, id uint64, buf []byte, b *txBatch) error {
-	if e.closed {
-		return ErrClosed
-	}
-	r := e.servers[serverKey{peer, id}]
-	switch {
-	case r == nil:
-		return ErrUnknownRPC
-	case r.state != stateServing:
-		return ErrAlreadyReplied
-	}
-	r.state = stateReplying
-	r.ak.Start(e.now)
-	r.out.init(buf, e.cfg.UnschedBytes)
-	e.sendMore(r, b)
-	return nil
-}
-
-func (e *Endpoint) checkMessage(data []byte) error {
-	if len(data) == 0 || len(data) > MaxMessage {
-		return ErrMessageTooLong
-	}
-	return nil
 }
 
 // Recv returns the next complete message: with id 0, any request or
@@ -300,94 +196,62 @@ func (e *Endpoint) checkMessage(data []byte) error {
 // one is ready, ctx is done, or the endpoint closes. A failed client RPC
 // is returned as a Message with Err set.
 func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
+	w := e.getWaiter()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
+		e.putWaiter(w)
 		return nil, ErrClosed
 	}
-	var r *rpc
-	if id == 0 {
-		if m := e.ready.head; m != nil {
-			e.take(m)
-			e.mu.Unlock()
-			return m, nil
-		}
-	} else {
-		r = e.clients[id]
-		switch {
-		case r == nil:
-			e.mu.Unlock()
-			return nil, ErrUnknownRPC
-		case r.msg != nil:
-			m := r.msg
-			e.take(m)
-			e.mu.Unlock()
-			return m, nil
-		case r.waiter != nil:
-			e.mu.Unlock()
-			return nil, ErrAlreadyWaiting
-		}
-	}
-	w := e.getWaiter()
-	if r != nil {
-		r.waiter = w
-	} else {
-		e.anyWait.push(w)
+	m, err := e.mb.Take(id, w)
+	if m != nil {
+		e.taken(m)
 	}
 	e.mu.Unlock()
-
+	if m != nil || err != nil {
+		e.putWaiter(w)
+		if err != nil && !errors.Is(err, core.ErrClosed) {
+			err = &OpError{Op: "recv", ID: id, Err: err}
+		}
+		return m, shellErr(err)
+	}
 	if m, ok := e.poll(ctx, w); ok {
 		e.putWaiter(w)
-		if m == nil {
-			return nil, ErrClosed
-		}
-		return m, nil
+		return received(m)
 	}
 	select {
-	case m := <-w.ch:
+	case m := <-w.C:
 		e.putWaiter(w)
-		if m == nil {
-			return nil, ErrClosed
-		}
-		return m, nil
+		return received(m)
 	case <-ctx.Done():
 	}
 	e.mu.Lock()
-	registered := false
-	if r != nil && r.waiter == w {
-		r.waiter, registered = nil, true
-	} else if r == nil && w.link.listed {
-		e.anyWait.remove(w)
-		registered = true
-	}
+	registered := e.mb.Cancel(w)
 	e.mu.Unlock()
 	if !registered {
 		// A message was handed over as the context ended: keep it.
-		m := <-w.ch
+		m := <-w.C
 		e.putWaiter(w)
-		if m == nil {
-			return nil, ErrClosed
-		}
-		return m, nil
+		return received(m)
 	}
 	e.putWaiter(w)
 	return nil, ctx.Err()
 }
 
-// take removes a ready message from the queue, and for a response, the
-// client RPC it completes.
-func (e *Endpoint) take(m *Message) {
-	e.ready.remove(m)
-	if !m.IsRequest() {
-		e.forgetClient(m.ID)
+// received is what Recv returns for a message from a waiter's channel
+// (nil: the endpoint closed).
+func received(m *Message) (*Message, error) {
+	if m == nil {
+		return nil, ErrClosed
 	}
+	return m, nil
 }
 
-// forgetClient removes a finished client RPC and recycles its state.
-func (e *Endpoint) forgetClient(id uint64) {
-	if r := e.clients[id]; r != nil {
-		delete(e.clients, id)
-		freeRPC(r)
+// taken notes that m went to the application: a request's storage is
+// the application's from now on. The caller holds mu.
+func (e *Endpoint) taken(m *Message) {
+	if m.IsRequest() {
+		e.core.Delivered(m.Peer.Addr(), m.ID)
 	}
 }
 
@@ -396,71 +260,72 @@ func (e *Endpoint) forgetClient(id uint64) {
 // forgotten (the caller knows), and no later Recv sees it. The server is
 // not told.
 func (e *Endpoint) Abort(id uint64) error {
+	b := e.getBatch()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
+		e.batches.Put(b)
 		return ErrClosed
 	}
-	r := e.clients[id]
-	if r == nil {
-		return ErrUnknownRPC
+	failure, err := e.core.Abort(id, e.now(), &e.out)
+	if failure == nil {
+		failure = &Message{ID: id, Err: &OpError{Op: "abort", ID: id, Err: ErrAborted}}
 	}
-	e.stats.rpcsAborted.Add(1)
-	if r.waiter != nil {
-		e.fail(r, ErrAborted)
-		return nil
+	if e.mb.Abort(id, failure) {
+		err = nil
 	}
-	if r.msg != nil {
-		e.ready.remove(r.msg)
-		r.msg.Release()
+	e.settle(b)
+	e.mu.Unlock()
+	e.sendBatch(b)
+	if err != nil {
+		return &OpError{Op: "abort", ID: id, Err: shellErr(err)}
 	}
-	e.unschedule(r)
-	e.unpace(r)
-	e.forgetClient(id)
 	return nil
 }
 
-// fail ends a client RPC with err, handing the failure to its waiter or
-// the ready queue (a response already waiting is dropped).
-func (e *Endpoint) fail(r *rpc, err error) {
-	if r.msg != nil {
-		e.ready.remove(r.msg)
-		r.msg.Release()
-	}
-	e.unschedule(r)
-	e.unpace(r)
-	r.out.release()
-	r.in.release()
-	m := &Message{ID: r.id, Peer: netip.AddrPortFrom(r.peer.addr, r.port), Cookie: r.cookie, Err: err}
-	r.state = stateDone
-	e.deliver(r, m)
-}
-
-// deliver hands a complete message to a waiting goroutine, or queues it.
-func (e *Endpoint) deliver(r *rpc, m *Message) {
-	var w *waiter
-	switch {
-	case r.waiter != nil:
-		w, r.waiter = r.waiter, nil
-	case e.rxSelf != nil && e.rxSelf.link.listed:
-		// The goroutine that read the packet waits for any message:
-		// it keeps this one, with no hand-off.
-		w = e.rxSelf
-		e.anyWait.remove(w)
-	default:
-		if w = e.anyWait.head; w != nil {
-			e.anyWait.remove(w)
+// settle finishes a core call under mu: it delivers the messages the
+// call produced, moves its packets into b (to be written once mu is
+// released), and arms the timer at the core's next deadline.
+func (e *Endpoint) settle(b *txBatch) {
+	for _, m := range e.out.Messages {
+		if e.mb.Deliver(m, e.rxSelf) {
+			e.taken(m)
 		}
 	}
-	if w == nil {
-		r.msg = m
-		e.ready.push(m)
+	for _, p := range e.out.Packets {
+		b.add(p.Buf, p.Addr, p.Priority)
+	}
+	e.out.Reset()
+	if e.closed {
 		return
 	}
-	if !m.IsRequest() {
-		e.forgetClient(m.ID)
+	if at, ok := e.core.Next(); ok && (!e.timerOn || at < e.timerAt) {
+		e.timerOn, e.timerAt = true, at
+		e.timer.Reset(max(at-e.now(), 0))
 	}
-	w.ch <- m
+}
+
+// timerLoop runs the core's timers when they are due. It sleeps while
+// the core has none.
+func (e *Endpoint) timerLoop() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.timer.C:
+		case <-e.done:
+			e.timer.Stop()
+			return
+		}
+		b := e.getBatch()
+		e.mu.Lock()
+		if !e.closed {
+			e.timerOn = false
+			e.core.Tick(e.now(), &e.out)
+			e.settle(b)
+		}
+		e.mu.Unlock()
+		e.sendBatch(b)
+	}
 }
 
 // Close shuts the endpoint down: RPCs end, waiting goroutines get
@@ -472,53 +337,13 @@ func (e *Endpoint) Close() error {
 		return nil
 	}
 	e.closed = true
-	for w := e.anyWait.head; w != nil; w = e.anyWait.head {
-		e.anyWait.remove(w)
-		w.ch <- nil
-	}
-	for id, r := range e.clients {
-		if r.waiter != nil {
-			r.waiter.ch <- nil
-			r.waiter = nil
-		}
-		r.out.release()
-		r.in.release()
-		delete(e.clients, id)
-	}
-	for k, r := range e.servers {
-		r.out.release()
-		r.in.release()
-		delete(e.servers, k)
-	}
-	for m := e.ready.head; m != nil; m = e.ready.head {
-		e.ready.remove(m)
-		m.Release()
-	}
+	e.core.Close()
+	e.mb.Close()
 	e.mu.Unlock()
 	close(e.done)
 	err := e.conn.Close()
 	e.wg.Wait()
 	return err
-}
-
-// peerFor returns the state for a peer host, creating it.
-func (e *Endpoint) peerFor(addr netip.Addr) *peer {
-	if p := e.peers[addr]; p != nil {
-		return p
-	}
-	maxPkt := e.conn.MaxPacket(addr)
-	if e.cfg.MaxPacket > 0 {
-		maxPkt = min(maxPkt, e.cfg.MaxPacket)
-	}
-	p := &peer{
-		addr:        addr,
-		maxPayload:  max(maxPkt-wire.DataLen, 1),
-		cutoffs:     priority.Default,
-		cutoffsSent: priority.NeverSent,
-		heard:       e.now,
-	}
-	e.peers[addr] = p
-	return p
 }
 
 // rxLoop reads and dispatches packets until the Conn closes. With a
@@ -553,7 +378,7 @@ func (e *Endpoint) rxLoop() {
 			if errors.Is(err, net.ErrClosed) || e.isClosed() {
 				return
 			}
-			e.stats.readErrors.Add(1)
+			e.io.readErrors.Add(1)
 		}
 	}
 }
@@ -561,7 +386,7 @@ func (e *Endpoint) rxLoop() {
 // readBatch reads with read and processes what came, on behalf of the
 // waiter self (nil for the background reader). The caller holds rxTok;
 // readBatch releases it.
-func (e *Endpoint) readBatch(b *txBatch, self *waiter, read func([]netio.Packet) (int, error)) error {
+func (e *Endpoint) readBatch(b *txBatch, self *mailbox.Waiter, read func([]netio.Packet) (int, error)) error {
 	e.allocRx()
 	n, err := read(e.rxPkts)
 	if n > 0 {
@@ -586,10 +411,10 @@ func (e *Endpoint) allocRx() {
 // poll is the fast path of Recv: if no one else is reading the socket,
 // the waiting goroutine reads it itself for up to PollDuration after the
 // last packet, so its message reaches it without any hand-off between
-// goroutines. It reports whether it received what was sent on w.ch (a
+// goroutines. It reports whether it received what was sent on w.C (a
 // message, or nil when the endpoint closed); if not, it gave up and the
-// message arrives on w.ch as usual.
-func (e *Endpoint) poll(ctx context.Context, w *waiter) (*Message, bool) {
+// message arrives on w.C as usual.
+func (e *Endpoint) poll(ctx context.Context, w *mailbox.Waiter) (*Message, bool) {
 	if e.poller == nil || !e.rxTok.TryLock() {
 		return nil, false
 	}
@@ -606,7 +431,7 @@ func (e *Endpoint) poll(ctx context.Context, w *waiter) (*Message, bool) {
 	deadline := time.Now().Add(e.cfg.PollDuration)
 	for {
 		select {
-		case m := <-w.ch:
+		case m := <-w.C:
 			e.rxTok.Unlock()
 			return m, true
 		default:
@@ -637,21 +462,38 @@ func (e *Endpoint) isClosed() bool {
 	}
 }
 
-// process handles a batch of received packets under one lock, then sends
-// what they caused. self is the waiter of the calling goroutine, if it
-// polls from Recv.
-func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *waiter) {
+// process hands a batch of received packets to the core under one lock,
+// then sends what they caused. self is the waiter of the calling
+// goroutine, if it polls from Recv.
+func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *mailbox.Waiter) {
+	in := e.rxIn[:0]
+	for i := range pkts {
+		in = append(in, core.Inbound{Buf: pkts[i].Bytes(), Addr: pkts[i].Addr, Unreachable: unreachability(pkts[i].Unreachable)})
+	}
 	e.mu.Lock()
 	if !e.closed {
 		e.rxSelf = self
-		for i := range pkts {
-			e.handle(pkts[i].Bytes(), pkts[i].Addr, b)
-		}
+		e.core.HandleBatch(in, e.now(), &e.out)
+		e.settle(b)
 		e.rxSelf = nil
-		e.decideGrants(b)
 	}
 	e.mu.Unlock()
+	clear(in)
 	e.flush(b)
+}
+
+// unreachability maps netio's reports of undelivered packets to the
+// core's (0: an ordinary packet).
+func unreachability(u netio.Unreachable) core.Unreachability {
+	switch u {
+	case netio.NotUnreachable:
+		return 0
+	case netio.UnreachablePort:
+		return core.PortUnreachable
+	case netio.UnreachableProtocol:
+		return core.ProtocolUnreachable
+	}
+	return core.HostUnreachable
 }
 
 // HandlePacket feeds one received packet to the endpoint, as if it had
@@ -660,9 +502,21 @@ func (e *Endpoint) HandlePacket(pkt []byte, src netip.Addr) {
 	b := e.getBatch()
 	e.mu.Lock()
 	if !e.closed {
-		e.handle(pkt, src, b)
-		e.decideGrants(b)
+		e.core.Handle(pkt, src, e.now(), &e.out)
+		e.settle(b)
 	}
 	e.mu.Unlock()
 	e.sendBatch(b)
 }
+
+// getWaiter and putWaiter recycle waiters per endpoint. Not across
+// endpoints: a waiter's channel then always belongs to the endpoint's own
+// world (which matters to testing/synctest bubbles).
+func (e *Endpoint) getWaiter() *mailbox.Waiter {
+	if w, _ := e.waiters.Get().(*mailbox.Waiter); w != nil {
+		return w
+	}
+	return mailbox.NewWaiter()
+}
+
+func (e *Endpoint) putWaiter(w *mailbox.Waiter) { e.waiters.Put(w) }

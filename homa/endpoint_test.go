@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/homa-go/homa/homa"
@@ -29,12 +30,18 @@ var echoSizes = []int{1, 1400, 40_000, 40_001, 200_000, 1_000_000}
 type pair struct {
 	server, client *homa.Endpoint
 	dst            netip.AddrPort
-	executions     sync.Map // request payload hash -> count, when counting
 	wg             sync.WaitGroup
 }
 
+// newMemPair starts an echo pair on a new in-memory network. The
+// endpoints do not busy-poll (unless ecfg says otherwise), so that they
+// can run in a synctest bubble, where the clock stands still while a
+// goroutine spins.
 func newMemPair(t testing.TB, cfg netio.MemConfig, ecfg homa.Config) (*pair, *netio.MemNetwork) {
 	t.Helper()
+	if ecfg.PollDuration == 0 {
+		ecfg.PollDuration = -1
+	}
 	nw := netio.NewMemNetwork(cfg)
 	sc, err := nw.Open(serverAddr, 500)
 	if err != nil {
@@ -115,35 +122,41 @@ func withTimeout(t testing.TB, d time.Duration) context.Context {
 }
 
 func TestEchoMem(t *testing.T) {
-	p, _ := newMemPair(t, netio.MemConfig{Seed: 1}, homa.Config{})
-	for _, n := range echoSizes {
-		if err := p.call(withTimeout(t, 20*time.Second), t, payload(1, n)); err != nil {
-			t.Fatalf("%d bytes: %v", n, err)
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newMemPair(t, netio.MemConfig{Seed: 1}, homa.Config{})
+		for _, n := range echoSizes {
+			if err := p.call(withTimeout(t, 20*time.Second), t, payload(1, n)); err != nil {
+				t.Fatalf("%d bytes: %v", n, err)
+			}
 		}
-	}
-	st := p.server.Stats()
-	if st.GrantsSent == 0 {
-		t.Errorf("no grants sent for messages above the unscheduled limit: %+v", st)
-	}
-	if st.TotalDrops() != 0 {
-		t.Errorf("server dropped packets on a clean network: %v", st.Drops)
-	}
+		st := p.server.Stats()
+		if st.GrantsSent == 0 {
+			t.Errorf("no grants sent for messages above the unscheduled limit: %+v", st)
+		}
+		if st.TotalDrops() != 0 {
+			t.Errorf("server dropped packets on a clean network: %v", st.Drops)
+		}
+	})
 }
 
 // TestEchoMemSmallMTU forces many packets per message (1500-byte MTU).
 func TestEchoMemSmallMTU(t *testing.T) {
-	p, _ := newMemPair(t, netio.MemConfig{Seed: 2, MTU: 1500}, homa.Config{})
-	for _, n := range echoSizes {
-		if err := p.call(withTimeout(t, 20*time.Second), t, payload(2, n)); err != nil {
-			t.Fatalf("%d bytes: %v", n, err)
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newMemPair(t, netio.MemConfig{Seed: 2, MTU: 1500}, homa.Config{})
+		for _, n := range echoSizes {
+			if err := p.call(withTimeout(t, 20*time.Second), t, payload(2, n)); err != nil {
+				t.Fatalf("%d bytes: %v", n, err)
+			}
 		}
-	}
+	})
 }
 
 // TestConcurrentRPCs runs 1,000 RPCs from 8 goroutines at once.
 func TestConcurrentRPCs(t *testing.T) {
-	p, _ := newMemPair(t, netio.MemConfig{Seed: 3, MTU: 1500}, homa.Config{})
-	runConcurrent(t, p, 8, 1000, 30*time.Second)
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newMemPair(t, netio.MemConfig{Seed: 3, MTU: 1500}, homa.Config{})
+		runConcurrent(t, p, 8, 1000, 30*time.Second)
+	})
 }
 
 func runConcurrent(t *testing.T, p *pair, workers, total int, limit time.Duration) {
@@ -161,88 +174,92 @@ func runConcurrent(t *testing.T, p *pair, workers, total int, limit time.Duratio
 // TestReorderDuplicate: 5% reordering and 5% duplication, no loss: every
 // RPC completes with the right bytes, and duplicates are recognised.
 func TestReorderDuplicate(t *testing.T) {
-	p, nw := newMemPair(t, netio.MemConfig{Seed: 4, MTU: 1500, Reorder: 0.05, Duplicate: 0.05}, homa.Config{})
-	runConcurrent(t, p, 8, 600, 60*time.Second)
-	st := nw.Stats()
-	if st.Duplicated == 0 || st.Reordered == 0 {
-		t.Fatalf("network did not duplicate/reorder: %+v", st)
-	}
-	if p.server.Stats().DuplicatePackets+p.client.Stats().DuplicatePackets == 0 {
-		t.Errorf("no duplicate DATA noticed although the network duplicated %d packets", st.Duplicated)
-	}
-	if n := p.server.Stats().RequestsReceived; n != 600 {
-		t.Errorf("server executed %d requests for 600 RPCs", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p, nw := newMemPair(t, netio.MemConfig{Seed: 4, MTU: 1500, Reorder: 0.05, Duplicate: 0.05}, homa.Config{})
+		runConcurrent(t, p, 8, 600, 60*time.Second)
+		st := nw.Stats()
+		if st.Duplicated == 0 || st.Reordered == 0 {
+			t.Fatalf("network did not duplicate/reorder: %+v", st)
+		}
+		if p.server.Stats().DuplicatePackets+p.client.Stats().DuplicatePackets == 0 {
+			t.Errorf("no duplicate DATA noticed although the network duplicated %d packets", st.Duplicated)
+		}
+		if n := p.server.Stats().RequestsReceived; n != 600 {
+			t.Errorf("server executed %d requests for 600 RPCs", n)
+		}
+	})
 }
 
 func TestAbortAndCancel(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 5})
-	sc, _ := nw.Open(serverAddr, 500) // a server that never answers
-	cc, _ := nw.Open(clientAddr, 0)
-	server, client := homa.NewEndpoint(sc, homa.Config{}), homa.NewEndpoint(cc, homa.Config{})
-	defer server.Close()
-	defer client.Close()
-	dst := server.LocalAddr()
+	synctest.Test(t, func(t *testing.T) {
+		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 5})
+		sc, _ := nw.Open(serverAddr, 500) // a server that never answers
+		cc, _ := nw.Open(clientAddr, 0)
+		server, client := homa.NewEndpoint(sc, homa.Config{PollDuration: -1}), homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
+		defer server.Close()
+		defer client.Close()
+		dst := server.LocalAddr()
 
-	id, err := client.Send(dst, []byte("x"), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan *homa.Message)
-	go func() {
-		m, _ := client.Recv(context.Background(), id)
-		done <- m
-	}()
-	// Wait for the goroutine to block; then abort.
-	for client.Stats().ClientRPCs != 1 {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(10 * time.Millisecond)
-	if err := client.Abort(id); err != nil {
-		t.Fatal(err)
-	}
-	if m := <-done; m == nil || !errors.Is(m.Err, homa.ErrAborted) {
-		t.Fatalf("waiter got %+v, want ErrAborted", m)
-	}
-	if err := client.Abort(id); !errors.Is(err, homa.ErrUnknownRPC) {
-		t.Fatalf("second abort: %v", err)
-	}
-	// Aborted with nobody waiting for it: forgotten, never received.
-	quiet, _ := client.Send(dst, []byte("q"), 3)
-	if err := client.Abort(quiet); err != nil {
-		t.Fatal(err)
-	}
-	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancelShort()
-	if m, err := client.Recv(short, 0); err == nil {
-		t.Fatalf("Recv(any) returned the quietly aborted RPC: %+v", m)
-	}
-	if n := client.Stats().ClientRPCs; n != 0 {
-		t.Fatalf("%d client RPCs left after aborts", n)
-	}
+		id, err := client.Send(dst, []byte("x"), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan *homa.Message)
+		go func() {
+			m, _ := client.Recv(context.Background(), id)
+			done <- m
+		}()
+		// Wait for the goroutine to block; then abort.
+		for client.Stats().ClientRPCs != 1 {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if err := client.Abort(id); err != nil {
+			t.Fatal(err)
+		}
+		if m := <-done; m == nil || !errors.Is(m.Err, homa.ErrAborted) {
+			t.Fatalf("waiter got %+v, want ErrAborted", m)
+		}
+		if err := client.Abort(id); !errors.Is(err, homa.ErrUnknownRPC) {
+			t.Fatalf("second abort: %v", err)
+		}
+		// Aborted with nobody waiting for it: forgotten, never received.
+		quiet, _ := client.Send(dst, []byte("q"), 3)
+		if err := client.Abort(quiet); err != nil {
+			t.Fatal(err)
+		}
+		short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancelShort()
+		if m, err := client.Recv(short, 0); err == nil {
+			t.Fatalf("Recv(any) returned the quietly aborted RPC: %+v", m)
+		}
+		if n := client.Stats().ClientRPCs; n != 0 {
+			t.Fatalf("%d client RPCs left after aborts", n)
+		}
 
-	id2, _ := client.Send(dst, []byte("y"), 2)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	if _, err := client.Recv(ctx, id2); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("recv with expired context: %v", err)
-	}
-	// The RPC survives a cancelled Recv and can still be waited for.
-	if _, err := client.Recv(context.Background(), 424242); !errors.Is(err, homa.ErrUnknownRPC) {
-		t.Fatalf("recv unknown id: %v", err)
-	}
-	if _, err := client.Send(dst, nil, 0); !errors.Is(err, homa.ErrMessageTooLong) {
-		t.Fatalf("empty message: %v", err)
-	}
-	if _, err := client.Send(dst, make([]byte, homa.MaxMessage+1), 0); !errors.Is(err, homa.ErrMessageTooLong) {
-		t.Fatalf("oversize message: %v", err)
-	}
-	if _, err := client.Send(netip.MustParseAddrPort("[::1]:500"), []byte("z"), 0); !errors.Is(err, homa.ErrBadAddress) {
-		t.Fatalf("IPv6 destination on an IPv4 endpoint: %v", err)
-	}
-	if err := server.Reply(clientAddr, 12345, []byte("r")); !errors.Is(err, homa.ErrUnknownRPC) {
-		t.Fatalf("reply to unknown RPC: %v", err)
-	}
+		id2, _ := client.Send(dst, []byte("y"), 2)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		if _, err := client.Recv(ctx, id2); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("recv with expired context: %v", err)
+		}
+		// The RPC survives a cancelled Recv and can still be waited for.
+		if _, err := client.Recv(context.Background(), 424242); !errors.Is(err, homa.ErrUnknownRPC) {
+			t.Fatalf("recv unknown id: %v", err)
+		}
+		if _, err := client.Send(dst, nil, 0); !errors.Is(err, homa.ErrMessageTooLong) {
+			t.Fatalf("empty message: %v", err)
+		}
+		if _, err := client.Send(dst, make([]byte, homa.MaxMessage+1), 0); !errors.Is(err, homa.ErrMessageTooLong) {
+			t.Fatalf("oversize message: %v", err)
+		}
+		if _, err := client.Send(netip.MustParseAddrPort("[::1]:500"), []byte("z"), 0); !errors.Is(err, homa.ErrBadAddress) {
+			t.Fatalf("IPv6 destination on an IPv4 endpoint: %v", err)
+		}
+		if err := server.Reply(clientAddr, 12345, []byte("r")); !errors.Is(err, homa.ErrUnknownRPC) {
+			t.Fatalf("reply to unknown RPC: %v", err)
+		}
+	})
 }
 
 func TestCloseUnblocks(t *testing.T) {
@@ -273,26 +290,28 @@ func TestCloseUnblocks(t *testing.T) {
 // TestRecvAnyGetsResponses: responses with no specific waiter go to
 // Recv(0), and Reply twice is refused.
 func TestRecvAnyGetsResponses(t *testing.T) {
-	p, _ := newMemPair(t, netio.MemConfig{Seed: 7}, homa.Config{})
-	want := map[uint64]bool{}
-	for i := range 5 {
-		id, err := p.client.Send(p.dst, []byte{byte(i)}, uint64(100+i))
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newMemPair(t, netio.MemConfig{Seed: 7}, homa.Config{})
+		want := map[uint64]bool{}
+		for i := range 5 {
+			id, err := p.client.Send(p.dst, []byte{byte(i)}, uint64(100+i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[id] = true
 		}
-		want[id] = true
-	}
-	ctx := withTimeout(t, 10*time.Second)
-	for range 5 {
-		m, err := p.client.Recv(ctx, 0)
-		if err != nil {
-			t.Fatal(err)
+		ctx := withTimeout(t, 10*time.Second)
+		for range 5 {
+			m, err := p.client.Recv(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !want[m.ID] || m.Cookie != 100+uint64(m.Data[0]) {
+				t.Fatalf("unexpected response id %d cookie %d", m.ID, m.Cookie)
+			}
+			delete(want, m.ID)
 		}
-		if !want[m.ID] || m.Cookie != 100+uint64(m.Data[0]) {
-			t.Fatalf("unexpected response id %d cookie %d", m.ID, m.Cookie)
-		}
-		delete(want, m.ID)
-	}
+	})
 }
 
 // spread runs rpc(0..n-1) from workers goroutines, worker w taking

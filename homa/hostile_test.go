@@ -6,9 +6,11 @@ import (
 	stdnetip "net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
 )
@@ -111,26 +113,30 @@ func TestForgedResponse(t *testing.T) {
 
 // TestServerRPCLimit: floods of new request ids stop at the per-peer
 // limit, and all peers together at the per-endpoint limit; refused
-// requests are counted, and state stays bounded.
+// requests are counted, and state stays bounded. (On a frozen clock, in
+// a synctest bubble: no request ever gets old enough to be shed for a
+// newcomer.)
 func TestServerRPCLimit(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 11})
-	c, _ := nw.Open(serverAddr, 500)
-	e := homa.NewEndpoint(c, homa.Config{MaxServerRPCs: 50, MaxServerRPCsPerPeer: 30})
-	defer e.Close()
-	flood := func(from stdnetip.Addr) {
-		for i := range 200 {
-			// Half of each request: the RPCs stay incomplete.
-			e.HandlePacket(dataPkt(uint64(2+2*i), 1000, 0, make([]byte, 500)), from)
+	synctest.Test(t, func(t *testing.T) {
+		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 11})
+		c, _ := nw.Open(serverAddr, 500)
+		e := homa.NewEndpoint(c, homa.Config{PollDuration: -1, Limits: core.Limits{IncomingRPCs: 50, IncomingRPCsPerPeer: 30}})
+		defer e.Close()
+		flood := func(from stdnetip.Addr) {
+			for i := range 200 {
+				// Half of each request: the RPCs stay incomplete.
+				e.HandlePacket(dataPkt(uint64(2+2*i), 1000, 0, make([]byte, 500)), from)
+			}
 		}
-	}
-	flood(clientAddr)
-	if st := e.Stats(); st.ServerRPCs != 30 || st.Drops[homa.DropLimit] != 170 {
-		t.Fatalf("one peer: %d server RPCs, %d refused; want 30 and 170", st.ServerRPCs, st.Drops[homa.DropLimit])
-	}
-	flood(stdnetip.MustParseAddr("10.0.0.3"))
-	if st := e.Stats(); st.ServerRPCs != 50 || st.Drops[homa.DropLimit] != 170+180 {
-		t.Fatalf("two peers: %d server RPCs, %d refused; want 50 and 350", st.ServerRPCs, st.Drops[homa.DropLimit])
-	}
+		flood(clientAddr)
+		if st := e.Stats(); st.ServerRPCs != 30 || st.Drops[homa.DropLimit] != 170 {
+			t.Fatalf("one peer: %d server RPCs, %d refused; want 30 and 170", st.ServerRPCs, st.Drops[homa.DropLimit])
+		}
+		flood(stdnetip.MustParseAddr("10.0.0.3"))
+		if st := e.Stats(); st.ServerRPCs != 50 || st.Drops[homa.DropLimit] != 170+180 {
+			t.Fatalf("two peers: %d server RPCs, %d refused; want 50 and 350", st.ServerRPCs, st.Drops[homa.DropLimit])
+		}
+	})
 }
 
 // TestForgedSourcesBounded: requests from ever new (forged) source
@@ -138,7 +144,7 @@ func TestServerRPCLimit(t *testing.T) {
 func TestForgedSourcesBounded(t *testing.T) {
 	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 14})
 	c, _ := nw.Open(serverAddr, 500)
-	e := homa.NewEndpoint(c, homa.Config{MaxPeers: 100})
+	e := homa.NewEndpoint(c, homa.Config{Limits: core.Limits{Peers: 100}})
 	defer e.Close()
 	for i := range 1000 {
 		src := stdnetip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)})
@@ -172,7 +178,7 @@ func FuzzHandlePacket(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := homa.NewEndpoint(c, homa.Config{MaxServerRPCs: 64})
+		e := homa.NewEndpoint(c, homa.Config{Limits: core.Limits{IncomingRPCs: 64, PendingReplies: 64}})
 		defer e.Close()
 		for len(in) >= 2 {
 			n := int(binary.BigEndian.Uint16(in))
@@ -185,8 +191,8 @@ func FuzzHandlePacket(f *testing.F) {
 			}
 			e.HandlePacket(pkt, clientAddr)
 		}
-		if st := e.Stats(); st.ServerRPCs > 64 {
-			t.Fatalf("%d server RPCs past the limit of 64", st.ServerRPCs)
+		if st := e.Stats(); st.IncomingRPCs > 64 || st.PendingReplies > 64 || st.ServerRPCs > 128 {
+			t.Fatalf("server RPCs past the limits of 64 receiving and 64 awaiting replies: %d, %d, %d in all", st.IncomingRPCs, st.PendingReplies, st.ServerRPCs)
 		}
 	})
 }

@@ -49,14 +49,36 @@ import (
 	"github.com/homa-go/homa/homa/netio"
 )
 
-// Message is a received request or response. Data belongs to the
-// receiver; Release recycles it.
+// Message is a complete request or response from Recv, or the failure
+// of a client RPC. Its fields:
+//
+//   - ID is the RPC's id on this socket: even for a request this socket
+//     sent (the Message is its response), odd for a request it received
+//     (answer it with Reply).
+//   - Peer is the other end, host and Homa port.
+//   - Cookie is the value given to Send (responses only).
+//   - Data is the message. It belongs to the receiver; Release returns
+//     it to the socket's buffer pool (optional; it saves an allocation).
+//   - Err is set, and Data nil, when a client RPC failed: an *OpError
+//     whose cause matches ErrPeerTimeout, ErrNoListener, ErrAborted, ...
+//     with errors.Is.
+//
+// IsRequest reports whether it is a request.
 type Message = homa.Message
 
-// Stats is a snapshot of a socket's counters.
+// Stats is a snapshot of a socket's counters: packets and bytes by type,
+// drops by reason, RPCs by role, grants, pacing, resource use, latency
+// and size histograms. Package metrics exports them to Prometheus.
 type Stats = homa.Stats
 
-// Errors. Test for them with errors.Is.
+// OpError is the error of one RPC: Op (send, reply, recv, abort, call),
+// Peer, ID and the cause Err, which errors.Is matches (ErrPeerTimeout,
+// ErrNoListener, ...). Timeout reports whether the peer timed out, as
+// net errors do.
+type OpError = homa.OpError
+
+// Errors. Test for them with errors.Is: the errors of RPCs wrap them in
+// an *OpError that says which RPC failed.
 var (
 	// ErrClosed: the socket is closed. It also matches net.ErrClosed.
 	ErrClosed = homa.ErrClosed
@@ -66,52 +88,33 @@ var (
 	ErrUnknownRPC = homa.ErrUnknownRPC
 	// ErrAborted: the RPC was ended by Abort.
 	ErrAborted = homa.ErrAborted
-	// ErrPeerTimeout: the peer stopped answering.
+	// ErrPeerTimeout: the peer said nothing about the RPC for
+	// Config.PeerTimeout while being asked. It reports Timeout() true.
 	ErrPeerTimeout = homa.ErrPeerTimeout
-	// ErrBadAddress: an address or port the socket cannot use.
+	// ErrNoListener: nothing listens on the peer's Homa port, as the
+	// network reported at once (ICMP port or protocol unreachable). The
+	// engine knows it over UDP, and over raw IP from a peer host with
+	// no Homa at all or with the Linux module (which answers ICMP port
+	// unreachable, rate limited by the peer's kernel). A peer host
+	// whose Homa is this engine in another process says nothing for a
+	// port nobody holds: then the RPC ends with ErrPeerTimeout.
+	ErrNoListener = homa.ErrNoListener
+	// ErrHostUnreachable: the network reported the peer host unreachable.
+	ErrHostUnreachable = homa.ErrHostUnreachable
+	// ErrBadAddress: an address or port the socket cannot use (the
+	// error says whether the local or the remote one).
 	ErrBadAddress = homa.ErrBadAddress
 	// ErrAlreadyReplied: Reply was called twice for one request.
 	ErrAlreadyReplied = homa.ErrAlreadyReplied
+	// ErrBusy: a limit of the socket refused new work for now (too many
+	// RPCs or peers); retry later.
+	ErrBusy = homa.ErrBusy
 	// ErrPermission: raw sockets need CAP_NET_RAW. Run as root, grant the
 	// capability (setcap cap_net_raw+ep BINARY), or use Transport UDP.
 	ErrPermission = netio.ErrPermission
 	// ErrPortInUse: another socket on this host holds the port.
 	ErrPortInUse = netio.ErrPortInUse
 )
-
-// Transport selects how Homa packets travel.
-type Transport int
-
-const (
-	// Raw sends Homa packets directly in IP (protocol 146), as the Linux
-	// module does. It needs CAP_NET_RAW.
-	Raw Transport = iota
-	// UDP carries each Homa packet in a UDP datagram whose port equals
-	// the Homa port. It needs no privileges, but both ends must use it.
-	UDP
-)
-
-func (t Transport) String() string {
-	switch t {
-	case Raw:
-		return "raw"
-	case UDP:
-		return "udp"
-	}
-	return fmt.Sprintf("Transport(%d)", int(t))
-}
-
-// Config configures a socket. A nil *Config means all defaults.
-type Config struct {
-	// Backend is Engine (the default), Kernel or Auto.
-	Backend Backend
-	// Transport is Raw (the default) or UDP (engine only).
-	Transport Transport
-	// Engine tunes the protocol engine.
-	Engine homa.Config
-	// Net tunes the socket underneath (DSCP map, MTU, buffer sizes).
-	Net netio.Options
-}
 
 // Largest server port; client ports are assigned above it.
 const maxServerPort = netio.MinClientPort - 1
@@ -131,10 +134,10 @@ func Open(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 		cfg = &Config{}
 	}
 	if p := addr.Port(); p > maxServerPort {
-		return nil, fmt.Errorf("%w: port %d: server ports are 1..%d (0 assigns a client port)", ErrBadAddress, p, maxServerPort)
+		return nil, fmt.Errorf("sock: local address %v: port %d is not a server port (1..%d; 0 assigns a client port): %w", addr, p, maxServerPort, ErrBadAddress)
 	}
 	if !addr.Addr().IsValid() {
-		return nil, fmt.Errorf("%w: no local address (use 0.0.0.0 or :: for any)", ErrBadAddress)
+		return nil, fmt.Errorf("sock: no local address (use 0.0.0.0 or :: for any): %w", ErrBadAddress)
 	}
 	switch cfg.Backend {
 	case Engine:
@@ -161,16 +164,20 @@ func openEngine(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 		conn netio.Conn
 		err  error
 	)
+	// The engine turns ICMP reports of undelivered packets into
+	// ErrNoListener and ErrHostUnreachable.
+	opt := cfg.Net
+	opt.ReportUnreachable = true
 	switch cfg.Transport {
 	case Raw:
-		conn, err = netio.OpenRaw(addr.Addr(), addr.Port(), &cfg.Net)
+		conn, err = netio.OpenRaw(addr.Addr(), addr.Port(), &opt)
 	case UDP:
-		conn, err = netio.OpenUDP(addr.Addr(), addr.Port(), &cfg.Net)
+		conn, err = netio.OpenUDP(addr.Addr(), addr.Port(), &opt)
 	default:
 		return nil, fmt.Errorf("sock: unknown transport %v", cfg.Transport)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sock: open %v socket on %v: %w", cfg.Transport, addr, err)
+		return nil, fmt.Errorf("sock: open %v socket on local address %v: %w", cfg.Transport, addr, err)
 	}
 	return OpenConn(conn, cfg), nil
 }
@@ -182,7 +189,14 @@ func OpenConn(conn netio.Conn, cfg *Config) *Socket {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	return &Socket{b: engine{homa.NewEndpoint(conn, cfg.Engine)}, kind: Engine}
+	return &Socket{b: engine{homa.NewEndpoint(conn, engineConfig(cfg))}, kind: Engine}
+}
+
+// FromEndpoint makes a socket of an engine endpoint built with
+// homa.NewEndpoint, for tuning beyond Config (package homa's Config
+// exposes every knob of the protocol). The socket owns the endpoint.
+func FromEndpoint(e *homa.Endpoint) *Socket {
+	return &Socket{b: engine{e}, kind: Engine}
 }
 
 // Backend reports what runs the socket: Engine or Kernel (never Auto).
@@ -218,8 +232,14 @@ func (s *Socket) Reply(req *Message, resp []byte) error {
 	return s.b.Reply(req.Peer, req.ID, resp)
 }
 
-// Call sends req to dst and waits for the response. If ctx ends first the
-// RPC is aborted and ctx.Err() returned. A failed RPC returns its error.
+// Call sends req to dst and waits for the response. A failed RPC returns
+// its error (an *OpError). If ctx ends first the RPC is aborted and an
+// *OpError wrapping ctx.Err() returned.
+//
+// Call has no deadline of its own: a server that is alive but slow (it
+// answers BUSY while its handler runs) keeps the call waiting as long
+// as it takes, as with Linux Homa. Only a peer that stops answering ends
+// the call (ErrPeerTimeout). Give ctx a deadline to bound the wait.
 func (s *Socket) Call(ctx context.Context, dst netip.AddrPort, req []byte) (*Message, error) {
 	id, err := s.b.Send(dst, req, 0)
 	if err != nil {
@@ -228,6 +248,9 @@ func (s *Socket) Call(ctx context.Context, dst netip.AddrPort, req []byte) (*Mes
 	m, err := s.b.Recv(ctx, id)
 	if err != nil {
 		_ = s.b.Abort(id)
+		if ctx.Err() != nil {
+			err = &OpError{Op: "call", Peer: dst, ID: id, Err: err}
+		}
 		return nil, err
 	}
 	if m.Err != nil {

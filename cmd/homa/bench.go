@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/internal/workload"
 	"github.com/homa-go/homa/sock"
 )
@@ -108,7 +107,7 @@ type benchConfig struct {
 	seed        uint64
 	replySize   int
 	conns       int
-	engine      homa.Config // Homa's engine tuning
+	engine      sock.Config // Homa's engine tuning (its transport is set per protocol)
 	buckets     int
 	timeout     time.Duration
 	asJSON      bool

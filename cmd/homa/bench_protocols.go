@@ -46,13 +46,13 @@ func (p protocol) oneAtATime() bool { return p.loopback != nil }
 // serverOptions configure the servers of bench and serve.
 type serverOptions struct {
 	replySize int         // >0: replies of this many bytes, else echoes
-	engine    homa.Config // Homa's engine tuning
+	engine    sock.Config // Homa's engine tuning (its transport is set per protocol)
 }
 
 // clientOptions configure the clients of bench.
 type clientOptions struct {
 	conns  int         // TCP: connections in each client's pool
-	engine homa.Config // Homa's engine tuning
+	engine sock.Config // Homa's engine tuning (its transport is set per protocol)
 }
 
 // server is the server side of a protocol.
@@ -140,14 +140,18 @@ func homaProtocol(name string, t sock.Transport) protocol {
 		name: name, maxSize: homa.MaxMessage, homa: true, raw: t == sock.Raw,
 		desc: "Homa over " + transportName(t) + ", engine defaults",
 		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
-			s, err := openHomaServer(addr, &sock.Config{Transport: t, Engine: o.engine})
+			cfg := o.engine
+			cfg.Transport = t
+			s, err := openHomaServer(addr, &cfg)
 			if err != nil {
 				return nil, err
 			}
 			return startEchoReply(ctx, s, o.replySize), nil
 		},
 		dial: func(_ context.Context, addr netip.AddrPort, o clientOptions) (client, error) {
-			c, err := dialHoma(addr, &sock.Config{Transport: t, Engine: o.engine})
+			cfg := o.engine
+			cfg.Transport = t
+			c, err := dialHoma(addr, &cfg)
 			if err != nil {
 				return nil, err
 			}

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/internal/tcpecho"
 	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/sock"
 )
 
 func TestBenchBadFlags(t *testing.T) {
@@ -295,7 +295,7 @@ func TestServeProto(t *testing.T) {
 				"--reply-size", "10", "--link-mbps", "10000", "--unsched-bytes", "3")
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			c, err := p.dial(ctx, addr, clientOptions{conns: 1, engine: homa.Config{UnschedBytes: 3}})
+			c, err := p.dial(ctx, addr, clientOptions{conns: 1, engine: sock.Config{UnschedBytes: 3}})
 			if err != nil {
 				t.Fatal(err)
 			}

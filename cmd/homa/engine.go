@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/sock"
 )
 
 // engineFlags tune the Homa engine of every socket a command opens. Their
@@ -30,7 +31,8 @@ func (f *engineFlags) check() error {
 	return nil
 }
 
-// config is the engine configuration the flags ask for.
-func (f *engineFlags) config() homa.Config {
-	return homa.Config{LinkMbps: f.linkMbps, UnschedBytes: f.unschedBytes}
+// config is the socket configuration the flags ask for (engine tuning;
+// the caller sets the transport).
+func (f *engineFlags) config() sock.Config {
+	return sock.Config{LinkMbps: f.linkMbps, UnschedBytes: f.unschedBytes}
 }

@@ -64,6 +64,8 @@ func explain(side string, err error) string {
 		return "not an address of this host"
 	case errors.Is(err, sock.ErrPortInUse), errors.Is(err, syscall.EADDRINUSE):
 		return "the port is in use by another socket on this host"
+	case side == "remote" && errors.Is(err, sock.ErrNoListener):
+		return "nothing listens on that Homa port (the peer's host said so): is the server running, over the same transport (--udp on both ends or neither)?"
 	case side == "remote" && errors.Is(err, sock.ErrPeerTimeout):
 		return "no answer (the peer timed out): is a server running there, over the same transport (--udp on both ends or neither)?"
 	case side == "remote" && errors.Is(err, syscall.ECONNREFUSED):

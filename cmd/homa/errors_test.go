@@ -72,7 +72,7 @@ func TestAddressErrors(t *testing.T) {
 		{[]string{"ping", "--udp", "--addr", "127.0.0.1:33000"}, 2, "port 33000 is not a Homa server port"},
 		{[]string{"ping", "--udp", "--addr", "host.invalid:4000"}, 1, "remote address host.invalid:4000: "},
 		{[]string{"ping", "--udp", "--count", "1", "--addr", fmt.Sprintf("127.0.0.1:%d", silent)}, 1,
-			fmt.Sprintf("remote address 127.0.0.1:%d: no answer (the peer timed out)", silent)},
+			fmt.Sprintf("remote address 127.0.0.1:%d: nothing listens on that Homa port", silent)},
 		{[]string{"bench", "--proto", "homa-udp", "--target", "host.invalid:4000"}, 1, "remote address host.invalid:4000: "},
 		{[]string{"stat", "--url", "http://" + closedTCP + "/metrics"}, 1, "remote address http://" + closedTCP + "/metrics: connection refused"},
 	} {

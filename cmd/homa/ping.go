@@ -61,7 +61,7 @@ func pingReport(ctx context.Context, name string, c *homaClient, load loadFlags,
 		fmt.Fprintf(stdout, "homa: %d round trips of %d bytes to %v over %s\n", s.Count, s.Size, c.dst, transportName(c.t))
 		writeReport(stdout, s)
 	}
-	if errors.Is(err, sock.ErrPeerTimeout) || errors.Is(err, sock.ErrBadAddress) {
+	if errors.Is(err, sock.ErrPeerTimeout) || errors.Is(err, sock.ErrNoListener) || errors.Is(err, sock.ErrHostUnreachable) || errors.Is(err, sock.ErrBadAddress) {
 		err = remoteError(c.dst, err)
 	}
 	if err != nil {

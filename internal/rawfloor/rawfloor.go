@@ -121,8 +121,11 @@ func (p *Pair) serve() {
 		}
 		idle = 0
 		binary.BigEndian.PutUint32(pkt[kindOff:], kindResponse)
-		if p.server.send(pkt) == nil {
-			p.served.Add(1)
+		// Counted before the echo leaves, so that a client that has its
+		// echo sees it counted.
+		p.served.Add(1)
+		if p.server.send(pkt) != nil {
+			p.served.Add(^uint64(0))
 		}
 	}
 }

@@ -1,12 +1,8 @@
-package homa
+package core
 
 import (
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/homa-go/homa/homa/netio"
-	"github.com/homa-go/homa/homa/wire"
 )
 
 // linearBucket is the definition bucketOf implements: the first bound at
@@ -114,26 +110,6 @@ func TestHistSnapshot(t *testing.T) {
 	}
 }
 
-// TestHistConcurrent: observations from many goroutines are all counted
-// (run with -race).
-func TestHistConcurrent(t *testing.T) {
-	var h histograms
-	h.init()
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Go(func() {
-			for i := range 1000 {
-				h.message(Sent, Response, g*1000+i)
-			}
-		})
-	}
-	wg.Wait()
-	s := h.sizes[Sent][Response].snapshot()
-	if s.Count != 4000 || s.Sum != 4000*3999/2 {
-		t.Errorf("count %d sum %d, want 4000 and %d", s.Count, s.Sum, 4000*3999/2)
-	}
-}
-
 // TestObserveNoAlloc: recording an RPC allocates nothing.
 func TestObserveNoAlloc(t *testing.T) {
 	var h histograms
@@ -152,79 +128,5 @@ func TestLabels(t *testing.T) {
 	}
 	if Request.String() != "request" || Response.String() != "response" || NumKinds.String() != "invalid" {
 		t.Error("kind names")
-	}
-}
-
-// TestBufferStats: the pool counts what it hands out, allocates, keeps
-// and discards. No endpoint runs during this test, so the counts are
-// exact.
-func TestBufferStats(t *testing.T) {
-	const n = 3000 // class 4096
-	c := sizeClass(n)
-	b := getBuf(n)
-	putBuf(b)
-	before := ReadBufferStats()
-	if before.Free == 0 || before.FreeBytes < 4096 {
-		t.Fatalf("a returned buffer is not in the pool: %+v", before)
-	}
-	b = getBuf(n) // from the pool
-	s := ReadBufferStats()
-	if s.Gets != before.Gets+1 || s.Allocs != before.Allocs || s.Free != before.Free-1 || s.FreeBytes != before.FreeBytes-4096 {
-		t.Errorf("reuse: %+v, before %+v", s, before)
-	}
-	// Drain the class, then take one more: an allocation.
-	var held [][]byte
-	for len(bufClasses[c].free) > 0 {
-		held = append(held, getBuf(n))
-	}
-	before = ReadBufferStats()
-	held = append(held, getBuf(n), b)
-	s = ReadBufferStats()
-	if s.Allocs != before.Allocs+1 || s.AllocBytes != before.AllocBytes+4096 {
-		t.Errorf("allocation: %+v, before %+v", s, before)
-	}
-	// Return more than the class keeps: the excess is discarded.
-	for range classLimit(c) {
-		held = append(held, getBuf(n))
-	}
-	before = ReadBufferStats()
-	for _, h := range held {
-		putBuf(h)
-	}
-	s = ReadBufferStats()
-	if kept := s.Free - before.Free; s.Discards-before.Discards+kept != uint64(len(held)) || s.Discards == before.Discards {
-		t.Errorf("%d buffers returned: kept %d, discarded %d", len(held), kept, s.Discards-before.Discards)
-	}
-}
-
-// BenchmarkMetricsPerRPC is what the statistics add to one 100-byte RPC
-// between two endpoints of one process, as in BenchmarkRPC100Mem: two
-// clock reads and a latency observation on the client, four message
-// size observations, and the counters of the four packets each way
-// (request and response DATA, and an ACK; counted on send and receipt).
-func BenchmarkMetricsPerRPC(b *testing.B) {
-	var client, server counters
-	client.init()
-	server.init()
-	d := wire.Data{MessageLength: 100}
-	buf := append(wire.AppendDataHeader(nil, &d), make([]byte, 100)...)
-	pkt := netio.Packet{Buf: buf, N: len(buf), Priority: 7}
-	for b.Loop() {
-		start := client.since()
-		client.rpcsStarted.Add(1)
-		client.hist.message(Sent, Request, 100)
-		client.countTx(&pkt)
-		server.countRx(wire.TypeData, 156)
-		server.serverRPCsStarted.Add(1)
-		server.requestsReceived.Add(1)
-		server.hist.message(Received, Request, 100)
-		server.hist.message(Sent, Response, 100)
-		server.countTx(&pkt)
-		client.countRx(wire.TypeData, 156)
-		client.rpcsCompleted.Add(1)
-		client.hist.message(Received, Response, 100)
-		client.hist.rpcDone(100, client.since()-start)
-		client.countTx(&pkt)
-		server.countRx(wire.TypeAck, 60)
 	}
 }

@@ -1,15 +1,13 @@
-package homa
+package core
 
 import (
 	"math/bits"
-	"sync/atomic"
 	"time"
 )
 
-// Histograms of an endpoint: fixed buckets of atomic counters, so that an
-// observation is two atomic adds (its bucket and the sum), with no lock
-// and no allocation. The number of observations is the sum of the
-// buckets, which keeps a snapshot's count consistent with its buckets.
+// Histograms of an endpoint: fixed buckets of counters, so that an
+// observation is two additions (its bucket and the sum), with no
+// allocation. The number of observations is the sum of the buckets.
 
 // SizeClass groups RPCs by size for the latency histograms: the larger of
 // the request and the response length, up to 1,000, 10,000, 100,000 and
@@ -153,30 +151,29 @@ func (h *Histogram) Mean() float64 {
 // hist is a live histogram. Its buckets are allocated once, by init.
 type hist struct {
 	bounds []uint64 // shared, never modified
-	counts []atomic.Uint64
-	sum    atomic.Uint64
+	counts []uint64
+	sum    uint64
 }
 
 func (h *hist) init(bounds []uint64) {
 	h.bounds = bounds
-	h.counts = make([]atomic.Uint64, len(bounds)+1)
+	h.counts = make([]uint64, len(bounds)+1)
 }
 
 // add counts value v in bucket i.
 func (h *hist) add(i int, v uint64) {
-	h.counts[i].Add(1)
-	h.sum.Add(v)
+	h.counts[i]++
+	h.sum += v
 }
 
-// snapshot reads the histogram. Observations that race with it may be
-// counted in a bucket but not yet in the sum.
+// snapshot copies the histogram.
 func (h *hist) snapshot() Histogram {
 	s := Histogram{Bounds: h.bounds, Counts: make([]uint64, len(h.counts))}
-	for i := range h.counts {
-		s.Counts[i] = h.counts[i].Load()
-		s.Count += s.Counts[i]
+	for i, n := range h.counts {
+		s.Counts[i] = n
+		s.Count += n
 	}
-	s.Sum = h.sum.Load()
+	s.Sum = h.sum
 	return s
 }
 

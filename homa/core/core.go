@@ -1,0 +1,376 @@
+package core
+
+import (
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/grant"
+	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/pacer"
+	"github.com/homa-go/homa/priority"
+)
+
+// Local says which endpoint a Core speaks for.
+type Local struct {
+	// Port is the local Homa port.
+	Port uint16
+	// IPv6 is set for an IPv6 endpoint (peers are IPv6 addresses);
+	// otherwise peers are IPv4 (IPv4-mapped addresses are unmapped).
+	IPv6 bool
+	// FirstID seeds the client RPC ids: they count up in steps of 2 from
+	// it, in the low 48 bits, with the port in the top 16 (see NewID).
+	FirstID uint64
+	// Buffers supplies packet and message buffers; nil uses the Go heap.
+	Buffers Buffers
+}
+
+// Core is the protocol state of one Homa endpoint. See the package
+// documentation.
+type Core struct {
+	cfg    Config
+	port   uint16
+	is4    bool
+	bufs   Buffers
+	nextID uint64 // the low 48 bits of the last client id
+
+	// now is the time of the current call and tick its tick count; out
+	// collects its results.
+	now  time.Duration
+	tick uint64
+	out  *Output
+
+	clients   map[uint64]*rpc
+	servers   map[serverKey]*rpc
+	peers     map[netip.Addr]*peer
+	idlePeers list[peer]
+	freeRPCs  []*rpc
+
+	// Resource accounting (see Limits): receive storage, server RPCs
+	// receiving and awaiting replies, and the heaviest peers by each.
+	mem        int
+	incoming   int
+	pending    int
+	heavyMem   heavy
+	heavyRPCs  heavy
+	seen       map[clientKey]*ack.Seen
+	solicited  map[serverKey]solicitation
+	timers     timerHeap
+	rxPkt      wire.Packet
+	ackScratch [wire.MaxAcks]wire.AckEntry
+
+	// sched decides the GRANTs for incoming messages; granting maps its
+	// handles back to RPCs.
+	sched    *grant.Scheduler
+	granting map[grant.ID]*rpc
+	lastGID  grant.ID
+	grants   []grant.Grant
+	// pacer orders and throttles outgoing DATA when LinkMbps is set
+	// (nil otherwise); pacing maps its handles back to RPCs; pacerAt is
+	// when it may send what it holds back (0: nothing waits).
+	pacer   *pacer.Pacer
+	pacing  map[pacer.ID]*rpc
+	lastPID pacer.ID
+	pacerAt time.Duration
+	// est learns our unscheduled cutoffs from incoming traffic.
+	est *priority.Estimator
+
+	stats  counters
+	closed bool
+}
+
+// New returns a core for the endpoint local, configured by cfg.
+func New(local Local, cfg Config) *Core {
+	c := &Core{
+		cfg:       cfg.WithDefaults(),
+		port:      local.Port,
+		is4:       !local.IPv6,
+		bufs:      local.Buffers,
+		nextID:    local.FirstID &^ 1 & idSeqMask,
+		clients:   make(map[uint64]*rpc),
+		servers:   make(map[serverKey]*rpc),
+		peers:     make(map[netip.Addr]*peer),
+		seen:      make(map[clientKey]*ack.Seen),
+		solicited: make(map[serverKey]solicitation),
+		granting:  make(map[grant.ID]*rpc),
+		idlePeers: newList(func(p *peer) *links[peer] { return &p.idle }),
+		heavyMem: newHeavy(func(p *peer) *links[peer] { return &p.memLinks },
+			func(p *peer) *int8 { return &p.memBucket }),
+		heavyRPCs: newHeavy(func(p *peer) *links[peer] { return &p.rpcLinks },
+			func(p *peer) *int8 { return &p.rpcBucket }),
+	}
+	if c.bufs == nil {
+		c.bufs = heapBuffers{}
+	}
+	c.sched = grant.New(c.cfg.Grant)
+	if c.cfg.LinkMbps > 0 {
+		c.pacer = pacer.New(pacer.Config{RateMbps: c.cfg.LinkMbps})
+		c.pacing = make(map[pacer.ID]*rpc)
+	}
+	c.est = priority.NewEstimator(c.cfg.Cutoffs)
+	c.stats.init()
+	return c
+}
+
+// Config returns the configuration in effect (defaults filled in).
+func (c *Core) Config() Config { return c.cfg }
+
+// Port is the local Homa port.
+func (c *Core) Port() uint16 { return c.port }
+
+// Client ids: the port in the top 16 bits makes ids of different
+// endpoints of a host disjoint (ports are reserved host-wide); the low 48
+// bits count up in steps of 2 (client ids are even).
+const (
+	idPortShift = 48
+	idSeqMask   = 1<<idPortShift - 1
+)
+
+// FirstID returns a FirstID for an endpoint started at the given wall
+// time, in microseconds since the Unix epoch: ids keep increasing across
+// processes that reuse a port, as long as each issues fewer than one RPC
+// per half microsecond on average.
+func FirstID(unixMicro int64) uint64 { return uint64(unixMicro) << 1 & idSeqMask }
+
+func (c *Core) newID() uint64 {
+	for {
+		c.nextID = (c.nextID + 2) & idSeqMask
+		if c.nextID != 0 { // id 0 means "none" on the wire (ack fields)
+			return uint64(c.port)<<idPortShift | c.nextID
+		}
+	}
+}
+
+// begin starts a call at time now that appends to out.
+func (c *Core) begin(now time.Duration, out *Output) {
+	if now > c.now {
+		c.now = now
+		c.tick = uint64(now / c.cfg.Tick)
+	}
+	c.out = out
+}
+
+// end finishes a call: the grant decisions its events called for, and
+// whatever the pacer may send now.
+func (c *Core) end() {
+	if !c.closed {
+		c.decideGrants()
+		if c.pacer != nil {
+			c.pump()
+		}
+	}
+	c.out = nil
+}
+
+// at converts a tick count into a time.
+func (c *Core) at(tick uint64) time.Duration { return time.Duration(tick) * c.cfg.Tick }
+
+// canon returns addr as the core keys peers: unmapped for IPv4.
+func (c *Core) canon(addr netip.Addr) netip.Addr {
+	if c.is4 {
+		return addr.Unmap()
+	}
+	return addr
+}
+
+// Send starts a client RPC that sends data to dst and returns its id.
+// The core owns data from now on (it goes back to Buffers when sent and
+// acknowledged); maxPacket is the largest Homa packet the path to dst
+// carries. The response, or the RPC's failure, comes out as a Message
+// carrying cookie.
+func (c *Core) Send(dst netip.AddrPort, data []byte, cookie uint64, maxPacket int, now time.Duration, out *Output) (uint64, error) {
+	addr := c.canon(dst.Addr())
+	switch {
+	case len(data) == 0 || len(data) > MaxMessage:
+		return 0, ErrMessageTooLong
+	case dst.Port() == 0 || !addr.IsValid() || addr.Is4() != c.is4:
+		return 0, ErrBadAddress
+	case c.closed:
+		return 0, ErrClosed
+	}
+	c.begin(now, out)
+	defer c.end()
+	p := c.peerFor(addr)
+	if p == nil {
+		c.stats.Drops[DropLimit]++
+		return 0, ErrBusy
+	}
+	c.setMaxPacket(p, maxPacket)
+	r := c.newRPC()
+	r.id = c.newID()
+	r.start = now
+	r.peer = p
+	r.port = dst.Port()
+	r.cookie = cookie
+	r.out.init(data, c.cfg.UnschedBytes, p.maxPayload)
+	c.holdPeer(p)
+	c.clients[r.id] = r
+	c.stats.RPCsStarted++
+	c.stats.hist.message(Sent, Request, len(data))
+	c.sendMore(r)
+	return r.id, nil
+}
+
+// setMaxPacket records the path's packet size to p.
+func (c *Core) setMaxPacket(p *peer, maxPacket int) {
+	p.maxPayload = max(maxPacket-wire.DataLen, 1)
+}
+
+// Reply sends data as the response to the request id from the client
+// host peer. The core owns data from now on.
+func (c *Core) Reply(peer netip.Addr, id uint64, data []byte, maxPacket int, now time.Duration, out *Output) error {
+	if len(data) == 0 || len(data) > MaxMessage {
+		return ErrMessageTooLong
+	}
+	if c.closed {
+		return ErrClosed
+	}
+	c.begin(now, out)
+	defer c.end()
+	r := c.servers[serverKey{c.canon(peer), id}]
+	switch {
+	case r == nil || r.state == stateActive:
+		return ErrUnknownRPC
+	case r.state != stateServing:
+		return ErrAlreadyReplied
+	}
+	c.setMaxPacket(r.peer, maxPacket)
+	c.setState(r, stateReplying)
+	c.charge(r, -r.in.mem) // if the application never took the request
+	r.in.mem = 0
+	r.ak.Start(c.tick)
+	c.armRPC(r, c.at(r.ak.Due(&c.cfg.Ack)))
+	r.out.init(data, c.cfg.UnschedBytes, r.peer.maxPayload)
+	c.stats.hist.message(Sent, Response, len(data))
+	c.sendMore(r)
+	return nil
+}
+
+// Delivered tells the core the application has taken the request id
+// from peer: its storage is the application's now and no longer counts
+// against the core's memory limits.
+func (c *Core) Delivered(peer netip.Addr, id uint64) {
+	r := c.servers[serverKey{c.canon(peer), id}]
+	if r != nil && r.state == stateServing {
+		c.charge(r, -r.in.mem)
+		r.in.mem = 0
+	}
+}
+
+// Abort ends the client RPC id and returns the failure to hand to a
+// goroutine waiting for it, if any (the core hands it to no one itself).
+// The server is not told.
+func (c *Core) Abort(id uint64, now time.Duration, out *Output) (*Message, error) {
+	if c.closed {
+		return nil, ErrClosed
+	}
+	r := c.clients[id]
+	if r == nil {
+		return nil, ErrUnknownRPC
+	}
+	c.begin(now, out)
+	defer c.end()
+	c.stats.RPCsAborted++
+	m := c.failure(r, "abort", ErrAborted)
+	c.freeClient(r)
+	return m, nil
+}
+
+// Close ends every RPC and frees every buffer. Later calls fail with
+// ErrClosed.
+func (c *Core) Close() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	for _, r := range c.clients {
+		c.freeClient(r)
+	}
+	for _, r := range c.servers {
+		c.freeServer(r, false)
+	}
+}
+
+// Next returns the earliest time the core has something to do, if any:
+// the caller calls Tick then.
+func (c *Core) Next() (time.Duration, bool) {
+	at, ok := c.timers.next()
+	if c.pacerAt > 0 && (!ok || c.pacerAt < at) {
+		return c.pacerAt, true
+	}
+	return at, ok
+}
+
+// Tick runs every timer due at now and returns the next deadline, as
+// Next does.
+func (c *Core) Tick(now time.Duration, out *Output) (time.Duration, bool) {
+	if c.closed {
+		return 0, false
+	}
+	c.begin(now, out)
+	for t := c.timers.popDue(c.now); t != nil; t = c.timers.popDue(c.now) {
+		if t.rpc != nil {
+			c.rpcTimer(t.rpc)
+		} else {
+			c.peerTimer(t.peer)
+		}
+	}
+	if c.pacerAt > 0 && c.pacerAt <= c.now {
+		c.pacerAt = 0
+	}
+	c.end()
+	return c.Next()
+}
+
+// failure builds the Message that reports r's failure with err.
+func (c *Core) failure(r *rpc, op string, err error) *Message {
+	pa := r.peerAddrPort()
+	return &Message{ID: r.id, Peer: pa, Cookie: r.cookie, Err: &OpError{Op: op, Peer: pa, ID: r.id, Err: err}}
+}
+
+// fail ends the client RPC r with err, handing the failure to the
+// application.
+func (c *Core) fail(r *rpc, err error) {
+	c.out.Messages = append(c.out.Messages, c.failure(r, "recv", err))
+	c.freeClient(r)
+}
+
+// freeClient forgets a client RPC.
+func (c *Core) freeClient(r *rpc) {
+	c.detach(r)
+	delete(c.clients, r.id)
+	c.releasePeer(r.peer)
+	c.recycle(r)
+}
+
+// freeServer forgets a server RPC. Once the application has seen the
+// request (finished), its id is remembered so that a late duplicate of
+// the request cannot start it again.
+func (c *Core) freeServer(r *rpc, finished bool) {
+	c.detach(r)
+	if finished && r.state != stateActive {
+		c.seenFor(r.peer.addr, r.port).Finish(r.id ^ 1)
+	}
+	c.setState(r, stateActive) // leaves the pending count
+	c.leaveIncoming(r)
+	delete(c.servers, serverKey{r.peer.addr, r.id})
+	c.releasePeer(r.peer)
+	c.recycle(r)
+}
+
+// detach takes r out of the scheduler, the pacer, the timers and its
+// peer's lists.
+func (c *Core) detach(r *rpc) {
+	c.unschedule(r)
+	c.unpace(r)
+	c.timers.disarm(&r.timer)
+	c.stopReceiving(r)
+}
+
+// armRPC makes r's timer fire no later than at.
+func (c *Core) armRPC(r *rpc, at time.Duration) { c.timers.arm(&r.timer, at) }
+
+// ErrClosed is returned by calls after Close. The shell reports its own
+// closed error instead.
+var ErrClosed = errors.New("endpoint closed")

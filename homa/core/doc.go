@@ -1,0 +1,43 @@
+// Package core is the Homa protocol of one endpoint (one local port)
+// with no I/O: no goroutines, no sockets, no clock, no locks. It owns
+// every RPC, peer, grant, timer and buffer of the protocol, and is driven
+// by its caller, the shell (package homa's Endpoint, or a simulator):
+//
+//   - Handle(packet, from, now) feeds a received packet; Unreachable
+//     feeds an ICMP report for a packet sent earlier;
+//   - Send, Reply, Abort and Delivered are the application's calls;
+//   - Tick(now) runs the timers that are due and returns the next
+//     deadline; an idle core has none, and needs no wake-up at all.
+//
+// Each call appends what it produced to an Output: packets to transmit,
+// and messages for the application (complete requests and responses,
+// failed client RPCs). Time is a time.Duration since an epoch of the
+// caller's choosing, passed in as now; it must not go backwards.
+//
+// A Core is not safe for concurrent use: the shell serializes calls
+// (one lock, or one owner goroutine per core).
+//
+// # Resource accounting
+//
+// Nothing a peer says sizes what the core holds. Receive storage is
+// committed in chunks as bytes arrive, never from a claimed length, and
+// counted against Limits.RecvMemory, globally and per peer host; server
+// RPCs are counted while their request arrives and while it awaits a
+// reply, globally and per host; the peer table is bounded and evicts
+// idle hosts. At a limit the core sheds the work of the host holding the
+// most (its least recently active RPC first), so a flood from one host
+// costs that host, not the others; within a host, RPCs that make
+// progress survive those that do not. A granted sender that stays silent
+// loses its grant (Limits.GrantTimeoutTicks); a RESEND never yields more
+// than the bytes already sent, each once per resend interval, however
+// many RESENDs ask. Every dropped packet is counted by reason
+// (Stats.Drops).
+//
+// # Liveness
+//
+// Liveness is judged per RPC: an RPC whose peer says nothing about it
+// through Resend.TimeoutResends RESENDs ends (a client RPC fails with
+// ErrPeerTimeout; a server RPC is forgotten). Anything about the RPC
+// counts as an answer, BUSY included, so a server that is still working
+// keeps its clients waiting; traffic about other RPCs does not.
+package core

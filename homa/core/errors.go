@@ -1,0 +1,82 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// Errors of RPCs and of calls into the core. Test for them with
+// errors.Is: a failed RPC's error is an *OpError that wraps one of them.
+var (
+	// ErrMessageTooLong means a message is empty or over MaxMessage bytes.
+	ErrMessageTooLong = errors.New("message length must be 1..1000000 bytes")
+	// ErrUnknownRPC means no RPC with that id (and peer) exists here.
+	ErrUnknownRPC = errors.New("unknown RPC")
+	// ErrAborted is the result of an RPC ended by Abort.
+	ErrAborted = errors.New("RPC aborted")
+	// ErrPeerTimeout means the peer stopped answering for this RPC: it
+	// sent nothing about it through Resend.TimeoutResends RESENDs. It
+	// reports Timeout() true, like the net package's timeouts.
+	ErrPeerTimeout error = timeoutError{}
+	// ErrNoListener means nothing listens on the peer's Homa port, as the
+	// network reported it (ICMP port or protocol unreachable). It comes
+	// only where such a report exists: over UDP, and over raw IP from a
+	// host that has no Homa at all or whose Homa answers so; elsewhere a
+	// missing listener shows as ErrPeerTimeout.
+	ErrNoListener = errors.New("no Homa listener at the peer's port")
+	// ErrHostUnreachable means the network reported the peer's host
+	// unreachable (an ICMP destination-unreachable other than port or
+	// protocol).
+	ErrHostUnreachable = errors.New("peer host unreachable")
+	// ErrBadAddress means an address the endpoint cannot use: the wrong
+	// address family, or port 0.
+	ErrBadAddress = errors.New("bad address")
+	// ErrAlreadyReplied means Reply was called twice for one request, or
+	// for a request that is not waiting for a response.
+	ErrAlreadyReplied = errors.New("request already answered")
+	// ErrBusy means a local limit refused new work (too many RPCs in
+	// progress); the call may be retried later.
+	ErrBusy = errors.New("endpoint busy: too many RPCs in progress")
+)
+
+// timeoutError is ErrPeerTimeout: a net.Error-style timeout.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "peer timed out" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+// OpError is the error of one RPC: what was done, with whom, and why. It
+// wraps one of the package's sentinel errors (errors.Is matches it) and
+// reports Timeout() when the cause does.
+type OpError struct {
+	// Op is the operation: "send", "reply", "recv" (a client RPC that
+	// failed while its response was awaited) or "abort".
+	Op string
+	// Peer is the other end of the RPC, when known.
+	Peer netip.AddrPort
+	// ID is the RPC id as this endpoint knows it (0 when there is none).
+	ID uint64
+	// Err is the cause.
+	Err error
+}
+
+func (e *OpError) Error() string {
+	s := e.Op
+	if e.ID != 0 {
+		s += fmt.Sprintf(" rpc %d", e.ID)
+	}
+	if e.Peer.IsValid() {
+		s += " with " + e.Peer.String()
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the RPC failed because its peer timed out.
+func (e *OpError) Timeout() bool {
+	t, ok := e.Err.(interface{ Timeout() bool })
+	return ok && t.Timeout()
+}

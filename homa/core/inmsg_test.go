@@ -1,0 +1,145 @@
+package core
+
+import (
+	"bytes"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// TestInMsgReassembly checks reassembly against a model: a message is
+// delivered as random, overlapping, duplicated and reordered fragments;
+// the message taken at the end equals the original, received counts
+// distinct bytes, the span list stays sorted, disjoint and merged, and
+// storage is committed only for the chunks that bytes arrived in.
+func TestInMsgReassembly(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		length := rapid.OneOf(rapid.IntRange(1, 5000), rapid.IntRange(chunkSize-10, 3*chunkSize+7)).Draw(t, "length")
+		msg := make([]byte, length)
+		for i, seed := 0, rapid.Uint64().Draw(t, "seed"); i < length; i++ {
+			seed = seed*6364136223846793005 + 1442695040888963407
+			msg[i] = byte(seed >> 56)
+		}
+		bufs := &countingBuffers{}
+		var m inMsg
+		m.init(uint32(length), 100)
+		seen := make([]bool, length)
+		var touched [maxChunks]bool
+		received := 0
+		steps := rapid.IntRange(1, 60).Draw(t, "steps")
+		for i := 0; i < steps || !m.complete(); i++ {
+			var off, n int
+			if i < steps {
+				off = rapid.IntRange(0, length-1).Draw(t, "off")
+				n = rapid.IntRange(1, min(length-off, 3000)).Draw(t, "n")
+			} else {
+				// Fill the first hole so the run ends complete.
+				for seen[off] {
+					off++
+				}
+				for n = 1; off+n < length && !seen[off+n] && n < 3000; n++ {
+				}
+			}
+			end := uint32(off + n)
+			need := m.need(uint32(off), end)
+			got := m.commit(uint32(off), end, bufs)
+			if got < need || (need == 0) != (got == 0) {
+				t.Fatalf("commit(%d, %d) = %d bytes, need said %d", off, end, got, need)
+			}
+			fresh := 0
+			for k := off; k < off+n; k++ {
+				if !seen[k] {
+					fresh++
+					seen[k] = true
+					touched[k/chunkSize] = true
+				}
+			}
+			if got := m.add(uint32(off), msg[off:off+n]); int(got) != fresh {
+				t.Fatalf("add(%d, %d bytes) = %d new bytes, want %d", off, n, got, fresh)
+			}
+			checkSpans(t, &m, fresh, &received)
+			checkStorage(t, &m, &touched, bufs)
+		}
+		data, mem := m.take(bufs)
+		if !bytes.Equal(data, msg) {
+			t.Fatalf("reassembled message differs")
+		}
+		if mem != cap(data) || m.mem != 0 || bufs.held != cap(data) {
+			t.Fatalf("after take: %d bytes committed, %d left in the message, %d held; want %d, 0, %d", mem, m.mem, bufs.held, cap(data), cap(data))
+		}
+	})
+}
+
+// countingBuffers hands out exact-size slices and counts what is held.
+type countingBuffers struct{ held int }
+
+func (b *countingBuffers) Get(n int) []byte { b.held += n; return make([]byte, n) }
+func (b *countingBuffers) Put(p []byte)     { b.held -= cap(p) }
+
+func checkStorage(t *rapid.T, m *inMsg, touched *[maxChunks]bool, bufs *countingBuffers) {
+	if bufs.held != m.mem {
+		t.Fatalf("storage: message counts %d bytes, %d held", m.mem, bufs.held)
+	}
+	if m.length <= chunkSize {
+		return
+	}
+	for c := range maxChunks {
+		if touched[c] != (m.chunks[c] != nil) {
+			t.Fatalf("chunk %d allocated %v, bytes arrived in it %v", c, m.chunks[c] != nil, touched[c])
+		}
+	}
+}
+
+// checkSpans checks the span list against the model's count of distinct
+// bytes received (updated with this step's fresh bytes).
+func checkSpans(t *rapid.T, m *inMsg, fresh int, received *int) {
+	var total uint32
+	for i, s := range m.have {
+		if s.Start >= s.End {
+			t.Fatalf("empty span %v", s)
+		}
+		if i > 0 && m.have[i-1].End >= s.Start {
+			t.Fatalf("spans %v and %v overlap or touch", m.have[i-1], s)
+		}
+		total += s.End - s.Start
+	}
+	if total != m.received {
+		t.Fatalf("spans hold %d bytes, received says %d", total, m.received)
+	}
+	*received += fresh
+	if int(m.received) != *received {
+		t.Fatalf("received %d, model %d", m.received, *received)
+	}
+}
+
+func TestIDs(t *testing.T) {
+	const start = 1_767_322_045_000_000 // 2026-01-02 in µs
+	a := New(Local{Port: 40000, FirstID: FirstID(start)}, Config{})
+	b := New(Local{Port: 40001, FirstID: FirstID(start)}, Config{})
+	prev := uint64(0)
+	seen := map[uint64]bool{}
+	for range 1000 {
+		for _, c := range []*Core{a, b} {
+			id := c.newID()
+			if id&1 != 0 || id == 0 {
+				t.Fatalf("client id %#x is odd or zero", id)
+			}
+			if seen[id] {
+				t.Fatalf("id %#x issued twice", id)
+			}
+			seen[id] = true
+		}
+	}
+	for range 100 {
+		id := a.newID()
+		if id <= prev {
+			t.Fatalf("ids not increasing: %#x after %#x", id, prev)
+		}
+		prev = id
+	}
+	// A later process on the same port continues above.
+	c := New(Local{Port: 40000, FirstID: FirstID(start + 1e6)}, Config{})
+	if id := c.newID(); id <= prev {
+		t.Fatalf("restarted source issued %#x, not above %#x", id, prev)
+	}
+}

@@ -1,0 +1,83 @@
+package core
+
+import "net/netip"
+
+// Message is a complete request or response handed to the application,
+// or the failure of a client RPC.
+type Message struct {
+	// ID is the RPC id as this endpoint knows it: even for an RPC this
+	// endpoint started (a response), odd for one it serves (a request).
+	ID uint64
+	// Peer is the other end: its host and Homa port.
+	Peer netip.AddrPort
+	// Cookie is the completion cookie given to Send (responses only).
+	Cookie uint64
+	// Data is the message. It belongs to the receiver; Release recycles it.
+	Data []byte
+	// Err is set when a client RPC failed (Data is nil then). It is an
+	// *OpError wrapping the cause (ErrPeerTimeout, ErrAborted, ...).
+	Err error
+
+	pool Buffers // where Data goes back on Release (nil: the GC)
+}
+
+// IsRequest reports whether the message is a request to be answered with
+// Reply (server side) rather than a response (client side).
+func (m *Message) IsRequest() bool { return m.ID&1 == 1 }
+
+// Release returns Data to the buffer pool it came from. The caller must
+// not use Data afterwards. Calling it is optional; it saves an
+// allocation.
+func (m *Message) Release() {
+	if m.Data != nil {
+		if m.pool != nil {
+			m.pool.Put(m.Data)
+		}
+		m.Data = nil
+	}
+}
+
+// Buffers is where the core gets and returns the byte slices of packets
+// and messages. It must be safe for concurrent use: the application
+// releases messages from any goroutine. Get(n) returns a slice of length
+// n; Put takes back a slice from Get (any other may be ignored).
+type Buffers interface {
+	Get(n int) []byte
+	Put(b []byte)
+}
+
+// heapBuffers allocates from the Go heap and leaves freed slices to the
+// garbage collector.
+type heapBuffers struct{}
+
+func (heapBuffers) Get(n int) []byte { return make([]byte, n) }
+func (heapBuffers) Put([]byte)       {}
+
+// Packet is a packet the core asks to transmit.
+type Packet struct {
+	// Buf is the whole Homa packet, from the core's Buffers. The caller
+	// owns it once handed over and returns it with Buffers.Put after
+	// sending.
+	Buf []byte
+	// Addr is the destination host.
+	Addr netip.Addr
+	// Priority is the network priority, 0 (lowest) to 7.
+	Priority uint8
+}
+
+// Output collects what one call into the core produced: packets to
+// transmit, in order, and messages for the application (complete
+// requests and responses, and failed client RPCs), in order. The caller
+// drains and reuses it; the core only appends.
+type Output struct {
+	Packets  []Packet
+	Messages []*Message
+}
+
+// Reset empties o, keeping its capacity.
+func (o *Output) Reset() {
+	clear(o.Packets)
+	o.Packets = o.Packets[:0]
+	clear(o.Messages)
+	o.Messages = o.Messages[:0]
+}

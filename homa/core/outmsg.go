@@ -1,0 +1,101 @@
+package core
+
+import "time"
+
+// outMsg is an outgoing message: the bytes, what has been sent, and what
+// the receiver allows to be sent.
+type outMsg struct {
+	data      []byte // the message, owned by the core
+	length    uint32
+	unsched   uint32 // bytes sent without grants (the DATA "incoming" field)
+	next      uint32 // every byte below has been sent once
+	granted   uint32 // the sender may send bytes below this offset
+	schedPrio uint8  // priority for granted bytes, from the last GRANT
+	seg       uint32 // payload bytes per DATA packet to this peer
+
+	// Retransmission is rate limited: within one resend interval from
+	// rexmitSince, each byte is retransmitted at most once, whatever the
+	// number of RESENDs asking for it.
+	rexmitSince time.Duration
+	rexmitted   []span
+	rexmitBuf   [4]span
+	budgetSince time.Duration
+	budgetLeft  uint32
+}
+
+// rexmitBudgetMin is the least retransmission budget of a message per
+// window: small messages may be retransmitted at every RESEND.
+const rexmitBudgetMin = 64 << 10
+
+func (m *outMsg) init(data []byte, unsched int, seg int) {
+	m.data = data
+	m.length = uint32(len(data))
+	m.unsched = min(uint32(unsched), m.length)
+	m.next = 0
+	m.granted = m.unsched
+	m.schedPrio = 0
+	m.seg = uint32(max(seg, 1))
+	m.rexmitted = m.rexmitBuf[:0]
+	m.rexmitSince = -1 << 62
+	m.budgetSince = -1 << 62
+}
+
+// done reports whether every byte has been sent at least once.
+func (m *outMsg) done() bool { return m.next >= m.length }
+
+// grant raises the granted offset (never above the length) and reports
+// whether it moved.
+func (m *outMsg) grant(offset uint32, prio uint8) bool {
+	m.schedPrio = prio
+	offset = min(offset, m.length)
+	if offset <= m.granted {
+		return false
+	}
+	m.granted = offset
+	return true
+}
+
+// allowRexmit returns the first part of [from, to) that may be
+// retransmitted now, and records it. Two rules bound what RESENDs make a
+// sender transmit: within one resend interval each byte goes out at most
+// once however many RESENDs ask for it (a burst of RESENDs yields one
+// copy of what they ask for), and within one budget window at most one
+// copy of the message (at least rexmitBudgetMin bytes) goes out in
+// retransmissions.
+func (m *outMsg) allowRexmit(from, to uint32, now, interval, window time.Duration) (uint32, uint32, bool) {
+	if now-m.rexmitSince >= interval {
+		m.rexmitSince = now
+		m.rexmitted = m.rexmitted[:0]
+	}
+	if now-m.budgetSince >= window {
+		m.budgetSince = now
+		m.budgetLeft = max(m.length, rexmitBudgetMin)
+	}
+	for moved := true; moved; {
+		moved = false
+		for _, s := range m.rexmitted {
+			if from >= s.Start && from < s.End {
+				from, moved = s.End, true
+			}
+		}
+	}
+	for _, s := range m.rexmitted {
+		if s.Start >= from && s.Start < to {
+			to = s.Start
+		}
+	}
+	to = min(to, from+m.budgetLeft)
+	if from >= to || len(m.rexmitted) == cap(m.rexmitted) {
+		return 0, 0, false
+	}
+	m.rexmitted = append(m.rexmitted, span{Start: from, End: to})
+	m.budgetLeft -= to - from
+	return from, to, true
+}
+
+func (m *outMsg) release(bufs Buffers) {
+	if m.data != nil {
+		bufs.Put(m.data)
+		m.data = nil
+	}
+}

@@ -1,0 +1,76 @@
+package core
+
+import (
+	"time"
+
+	"github.com/homa-go/homa/homa/wire"
+)
+
+// pace puts r's outgoing message in the pacer's queue: it has granted
+// bytes to send. Its age (for the FIFO share) is its handle's order.
+func (c *Core) pace(r *rpc) {
+	if r.pid == 0 {
+		c.lastPID++
+		r.pid = c.lastPID
+		c.pacing[r.pid] = r
+	}
+	c.pacer.Ready(r.pid, r.out.length-r.out.next, uint64(r.pid))
+}
+
+// unpace takes r's outgoing message out of the pacer.
+func (c *Core) unpace(r *rpc) {
+	if r.pid == 0 {
+		return
+	}
+	c.pacer.Idle(r.pid)
+	delete(c.pacing, r.pid)
+	r.pid = 0
+}
+
+// ipOverhead is the IP header in front of every packet, counted in the
+// pacer's budget like the bytes on the wire.
+func (c *Core) ipOverhead() int {
+	if c.is4 {
+		return 20
+	}
+	return 40
+}
+
+// account charges a packet that bypasses the pacer's queue (control,
+// retransmission) to its budget.
+func (c *Core) account(n int) {
+	if c.pacer != nil {
+		c.pacer.Sent(n+c.ipOverhead(), int64(c.now))
+	}
+}
+
+// pump sends DATA packets from the pacer's queue, one at a time in its
+// order, while its budget admits them, and sets pacerAt to when it
+// admits the next (0: nothing waits).
+func (c *Core) pump() {
+	now := int64(c.now)
+	c.pacerAt = 0
+	for {
+		id, ok := c.pacer.Next()
+		if !ok {
+			return
+		}
+		r := c.pacing[id]
+		m := &r.out
+		n := min(m.seg, m.granted-m.next)
+		size := int(n) + wire.DataLen + c.ipOverhead()
+		if ok, wait := c.pacer.Admit(size, now); !ok {
+			c.pacerAt = c.now + max(wait, time.Microsecond)
+			return
+		}
+		c.queueData(r, m.next, m.next+n, false)
+		m.next += n
+		c.pacer.Sent(size, now)
+		if m.next < m.granted {
+			c.pacer.Update(id, m.length-m.next)
+		} else {
+			c.pacer.Idle(id)
+			c.sentAll(r)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package core
+
+import (
+	"net/netip"
+
+	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/priority"
+)
+
+// peer is what the core knows about another host.
+type peer struct {
+	addr       netip.Addr
+	maxPayload int // data bytes per DATA packet to this host (0: unknown yet)
+
+	// cutoffs are the peer's, for our unscheduled packets to it (Linux
+	// defaults until it sends CUTOFFS); cutoffsSent is the tick we last
+	// sent it ours.
+	cutoffs     priority.Cutoffs
+	cutoffsSent uint64
+
+	// acks are completed client RPCs to this host whose acknowledgment
+	// has not been sent yet; one rides in each DATA header.
+	acks      []wire.AckEntry
+	acksSince uint64 // tick when acks last went from empty to pending
+
+	// What the peer makes the core hold.
+	rpcs     int // RPCs with this peer, client and server
+	incoming int // server RPCs whose request is arriving
+	pending  int // server RPCs whose request awaits a reply
+	mem      int // receive storage committed for its messages
+	// receiving lists its RPCs whose incoming message is arriving, least
+	// recently active first: server RPCs and client RPCs apart.
+	receivingServers list[rpc]
+	receivingClients list[rpc]
+
+	// Control budgets: one RESEND per tick (resendTick), and needAcks
+	// NEED_ACKs at needAckTick.
+	resendTick  uint64
+	needAcks    int
+	needAckTick uint64
+
+	timer timer // flushes pending acks
+	// idle links the peer into the core's list of peers with no RPCs,
+	// least recently used first; heavy buckets index it by memory and by
+	// incoming RPCs.
+	idle                 links[peer]
+	memLinks, rpcLinks   links[peer]
+	memBucket, rpcBucket int8
+}
+
+func lruLinks(r *rpc) *links[rpc] { return &r.lru }
+
+func newPeer(addr netip.Addr) *peer {
+	p := &peer{
+		addr:             addr,
+		cutoffs:          priority.Default,
+		cutoffsSent:      priority.NeverSent,
+		receivingServers: newList(lruLinks),
+		receivingClients: newList(lruLinks),
+	}
+	p.timer = timer{idx: -1, peer: p}
+	return p
+}
+
+// maxPendingAcks bounds the acknowledgments kept per peer; past it the
+// oldest is forgotten (acknowledgments are not reliable anyway: servers
+// ask again with NEED_ACK).
+const maxPendingAcks = 64
+
+// addAck records a completed client RPC to acknowledge, and returns how
+// many are now pending for that server port.
+func (p *peer) addAck(a wire.AckEntry, now uint64) int {
+	if len(p.acks) == 0 {
+		p.acksSince = now
+	}
+	if len(p.acks) == maxPendingAcks {
+		copy(p.acks, p.acks[1:])
+		p.acks = p.acks[:maxPendingAcks-1]
+	}
+	p.acks = append(p.acks, a)
+	n := 0
+	for _, x := range p.acks {
+		if x.ServerPort == a.ServerPort {
+			n++
+		}
+	}
+	return n
+}
+
+// takeAck removes one pending acknowledgment for the server port, if any.
+// Only acks for the packet's own destination port are piggybacked: each
+// port may be served by another process, which sees only its own packets.
+func (p *peer) takeAck(port uint16) wire.AckEntry {
+	for i := len(p.acks) - 1; i >= 0; i-- {
+		if a := p.acks[i]; a.ServerPort == port {
+			p.acks = append(p.acks[:i], p.acks[i+1:]...)
+			return a
+		}
+	}
+	return wire.AckEntry{}
+}
+
+// takeAcks removes up to len(dst) pending acknowledgments for the port
+// into dst and returns how many.
+func (p *peer) takeAcks(port uint16, dst []wire.AckEntry) int {
+	n := 0
+	for n < len(dst) {
+		a := p.takeAck(port)
+		if a.ClientID == 0 {
+			break
+		}
+		dst[n] = a
+		n++
+	}
+	return n
+}
+
+// The peer table. A peer stays while anything refers to it (RPCs,
+// pending acks); then it joins the idle list, from which the least
+// recently used is evicted when the table is full. What is lost with an
+// evicted peer is soft state: its cutoffs (DATA to it uses the defaults
+// until it sends CUTOFFS again) and its path MTU.
+
+// peerFor returns the state for a peer host, creating it if the table
+// has room (evicting an idle peer if needed); nil if it has none.
+func (c *Core) peerFor(addr netip.Addr) *peer {
+	if p := c.peers[addr]; p != nil {
+		return p
+	}
+	if len(c.peers) >= c.cfg.Limits.Peers {
+		old := c.idlePeers.head
+		if old == nil {
+			return nil
+		}
+		c.evictPeer(old)
+	}
+	p := newPeer(addr)
+	c.peers[addr] = p
+	c.idlePeers.pushBack(p)
+	return p
+}
+
+// holdPeer and releasePeer count an RPC's reference to its peer; a peer
+// with none is idle.
+func (c *Core) holdPeer(p *peer) {
+	p.rpcs++
+	c.idlePeers.remove(p)
+}
+
+func (c *Core) releasePeer(p *peer) {
+	p.rpcs--
+	c.maybeIdle(p)
+}
+
+// maybeIdle puts p on the idle list if nothing refers to it any more.
+func (c *Core) maybeIdle(p *peer) {
+	if p.rpcs == 0 && len(p.acks) == 0 && !p.idle.listed {
+		c.idlePeers.pushBack(p)
+	}
+}
+
+func (c *Core) evictPeer(p *peer) {
+	c.idlePeers.remove(p)
+	c.timers.disarm(&p.timer)
+	delete(c.peers, p.addr)
+	c.stats.PeersEvicted++
+}

@@ -1,0 +1,100 @@
+package core
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/grant"
+	"github.com/homa-go/homa/pacer"
+	"github.com/homa-go/homa/resend"
+)
+
+type rpcState uint8
+
+const (
+	// stateActive: a client RPC whose response is incomplete, or a server
+	// RPC whose request is incomplete.
+	stateActive rpcState = iota
+	// stateServing: a server RPC whose request went to the application.
+	stateServing
+	// stateReplying: a server RPC sending (or holding, until it is
+	// acknowledged) its response.
+	stateReplying
+)
+
+// rpc is one RPC, client or server side.
+type rpc struct {
+	id     uint64 // local id: even on the client, odd on the server
+	peer   *peer
+	port   uint16 // the peer's Homa port
+	cookie uint64
+	state  rpcState
+	out    outMsg // client: request; server: response
+	in     inMsg  // client: response; server: request
+	inInit bool   // in has seen its first DATA packet
+	start  time.Duration
+
+	rs  resend.Tracker // loss detection while data is owed to us
+	ak  ack.Pending    // server: the answered RPC awaits its acknowledgment
+	gid grant.ID       // the incoming message's handle in the grant scheduler (0: none)
+	pid pacer.ID       // the outgoing message's handle in the pacer (0: none)
+
+	// progressTick is the tick bytes of the incoming message last
+	// arrived (or it started); parked means it lost its place in the
+	// grant scheduler (silent sender, or memory) and waits to get it
+	// back.
+	progressTick uint64
+	parked       bool
+	// incoming is set while r counts as a server RPC receiving its
+	// request.
+	incoming bool
+	// unknownTick is when the client said RPC_UNKNOWN about this server
+	// RPC (0: never): it is forgotten after a grace period unless the
+	// client shows it still knows it.
+	unknownTick uint64
+
+	timer timer
+	// lru links the RPC into its peer's list of RPCs receiving a message,
+	// least recently active first (evictions take the front).
+	lru links[rpc]
+}
+
+func (r *rpc) isClient() bool { return r.id&1 == 0 }
+
+func (r *rpc) peerAddrPort() netip.AddrPort { return netip.AddrPortFrom(r.peer.addr, r.port) }
+
+// serverKey names a server RPC: the client host and the client's id.
+// Client ids are unique per host, so the port is checked, not keyed.
+type serverKey struct {
+	addr netip.Addr
+	id   uint64
+}
+
+// newRPC returns a zeroed RPC from the core's free list.
+func (c *Core) newRPC() *rpc {
+	var r *rpc
+	if n := len(c.freeRPCs); n > 0 {
+		r = c.freeRPCs[n-1]
+		c.freeRPCs[n-1] = nil
+		c.freeRPCs = c.freeRPCs[:n-1]
+	} else {
+		r = new(rpc)
+	}
+	r.timer = timer{idx: -1, rpc: r}
+	return r
+}
+
+// maxFreeRPCs bounds the recycled RPC structures kept.
+const maxFreeRPCs = 1024
+
+// recycle returns r, which is in no table, heap or list any more, to the
+// free list after freeing its buffers.
+func (c *Core) recycle(r *rpc) {
+	r.out.release(c.bufs)
+	c.charge(r, -r.in.release(c.bufs))
+	*r = rpc{}
+	if len(c.freeRPCs) < maxFreeRPCs {
+		c.freeRPCs = append(c.freeRPCs, r)
+	}
+}

@@ -1,0 +1,177 @@
+package core
+
+import (
+	"time"
+
+	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/resend"
+)
+
+// never is a deadline that does not come.
+const never = time.Duration(1<<63 - 1)
+
+// rpcTimer does what is due for r: loss recovery (RESEND, or ending an
+// RPC whose peer stopped answering for it), acknowledgments (NEED_ACK,
+// reclaiming), taking the grant of a silent sender, and forgetting an
+// RPC its client disowned; then it sets r's timer to its next duty.
+func (c *Core) rpcTimer(r *rpc) {
+	next := never
+	if r.unknownTick != 0 {
+		if c.tick+1 >= r.unknownTick+c.unknownGrace() {
+			c.stats.ServerRPCsFreed++
+			c.freeServer(r, true)
+			return
+		}
+		next = c.at(r.unknownTick - 1 + c.unknownGrace())
+	}
+	switch {
+	case r.state == stateActive && (!r.isClient() || r.out.next >= r.out.granted):
+		// Data is owed to us: a server's request, or a client's
+		// response once its request is out.
+		due, alive := c.resendDue(r)
+		if !alive {
+			return
+		}
+		next = min(next, due)
+	case r.state == stateReplying:
+		due, alive := c.ackDue(r)
+		if !alive {
+			return
+		}
+		next = min(next, due)
+	}
+	if r.state == stateActive {
+		next = min(next, c.grantDue(r))
+	}
+	if next != never {
+		c.armRPC(r, max(next, c.at(c.tick+1)))
+	}
+}
+
+// resendDue runs r's loss detector if it is due, within its peer's
+// budget of one RESEND per tick (the RPC that waited longest goes first:
+// timers fire in deadline order; the others wait for the next tick). An
+// RPC whose peer said nothing about it through TimeoutResends RESENDs
+// ends: a client RPC fails with ErrPeerTimeout, a server RPC is
+// forgotten. It returns r's next deadline, and false if r ended.
+func (c *Core) resendDue(r *rpc) (time.Duration, bool) {
+	cfg := &c.cfg.Resend
+	if due := r.rs.Due(cfg); due > c.tick {
+		return c.at(due), true
+	}
+	p := r.peer
+	if p.resendTick == c.tick+1 {
+		return c.at(c.tick + 1), true // the peer had its RESEND this tick
+	}
+	switch r.rs.Tick(c.tick, cfg) {
+	case resend.Resend:
+		p.resendTick = c.tick + 1
+		if !c.queueResend(r) {
+			// Every granted byte is here: repeat the GRANT, which may
+			// have been lost, so that the peer has something to answer.
+			c.queueGrant(r, r.in.granted, r.in.grantPrio)
+		}
+	case resend.Timeout:
+		c.stats.PeerTimeouts++
+		if r.isClient() {
+			c.stats.RPCTimeouts++
+			c.fail(r, ErrPeerTimeout)
+		} else {
+			c.freeServer(r, false)
+		}
+		return 0, false
+	}
+	if r.parked {
+		c.unpark(r) // memory may have come back meanwhile
+	}
+	return c.at(r.rs.Due(cfg)), true
+}
+
+// maxNeedAcksPerTick bounds the NEED_ACKs sent to one peer per tick.
+const maxNeedAcksPerTick = 8
+
+// ackDue: an answered server RPC waits for its acknowledgment, asking
+// for it with NEED_ACK once the response is out, and is reclaimed after
+// a long silence. A NEED_ACK over the peer's budget for the tick is
+// skipped; the schedule asks again at a later tick. It returns r's next
+// deadline, and false if r was reclaimed.
+func (c *Core) ackDue(r *rpc) (time.Duration, bool) {
+	cfg := &c.cfg.Ack
+	if due := r.ak.Due(cfg); due > c.tick {
+		return c.at(due), true
+	}
+	switch r.ak.Tick(c.tick, cfg) {
+	case ack.NeedAck:
+		p := r.peer
+		if p.needAckTick != c.tick+1 {
+			p.needAckTick, p.needAcks = c.tick+1, 0
+		}
+		if r.out.done() && p.needAcks < maxNeedAcksPerTick {
+			p.needAcks++
+			c.stats.NeedAcksSent++
+			c.queueBare(wire.TypeNeedAck, p.addr, r.port, r.id)
+		}
+	case ack.Reclaim:
+		c.stats.Reclaimed++
+		c.freeServer(r, true)
+		return 0, false
+	}
+	return c.at(r.ak.Due(cfg)), true
+}
+
+// grantDue takes the grant of a message whose sender has left granted
+// bytes unsent for GrantTimeoutTicks, and returns when to look again.
+func (c *Core) grantDue(r *rpc) time.Duration {
+	if r.gid == 0 || r.in.granted <= r.in.received {
+		return never
+	}
+	due := r.progressTick + uint64(c.cfg.Limits.GrantTimeoutTicks)
+	if c.tick < due {
+		return c.at(due)
+	}
+	c.park(r)
+	c.stats.GrantsRevoked++
+	return never
+}
+
+// peerTimer sends the acknowledgments that have waited a tick.
+func (c *Core) peerTimer(p *peer) {
+	if len(p.acks) == 0 {
+		return
+	}
+	if due := p.acksSince + 1; c.tick < due {
+		c.timers.arm(&p.timer, c.at(due))
+		return
+	}
+	for len(p.acks) > 0 {
+		c.flushAcks(p, p.acks[0].ServerPort)
+	}
+}
+
+// maxResendGaps bounds the RESENDs one RPC sends per round.
+const maxResendGaps = 8
+
+// queueResend asks r's peer for the ranges of r's incoming message that
+// were granted but have not arrived (each gap in one RESEND, up to
+// maxResendGaps), and reports whether there were any. When nothing has
+// arrived, a client does not know the length and asks for everything.
+func (c *Core) queueResend(r *rpc) bool {
+	var buf [maxResendGaps]resend.Span
+	gaps := buf[:0]
+	if !r.inInit {
+		gaps = append(gaps, resend.Span{Start: 0, End: wire.ResendToEnd})
+	} else {
+		gaps = resend.Gaps(r.in.spans(), r.in.granted, gaps)
+	}
+	for _, g := range gaps {
+		n := g.End - g.Start
+		if !r.inInit {
+			n = wire.ResendToEnd
+		}
+		c.stats.ResendsSent++
+		rs := wire.Resend{Common: c.control(r.port, r.id), Offset: g.Start, Length: n, Priority: controlPriority}
+		c.addControl(rs.Append(c.bufs.Get(wire.ResendLen)[:0]), r.peer.addr)
+	}
+	return len(gaps) > 0
+}

@@ -1,0 +1,296 @@
+// Package mailbox is where complete Homa messages wait for the
+// goroutines that receive them: the contract between a Homa backend (the
+// user-space engine, or the kernel module's socket) and Recv.
+//
+//   - Recv(Any) takes the oldest ready message, request or response, or
+//     waits for the next one.
+//   - Recv(id) takes the response of client RPC id (which must have been
+//     announced with Expect), or waits for it; a response someone waits
+//     for by id goes to that goroutine, never to Recv(Any).
+//   - A message goes straight to a waiting goroutine when there is one,
+//     preferring the goroutine that produced it (it is polling the
+//     socket from Recv and takes the message with no hand-off).
+//   - Abort makes a waiter for the id receive the failure, or forgets a
+//     queued response; Close wakes everyone with nil.
+//
+// A Mailbox is not synchronized: its owner guards it with the lock that
+// also serializes what produces the messages. Waking a goroutine is a
+// send on its buffered channel, which never blocks.
+package mailbox
+
+import (
+	"errors"
+
+	"github.com/homa-go/homa/homa/core"
+)
+
+// Any is the id of Recv calls that take any message.
+const Any = 0
+
+// Errors of Take.
+var (
+	// ErrUnknownRPC: no client RPC with that id was announced, or its
+	// response was already taken.
+	ErrUnknownRPC = core.ErrUnknownRPC
+	// ErrAlreadyWaiting: another goroutine already waits for that id.
+	ErrAlreadyWaiting = errors.New("another Recv waits for this RPC")
+	// ErrClosed: the mailbox is closed.
+	ErrClosed = core.ErrClosed
+)
+
+// Waiter is a goroutine blocked in Recv. Exactly one message (nil when
+// the mailbox closes) is sent on C after the waiter is registered and
+// before it is unregistered.
+type Waiter struct {
+	C        chan *core.Message
+	id       uint64
+	listed   bool // in the list of Recv(Any) waiters
+	awaiting bool // registered for id
+	prev     *Waiter
+	next     *Waiter
+}
+
+// NewWaiter returns a waiter for Take. Waiters may be reused once they
+// have received their message or been cancelled.
+func NewWaiter() *Waiter { return &Waiter{C: make(chan *core.Message, 1)} }
+
+// node is a ready message in the queue.
+type node struct {
+	m          *core.Message
+	prev, next *node
+}
+
+// entry is what the mailbox knows of an announced client RPC.
+type entry struct {
+	w *Waiter // a goroutine waiting for its response
+	n *node   // its response, ready
+}
+
+// Mailbox holds ready messages and waiting goroutines.
+type Mailbox struct {
+	head, tail *node
+	free       []*node
+	ready      int
+	anyHead    *Waiter
+	anyTail    *Waiter
+	rpcs       map[uint64]entry
+	closed     bool
+}
+
+// New returns an empty mailbox.
+func New() *Mailbox { return &Mailbox{rpcs: make(map[uint64]entry)} }
+
+// Ready is the number of messages waiting to be received.
+func (b *Mailbox) Ready() int { return b.ready }
+
+// Expect announces client RPC id: its response (or failure) will be
+// delivered, and Recv(id) may wait for it.
+func (b *Mailbox) Expect(id uint64) {
+	if !b.closed {
+		b.rpcs[id] = entry{}
+	}
+}
+
+// Deliver hands m to a waiting goroutine, or queues it: for a response,
+// the goroutine waiting for its id; otherwise self, if it waits for any
+// message; otherwise the oldest goroutine waiting for any. A response
+// whose id was not announced (or was aborted) is released and dropped.
+// It reports whether a goroutine took m.
+func (b *Mailbox) Deliver(m *core.Message, self *Waiter) bool {
+	if b.closed {
+		m.Release()
+		return false
+	}
+	if !m.IsRequest() {
+		e, ok := b.rpcs[m.ID]
+		switch {
+		case !ok:
+			m.Release()
+			return false
+		case e.w != nil:
+			delete(b.rpcs, m.ID)
+			e.w.awaiting = false
+			e.w.C <- m
+			return true
+		}
+	}
+	w := self
+	if w == nil || !w.listed {
+		w = b.anyHead
+	}
+	if w != nil {
+		b.unlist(w)
+		if !m.IsRequest() {
+			delete(b.rpcs, m.ID)
+		}
+		w.C <- m
+		return true
+	}
+	n := b.push(m)
+	if !m.IsRequest() {
+		b.rpcs[m.ID] = entry{n: n}
+	}
+	return false
+}
+
+// Take returns the ready message for id (Any: the oldest of all), or
+// registers w to wait for it and returns nil, nil: the message will be
+// sent on w.C.
+func (b *Mailbox) Take(id uint64, w *Waiter) (*core.Message, error) {
+	if b.closed {
+		return nil, ErrClosed
+	}
+	if id == Any {
+		if n := b.head; n != nil {
+			m := n.m
+			b.unqueue(n)
+			if !m.IsRequest() {
+				delete(b.rpcs, m.ID)
+			}
+			return m, nil
+		}
+		w.id = Any
+		b.list(w)
+		return nil, nil
+	}
+	e, ok := b.rpcs[id]
+	switch {
+	case !ok:
+		return nil, ErrUnknownRPC
+	case e.n != nil:
+		m := e.n.m
+		b.unqueue(e.n)
+		delete(b.rpcs, id)
+		return m, nil
+	case e.w != nil:
+		return nil, ErrAlreadyWaiting
+	}
+	w.id = id
+	w.awaiting = true
+	b.rpcs[id] = entry{w: w}
+	return nil, nil
+}
+
+// Cancel unregisters w, whose goroutine stopped waiting. It reports
+// false when w was no longer registered: its message was sent (or is
+// about to be) and must be taken from w.C.
+func (b *Mailbox) Cancel(w *Waiter) bool {
+	switch {
+	case w.listed:
+		b.unlist(w)
+		return true
+	case w.awaiting:
+		w.awaiting = false
+		b.rpcs[w.id] = entry{}
+		return true
+	}
+	return false
+}
+
+// Abort ends client RPC id here: a goroutine waiting for it receives
+// failure; otherwise a queued response is released, and the id is
+// forgotten. It reports whether the id was known.
+func (b *Mailbox) Abort(id uint64, failure *core.Message) bool {
+	e, ok := b.rpcs[id]
+	if !ok {
+		return false
+	}
+	delete(b.rpcs, id)
+	switch {
+	case e.w != nil:
+		e.w.awaiting = false
+		e.w.C <- failure
+	case e.n != nil:
+		e.n.m.Release()
+		b.unqueue(e.n)
+	}
+	return true
+}
+
+// Close wakes every waiting goroutine with nil and releases the queued
+// messages. Later calls find the mailbox closed.
+func (b *Mailbox) Close() {
+	if b.closed {
+		return
+	}
+	b.closed = true
+	for w := b.anyHead; w != nil; w = b.anyHead {
+		b.unlist(w)
+		w.C <- nil
+	}
+	for id, e := range b.rpcs {
+		if e.w != nil {
+			e.w.awaiting = false
+			e.w.C <- nil
+		}
+		delete(b.rpcs, id)
+	}
+	for n := b.head; n != nil; n = b.head {
+		n.m.Release()
+		b.unqueue(n)
+	}
+}
+
+func (b *Mailbox) push(m *core.Message) *node {
+	var n *node
+	if k := len(b.free); k > 0 {
+		n = b.free[k-1]
+		b.free = b.free[:k-1]
+	} else {
+		n = new(node)
+	}
+	n.m, n.prev, n.next = m, b.tail, nil
+	if b.tail != nil {
+		b.tail.next = n
+	} else {
+		b.head = n
+	}
+	b.tail = n
+	b.ready++
+	return n
+}
+
+// maxFreeNodes bounds the recycled queue nodes.
+const maxFreeNodes = 256
+
+func (b *Mailbox) unqueue(n *node) {
+	if n.prev != nil {
+		n.prev.next = n.next
+	} else {
+		b.head = n.next
+	}
+	if n.next != nil {
+		n.next.prev = n.prev
+	} else {
+		b.tail = n.prev
+	}
+	*n = node{}
+	b.ready--
+	if len(b.free) < maxFreeNodes {
+		b.free = append(b.free, n)
+	}
+}
+
+func (b *Mailbox) list(w *Waiter) {
+	w.prev, w.next, w.listed = b.anyTail, nil, true
+	if b.anyTail != nil {
+		b.anyTail.next = w
+	} else {
+		b.anyHead = w
+	}
+	b.anyTail = w
+}
+
+func (b *Mailbox) unlist(w *Waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		b.anyHead = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		b.anyTail = w.prev
+	}
+	w.prev, w.next, w.listed = nil, nil, false
+}

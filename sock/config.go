@@ -1,0 +1,119 @@
+package sock
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/core"
+	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/resend"
+)
+
+// Transport selects how Homa packets travel.
+type Transport int
+
+const (
+	// Raw sends Homa packets directly in IP (protocol 146), as the Linux
+	// module does. It needs CAP_NET_RAW.
+	Raw Transport = iota
+	// UDP carries each Homa packet in a UDP datagram whose port equals
+	// the Homa port. It needs no privileges, but both ends must use it.
+	UDP
+)
+
+func (t Transport) String() string {
+	switch t {
+	case Raw:
+		return "raw"
+	case UDP:
+		return "udp"
+	}
+	return fmt.Sprintf("Transport(%d)", int(t))
+}
+
+// Config configures a socket. A nil *Config, and the zero value of every
+// field, mean the default. The fields after Transport tune the
+// user-space engine (Backend Engine); the kernel module has its own
+// settings (sysctl net.homa.*).
+type Config struct {
+	// Backend is Engine (the default), Kernel or Auto.
+	Backend Backend
+	// Transport is Raw (the default) or UDP (engine only).
+	Transport Transport
+
+	// PollDuration is how long a goroutine waiting in Recv reads the
+	// socket itself, spinning, before it parks: spinning saves the
+	// wake-up of a parked goroutine (microseconds) at the price of CPU.
+	// Default 50 µs, as Linux Homa's poll_usecs; negative never spins.
+	PollDuration time.Duration
+	// PeerTimeout is how long a peer may say nothing about an RPC while
+	// being asked (RESEND every 5 ms) before the RPC fails with
+	// ErrPeerTimeout. A server still working on a request says BUSY, so
+	// it is never timed out. Default 105 ms (20 RESENDs, as Linux).
+	PeerTimeout time.Duration
+	// UnschedBytes is how many bytes of each message are sent before the
+	// receiver grants more. Default 40,000 (Linux's, sized for 25 Gbit/s;
+	// about one round trip of data at the link rate is right).
+	UnschedBytes int
+	// LinkMbps, when positive, paces outgoing data to this rate in
+	// shortest-remaining-first order, so that a short message never
+	// waits behind a long one in the queues below. Set it slightly below
+	// the link's rate; zero (the default, right for loopback) sends at
+	// once.
+	LinkMbps int
+	// Limits bound what peers can make the socket hold.
+	Limits Limits
+	// Net tunes the socket underneath (DSCP map, MTU, buffer sizes).
+	Net netio.Options
+}
+
+// Limits bound the memory and state that peers can make a socket hold,
+// whatever they send: a flood from one host costs that host, not the
+// others. At a limit the socket sheds the least active work of the host
+// holding the most, and refuses newcomers only from that host. Zero
+// means the default.
+type Limits struct {
+	// RecvMemory bounds the bytes of incoming messages held: those
+	// arriving and complete requests not yet received by Recv. Memory
+	// is committed as bytes arrive, never from a length a sender claims.
+	// Default 64 MiB.
+	RecvMemory int
+	// RecvMemoryPerPeer bounds one peer host's share. Default RecvMemory/4.
+	RecvMemoryPerPeer int
+	// IncomingRPCs bounds the requests arriving at once; per host,
+	// IncomingRPCsPerPeer. Defaults 10,000 and 2,000.
+	IncomingRPCs, IncomingRPCsPerPeer int
+	// PendingReplies bounds the requests received and not yet answered;
+	// per host, PendingRepliesPerPeer. Defaults 10,000 and 2,000.
+	PendingReplies, PendingRepliesPerPeer int
+	// Peers bounds the hosts the socket keeps state for; idle ones are
+	// forgotten, least recently used first. Default 16,384.
+	Peers int
+}
+
+// engineConfig is the engine configuration cfg asks for.
+func engineConfig(cfg *Config) homa.Config {
+	c := homa.Config{
+		PollDuration: cfg.PollDuration,
+		UnschedBytes: cfg.UnschedBytes,
+		LinkMbps:     cfg.LinkMbps,
+		Limits: core.Limits{
+			RecvMemory:            cfg.Limits.RecvMemory,
+			RecvMemoryPerPeer:     cfg.Limits.RecvMemoryPerPeer,
+			IncomingRPCs:          cfg.Limits.IncomingRPCs,
+			IncomingRPCsPerPeer:   cfg.Limits.IncomingRPCsPerPeer,
+			PendingReplies:        cfg.Limits.PendingReplies,
+			PendingRepliesPerPeer: cfg.Limits.PendingRepliesPerPeer,
+			Peers:                 cfg.Limits.Peers,
+		},
+	}
+	if cfg.PeerTimeout > 0 {
+		// RESENDs go every ResendInterval ticks after the first
+		// ResendTicks: choose their number to fill the timeout.
+		r := resend.Config{}.WithDefaults()
+		ticks := int(cfg.PeerTimeout / time.Millisecond)
+		c.Resend.TimeoutResends = max(1, (ticks-max(r.ResendTicks, r.ResendInterval)+r.ResendInterval/2)/r.ResendInterval)
+	}
+	return c
+}
