@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -140,16 +139,33 @@ func (ci *callInfo) apply(o grpc.CallOption) error {
 	case grpc.PerRPCCredsCallOption:
 		ci.creds = append(ci.creds, o)
 	case grpc.ContentSubtypeCallOption:
-		sub := strings.ToLower(o.ContentSubtype)
-		codec := encoding.GetCodecV2(sub)
-		if codec == nil {
-			return status.Errorf(codes.Internal, "homagrpc: no codec registered for content-subtype %q", sub)
-		}
-		ci.codec, ci.subtype = codec, sub
+		ci.subtype = strings.ToLower(o.ContentSubtype)
 	case grpc.ForceCodecV2CallOption:
-		ci.codec, ci.subtype = o.CodecV2, strings.ToLower(o.CodecV2.Name())
+		ci.codec = o.CodecV2
 	case grpc.ForceCodecCallOption:
-		ci.codec, ci.subtype = codecV1{o.Codec}, strings.ToLower(o.Codec.Name())
+		ci.codec = codecV1{o.Codec}
+	}
+	return nil
+}
+
+// chooseCodec settles the codec and the content subtype, as grpc-go
+// does: a forced codec is used, under the subtype given or else its own
+// name; otherwise the codec registered for the subtype given, or proto.
+func (ci *callInfo) chooseCodec() error {
+	switch {
+	case ci.codec != nil:
+		if ci.subtype == "" {
+			ci.subtype = strings.ToLower(ci.codec.Name())
+		}
+	case ci.subtype != "":
+		if ci.codec = getCodec(ci.subtype); ci.codec == nil {
+			return status.Errorf(codes.Internal, "homagrpc: no codec registered for content-subtype %q", ci.subtype)
+		}
+	default:
+		ci.codec = protoCodec()
+	}
+	if ci.subtype == "proto" {
+		ci.subtype = "" // the default needs no name on the wire
 	}
 	return nil
 }
@@ -178,11 +194,8 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 		ci.peer.Addr = Addr(c.target)
 		ci.peer.LocalAddr = Addr(c.s.LocalAddr())
 	}
-	if ci.codec == nil {
-		ci.codec = protoCodec()
-	}
-	if ci.subtype == "proto" {
-		ci.subtype = ""
+	if err := ci.chooseCodec(); err != nil {
+		return err
 	}
 	if c.closed.Load() {
 		return failure(codes.Canceled, sock.ErrClosed, "homagrpc: the client connection is closing")
@@ -204,26 +217,21 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 	}
 
 	// The request.
-	payload, err := ci.codec.Marshal(args)
-	if err != nil {
-		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
-	}
-	n := payload.Len()
-	if ci.maxSend >= 0 && n > ci.maxSend {
-		payload.Free()
-		return status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, ci.maxSend)
-	}
 	buf := getBuffer()
 	frame, err := appendRequestHeader(*buf, ci.subtype, method, timeout, md)
 	if err != nil {
-		payload.Free()
 		putBuffer(buf, frame)
 		return status.Error(codes.Internal, err.Error())
 	}
-	for _, p := range payload {
-		frame = append(frame, p.ReadOnlyData()...)
+	start := len(frame)
+	if frame, err = appendMessage(frame, ci.codec, args); err != nil {
+		putBuffer(buf, frame)
+		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
 	}
-	payload.Free()
+	if n := len(frame) - start; ci.maxSend >= 0 && n > ci.maxSend {
+		putBuffer(buf, frame)
+		return status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, ci.maxSend)
+	}
 	id, err := c.s.Send(c.target, frame, 0)
 	putBuffer(buf, frame)
 	if err != nil {
@@ -262,7 +270,7 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 	if ci.maxRecv >= 0 && len(resp.payload) > ci.maxRecv {
 		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(resp.payload), ci.maxRecv)
 	}
-	if err := ci.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(resp.payload)}, reply); err != nil {
+	if err := decodeMessage(ci.codec, resp.payload, reply); err != nil {
 		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 	}
 	return nil

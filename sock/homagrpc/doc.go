@@ -19,7 +19,9 @@
 //
 // # What is supported
 //
-// Unary calls, with: request metadata (the handler's incoming context);
+// Unary calls, with: request metadata (the handler's incoming context,
+// holding exactly what the caller sent: no :authority, content-type or
+// user-agent entries are added);
 // header and trailer metadata set by the handler (grpc.SetHeader,
 // grpc.SendHeader, grpc.SetTrailer), returned to the caller through the
 // grpc.Header and grpc.Trailer call options, on failure too; deadlines,

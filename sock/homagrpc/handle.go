@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -40,7 +39,7 @@ func (s *Server) handle(l *listener, m *sock.Message) {
 	}
 	codec := protoCodec()
 	if len(req.codec) > 0 {
-		if codec = encoding.GetCodecV2(string(req.codec)); codec == nil {
+		if codec = getCodec(string(req.codec)); codec == nil {
 			s.replyStatus(l, m, status.Newf(codes.Internal, "grpc: no codec registered for content-subtype %s", req.codec))
 			return
 		}
@@ -65,14 +64,13 @@ func (s *Server) handle(l *listener, m *sock.Message) {
 	ctx = metadata.NewIncomingContext(ctx, incoming)
 	st := &serverStream{method: md.name}
 	ctx = grpc.NewContextWithServerTransportStream(ctx, st)
-	ctx = peer.NewContext(ctx, &peer.Peer{Addr: Addr(m.Peer), LocalAddr: Addr(l.s.LocalAddr())})
+	ctx = peer.NewContext(ctx, &peer.Peer{Addr: Addr(m.Peer), LocalAddr: l.local})
 
 	d := decoder{codec: codec, payload: req.payload, max: s.opts.maxRecv}
 	resp, appErr := md.handler(md.svc.impl, ctx, d.decode, s.opts.interceptor)
 	header, trailer := st.finish()
 
-	var sts *status.Status // nil: OK, with the payload
-	var payload mem.BufferSlice
+	var sts *status.Status // nil: OK, with the response
 	switch {
 	case appErr != nil:
 		var ok bool
@@ -85,19 +83,8 @@ func (s *Server) handle(l *listener, m *sock.Message) {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		// The caller has given up; do not send what it no longer awaits.
 		sts = status.New(codes.DeadlineExceeded, "homagrpc: the handler ran past the deadline")
-	default:
-		if payload, err = codec.Marshal(resp); err != nil {
-			sts = status.Newf(codes.Internal, "grpc: error while marshaling: %v", err)
-		} else if n := payload.Len(); s.opts.maxSend >= 0 && n > s.opts.maxSend {
-			sts = status.Newf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, s.opts.maxSend)
-		}
 	}
-	if sts != nil {
-		payload.Free()
-		payload = nil
-	}
-	s.reply(l, m, sts, header, trailer, payload)
-	payload.Free()
+	s.reply(l, m, sts, header, trailer, codec, resp)
 }
 
 // decoder decodes a request's payload for the method handler.
@@ -111,7 +98,7 @@ func (d *decoder) decode(v any) error {
 	if d.max >= 0 && len(d.payload) > d.max {
 		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(d.payload), d.max)
 	}
-	if err := d.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(d.payload)}, v); err != nil {
+	if err := decodeMessage(d.codec, d.payload, v); err != nil {
 		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
 	}
 	return nil
@@ -135,39 +122,62 @@ func unimplemented(reg *registry, name string, md *method) *status.Status {
 
 // replyStatus answers a request with a status and nothing else.
 func (s *Server) replyStatus(l *listener, m *sock.Message, st *status.Status) {
-	s.reply(l, m, st, nil, nil, nil)
+	s.reply(l, m, st, nil, nil, nil, nil)
 }
 
-// reply answers a request: with the payload when st is nil, otherwise
-// with the status. Metadata the handler set that breaks gRPC's rules, or
-// a response too long for one Homa message, turns the answer into an
-// error status.
-func (s *Server) reply(l *listener, m *sock.Message, st *status.Status, header, trailer metadata.MD, payload mem.BufferSlice) {
-	var code uint32
-	var msg string
-	var details []byte
-	if st != nil {
-		code, msg = uint32(st.Code()), st.Message()
-		if len(st.Details()) > 0 {
-			details, _ = proto.Marshal(st.Proto())
-		}
-	}
+// reply answers a request: with resp encoded by codec when st is nil,
+// otherwise with the status; the metadata goes with either. A response
+// too long for one Homa message turns into ResourceExhausted.
+func (s *Server) reply(l *listener, m *sock.Message, st *status.Status, header, trailer metadata.MD, codec encoding.CodecV2, resp any) {
 	buf := getBuffer()
-	frame, err := appendResponseHeader(*buf, code, msg, details, header, trailer)
-	if err != nil {
-		frame, _ = appendResponseHeader(*buf, uint32(codes.Internal), "homagrpc: invalid metadata from the handler: "+err.Error(), nil, nil, nil)
-	} else {
-		for _, p := range payload {
-			frame = append(frame, p.ReadOnlyData()...)
-		}
-	}
-	err = l.s.Reply(m, frame)
+	frame := s.appendResponse(*buf, st, header, trailer, codec, resp)
+	err := l.s.Reply(m, frame)
 	if errors.Is(err, sock.ErrMessageTooLong) {
 		n := len(frame)
 		frame, _ = appendResponseHeader(frame[:0], uint32(codes.ResourceExhausted), "homagrpc: a response of "+itoa(n)+" bytes does not fit in one Homa message", nil, nil, nil)
 		_ = l.s.Reply(m, frame)
 	}
 	putBuffer(buf, frame)
+}
+
+// appendResponse appends the response frame to b: the encoded response
+// when st is nil and encoding succeeds within the size limit, otherwise
+// the status. Metadata that breaks gRPC's rules turns the response into
+// codes.Internal.
+func (s *Server) appendResponse(b []byte, st *status.Status, header, trailer metadata.MD, codec encoding.CodecV2, resp any) []byte {
+	if st == nil {
+		f, err := appendResponseHeader(b, 0, "", nil, header, trailer)
+		if err != nil {
+			return invalidMetadata(f[:0], err)
+		}
+		start := len(f)
+		f, err = appendMessage(f, codec, resp)
+		switch n := len(f) - start; {
+		case err != nil:
+			st = status.Newf(codes.Internal, "grpc: error while marshaling: %v", err)
+		case s.opts.maxSend >= 0 && n > s.opts.maxSend:
+			st = status.Newf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, s.opts.maxSend)
+		default:
+			return f
+		}
+		b = f[:0]
+	}
+	var details []byte
+	if len(st.Details()) > 0 {
+		details, _ = proto.Marshal(st.Proto())
+	}
+	f, err := appendResponseHeader(b, uint32(st.Code()), st.Message(), details, header, trailer)
+	if err != nil {
+		return invalidMetadata(f[:0], err)
+	}
+	return f
+}
+
+// invalidMetadata appends a response saying the handler set metadata
+// that breaks gRPC's rules.
+func invalidMetadata(b []byte, err error) []byte {
+	b, _ = appendResponseHeader(b, uint32(codes.Internal), "homagrpc: invalid metadata from the handler: "+err.Error(), nil, nil, nil)
+	return b
 }
 
 // itoa formats n without fmt.

@@ -204,9 +204,24 @@ func (c countingCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return encoding.GetCodecV2("proto").Unmarshal(data, v)
 }
 
-var codecUses atomic.Int64
+// countingCodecV1 is countingCodec with the older codec interface.
+type countingCodecV1 struct{ countingCodec }
 
-func init() { encoding.RegisterCodecV2(countingCodec{name: "homatest", uses: &codecUses}) }
+func (c countingCodecV1) Marshal(v any) ([]byte, error) {
+	b, err := c.countingCodec.Marshal(v)
+	return b.Materialize(), err
+}
+
+func (c countingCodecV1) Unmarshal(data []byte, v any) error {
+	return c.countingCodec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, v)
+}
+
+var codecUses, codecV1Uses atomic.Int64
+
+func init() {
+	encoding.RegisterCodecV2(countingCodec{name: "homatest", uses: &codecUses})
+	encoding.RegisterCodec(countingCodecV1{countingCodec{name: "homatestv1", uses: &codecV1Uses}})
+}
 
 // A call option may choose another codec: its name travels with the
 // request and the server uses the same codec for both messages.
@@ -222,6 +237,15 @@ func TestCodecChoice(t *testing.T) {
 		}
 		if n := codecUses.Load() - before; n != 4 {
 			t.Errorf("codec used %d times, want 4 (two messages, each encoded and decoded)", n)
+		}
+		// A codec of the older interface, forced: its name is the subtype.
+		before = codecV1Uses.Load()
+		v1 := countingCodecV1{countingCodec{name: "homatestv1", uses: new(atomic.Int64)}}
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{ResponseSize: 5}, grpc.ForceCodec(v1)); err != nil {
+			t.Fatalf("call with a forced codec: %v", err)
+		}
+		if n, m := v1.uses.Load(), codecV1Uses.Load()-before; n != 2 || m != 2 {
+			t.Errorf("forced codec used %d times at the client and the registered one %d times at the server, want 2 and 2", n, m)
 		}
 		_, err = c.UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpc.CallContentSubtype("nosuchcodec"))
 		wantCode(t, "unregistered content subtype", err, codes.Internal)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -129,20 +130,20 @@ func (s *Server) GetServiceInfo() map[string]grpc.ServiceInfo {
 	return info
 }
 
-// Serve serves the requests arriving at the server socket sock, which
+// Serve serves the requests arriving at socket, a Homa server socket that
 // the server owns from now on, until Stop or GracefulStop (then it
 // returns nil) or until the socket is closed by someone else (then it
 // returns an error wrapping sock.ErrClosed). It may be called for several
-// sockets at once. After Stop it closes sock and returns
+// sockets at once. After Stop it closes the socket and returns
 // grpc.ErrServerStopped.
-func (s *Server) Serve(sock *sock.Socket) error {
+func (s *Server) Serve(socket *sock.Socket) error {
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
-		sock.Close()
+		socket.Close()
 		return grpc.ErrServerStopped
 	}
-	l := &listener{srv: s, s: sock}
+	l := &listener{srv: s, s: socket, local: Addr(socket.LocalAddr())}
 	s.listeners[l] = struct{}{}
 	l.wg.Add(1) // Serve's own hold, so spawning never races a zero count
 	s.mu.Unlock()
@@ -248,6 +249,7 @@ const idleReaders = 2
 type listener struct {
 	srv   *Server
 	s     *sock.Socket
+	local net.Addr       // the socket's address, for peer.Peer
 	wg    sync.WaitGroup // the goroutines
 	idle  atomic.Int32   // goroutines waiting in Recv
 	total atomic.Int32   // goroutines

@@ -45,4 +45,10 @@
 //
 // A client codec owns its socket and is its only reader (it receives
 // responses of any RPC); give it a client socket of its own.
+//
+// Bounds: net/rpc runs every call it reads in a goroutine of its own; a
+// request holds a server RPC in the socket until it is answered, so the
+// calls in progress are bounded by the engine's MaxServerRPCs
+// (homa.Config, default 10,000), beyond which requests are dropped and
+// counted and their clients retry.
 package netrpc
