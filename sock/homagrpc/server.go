@@ -181,11 +181,12 @@ func (s *Server) Stop() {
 	}
 }
 
-// GracefulStop stops the server gently: it stops receiving requests, lets
-// the handlers running finish and send their responses, and then closes
-// the sockets. Requests that arrived but were not yet received are never
-// answered; their clients' calls fail with codes.Unavailable once the
-// server's host stops answering for them.
+// GracefulStop stops the server gently: it stops waiting for requests,
+// lets the handlers running finish and send their responses, and then
+// closes the sockets. Requests still arriving when it stops waiting are
+// not answered; their clients' calls fail with codes.Unavailable once the
+// server's host stops answering for them. Other servers may take over
+// the port as soon as it returns.
 func (s *Server) GracefulStop() {
 	ls := s.stop()
 	s.endRecv()
