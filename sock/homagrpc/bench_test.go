@@ -177,8 +177,9 @@ func reportLatency(b *testing.B, rtts []time.Duration) {
 // the same load from the rest of the machine. It reports each one's
 // median and 99th percentile, how many times longer the median over
 // grpc-go/TCP is than each median over Homa (speedup-*), and, as the
-// floor, the same round trip of bare sock.Socket calls over UDP (a
-// 130-byte request and response, the size of the framed gRPC messages).
+// floor, the same round trip of bare sock.Socket calls over UDP, with
+// and without polling (a 130-byte request and response, the size of the
+// framed gRPC messages).
 //
 //	go test -run '^$' -bench UnaryCallInterleaved -benchtime 20000x ./sock/homagrpc
 func BenchmarkUnaryCallInterleaved(b *testing.B) {
@@ -208,12 +209,20 @@ func BenchmarkUnaryCallInterleaved(b *testing.B) {
 		defer stop()
 		protos = append(protos, &proto{name: tc.name, call: unary(c)})
 	}
-	floor, stop, err := startSockEcho()
-	if err != nil {
-		b.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		cfg  sock.Config
+	}{
+		{"sock-udp", sock.Config{Transport: sock.UDP}},
+		{"sock-udp-nopoll", sock.Config{Transport: sock.UDP, Engine: homa.Config{PollDuration: -1}}},
+	} {
+		floor, stop, err := startSockEcho(&tc.cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer stop()
+		protos = append(protos, &proto{name: tc.name, call: floor})
 	}
-	defer stop()
-	protos = append(protos, &proto{name: "sock-udp", call: floor})
 	c, stop := startGRPC(b)
 	defer stop()
 	tcp := &proto{name: "grpc-tcp", call: unary(c)}
@@ -259,10 +268,9 @@ func BenchmarkUnaryCallInterleaved(b *testing.B) {
 	}
 }
 
-// startSockEcho runs a bare Homa echo over UDP on loopback and returns a
-// function making one call of the size of a framed benchmark call.
-func startSockEcho() (func() error, func(), error) {
-	cfg := &sock.Config{Transport: sock.UDP}
+// startSockEcho runs a bare Homa echo on loopback and returns a function
+// making one call of the size of a framed benchmark call.
+func startSockEcho(cfg *sock.Config) (func() error, func(), error) {
 	s, err := openFree("127.0.0.1", 27620, cfg)
 	if err != nil {
 		return nil, nil, err
