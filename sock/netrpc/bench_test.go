@@ -8,15 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"
 )
 
 // BenchmarkCall measures the round trip of one net/rpc call at a time
 // (Arith.Multiply, a few bytes each way) from the same client code over
-// Homa (UDP encapsulation, and raw IP when the process may) and over
-// net/rpc's own gob codec on a TCP loopback connection, in one run, and
-// reports the median and 99th percentile.
+// Homa (UDP encapsulation, and raw IP when the process may; with the
+// engine's default receive path, which busy-polls for 50 µs, and with
+// polling off) and over net/rpc's own gob codec on a TCP loopback
+// connection, in one run, and reports the median and 99th percentile.
 //
 //	go test -run '^$' -bench Call -benchtime 20000x ./sock/netrpc
 func BenchmarkCall(b *testing.B) {
@@ -26,6 +28,8 @@ func BenchmarkCall(b *testing.B) {
 	}{
 		{"homa-udp", &sock.Config{Transport: sock.UDP}},
 		{"homa-raw", &sock.Config{Transport: sock.Raw}},
+		{"homa-udp-nopoll", &sock.Config{Transport: sock.UDP, Engine: homa.Config{PollDuration: -1}}},
+		{"homa-raw-nopoll", &sock.Config{Transport: sock.Raw, Engine: homa.Config{PollDuration: -1}}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			s := openServer(b, "127.0.0.1", 27450, tc.cfg)
