@@ -12,8 +12,11 @@ import (
 	"testing/synctest"
 	"time"
 
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/netio"
@@ -258,4 +261,32 @@ func TestMalformedRequests(t *testing.T) {
 			t.Errorf("good request for an unknown method answered with %+v, %v", r, err)
 		}
 	})
+}
+
+// Status details that do not decode, or disagree with the status code,
+// make the call's status Internal rather than what they claim.
+func TestResponseStatusDetails(t *testing.T) {
+	st, err := status.New(codes.NotFound, "gone").WithDetails(&spb.Status{Code: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := proto.Marshal(st.Proto())
+	for _, tc := range []struct {
+		code    uint32
+		details []byte
+		want    codes.Code
+	}{
+		{uint32(codes.NotFound), good, codes.NotFound},
+		{uint32(codes.Aborted), good, codes.Internal},
+		{uint32(codes.NotFound), []byte{0xff, 0xff, 0xff}, codes.Internal},
+		{uint32(codes.NotFound), nil, codes.NotFound},
+	} {
+		got := responseStatus(response{code: tc.code, message: []byte("gone"), details: tc.details})
+		if got.Code() != tc.want {
+			t.Errorf("code %d with details %x: status %v, want code %v", tc.code, tc.details, got, tc.want)
+		}
+		if tc.want == codes.NotFound && tc.details != nil && len(got.Details()) != 1 {
+			t.Errorf("details lost: %v", got.Details())
+		}
+	}
 }
