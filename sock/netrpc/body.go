@@ -26,11 +26,12 @@ import (
 //     depend on the value, so a type that holds an interface anywhere is
 //     encoded by a fresh encoder every time.
 //   - The receiver splits each body into its descriptions (the prefix)
-//     and the value, and keeps a gob.Decoder per distinct prefix (up to
-//     maxDecoders) that has read the prefix once: it is fed only the
-//     values that follow the same prefix. Equal prefixes mean equal type
-//     numbering, so the kept decoder reads the value as a fresh one
-//     would. If it fails, the body is decoded again from scratch.
+//     and the value, and keeps idle gob.Decoders per distinct prefix (up
+//     to maxDecoders prefixes) that have read the prefix once: they are
+//     fed only the values that follow the same prefix. Equal prefixes
+//     mean equal type numbering, so a kept decoder reads the value as a
+//     fresh one would. If it fails, the body is decoded again from
+//     scratch.
 //
 // Like net/rpc's codec, gob decodes untrusted input with only basic
 // checks of sizes; here a body is never larger than one Homa message
@@ -161,15 +162,16 @@ func mark(seen map[reflect.Type]bool, t reflect.Type) map[reflect.Type]bool {
 	return seen
 }
 
-// maxDecoders bounds the decoders a codec keeps. Prefixes come from
-// peers, so when a new one would exceed it, all are dropped and learned
-// again.
+// maxDecoders bounds the prefixes a codec keeps decoders for. Prefixes
+// come from peers, so when a new one would exceed it, all are dropped and
+// learned again.
 const maxDecoders = 64
 
-// decoders keeps a gob decoder per prefix for one reading goroutine.
-// It is not safe for concurrent use.
+// decoders keeps idle gob decoders per prefix. It is safe for concurrent
+// use: each decoding takes a decoder of its own.
 type decoders struct {
-	all map[string]*primedDecoder
+	mu  sync.Mutex
+	all map[string]*sync.Pool // prefix -> idle *primedDecoder
 }
 
 // primedDecoder is a gob decoder that has read one prefix.
@@ -184,12 +186,18 @@ func (d *decoders) decode(data []byte, body any) error {
 	if err != nil {
 		return err
 	}
-	if pd := d.all[string(data[:p])]; pd != nil {
-		pd.r.Reset(data[p:])
-		if err := pd.dec.Decode(body); err == nil && pd.r.Len() == 0 {
-			return nil
+	d.mu.Lock()
+	pool := d.all[string(data[:p])]
+	d.mu.Unlock()
+	if pool != nil {
+		if pd, _ := pool.Get().(*primedDecoder); pd != nil {
+			pd.r.Reset(data[p:])
+			if err := pd.dec.Decode(body); err == nil && pd.r.Len() == 0 {
+				pool.Put(pd)
+				return nil
+			}
+			// Drop it: decode again from scratch, with a fresh one.
 		}
-		delete(d.all, string(data[:p]))
 	}
 	pd := &primedDecoder{}
 	pd.r.Reset(data)
@@ -200,13 +208,18 @@ func (d *decoders) decode(data []byte, body any) error {
 	if pd.r.Len() != 0 {
 		return fmt.Errorf("%w: %d bytes after the value", errGobFraming, pd.r.Len())
 	}
-	if d.all == nil {
-		d.all = make(map[string]*primedDecoder)
+	if pool == nil {
+		d.mu.Lock()
+		if pool = d.all[string(data[:p])]; pool == nil {
+			if d.all == nil || len(d.all) >= maxDecoders {
+				d.all = make(map[string]*sync.Pool)
+			}
+			pool = new(sync.Pool)
+			d.all[string(data[:p])] = pool
+		}
+		d.mu.Unlock()
 	}
-	if len(d.all) >= maxDecoders {
-		clear(d.all)
-	}
-	d.all[string(data[:p])] = pd
+	pool.Put(pd)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 )
 
@@ -208,4 +209,28 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("good message after %x = %d, %v", data, n, err)
 		}
 	})
+}
+
+// The kept decoders serve many goroutines at once.
+func TestDecodersConcurrent(t *testing.T) {
+	var e encoders
+	var d decoders
+	msgs := make([][]byte, 50)
+	for i := range msgs {
+		msgs[i] = encodeMsg(t, &e, &shape{Name: fmt.Sprint(i), Points: []point{{i, i}}})
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for k := range 200 {
+				i := (g*7 + k) % len(msgs)
+				var s shape
+				if err := d.decode(msgs[i], &s); err != nil || s.Name != fmt.Sprint(i) || s.Points[0] != (point{i, i}) {
+					t.Errorf("message %d = %+v, %v", i, s, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -46,9 +46,13 @@
 // A client codec owns its socket and is its only reader (it receives
 // responses of any RPC); give it a client socket of its own.
 //
-// Bounds: net/rpc runs every call it reads in a goroutine of its own; a
-// request holds a server RPC in the socket until it is answered, so the
-// calls in progress are bounded by the engine's MaxServerRPCs
-// (homa.Config, default 10,000), beyond which requests are dropped and
-// counted and their clients retry.
+// Serving: Serve keeps a few goroutines waiting for requests, and the
+// one that receives a request runs the call and replies itself, with no
+// hand-off between goroutines; at most MaxConcurrentCalls run at once.
+// rpc.Server.ServeCodec(NewServerCodec(s)) works too, the way net/rpc
+// serves a connection: one goroutine reads and every call runs in a new
+// goroutine. Either way a request holds a server RPC in the socket until
+// it is answered, so the engine's MaxServerRPCs (homa.Config, default
+// 10,000) bounds the calls in progress too; beyond it requests are
+// dropped and counted, and their clients retry.
 package netrpc

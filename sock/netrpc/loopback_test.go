@@ -2,6 +2,7 @@ package netrpc_test
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"net/rpc"
 	"runtime"
@@ -18,24 +19,29 @@ import (
 // or the kernel lacks.
 func openServer(tb testing.TB, host string, base uint16, cfg *sock.Config) *sock.Socket {
 	tb.Helper()
+	s, err := openFree(host, base, cfg)
+	switch {
+	case errors.Is(err, sock.ErrPermission):
+		tb.Skipf("skipping: raw Homa sockets need CAP_NET_RAW (run as root): %v", err)
+	case errors.Is(err, sock.ErrNoKernelHoma):
+		tb.Skipf("skipping: the kernel has no Homa module: %v", err)
+	case err != nil:
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// openFree opens a server socket on host at the first free port of the
+// hundred from base.
+func openFree(host string, base uint16, cfg *sock.Config) (*sock.Socket, error) {
 	addr := netip.MustParseAddr(host)
 	for port := base; port < base+100; port++ {
 		s, err := sock.Open(netip.AddrPortFrom(addr, port), cfg)
-		switch {
-		case err == nil:
-			return s
-		case errors.Is(err, sock.ErrPortInUse):
-			continue
-		case errors.Is(err, sock.ErrPermission):
-			tb.Skipf("skipping: raw Homa sockets need CAP_NET_RAW (run as root): %v", err)
-		case errors.Is(err, sock.ErrNoKernelHoma):
-			tb.Skipf("skipping: the kernel has no Homa module: %v", err)
-		default:
-			tb.Fatal(err)
+		if !errors.Is(err, sock.ErrPortInUse) {
+			return s, err
 		}
 	}
-	tb.Fatalf("no free Homa port in %d..%d", base, base+99)
-	return nil
+	return nil, fmt.Errorf("no free Homa port in %d..%d: %w", base, base+99, sock.ErrPortInUse)
 }
 
 // waitGoroutines fails the test unless the number of goroutines falls to

@@ -324,3 +324,36 @@ func TestMalformedResponse(t *testing.T) {
 		}
 	})
 }
+
+// Serve runs calls side by side: a slow call does not hold up the
+// others, and many slow calls run at once.
+func TestServeConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newMemWorld(t)
+		defer w.close()
+		c := w.client(t)
+		defer c.Close()
+		start := time.Now()
+		slow := make([]*rpc.Call, 20)
+		for i := range slow {
+			slow[i] = c.Go("Arith.Sleep", time.Second, new(int), nil)
+		}
+		synctest.Wait()
+		var r int
+		if err := c.Call("Arith.Multiply", &Args{3, 4}, &r); err != nil || r != 12 {
+			t.Fatalf("Multiply = %d, %v", r, err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("a quick call behind slow ones took %v", d)
+		}
+		for _, call := range slow {
+			<-call.Done
+			if call.Error != nil {
+				t.Fatal(call.Error)
+			}
+		}
+		if d := time.Since(start); d != time.Second {
+			t.Errorf("20 calls of 1s took %v, want 1s: they ran one after another", d)
+		}
+	})
+}

@@ -22,74 +22,92 @@ import (
 // keeps each request's message under that number until WriteResponse
 // answers it.
 type ServerCodec struct {
-	s *sock.Socket
+	sh   *serverShared
+	pool *workers // set when the codec is one of Serve's workers
 
-	ctx    context.Context // ends when Close is called
-	cancel context.CancelFunc
-	closed atomic.Bool
-	once   sync.Once
-	err    error // from closing the socket
-
-	enc encoders
-
-	// The reading goroutine's own: the last number given out, its
-	// decoders, and the request between ReadRequestHeader and
-	// ReadRequestBody.
+	// The reading goroutine's own: the last number given out, and the
+	// request between ReadRequestHeader and ReadRequestBody.
 	seq  uint64
-	dec  decoders
 	cur  *sock.Message
 	body []byte
 
 	pendingMu sync.Mutex
 	pending   map[uint64]*sock.Message // seq -> request awaiting its response
+}
 
+// serverShared is what every codec reading one socket shares.
+type serverShared struct {
+	s      *sock.Socket
+	ctx    context.Context // ends when the socket is closed here
+	cancel context.CancelFunc
+	closed atomic.Bool
+	once   sync.Once
+	err    error // from closing the socket
+
+	enc     encoders
+	dec     decoders
 	dropped atomic.Uint64
 }
 
 var _ rpc.ServerCodec = (*ServerCodec)(nil)
 
 // NewServerCodec returns a codec serving the requests that arrive at the
-// server socket s, which it owns from now on.
+// server socket s, which it owns from now on, for rpc.Server.ServeCodec.
 func NewServerCodec(s *sock.Socket) *ServerCodec {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &ServerCodec{s: s, ctx: ctx, cancel: cancel, pending: make(map[uint64]*sock.Message)}
+	return newServerCodec(newServerShared(s), nil)
 }
 
-// Serve serves the calls arriving at the server socket s with server
-// (rpc.DefaultServer when nil) until s or the codec is closed; it owns s
-// from now on. Like rpc.Server.ServeConn it blocks, runs each call in a
-// goroutine of its own, and returns once every call it started has
-// answered. Close the socket to stop it.
-func Serve(server *rpc.Server, s *sock.Socket) {
-	if server == nil {
-		server = rpc.DefaultServer
-	}
-	server.ServeCodec(NewServerCodec(s))
+func newServerShared(s *sock.Socket) *serverShared {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &serverShared{s: s, ctx: ctx, cancel: cancel}
+}
+
+func newServerCodec(sh *serverShared, pool *workers) *ServerCodec {
+	return &ServerCodec{sh: sh, pool: pool, pending: make(map[uint64]*sock.Message)}
+}
+
+// close closes the socket, once.
+func (sh *serverShared) close() error {
+	sh.once.Do(func() {
+		sh.closed.Store(true)
+		sh.cancel()
+		sh.err = sh.s.Close()
+	})
+	return sh.err
 }
 
 // ReadRequestHeader waits for the next request. A request that is not a
 // valid frame is answered at once with an error and counted (Dropped);
 // net/rpc never sees it. After Close, or when the socket closes, it
-// returns io.EOF, which ends rpc.Server.ServeCodec.
+// returns io.EOF, which ends rpc.Server.ServeCodec. Any other failure to
+// receive closes the socket, which cannot serve any more.
 func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
+	sh := c.sh
 	for {
-		m, err := c.s.Recv(c.ctx, sock.Any)
+		if c.pool != nil {
+			c.pool.idle.Add(1)
+		}
+		m, err := sh.s.Recv(sh.ctx, sock.Any)
+		if c.pool != nil && c.pool.idle.Add(-1) == 0 && err == nil {
+			c.pool.spawn() // someone must wait for requests while this one works
+		}
 		if err != nil {
-			if c.closed.Load() || errors.Is(err, sock.ErrClosed) {
+			if sh.closed.Load() || errors.Is(err, sock.ErrClosed) {
 				return io.EOF
 			}
+			sh.close()
 			return fmt.Errorf("netrpc: receive: %w", err)
 		}
 		if !m.IsRequest() {
 			// Only a socket that also sent requests gets responses.
-			c.dropped.Add(1)
+			sh.dropped.Add(1)
 			m.Release()
 			continue
 		}
 		method, body, err := parseRequest(m.Data)
 		if err != nil {
-			c.dropped.Add(1)
-			_ = c.s.Reply(m, appendResponse(nil, "", err.Error()))
+			sh.dropped.Add(1)
+			_ = sh.s.Reply(m, appendResponse(nil, "", err.Error()))
 			m.Release()
 			continue
 		}
@@ -116,7 +134,7 @@ func (c *ServerCodec) ReadRequestBody(body any) error {
 	if body == nil {
 		return nil
 	}
-	if err := c.dec.decode(data, body); err != nil {
+	if err := c.sh.dec.decode(data, body); err != nil {
 		return fmt.Errorf("netrpc: decode arguments: %w", err)
 	}
 	return nil
@@ -131,26 +149,27 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, body any) error {
 	delete(c.pending, r.Seq)
 	c.pendingMu.Unlock()
 	if m == nil {
-		if c.closed.Load() {
+		if c.sh.closed.Load() {
 			return fmt.Errorf("netrpc: codec closed: %w", sock.ErrClosed)
 		}
 		return fmt.Errorf("netrpc: response to unknown request %d", r.Seq)
 	}
+	s := c.sh.s
 	buf := getBuffer()
 	defer putBuffer(buf)
 	buf.Write(appendResponse(buf.AvailableBuffer(), r.ServiceMethod, r.Error))
 	if r.Error == "" {
 		// An error response carries no body: the client discards it.
-		if err := c.enc.encode(buf, body); err != nil {
+		if err := c.sh.enc.encode(buf, body); err != nil {
 			err = fmt.Errorf("netrpc: encode %s reply: %w", r.ServiceMethod, err)
-			_ = c.s.Reply(m, appendResponse(nil, r.ServiceMethod, err.Error()))
+			_ = s.Reply(m, appendResponse(nil, r.ServiceMethod, err.Error()))
 			return err
 		}
 	}
-	err := c.s.Reply(m, buf.Bytes())
+	err := s.Reply(m, buf.Bytes())
 	if errors.Is(err, sock.ErrMessageTooLong) {
 		err = fmt.Errorf("netrpc: %s reply of %d bytes: %w", r.ServiceMethod, buf.Len(), err)
-		_ = c.s.Reply(m, appendResponse(nil, r.ServiceMethod, err.Error()))
+		_ = s.Reply(m, appendResponse(nil, r.ServiceMethod, err.Error()))
 		return err
 	}
 	if err != nil {
@@ -163,18 +182,85 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, body any) error {
 // the socket is closed and requests still unanswered are forgotten (their
 // clients' RPCs fail). Close is idempotent.
 func (c *ServerCodec) Close() error {
-	c.once.Do(func() {
-		c.closed.Store(true)
-		c.cancel()
-		c.err = c.s.Close()
-		c.pendingMu.Lock()
-		clear(c.pending)
-		c.pendingMu.Unlock()
-	})
-	return c.err
+	err := c.sh.close()
+	c.pendingMu.Lock()
+	clear(c.pending)
+	c.pendingMu.Unlock()
+	return err
 }
 
 // Dropped counts requests the codec answered with an error without
 // handing them to net/rpc (malformed frames), and responses arriving at
 // its socket.
-func (c *ServerCodec) Dropped() uint64 { return c.dropped.Load() }
+func (c *ServerCodec) Dropped() uint64 { return c.sh.dropped.Load() }
+
+// Serve serves the calls arriving at the server socket s with server
+// (rpc.DefaultServer when nil) until s is closed; it owns s from now on.
+// Like rpc.Server.ServeConn it blocks and returns once every call it
+// started has answered. Close the socket to stop it.
+//
+// Unlike ServeCodec, which reads requests in one goroutine and starts a
+// goroutine per call, Serve keeps a few goroutines waiting for requests;
+// the one that receives a request runs the call itself
+// (rpc.Server.ServeRequest) and replies, so a call costs no hand-off
+// between goroutines, and another starts waiting whenever none is left,
+// up to MaxConcurrentCalls calls at once.
+func Serve(server *rpc.Server, s *sock.Socket) {
+	if server == nil {
+		server = rpc.DefaultServer
+	}
+	p := &workers{server: server, sh: newServerShared(s)}
+	p.wg.Add(1) // Serve's own hold, so spawning never races a zero count
+	for range idleWorkers {
+		p.spawn()
+	}
+	p.wg.Done()
+	p.wg.Wait()
+	p.sh.close()
+}
+
+// MaxConcurrentCalls bounds the calls Serve runs at once on one socket,
+// the engine's default bound on server RPCs; requests beyond it wait in
+// the socket.
+const MaxConcurrentCalls = 10_000
+
+// idleWorkers is how many of Serve's goroutines wait for requests: one
+// that finishes a call while as many are waiting ends.
+const idleWorkers = 2
+
+// workers are Serve's goroutines on one socket, each with a codec of its
+// own over the shared socket, encoders and decoders.
+type workers struct {
+	server *rpc.Server
+	sh     *serverShared
+	wg     sync.WaitGroup
+	idle   atomic.Int32 // goroutines waiting in Recv
+	total  atomic.Int32 // goroutines
+}
+
+// spawn starts another goroutine unless the bound is reached.
+func (p *workers) spawn() {
+	if p.total.Add(1) > MaxConcurrentCalls {
+		p.total.Add(-1)
+		return
+	}
+	p.wg.Add(1)
+	go p.run()
+}
+
+// run serves one request at a time until the socket closes or enough
+// other goroutines are waiting.
+func (p *workers) run() {
+	defer p.wg.Done()
+	defer p.total.Add(-1)
+	c := newServerCodec(p.sh, p)
+	for {
+		err := p.server.ServeRequest(c)
+		if err == io.EOF || p.sh.closed.Load() {
+			return
+		}
+		if p.idle.Load() >= idleWorkers {
+			return
+		}
+	}
+}
