@@ -46,10 +46,10 @@ const (
 	maxMethodLen = 1<<16 - 1
 )
 
-// ErrMalformed marks a message that is not a valid frame of this
+// errMalformed marks a message that is not a valid frame of this
 // package: too short, another version or kind, or lengths that do not
 // fit the message.
-var ErrMalformed = errors.New("netrpc: malformed message")
+var errMalformed = errors.New("netrpc: malformed message")
 
 // appendRequest appends the header of a request for method; the body
 // follows it.
@@ -66,18 +66,18 @@ func appendRequest(b []byte, method string) ([]byte, error) {
 // results alias msg.
 func parseRequest(msg []byte) (method, body []byte, err error) {
 	if len(msg) < requestHeaderLen {
-		return nil, nil, fmt.Errorf("%w: request of %d bytes is shorter than its %d-byte header", ErrMalformed, len(msg), requestHeaderLen)
+		return nil, nil, fmt.Errorf("%w: request of %d bytes is shorter than its %d-byte header", errMalformed, len(msg), requestHeaderLen)
 	}
 	if err := checkHead(msg, kindRequest); err != nil {
 		return nil, nil, err
 	}
 	m := int(binary.BigEndian.Uint16(msg[offMethodLen:]))
 	if m == 0 {
-		return nil, nil, fmt.Errorf("%w: empty service method", ErrMalformed)
+		return nil, nil, fmt.Errorf("%w: empty service method", errMalformed)
 	}
 	rest := msg[requestHeaderLen:]
 	if m > len(rest) {
-		return nil, nil, fmt.Errorf("%w: method length %d exceeds the %d bytes that follow the header", ErrMalformed, m, len(rest))
+		return nil, nil, fmt.Errorf("%w: method length %d exceeds the %d bytes that follow the header", errMalformed, m, len(rest))
 	}
 	return rest[:m], rest[m:], nil
 }
@@ -100,7 +100,7 @@ func appendResponse(b []byte, method, errMsg string) []byte {
 // and body. The results alias msg.
 func parseResponse(msg []byte) (method, errMsg, body []byte, err error) {
 	if len(msg) < responseHeaderLen {
-		return nil, nil, nil, fmt.Errorf("%w: response of %d bytes is shorter than its %d-byte header", ErrMalformed, len(msg), responseHeaderLen)
+		return nil, nil, nil, fmt.Errorf("%w: response of %d bytes is shorter than its %d-byte header", errMalformed, len(msg), responseHeaderLen)
 	}
 	if err := checkHead(msg, kindResponse); err != nil {
 		return nil, nil, nil, err
@@ -109,7 +109,7 @@ func parseResponse(msg []byte) (method, errMsg, body []byte, err error) {
 	e := uint64(binary.BigEndian.Uint32(msg[offErrorLen:]))
 	rest := msg[responseHeaderLen:]
 	if m+e > uint64(len(rest)) {
-		return nil, nil, nil, fmt.Errorf("%w: method and error lengths %d+%d exceed the %d bytes that follow the header", ErrMalformed, m, e, len(rest))
+		return nil, nil, nil, fmt.Errorf("%w: method and error lengths %d+%d exceed the %d bytes that follow the header", errMalformed, m, e, len(rest))
 	}
 	return rest[:m], rest[m : m+e], rest[m+e:], nil
 }
@@ -117,10 +117,10 @@ func parseResponse(msg []byte) (method, errMsg, body []byte, err error) {
 // checkHead checks the version and kind bytes.
 func checkHead(msg []byte, kind byte) error {
 	if v := msg[offVersion]; v != frameVersion {
-		return fmt.Errorf("%w: version %d, want %d", ErrMalformed, v, frameVersion)
+		return fmt.Errorf("%w: version %d, want %d", errMalformed, v, frameVersion)
 	}
 	if k := msg[offKind]; k != kind {
-		return fmt.Errorf("%w: kind %d, want %d", ErrMalformed, k, kind)
+		return fmt.Errorf("%w: kind %d, want %d", errMalformed, k, kind)
 	}
 	return nil
 }

@@ -24,8 +24,8 @@ func TestRequestFrame(t *testing.T) {
 	// Every truncation into the method is an error; the body may be
 	// any length, including none.
 	for n := range len(b) {
-		if _, _, err := parseRequest(msg[:n]); !errors.Is(err, ErrMalformed) {
-			t.Errorf("request cut to %d bytes: %v, want ErrMalformed", n, err)
+		if _, _, err := parseRequest(msg[:n]); !errors.Is(err, errMalformed) {
+			t.Errorf("request cut to %d bytes: %v, want errMalformed", n, err)
 		}
 	}
 	if _, err := appendRequest(nil, ""); err == nil {
@@ -48,8 +48,8 @@ func TestResponseFrame(t *testing.T) {
 		t.Fatalf("parseResponse = %q, %q, %q, %v", method, e, body, err)
 	}
 	for n := range len(b) {
-		if _, _, _, err := parseResponse(msg[:n]); !errors.Is(err, ErrMalformed) {
-			t.Errorf("response cut to %d bytes: %v, want ErrMalformed", n, err)
+		if _, _, _, err := parseResponse(msg[:n]); !errors.Is(err, errMalformed) {
+			t.Errorf("response cut to %d bytes: %v, want errMalformed", n, err)
 		}
 	}
 	// An overlong method is cut to what the length field holds.
@@ -63,14 +63,14 @@ func TestResponseFrame(t *testing.T) {
 func TestFrameKinds(t *testing.T) {
 	req, _ := appendRequest(nil, "A.B")
 	resp := appendResponse(nil, "A.B", "")
-	if _, _, _, err := parseResponse(append(req, 0, 0, 0, 0)); !errors.Is(err, ErrMalformed) {
+	if _, _, _, err := parseResponse(append(req, 0, 0, 0, 0)); !errors.Is(err, errMalformed) {
 		t.Errorf("request parsed as a response: %v", err)
 	}
-	if _, _, err := parseRequest(resp); !errors.Is(err, ErrMalformed) {
+	if _, _, err := parseRequest(resp); !errors.Is(err, errMalformed) {
 		t.Errorf("response parsed as a request: %v", err)
 	}
 	req[0] = 2
-	if _, _, err := parseRequest(req); !errors.Is(err, ErrMalformed) {
+	if _, _, err := parseRequest(req); !errors.Is(err, errMalformed) {
 		t.Errorf("version 2 accepted: %v", err)
 	}
 }
@@ -86,8 +86,8 @@ func FuzzParseRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		method, body, err := parseRequest(msg)
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("error %v is not ErrMalformed", err)
+			if !errors.Is(err, errMalformed) {
+				t.Fatalf("error %v is not errMalformed", err)
 			}
 			return
 		}
@@ -111,8 +111,8 @@ func FuzzParseResponse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		method, e, body, err := parseResponse(msg)
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("error %v is not ErrMalformed", err)
+			if !errors.Is(err, errMalformed) {
+				t.Fatalf("error %v is not errMalformed", err)
 			}
 			return
 		}
