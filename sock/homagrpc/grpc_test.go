@@ -455,3 +455,23 @@ func TestMaxConcurrentCalls(t *testing.T) {
 		}
 	})
 }
+
+// Default call options apply to every call, before the call's own; the
+// OnFinish option hears how each call ended.
+func TestDefaultCallOptions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newMemWorld(t, netio.MemConfig{}, &testService{})
+		defer w.close(t)
+		var finished []codes.Code
+		onFinish := grpc.OnFinish(func(err error) { finished = append(finished, status.Code(err)) })
+		c := w.client(t, homagrpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(50), onFinish))
+		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{ResponseSize: 100})
+		wantCode(t, "response over the default limit", err, codes.ResourceExhausted)
+		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{ResponseSize: 100}, grpc.MaxCallRecvMsgSize(1000)); err != nil {
+			t.Errorf("call raising the limit: %v", err)
+		}
+		if want := []codes.Code{codes.ResourceExhausted, codes.OK}; !slices.Equal(finished, want) {
+			t.Errorf("OnFinish saw %v, want %v", finished, want)
+		}
+	})
+}
