@@ -1,0 +1,334 @@
+package homagrpc
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+
+	"github.com/homa-go/homa/sock"
+)
+
+// ClientConn calls the unary methods of one gRPC server over Homa: each
+// call is one Homa RPC from its socket. It implements
+// grpc.ClientConnInterface, so protoc-generated clients take it as they
+// take a *grpc.ClientConn. It is safe for concurrent use.
+type ClientConn struct {
+	s       *sock.Socket
+	target  netip.AddrPort
+	owns    bool // Close closes s
+	opts    dialOptions
+	invoker grpc.UnaryInvoker // c.invoke, bound once
+
+	closed atomic.Bool
+	once   sync.Once
+	err    error
+}
+
+var _ grpc.ClientConnInterface = (*ClientConn)(nil)
+
+// Dial opens a client socket (port 0) on the unspecified address of
+// target's family, configured by cfg (nil for defaults), and returns a
+// ClientConn to the server at target that owns the socket. Homa has no
+// connections: nothing is sent before the first call, so an absent server
+// shows up as that call's error (codes.Unavailable).
+func Dial(target netip.AddrPort, cfg *sock.Config, opts ...DialOption) (*ClientConn, error) {
+	if !target.Addr().IsValid() || target.Port() == 0 {
+		return nil, fmt.Errorf("homagrpc: dial %v: %w", target, sock.ErrBadAddress)
+	}
+	local := netip.IPv4Unspecified()
+	if target.Addr().Is6() && !target.Addr().Is4In6() {
+		local = netip.IPv6Unspecified()
+	}
+	s, err := sock.Open(netip.AddrPortFrom(local, 0), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("homagrpc: dial %v: %w", target, err)
+	}
+	c := NewClientConn(s, target, opts...)
+	c.owns = true
+	return c, nil
+}
+
+// NewClientConn returns a ClientConn to the server at target that calls
+// from the socket s. Several ClientConns may share one socket; s stays
+// the caller's (Close leaves it open). Each call waits for its own RPC's
+// response, so nobody may read s with Recv(ctx, sock.Any), which would
+// take the responses.
+func NewClientConn(s *sock.Socket, target netip.AddrPort, opts ...DialOption) *ClientConn {
+	c := &ClientConn{s: s, target: target}
+	for _, o := range opts {
+		o(&c.opts)
+	}
+	c.invoker = c.invoke
+	return c
+}
+
+// Target is the server's address.
+func (c *ClientConn) Target() netip.AddrPort { return c.target }
+
+// Close ends the ClientConn: later calls fail with codes.Canceled. When
+// it owns its socket (Dial), the socket is closed and calls in progress
+// end with codes.Canceled too. Close is idempotent.
+func (c *ClientConn) Close() error {
+	c.once.Do(func() {
+		c.closed.Store(true)
+		if c.owns {
+			c.err = c.s.Close()
+		}
+	})
+	return c.err
+}
+
+// NewStream fails: streaming RPCs are not carried over Homa.
+func (c *ClientConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, status.Errorf(codes.Unimplemented, "homagrpc: %s is a streaming method; streaming RPCs are not supported over Homa, where each RPC carries one request and one response", method)
+}
+
+// Invoke calls the unary method with args and decodes the response into
+// reply, through the client's interceptors when it has them.
+func (c *ClientConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	if c.opts.interceptor != nil {
+		return c.opts.interceptor(ctx, method, args, reply, nil, c.invoker, opts...)
+	}
+	return c.invoke(ctx, method, args, reply, nil, opts...)
+}
+
+// callInfo is what the call options of one call decide.
+type callInfo struct {
+	codec    encoding.CodecV2
+	subtype  string // codec name on the wire; empty for proto
+	maxRecv  int
+	maxSend  int
+	header   *metadata.MD
+	trailer  *metadata.MD
+	peer     *peer.Peer
+	creds    []grpc.PerRPCCredsCallOption
+	onFinish []func(error)
+}
+
+// apply applies one call option. Options that have no meaning over Homa
+// (WaitForReady, compression, static method, retry buffer, authority)
+// are ignored.
+func (ci *callInfo) apply(o grpc.CallOption) error {
+	switch o := o.(type) {
+	case grpc.HeaderCallOption:
+		ci.header = o.HeaderAddr
+	case grpc.TrailerCallOption:
+		ci.trailer = o.TrailerAddr
+	case grpc.PeerCallOption:
+		ci.peer = o.PeerAddr
+	case grpc.MaxRecvMsgSizeCallOption:
+		ci.maxRecv = o.MaxRecvMsgSize
+	case grpc.MaxSendMsgSizeCallOption:
+		ci.maxSend = o.MaxSendMsgSize
+	case grpc.OnFinishCallOption:
+		ci.onFinish = append(ci.onFinish, o.OnFinish)
+	case grpc.PerRPCCredsCallOption:
+		ci.creds = append(ci.creds, o)
+	case grpc.ContentSubtypeCallOption:
+		ci.subtype = strings.ToLower(o.ContentSubtype)
+	case grpc.ForceCodecV2CallOption:
+		ci.codec = o.CodecV2
+	case grpc.ForceCodecCallOption:
+		ci.codec = codecV1{o.Codec}
+	}
+	return nil
+}
+
+// chooseCodec settles the codec and the content subtype, as grpc-go
+// does: a forced codec is used, under the subtype given or else its own
+// name; otherwise the codec registered for the subtype given, or proto.
+func (ci *callInfo) chooseCodec() error {
+	switch {
+	case ci.codec != nil:
+		if ci.subtype == "" {
+			ci.subtype = strings.ToLower(ci.codec.Name())
+		}
+	case ci.subtype != "":
+		if ci.codec = getCodec(ci.subtype); ci.codec == nil {
+			return status.Errorf(codes.Internal, "homagrpc: no codec registered for content-subtype %q", ci.subtype)
+		}
+	default:
+		ci.codec = protoCodec()
+	}
+	if ci.subtype == "proto" {
+		ci.subtype = "" // the default needs no name on the wire
+	}
+	return nil
+}
+
+// invoke is the call itself: a grpc.UnaryInvoker.
+func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any, _ *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
+	ci := callInfo{maxRecv: -1, maxSend: -1}
+	for _, o := range c.opts.callOptions {
+		if err := ci.apply(o); err != nil {
+			return err
+		}
+	}
+	for _, o := range opts {
+		if err := ci.apply(o); err != nil {
+			return err
+		}
+	}
+	if ci.onFinish != nil {
+		defer func() {
+			for _, f := range ci.onFinish {
+				f(err)
+			}
+		}()
+	}
+	if ci.peer != nil {
+		ci.peer.Addr = Addr(c.target)
+		ci.peer.LocalAddr = Addr(c.s.LocalAddr())
+	}
+	if err := ci.chooseCodec(); err != nil {
+		return err
+	}
+	if c.closed.Load() {
+		return failure(codes.Canceled, sock.ErrClosed, "homagrpc: the client connection is closing")
+	}
+	if err := ctx.Err(); err != nil {
+		return transportError(err)
+	}
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(dl); timeout <= 0 {
+			return transportError(context.DeadlineExceeded)
+		}
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	if len(ci.creds) > 0 {
+		if md, err = addCreds(ctx, md, ci.creds, method); err != nil {
+			return err
+		}
+	}
+
+	// The request.
+	buf := getBuffer()
+	frame, err := appendRequestHeader(*buf, ci.subtype, method, timeout, md)
+	if err != nil {
+		putBuffer(buf, frame)
+		return status.Error(codes.Internal, err.Error())
+	}
+	start := len(frame)
+	if frame, err = appendMessage(frame, ci.codec, args); err != nil {
+		putBuffer(buf, frame)
+		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	}
+	if n := len(frame) - start; ci.maxSend >= 0 && n > ci.maxSend {
+		putBuffer(buf, frame)
+		return status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, ci.maxSend)
+	}
+	id, err := c.s.Send(c.target, frame, 0)
+	putBuffer(buf, frame)
+	if err != nil {
+		return transportError(err)
+	}
+
+	// The response.
+	m, err := c.s.Recv(ctx, id)
+	if err != nil {
+		_ = c.s.Abort(id)
+		if c.closed.Load() {
+			return failure(codes.Canceled, err, "homagrpc: the client connection is closing")
+		}
+		return transportError(err)
+	}
+	defer m.Release()
+	if m.Err != nil {
+		return transportError(m.Err)
+	}
+	resp, err := parseResponse(m.Data)
+	if err != nil {
+		return transportError(err)
+	}
+	if ci.header != nil {
+		*ci.header = parseMD(resp.header, resp.nHeader)
+	}
+	if ci.trailer != nil {
+		*ci.trailer = parseMD(resp.trailer, resp.nTrailer)
+	}
+	if resp.code != uint32(codes.OK) {
+		if err := callerEnded(ctx, codes.Code(resp.code)); err != nil {
+			return err
+		}
+		return responseStatus(resp).Err()
+	}
+	if ci.maxRecv >= 0 && len(resp.payload) > ci.maxRecv {
+		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(resp.payload), ci.maxRecv)
+	}
+	if err := decodeMessage(ci.codec, resp.payload, reply); err != nil {
+		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+	}
+	return nil
+}
+
+// responseStatus is the status of a failed call: the details when the
+// server sent them (a google.rpc.Status, which must agree with the
+// code), otherwise the code and message.
+func responseStatus(r response) *status.Status {
+	if len(r.details) == 0 {
+		return status.New(codes.Code(r.code), string(r.message))
+	}
+	var sp spb.Status
+	if err := proto.Unmarshal(r.details, &sp); err != nil {
+		return status.Newf(codes.Internal, "homagrpc: undecodable status details: %v", err)
+	}
+	if uint32(sp.Code) != r.code {
+		return status.Newf(codes.Internal, "homagrpc: status details with code %d under status code %d", sp.Code, r.code)
+	}
+	return status.FromProto(&sp)
+}
+
+// addCreds adds the metadata of per-RPC credentials. Homa carries no
+// transport security, so credentials that require it fail the call.
+func addCreds(ctx context.Context, md metadata.MD, creds []grpc.PerRPCCredsCallOption, method string) (metadata.MD, error) {
+	md = md.Copy()
+	if md == nil {
+		md = metadata.MD{}
+	}
+	for _, c := range creds {
+		if c.Creds.RequireTransportSecurity() {
+			return nil, status.Error(codes.Unauthenticated, "homagrpc: per-RPC credentials require transport security, which Homa does not provide")
+		}
+		kv, err := c.Creds.GetRequestMetadata(ctx, method)
+		if err != nil {
+			return nil, status.Errorf(codes.Unauthenticated, "homagrpc: getting per-RPC credentials: %v", err)
+		}
+		for k, v := range kv {
+			md.Append(k, v)
+		}
+	}
+	return md, nil
+}
+
+// callerEnded reports the caller's context as the cause when a call
+// failed with DeadlineExceeded or Canceled while that context was ending
+// too: the server's deadline is the caller's, and its timer may fire
+// first.
+func callerEnded(ctx context.Context, c codes.Code) error {
+	switch c {
+	case codes.DeadlineExceeded:
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			return transportError(context.DeadlineExceeded)
+		}
+	case codes.Canceled:
+		if err := ctx.Err(); err != nil {
+			return transportError(err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,290 @@
+package netrpc
+
+import (
+	"bytes"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"sync"
+)
+
+// Bodies are encoded with encoding/gob, as by net/rpc's own codec, but
+// every body is a gob stream of its own: the descriptions of the types
+// it uses, then the value. Over a connection net/rpc describes a type
+// once, since a byte stream arrives in order; Homa RPCs are independent
+// and complete in any order, so no message may depend on another.
+//
+// Building a gob encoder and decoder for every message would cost more
+// than the rest of the call, so both ends keep them:
+//
+//   - The sender keeps one gob.Encoder per Go type. Its first output is
+//     the type descriptions and the value; the descriptions are kept and
+//     put before every later value of that type, which the encoder then
+//     sends alone. This is exact only when the type's descriptions do not
+//     depend on the value, so a type that holds an interface anywhere is
+//     encoded by a fresh encoder every time.
+//   - The receiver splits each body into its descriptions (the prefix)
+//     and the value, and keeps idle gob.Decoders per distinct prefix (up
+//     to maxDecoders prefixes) that have read the prefix once: they are
+//     fed only the values that follow the same prefix. Equal prefixes
+//     mean equal type numbering, so a kept decoder reads the value as a
+//     fresh one would. If it fails, the body is decoded again from
+//     scratch.
+//
+// Like net/rpc's codec, gob decodes untrusted input with only basic
+// checks of sizes; here a body is never larger than one Homa message
+// (1 MB), which bounds what decoding it may allocate.
+
+// errGobFraming marks a body that is not a sequence of gob messages
+// ending in a value.
+var errGobFraming = errors.New("netrpc: body is not a gob stream")
+
+// encoders keeps one encoder per Go type for one codec.
+type encoders struct {
+	mu  sync.Mutex
+	all map[reflect.Type]*typeEncoder
+}
+
+// typeEncoder is the gob encoder of one Go type and the descriptions it
+// sent first.
+type typeEncoder struct {
+	mu      sync.Mutex
+	enc     *gob.Encoder
+	out     bufferWriter
+	primed  bool
+	prefix  []byte
+	retired bool // stop using it: it is not known to repeat itself exactly
+}
+
+// bufferWriter sends an encoder's output to the buffer of the message
+// being built.
+type bufferWriter struct{ buf *bytes.Buffer }
+
+func (w *bufferWriter) Write(p []byte) (int, error) { return w.buf.Write(p) }
+
+// encode appends body to buf as a self-contained gob stream.
+func (e *encoders) encode(buf *bytes.Buffer, body any) error {
+	if body == nil {
+		return errors.New("netrpc: cannot encode a nil body")
+	}
+	t := reflect.TypeOf(body)
+	e.mu.Lock()
+	if e.all == nil {
+		e.all = make(map[reflect.Type]*typeEncoder)
+	}
+	te := e.all[t]
+	if te == nil {
+		if holdsInterface(t, nil) {
+			e.mu.Unlock()
+			return gob.NewEncoder(buf).Encode(body)
+		}
+		te = &typeEncoder{}
+		te.enc = gob.NewEncoder(&te.out)
+		e.all[t] = te
+	}
+	e.mu.Unlock()
+
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	if te.retired {
+		return gob.NewEncoder(buf).Encode(body)
+	}
+	if te.primed {
+		buf.Write(te.prefix)
+	}
+	valueStart := buf.Len()
+	te.out.buf = buf
+	err := te.enc.Encode(body)
+	te.out.buf = nil
+	if err != nil {
+		te.retire(e, t)
+		return err
+	}
+	out := buf.Bytes()[valueStart:]
+	p, perr := splitGob(out)
+	switch {
+	case perr != nil:
+		te.retire(e, t)
+		return perr
+	case !te.primed:
+		te.prefix = bytes.Clone(out[:p])
+		te.primed = true
+	case p != 0:
+		// The encoder described a type again: it does not repeat
+		// itself. What it wrote still stands after the kept prefix.
+		te.retire(e, t)
+	}
+	return nil
+}
+
+// retire takes te out of use; te.mu is held.
+func (te *typeEncoder) retire(e *encoders, t reflect.Type) {
+	te.retired = true
+	e.mu.Lock()
+	if e.all[t] == te {
+		delete(e.all, t)
+	}
+	e.mu.Unlock()
+}
+
+// holdsInterface reports whether a value of type t can hold an interface
+// value anywhere, whose type descriptions would then depend on the value.
+func holdsInterface(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return holdsInterface(t.Elem(), mark(seen, t))
+	case reflect.Map:
+		seen = mark(seen, t)
+		return holdsInterface(t.Key(), seen) || holdsInterface(t.Elem(), seen)
+	case reflect.Struct:
+		seen = mark(seen, t)
+		for i := range t.NumField() {
+			if holdsInterface(t.Field(i).Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func mark(seen map[reflect.Type]bool, t reflect.Type) map[reflect.Type]bool {
+	if seen == nil {
+		seen = make(map[reflect.Type]bool)
+	}
+	seen[t] = true
+	return seen
+}
+
+// maxDecoders bounds the prefixes a codec keeps decoders for. Prefixes
+// come from peers, so when a new one would exceed it, all are dropped and
+// learned again.
+const maxDecoders = 64
+
+// decoders keeps idle gob decoders per prefix. It is safe for concurrent
+// use: each decoding takes a decoder of its own.
+type decoders struct {
+	mu  sync.Mutex
+	all map[string]*sync.Pool // prefix -> idle *primedDecoder
+}
+
+// primedDecoder is a gob decoder that has read one prefix.
+type primedDecoder struct {
+	dec *gob.Decoder
+	r   bytes.Reader
+}
+
+// decode decodes the self-contained gob stream data into body.
+func (d *decoders) decode(data []byte, body any) error {
+	p, err := splitGob(data)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	pool := d.all[string(data[:p])]
+	d.mu.Unlock()
+	if pool != nil {
+		if pd, _ := pool.Get().(*primedDecoder); pd != nil {
+			pd.r.Reset(data[p:])
+			if err := pd.dec.Decode(body); err == nil && pd.r.Len() == 0 {
+				pool.Put(pd)
+				return nil
+			}
+			// Drop it: decode again from scratch, with a fresh one.
+		}
+	}
+	pd := &primedDecoder{}
+	pd.r.Reset(data)
+	pd.dec = gob.NewDecoder(&pd.r)
+	if err := pd.dec.Decode(body); err != nil {
+		return err
+	}
+	if pd.r.Len() != 0 {
+		return fmt.Errorf("%w: %d bytes after the value", errGobFraming, pd.r.Len())
+	}
+	if pool == nil {
+		d.mu.Lock()
+		if pool = d.all[string(data[:p])]; pool == nil {
+			if d.all == nil || len(d.all) >= maxDecoders {
+				d.all = make(map[string]*sync.Pool)
+			}
+			pool = new(sync.Pool)
+			d.all[string(data[:p])] = pool
+		}
+		d.mu.Unlock()
+	}
+	pool.Put(pd)
+	return nil
+}
+
+// splitGob returns the length of the type descriptions at the start of
+// the gob stream data: the messages before the first value message. Each
+// gob message is a length and that many bytes, which begin with a type
+// number: negative for a type description, positive for a value.
+func splitGob(data []byte) (int, error) {
+	off := 0
+	for off < len(data) {
+		n, w, ok := gobUint(data[off:])
+		if !ok || n == 0 || n > uint64(len(data)-off-w) {
+			return 0, fmt.Errorf("%w: bad message length at byte %d", errGobFraming, off)
+		}
+		u, _, ok := gobUint(data[off+w : off+w+int(n)])
+		if !ok {
+			return 0, fmt.Errorf("%w: bad type number at byte %d", errGobFraming, off+w)
+		}
+		if u&1 == 0 { // a non-negative number: a value
+			if u == 0 {
+				return 0, fmt.Errorf("%w: type number 0 at byte %d", errGobFraming, off+w)
+			}
+			return off, nil
+		}
+		off += w + int(n)
+	}
+	return 0, fmt.Errorf("%w: %w: no value", errGobFraming, io.ErrUnexpectedEOF)
+}
+
+// gobUint decodes a gob unsigned integer: a byte below 128 is the
+// number; otherwise it is minus the count of big-endian bytes that
+// follow (1..8).
+func gobUint(b []byte) (x uint64, n int, ok bool) {
+	if len(b) == 0 {
+		return 0, 0, false
+	}
+	if b[0] < 0x80 {
+		return uint64(b[0]), 1, true
+	}
+	k := -int(int8(b[0]))
+	if k > 8 || len(b) < 1+k {
+		return 0, 0, false
+	}
+	for _, c := range b[1 : 1+k] {
+		x = x<<8 | uint64(c)
+	}
+	return x, 1 + k, true
+}
+
+// maxPooledBuffer is the largest buffer kept for reuse, so one large
+// message does not pin its memory in the pool.
+const maxPooledBuffer = 64 << 10
+
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// getBuffer returns an empty buffer from the pool.
+func getBuffer() *bytes.Buffer {
+	b := buffers.Get().(*bytes.Buffer)
+	b.Reset()
+	return b
+}
+
+// putBuffer returns b to the pool unless it has grown large.
+func putBuffer(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledBuffer {
+		buffers.Put(b)
+	}
+}

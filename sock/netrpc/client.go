@@ -1,0 +1,173 @@
+package netrpc
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"net/rpc"
+	"sync"
+	"sync/atomic"
+
+	"github.com/homa-go/homa/sock"
+)
+
+// ClientCodec is an rpc.ClientCodec that makes each call a Homa RPC from
+// its socket to one server. It owns the socket: it is the only reader of
+// its messages, and Close closes it.
+//
+// rpc.Client calls WriteRequest from the goroutines making calls (one at
+// a time) and ReadResponseHeader and ReadResponseBody in pairs from its
+// one receiving goroutine; the codec keeps the message between those two
+// in fields only that goroutine touches.
+type ClientCodec struct {
+	s      *sock.Socket
+	server netip.AddrPort
+
+	ctx    context.Context // ends when Close is called
+	cancel context.CancelFunc
+	closed atomic.Bool
+	once   sync.Once
+	err    error // from closing the socket
+
+	enc encoders
+
+	// The reading goroutine's own: its decoders, and the response
+	// between ReadResponseHeader and ReadResponseBody.
+	dec  decoders
+	cur  *sock.Message
+	body []byte
+
+	dropped atomic.Uint64
+}
+
+var _ rpc.ClientCodec = (*ClientCodec)(nil)
+
+// NewClientCodec returns a codec that calls the server at server from
+// the client socket s, which it owns from now on.
+func NewClientCodec(s *sock.Socket, server netip.AddrPort) *ClientCodec {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &ClientCodec{s: s, server: server, ctx: ctx, cancel: cancel}
+}
+
+// NewClient returns an rpc.Client whose calls go to the server at server
+// from the client socket s, which it owns from now on.
+func NewClient(s *sock.Socket, server netip.AddrPort) *rpc.Client {
+	return rpc.NewClientWithCodec(NewClientCodec(s, server))
+}
+
+// Dial opens a client socket (port 0) on the unspecified address of
+// server's family, configured by cfg (nil for defaults), and returns an
+// rpc.Client calling server from it. Homa has no connections: nothing is
+// sent until the first call, so an absent server shows up as that call's
+// error (sock.ErrPeerTimeout).
+func Dial(server netip.AddrPort, cfg *sock.Config) (*rpc.Client, error) {
+	if !server.Addr().IsValid() || server.Port() == 0 {
+		return nil, fmt.Errorf("netrpc: dial %v: %w", server, sock.ErrBadAddress)
+	}
+	local := netip.IPv4Unspecified()
+	if server.Addr().Is6() && !server.Addr().Is4In6() {
+		local = netip.IPv6Unspecified()
+	}
+	s, err := sock.Open(netip.AddrPortFrom(local, 0), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("netrpc: dial %v: %w", server, err)
+	}
+	return NewClient(s, server), nil
+}
+
+// WriteRequest sends the call as a new Homa RPC whose completion cookie
+// is the call's sequence number. Errors from the socket (for example
+// sock.ErrMessageTooLong) are wrapped and become the call's error.
+func (c *ClientCodec) WriteRequest(r *rpc.Request, body any) error {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	b, err := appendRequest(buf.AvailableBuffer(), r.ServiceMethod)
+	if err != nil {
+		return err
+	}
+	buf.Write(b)
+	if err := c.enc.encode(buf, body); err != nil {
+		return fmt.Errorf("netrpc: encode %s arguments: %w", r.ServiceMethod, err)
+	}
+	if _, err := c.s.Send(c.server, buf.Bytes(), r.Seq); err != nil {
+		return fmt.Errorf("netrpc: call %s on %v: %w", r.ServiceMethod, c.server, err)
+	}
+	return nil
+}
+
+// ReadResponseHeader waits for the next response. A malformed response
+// fails its call alone, with an error string. A failed Homa RPC (the
+// server stopped answering: sock.ErrPeerTimeout) is returned as an
+// error wrapping the transport's, which rpc.Client gives to every call
+// in progress before it shuts down, as it does when a TCP connection
+// breaks: a later call returns rpc.ErrShutdown, and the caller dials
+// again. After Close it returns io.EOF.
+func (c *ClientCodec) ReadResponseHeader(r *rpc.Response) error {
+	for {
+		m, err := c.s.Recv(c.ctx, sock.Any)
+		if err != nil {
+			if c.closed.Load() {
+				return io.EOF
+			}
+			return fmt.Errorf("netrpc: receive from %v: %w", c.server, err)
+		}
+		if m.IsRequest() {
+			// A server socket was given to a client codec; nobody will
+			// answer this request here.
+			c.dropped.Add(1)
+			m.Release()
+			continue
+		}
+		if m.Err != nil {
+			return fmt.Errorf("netrpc: call %d to %v: %w", m.Cookie, c.server, m.Err)
+		}
+		r.Seq = m.Cookie
+		method, errMsg, body, err := parseResponse(m.Data)
+		if err != nil {
+			c.dropped.Add(1)
+			m.Release()
+			r.Error = err.Error()
+			return nil
+		}
+		r.ServiceMethod = string(method)
+		if len(errMsg) > 0 {
+			r.Error = string(errMsg)
+		}
+		c.cur, c.body = m, body
+		return nil
+	}
+}
+
+// ReadResponseBody decodes the reply of the response just read into
+// body, or discards it when body is nil.
+func (c *ClientCodec) ReadResponseBody(body any) error {
+	m, data := c.cur, c.body
+	c.cur, c.body = nil, nil
+	if m == nil {
+		return nil // a malformed response: its header carried the error
+	}
+	defer m.Release()
+	if body == nil {
+		return nil
+	}
+	if err := c.dec.decode(data, body); err != nil {
+		return fmt.Errorf("netrpc: decode reply: %w", err)
+	}
+	return nil
+}
+
+// Close ends the codec: a ReadResponseHeader in progress returns io.EOF
+// and the socket is closed. Close is idempotent.
+func (c *ClientCodec) Close() error {
+	c.once.Do(func() {
+		c.closed.Store(true)
+		c.cancel()
+		c.err = c.s.Close()
+	})
+	return c.err
+}
+
+// Dropped counts messages the codec discarded: malformed responses
+// (whose calls fail) and requests arriving at its socket.
+func (c *ClientCodec) Dropped() uint64 { return c.dropped.Load() }

@@ -1,0 +1,58 @@
+// Package netrpc runs net/rpc over Homa: existing net/rpc services and
+// clients work unchanged, each call carried by one Homa RPC instead of a
+// stream of requests on a TCP connection.
+//
+// The model: a server socket's requests are read by a ServerCodec and
+// served by an rpc.Server; a client socket sends each call as a Homa
+// request to one server, and the response completes the call.
+//
+//	srv := rpc.NewServer()
+//	srv.Register(new(Arith))
+//	s, _ := sock.Open(netip.MustParseAddrPort("127.0.0.1:4000"), nil)
+//	go netrpc.Serve(srv, s) // until s is closed
+//
+//	client, _ := netrpc.Dial(s.LocalAddr(), nil)
+//	defer client.Close()
+//	err := client.Call("Arith.Multiply", &Args{7, 8}, &reply)
+//
+// What travels: the request is the service method and the argument, the
+// response the method, the error string of the call (an rpc.ServerError
+// at the client) and the reply; the framing is in frame.go, the bodies
+// are gob (see below). net/rpc's sequence number never travels: the
+// client codec sends each call as a Homa RPC whose completion cookie is
+// the sequence number, and the server codec numbers the requests it
+// reads and keeps each one's Homa RPC under its number until the
+// response. Both ends work on either sock backend (the engine over raw IP
+// or UDP, or the Linux kernel module).
+//
+// Encoding: encoding/gob as net/rpc uses it, except that each body is a
+// self-contained gob stream (its type descriptions, then the value),
+// since Homa RPCs complete independently and in any order. Each end
+// keeps its gob encoders and decoders from call to call, so describing
+// the types again costs a few dozen bytes per message and no work (see
+// body.go).
+//
+// Errors: an error returned by the service reaches the caller as an
+// rpc.ServerError, as over TCP. Errors of the transport are wrapped, so
+// errors.Is finds them: a call too large for one Homa message fails
+// alone with sock.ErrMessageTooLong (a reply too large fails its call
+// with a ServerError saying so). When the server stops answering, the
+// Homa RPCs to it fail with sock.ErrPeerTimeout; rpc.Client then fails
+// every call in progress with that error and shuts down, as it does
+// when a TCP connection breaks; later calls return rpc.ErrShutdown and
+// the caller dials again. Close on the client or the server codec closes
+// the socket and ends its goroutines.
+//
+// A client codec owns its socket and is its only reader (it receives
+// responses of any RPC); give it a client socket of its own.
+//
+// Serving: Serve keeps a few goroutines waiting for requests, and the
+// one that receives a request runs the call and replies itself, with no
+// hand-off between goroutines; at most MaxConcurrentCalls run at once.
+// rpc.Server.ServeCodec(NewServerCodec(s)) works too, the way net/rpc
+// serves a connection: one goroutine reads and every call runs in a new
+// goroutine. Either way a request holds a server RPC in the socket until
+// it is answered, so the socket's Limits.PendingReplies (default 10,000,
+// 2,000 per client host) bounds the calls in progress too; beyond it
+// requests are dropped and counted, and their clients retry.
+package netrpc
