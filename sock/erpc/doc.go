@@ -1,0 +1,2 @@
+// Package erpc is an eRPC-style RPC layer over Homa sockets.
+package erpc
