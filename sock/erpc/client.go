@@ -205,13 +205,15 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 
 // attemptFailed handles an attempt the transport reports failed: a peer
 // timeout is the death of the server, unless an exactly-once request has
-// retries left; any other failure fails the request alone.
+// retries left; any other failure fails the request alone. An
+// exactly-once request is sent again RetryTimeout after its last attempt,
+// not at once: a transport that has just declared the host dead fails new
+// RPCs to it until it hears from it again.
 func (r *Rpc) attemptFailed(q *request, cause error) {
 	cause = closedError(cause)
 	if errors.Is(cause, sock.ErrPeerTimeout) {
 		if q.eo && int(q.retry) < r.cfg.ExactlyOnce.MaxRetries {
-			r.retry(q)
-			return
+			return // still in r.attempts: attemptTimedOut sends it again
 		}
 		r.resetSession(q.s, cause)
 		return

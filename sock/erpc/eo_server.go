@@ -101,6 +101,7 @@ func (t *eoTable) init(cfg *ExactlyOnceConfig, st *counters) {
 func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, now time.Time) (v eoVerdict, rec *eoRecord, frame []byte, old *sock.Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.updateNextLocked()
 	if ss.dead {
 		return eoGone, nil, nil, nil
 	}
@@ -145,6 +146,7 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, now time.Tim
 func (t *eoTable) ack(ss *srvSession, h *header, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.updateNextLocked()
 	if ss.dead {
 		return
 	}
@@ -179,7 +181,6 @@ func (t *eoTable) ackLocked(ss *srvSession, h *header, now time.Time) {
 	} else if rec.state == recCompleted {
 		t.tombstoneLocked(rec, now)
 	}
-	t.updateNextLocked()
 }
 
 // complete stores the response of a record's request. It returns the
@@ -187,6 +188,7 @@ func (t *eoTable) ackLocked(ss *srvSession, h *header, now time.Time) {
 func (t *eoTable) complete(rec *eoRecord, frame []byte, now time.Time) *sock.Message {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.updateNextLocked()
 	parked := rec.parked
 	rec.parked = nil
 	if rec.deleted {
@@ -197,7 +199,6 @@ func (t *eoTable) complete(rec *eoRecord, frame []byte, now time.Time) *sock.Mes
 	t.bytes += len(rec.frame)
 	rec.state = recCompleted
 	t.done.push(rec, now)
-	t.updateNextLocked()
 	return parked
 }
 
@@ -205,6 +206,7 @@ func (t *eoTable) complete(rec *eoRecord, frame []byte, now time.Time) *sock.Mes
 func (t *eoTable) abandon(rec *eoRecord) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.updateNextLocked()
 	if !rec.deleted {
 		t.deleteLocked(rec)
 	}
@@ -215,6 +217,7 @@ func (t *eoTable) abandon(rec *eoRecord) {
 func (t *eoTable) dropSession(ss *srvSession) []*sock.Message {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.updateNextLocked()
 	ss.dead = true
 	var parked []*sock.Message
 	for rec := ss.recs.head; rec != nil; {
@@ -226,7 +229,6 @@ func (t *eoTable) dropSession(ss *srvSession) []*sock.Message {
 		t.deleteLocked(rec)
 		rec = next
 	}
-	t.updateNextLocked()
 	return parked
 }
 
@@ -234,13 +236,11 @@ func (t *eoTable) dropSession(ss *srvSession) []*sock.Message {
 func (t *eoTable) collect(now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	defer t.updateNextLocked()
 	t.collectLocked(now)
 }
 
 func (t *eoTable) collectLocked(now time.Time) {
-	if t.done.len() == 0 && t.tombs.len() == 0 {
-		return
-	}
 	for rec, at := t.done.front(); rec != nil && !now.Before(at.Add(t.cfg.RecordTimeout)); rec, at = t.done.front() {
 		t.stats.expired.Add(1)
 		t.tombstoneLocked(rec, now)
@@ -248,7 +248,6 @@ func (t *eoTable) collectLocked(now time.Time) {
 	for rec, at := t.tombs.front(); rec != nil && !now.Before(at.Add(t.cfg.PacketLifetime)); rec, at = t.tombs.front() {
 		t.deleteLocked(rec)
 	}
-	t.updateNextLocked()
 }
 
 // tombstoneLocked drops a completed record's response and keeps the

@@ -124,9 +124,10 @@ func (s *server) close() {
 
 // client is a Nexus with one Rpc owned by the test goroutine.
 type client struct {
-	nx  *erpc.Nexus
-	rpc *erpc.Rpc
-	rec recorder
+	nx        *erpc.Nexus
+	rpc       *erpc.Rpc
+	rec       recorder
+	completed []*call // in the order the continuations ran
 }
 
 func newClient(t *testing.T, cfg *erpc.Config, host netip.Addr) *client {
@@ -222,6 +223,7 @@ func (c *client) try(s erpc.Session, reqType uint8, data []byte, opts ...erpc.Re
 func (c *client) done(resp *erpc.MsgBuffer, tag any, err error) {
 	cl := tag.(*call)
 	cl.err, cl.done = err, true
+	c.completed = append(c.completed, cl)
 	if err == nil {
 		cl.data = append([]byte(nil), resp.Data()...)
 	}

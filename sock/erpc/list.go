@@ -9,7 +9,7 @@ import "time"
 // O(1). No timer per object, no heap.
 type dlink[T any] struct {
 	prev, next *T
-	in         bool
+	list       *dlist[T] // the list it is in, or nil
 	at         time.Time
 }
 
@@ -23,13 +23,17 @@ type dlist[T any] struct {
 
 func newDlist[T any](link func(*T) *dlink[T]) dlist[T] { return dlist[T]{link: link} }
 
-// push appends x, stamped at, unless it is already in the list.
+// push appends x, stamped at, unless it is already in the list. x must
+// not be in another list that uses the same link.
 func (l *dlist[T]) push(x *T, at time.Time) {
 	k := l.link(x)
-	if k.in {
+	if k.list == l {
 		return
 	}
-	k.in, k.at, k.prev, k.next = true, at, l.tail, nil
+	if k.list != nil {
+		panic("erpc: element already in another list")
+	}
+	k.list, k.at, k.prev, k.next = l, at, l.tail, nil
 	if l.tail != nil {
 		l.link(l.tail).next = x
 	} else {
@@ -42,7 +46,7 @@ func (l *dlist[T]) push(x *T, at time.Time) {
 // remove takes x out of the list, if it is there.
 func (l *dlist[T]) remove(x *T) {
 	k := l.link(x)
-	if !k.in {
+	if k.list != l {
 		return
 	}
 	if k.prev != nil {
