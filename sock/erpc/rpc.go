@@ -32,6 +32,7 @@ type Rpc struct {
 
 	// Owned by the goroutine that runs the event loop.
 	inLoop   bool
+	stopLoop bool       // StopEventLoop was called
 	sessions []*session // by number; state sessFree when unused
 	freeNums []uint32
 	live     int // sessions not free
@@ -223,6 +224,12 @@ func (r *Rpc) Serve(ctx context.Context) error {
 	return r.loop(ctx, time.Time{}, nil)
 }
 
+// StopEventLoop makes the event loop return (nil) once the continuation
+// or dispatch handler that calls it has returned: a client that knows
+// from its continuations when it is done uses it to end RunEventLoop or
+// Serve, which need then not watch a context.
+func (r *Rpc) StopEventLoop() { r.stopLoop = r.inLoop }
+
 // onceBatch bounds the messages one RunEventLoopOnce handles.
 const onceBatch = 16
 
@@ -272,28 +279,29 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 		if r.closed.Load() {
 			return r.closedNow()
 		}
-		if stop != nil && stop() {
+		if stop != nil && stop() || r.stopLoop {
+			r.stopLoop = false
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		next := end
-		if timers := r.hasTimers(); timers || !end.IsZero() {
+		if r.hasTimers() {
 			now := time.Now()
-			if timers {
-				r.runTimers(now)
-				r.drain()
-				if stop != nil && stop() {
-					return nil
-				}
-				if t, ok := r.nextTimer(); ok && (next.IsZero() || t.Before(next)) {
-					next = t
-				}
+			r.runTimers(now)
+			r.drain()
+			if stop != nil && stop() {
+				return nil
 			}
 			if !end.IsZero() && !now.Before(end) {
 				return nil
 			}
+			if t, ok := r.nextTimer(); ok && (next.IsZero() || t.Before(next)) {
+				next = t
+			}
+		} else if w.expired(end) {
+			return nil // no clock read per message: the waker tells
 		}
 		rctx := ctx
 		if !next.IsZero() {
@@ -330,6 +338,12 @@ func (w *waker) until(parent context.Context, at time.Time) context.Context {
 		w.at = at
 	}
 	return w.ctx
+}
+
+// expired reports whether the waker's deadline was end (not zero) and
+// has passed.
+func (w *waker) expired(end time.Time) bool {
+	return !end.IsZero() && w.ctx != nil && w.at.Equal(end) && w.ctx.Err() != nil
 }
 
 func (w *waker) stop() {

@@ -290,12 +290,13 @@ const maxFreeHandles = 4096
 
 func (p *handlePool) get() *ReqHandle {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if k := len(p.free); k > 0 {
 		h := p.free[k-1]
 		p.free = p.free[:k-1]
+		p.mu.Unlock()
 		return h
 	}
+	p.mu.Unlock()
 	return &ReqHandle{}
 }
 
