@@ -196,6 +196,18 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 		m.Release()
 		r.attempts.repush(q, time.Now())
 		return
+	case statusRecordsFull, statusServerBusy:
+		if q.eo && q.retry > 0 {
+			// This attempt was refused, but an earlier one may still
+			// reach the server and run: the outcome is not known
+			// until an attempt finds the record, or the retries run
+			// out. Only a first attempt's refusal means "not run".
+			m.Release()
+			r.attempts.repush(q, time.Now())
+			return
+		}
+		m.Release()
+		r.complete(q, nil, statusError(h.status))
 	default:
 		m.Release()
 		r.complete(q, nil, statusError(h.status))

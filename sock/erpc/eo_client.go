@@ -99,7 +99,7 @@ func (r *Rpc) queueAck(s *session, seq uint64, retries uint16) {
 // ackIfDue starts the AckDelay timer of s if it has acknowledgments to
 // send.
 func (r *Rpc) ackIfDue(s *session) {
-	if s.state == sessConnected && s.ackDue() {
+	if s.ackLink.list == nil && s.state == sessConnected && s.ackDue() {
 		r.acks.push(s, time.Now())
 	}
 }

@@ -98,15 +98,14 @@ func (t *eoTable) init(cfg *ExactlyOnceConfig, st *counters) {
 // request it makes the record. For a completed one it returns the
 // response frame to send. For one in progress it parks m and returns the
 // duplicate it replaces, if any, to be answered.
-func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, now time.Time) (v eoVerdict, rec *eoRecord, frame []byte, old *sock.Message) {
+func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message) (v eoVerdict, rec *eoRecord, frame []byte, old *sock.Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.updateNextLocked()
 	if ss.dead {
 		return eoGone, nil, nil, nil
 	}
-	t.collectLocked(now)
-	t.ackLocked(ss, h, now)
+	t.ackLocked(ss, h)
 	if h.seq < ss.floor {
 		t.stats.staleDups.Add(1)
 		return eoStale, nil, nil, nil
@@ -120,7 +119,7 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, now time.Tim
 		}
 		rec = &eoRecord{key: key, ss: ss, received: 1}
 		t.recs[key] = rec
-		ss.recs.push(rec, now)
+		ss.recs.push(rec, time.Time{})
 		t.reserved += t.cfg.MaxResponse
 		return eoNew, rec, nil, nil
 	}
@@ -143,19 +142,18 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, now time.Tim
 }
 
 // ack applies the acknowledgments of an ack message.
-func (t *eoTable) ack(ss *srvSession, h *header, now time.Time) {
+func (t *eoTable) ack(ss *srvSession, h *header) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.updateNextLocked()
-	if ss.dead {
-		return
+	if !ss.dead {
+		t.ackLocked(ss, h)
 	}
-	t.collectLocked(now)
-	t.ackLocked(ss, h, now)
 }
 
 // ackLocked moves the floor of ss and applies a single acknowledgment.
-func (t *eoTable) ackLocked(ss *srvSession, h *header, now time.Time) {
+// (Expiry is left to collect, which the event loop runs when due.)
+func (t *eoTable) ackLocked(ss *srvSession, h *header) {
 	if h.ackFloor > ss.floor {
 		ss.floor = h.ackFloor
 		for rec := ss.recs.head; rec != nil; {
@@ -179,7 +177,7 @@ func (t *eoTable) ackLocked(ss *srvSession, h *header, now time.Time) {
 	if rec.received >= rec.expect {
 		t.deleteLocked(rec)
 	} else if rec.state == recCompleted {
-		t.tombstoneLocked(rec, now)
+		t.tombstoneLocked(rec, time.Now())
 	}
 }
 

@@ -286,22 +286,19 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// The clock is read only when the waker has fired (the end or a
+		// timer is due), not per message.
+		if w.fired() {
+			if w.at.Equal(end) {
+				return nil
+			}
+			w.stop()
+			r.runTimers(time.Now())
+			continue // run what the timers queued, check again
+		}
 		next := end
-		if r.hasTimers() {
-			now := time.Now()
-			r.runTimers(now)
-			r.drain()
-			if stop != nil && stop() {
-				return nil
-			}
-			if !end.IsZero() && !now.Before(end) {
-				return nil
-			}
-			if t, ok := r.nextTimer(); ok && (next.IsZero() || t.Before(next)) {
-				next = t
-			}
-		} else if w.expired(end) {
-			return nil // no clock read per message: the waker tells
+		if t, ok := r.nextTimer(); ok && (next.IsZero() || t.Before(next)) {
+			next = t
 		}
 		rctx := ctx
 		if !next.IsZero() {
@@ -313,7 +310,7 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 				return r.closedNow()
 			}
 			if rctx.Err() != nil {
-				continue // a timer, the end, or ctx: checked above
+				continue // the waker fired, or ctx ended: checked above
 			}
 			return err
 		}
@@ -340,11 +337,8 @@ func (w *waker) until(parent context.Context, at time.Time) context.Context {
 	return w.ctx
 }
 
-// expired reports whether the waker's deadline was end (not zero) and
-// has passed.
-func (w *waker) expired(end time.Time) bool {
-	return !end.IsZero() && w.ctx != nil && w.at.Equal(end) && w.ctx.Err() != nil
-}
+// fired reports whether the waker's deadline has passed.
+func (w *waker) fired() bool { return w.ctx != nil && w.ctx.Err() != nil }
 
 func (w *waker) stop() {
 	if w.cancel != nil {

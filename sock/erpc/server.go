@@ -109,7 +109,7 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 	ss := r.lookupSrv(h.session, h.token, m.Peer)
 	if h.kind == kindAck {
 		if ss != nil && h.clientID == ss.clientID {
-			r.eo.ack(ss, &h, time.Now())
+			r.eo.ack(ss, &h)
 		}
 		r.replyStatus(m, &header{kind: kindAckReply}, statusOK)
 		return
@@ -139,7 +139,7 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 		var v eoVerdict
 		var frame []byte
 		var old *sock.Message
-		v, rec, frame, old = r.eo.admit(ss, &h, m, time.Now())
+		v, rec, frame, old = r.eo.admit(ss, &h, m)
 		switch v {
 		case eoNew:
 		case eoCompleted:
