@@ -269,15 +269,16 @@ func (r *Rpc) complete(q *request, m *sock.Message, err error) {
 		s.slots[q.slot] = nil
 		s.inflight--
 	}
+	sent := q.link.at // when the last attempt went out: a stamp for the ack timer
 	r.attempts.remove(q)
 	if m != nil {
 		m.Release()
 	}
 	if q.eo && q.seq != 0 && (err == nil || errors.Is(err, ErrMessageTooLarge)) {
 		// The server ran the request and keeps its record: acknowledge.
-		r.queueAck(s, q.seq, q.retry)
+		r.queueAck(s, q.seq, q.retry, sent)
 	} else if q.eo && q.seq != 0 && s.state == sessConnected {
-		r.ackIfDue(s) // the floor may move past q
+		r.ackIfDue(s, sent) // the floor may move past q
 	}
 	if err != nil {
 		r.stats.failed.Add(1)

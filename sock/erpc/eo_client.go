@@ -90,17 +90,22 @@ func (r *Rpc) fillAcks(s *session, h *header) {
 }
 
 // queueAck records the completion of an exactly-once request the server
-// ran, to be acknowledged.
-func (r *Rpc) queueAck(s *session, seq uint64, retries uint16) {
+// ran, to be acknowledged. sent is when its last attempt went out.
+func (r *Rpc) queueAck(s *session, seq uint64, retries uint16, sent time.Time) {
 	s.pushAck(seq, retries)
-	r.ackIfDue(s)
+	r.ackIfDue(s, sent)
 }
 
 // ackIfDue starts the AckDelay timer of s if it has acknowledgments to
-// send.
-func (r *Rpc) ackIfDue(s *session) {
+// send. The timer counts from since (the send time of the request that
+// completed, when known: it saves reading the clock per response, and
+// errs on the side of acknowledging early); zero means now.
+func (r *Rpc) ackIfDue(s *session, since time.Time) {
 	if s.ackLink.list == nil && s.state == sessConnected && s.ackDue() {
-		r.acks.push(s, time.Now())
+		if since.IsZero() {
+			since = time.Now()
+		}
+		r.acks.push(s, since)
 	}
 }
 
@@ -129,5 +134,5 @@ func (r *Rpc) sendAck(s *session, now time.Time) {
 // acknowledgment that is lost only keeps a record until its timeout.
 func (r *Rpc) ackResponse(s *session, m *sock.Message) {
 	m.Release()
-	r.ackIfDue(s)
+	r.ackIfDue(s, time.Time{})
 }

@@ -42,6 +42,7 @@ type eoTable struct {
 	reserved int             // MaxResponse per record in progress
 	done     dlist[eoRecord] // completed records, by completion time
 	tombs    dlist[eoRecord] // tombstones, by when they became one
+	free     []*eoRecord     // deleted records, for reuse
 
 	// next is the Unix time in nanoseconds at which collect has work, or
 	// 0: the event loop reads it without the lock.
@@ -117,7 +118,13 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message) (v eoVerdict
 			t.stats.full.Add(1)
 			return eoFull, nil, nil, nil
 		}
-		rec = &eoRecord{key: key, ss: ss, received: 1}
+		if k := len(t.free); k > 0 {
+			rec = t.free[k-1]
+			t.free = t.free[:k-1]
+		} else {
+			rec = &eoRecord{}
+		}
+		rec.key, rec.ss, rec.received = key, ss, 1
 		t.recs[key] = rec
 		ss.recs.push(rec, time.Time{})
 		t.reserved += t.cfg.MaxResponse
@@ -270,9 +277,18 @@ func (t *eoTable) deleteLocked(rec *eoRecord) {
 	t.bytes -= len(rec.frame)
 	rec.frame = nil
 	if rec.state == recInProgress {
+		// Its handler may still hold it: not for reuse.
 		t.reserved -= t.cfg.MaxResponse
+		return
+	}
+	if len(t.free) < maxFreeRecords {
+		*rec = eoRecord{}
+		t.free = append(t.free, rec)
 	}
 }
+
+// maxFreeRecords bounds the deleted records kept for reuse.
+const maxFreeRecords = 1024
 
 // updateNextLocked publishes when collect next has work.
 func (t *eoTable) updateNextLocked() {

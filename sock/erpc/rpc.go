@@ -37,6 +37,7 @@ type Rpc struct {
 	freeNums []uint32
 	live     int // sessions not free
 	reqFree  []*request
+	hfree    []*ReqHandle    // handles answered within their dispatch call
 	pending  []deferred      // continuations and events to run, in order
 	attempts dlist[request]  // exactly-once attempts outstanding, by send time
 	acks     dlist[session]  // sessions with acknowledgments due, by when due
@@ -297,8 +298,10 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 			continue // run what the timers queued, check again
 		}
 		next := end
-		if t, ok := r.nextTimer(); ok && (next.IsZero() || t.Before(next)) {
-			next = t
+		if r.hasTimers() {
+			if t, ok := r.nextTimer(); ok && (next.IsZero() || t.Before(next)) {
+				next = t
+			}
 		}
 		rctx := ctx
 		if !next.IsZero() {

@@ -3,6 +3,7 @@ package erpc
 import (
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/homa-go/homa/sock"
@@ -162,11 +163,26 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 			return
 		}
 	}
-	hdl := r.handles.get()
+	var hdl *ReqHandle
+	if k := len(r.hfree); k > 0 {
+		hdl = r.hfree[k-1]
+		r.hfree = r.hfree[:k-1]
+	} else {
+		hdl = r.handles.get()
+	}
 	hdl.rpc, hdl.msg, hdl.req, hdl.fn, hdl.rec, hdl.rh, hdl.live = r, m, m.Data[n:], hd.fn, rec, rh, true
 	r.stats.served.Add(1)
 	if hd.mode == Dispatch {
+		hdl.phase.Store(phaseInCall)
 		hd.fn(hdl)
+		if !hdl.phase.CompareAndSwap(phaseInCall, phaseOther) {
+			// Answered within the call: the loop recycles the handle,
+			// with no lock.
+			hdl.reset()
+			if len(r.hfree) < maxFreeHandles {
+				r.hfree = append(r.hfree, hdl)
+			}
+		}
 		return
 	}
 	select {
@@ -177,8 +193,8 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 		if rec != nil {
 			r.eo.abandon(rec)
 		}
-		hdl.live = false
 		r.replyStatus(m, &rh, statusServerBusy)
+		hdl.reset()
 		r.handles.put(hdl)
 	}
 }
@@ -208,7 +224,18 @@ type ReqHandle struct {
 	rh   header    // the response header: kind, request type, exactly-once echo
 	pre  MsgBuffer
 	live bool
+	// phase tells who recycles a dispatch handle: the event loop, if
+	// EnqueueResponse ran during the handler's call, else EnqueueResponse
+	// (which may run on any goroutine, later).
+	phase atomic.Int32
 }
+
+// Phases of a handle.
+const (
+	phaseOther    = 0 // a background handle, or a dispatch handler has returned
+	phaseInCall   = 1 // the dispatch handler is running
+	phaseAnswered = 2 // answered during the dispatch call
+)
 
 // Request returns the request's data.
 func (h *ReqHandle) Request() []byte { return h.req }
@@ -274,8 +301,19 @@ func (r *Rpc) EnqueueResponse(h *ReqHandle, resp *MsgBuffer) error {
 	}
 	r.stats.responsesSent.Add(1)
 	h.msg.Release()
+	if h.phase.CompareAndSwap(phaseInCall, phaseAnswered) {
+		return err // the event loop recycles h once the handler returns
+	}
+	h.reset()
 	r.handles.put(h)
 	return err
+}
+
+// reset clears a handle for reuse, keeping its response buffer.
+func (h *ReqHandle) reset() {
+	pre := h.pre.buf
+	*h = ReqHandle{}
+	h.pre.buf = pre
 }
 
 // handlePool recycles request handles. Safe for concurrent use: workers
@@ -300,10 +338,8 @@ func (p *handlePool) get() *ReqHandle {
 	return &ReqHandle{}
 }
 
+// put takes back a handle already reset.
 func (p *handlePool) put(h *ReqHandle) {
-	pre := h.pre.buf
-	*h = ReqHandle{}
-	h.pre.buf = pre
 	p.mu.Lock()
 	if len(p.free) < maxFreeHandles {
 		p.free = append(p.free, h)
