@@ -45,13 +45,13 @@ func benchTransports(b *testing.B) []benchTransport {
 	loop := netip.MustParseAddr("127.0.0.1")
 	nw := netio.NewMemNetwork(netio.MemConfig{})
 	b.Cleanup(func() { nw.Close() })
-	return []benchTransport{
-		{
-			name: "udp", host: loop, base: 29500,
+	loopback := func(name string, tr sock.Transport, base uint16) benchTransport {
+		return benchTransport{
+			name: name, host: loop, base: base,
 			open: func(b *testing.B, port uint16) *sock.Socket {
-				s, err := sock.Open(netip.AddrPortFrom(loop, port), &sock.Config{Transport: sock.UDP})
-				if errors.Is(err, sock.ErrPortInUse) {
-					b.Skipf("loopback port %d taken: %v", port, err)
+				s, err := sock.Open(netip.AddrPortFrom(loop, port), &sock.Config{Transport: tr})
+				if errors.Is(err, sock.ErrPortInUse) || errors.Is(err, sock.ErrPermission) {
+					b.Skipf("%s on loopback port %d: %v", name, port, err)
 				}
 				if err != nil {
 					b.Fatal(err)
@@ -59,9 +59,13 @@ func benchTransports(b *testing.B) []benchTransport {
 				return s
 			},
 			config: func(*testing.B) *erpc.Config {
-				return &erpc.Config{Socket: &sock.Config{Transport: sock.UDP}}
+				return &erpc.Config{Socket: &sock.Config{Transport: tr}}
 			},
-		},
+		}
+	}
+	return []benchTransport{
+		loopback("udp", sock.UDP, 29500),
+		loopback("raw", sock.Raw, 29700),
 		{
 			name: "mem", host: serverHost, base: 2000,
 			open: func(b *testing.B, port uint16) *sock.Socket {
@@ -236,8 +240,8 @@ func (c *benchClient) complete(resp *erpc.MsgBuffer, tag any, err error) {
 // going over benchSessions sessions from its continuations.
 func erpcRunner(b *testing.B, tr benchTransport, port uint16, eo bool) func(int) time.Duration {
 	snx, err := erpc.NewNexus(netip.AddrPortFrom(tr.host, port+10), tr.config(b))
-	if errors.Is(err, sock.ErrPortInUse) {
-		b.Skipf("port taken: %v", err)
+	if errors.Is(err, sock.ErrPortInUse) || errors.Is(err, sock.ErrPermission) {
+		b.Skipf("Nexus on %v: %v", tr.name, err)
 	}
 	if err != nil {
 		b.Fatal(err)
