@@ -16,9 +16,11 @@ import (
 // sessions, and an event loop that receives from the socket directly.
 // Continuations and dispatch handlers run only inside that event loop.
 //
-// Every method is for the owning goroutine, except EnqueueResponse,
-// AllocMsgBuffer, ResizeMsgBuffer, FreeMsgBuffer and Stats, which
-// background handlers may call from their workers.
+// Every method is for the owning goroutine, except EnqueueResponse (any
+// goroutine, so background handlers answer from their workers),
+// AllocMsgBuffer, ResizeMsgBuffer and FreeMsgBuffer (any goroutine, on
+// buffers it owns), and ID, LocalAddr and Stats. The owner may change:
+// a goroutine may hand an Rpc to another before it starts using it.
 type Rpc struct {
 	nx   *Nexus
 	cfg  *Config
@@ -241,7 +243,7 @@ func (r *Rpc) RunEventLoopOnce() error {
 		return ErrInEventLoop
 	}
 	r.inLoop = true
-	defer func() { r.inLoop = false }()
+	defer func() { r.inLoop, r.stopLoop = false, false }()
 	r.drain()
 	if r.closed.Load() {
 		return r.closedNow()
@@ -251,6 +253,9 @@ func (r *Rpc) RunEventLoopOnce() error {
 		r.drain()
 	}
 	for range onceBatch {
+		if r.stopLoop {
+			return nil
+		}
 		m, err := r.sock.Recv(r.nbCtx, sock.Any)
 		if err != nil {
 			if r.closed.Load() || errors.Is(err, sock.ErrClosed) {
@@ -271,7 +276,7 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 		return ErrInEventLoop
 	}
 	r.inLoop = true
-	defer func() { r.inLoop = false }()
+	defer func() { r.inLoop, r.stopLoop = false, false }()
 
 	var w waker
 	defer w.stop()
@@ -281,7 +286,6 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 			return r.closedNow()
 		}
 		if stop != nil && stop() || r.stopLoop {
-			r.stopLoop = false
 			return nil
 		}
 		if err := ctx.Err(); err != nil {

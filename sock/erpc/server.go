@@ -36,9 +36,7 @@ func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody) (num, token uin
 	if r.srvLive >= r.cfg.MaxServerSessions {
 		return 0, 0, statusTooManySessions
 	}
-	old := *r.srvTab.Load()
-	tab := make([]*srvSession, len(old), max(len(old), len(old)+1))
-	copy(tab, old)
+	tab := append([]*srvSession(nil), *r.srvTab.Load()...) // readers keep the old one
 	if k := len(r.srvFree); k > 0 {
 		num = r.srvFree[k-1]
 		r.srvFree = r.srvFree[:k-1]
