@@ -172,6 +172,9 @@ func TestHostilePeer(t *testing.T) {
 		if st := r.Stats(); st.ServerSessions != 0 || st.Records != 0 {
 			t.Fatalf("after disconnect: %d sessions, %d records", st.ServerSessions, st.Records)
 		}
+		if st := nx.Stats(); st.Connects != 1 || st.Disconnects != 1 || st.Refused != 1 || st.BadMessages != 5 {
+			t.Fatalf("Nexus stats %+v, want 1 connect, 1 disconnect, 1 refused, 5 bad", st)
+		}
 		expect(p, req(8, 6, 0, 77, "eight"), statusNoSession)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/homa-go/homa/sock"
 )
@@ -55,6 +56,26 @@ type Nexus struct {
 	done      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+
+	connects, disconnects, refused, bad atomic.Uint64
+}
+
+// NexusStats are the counters of a Nexus's session management.
+type NexusStats struct {
+	Connects    uint64 // server sessions made
+	Disconnects uint64 // server sessions ended by their client
+	Refused     uint64 // connects refused: no such Rpc, or its table full
+	BadMessages uint64 // management messages that did not parse, or of a wrong kind
+}
+
+// Stats returns a snapshot of the Nexus's counters.
+func (n *Nexus) Stats() NexusStats {
+	return NexusStats{
+		Connects:    n.connects.Load(),
+		Disconnects: n.disconnects.Load(),
+		Refused:     n.refused.Load(),
+		BadMessages: n.bad.Load(),
+	}
 }
 
 // NewNexus opens a Nexus at addr, a local address with a server port
@@ -231,6 +252,7 @@ func (n *Nexus) manage(m *sock.Message) {
 	reply := header{kind: kindResponse}
 	out := b[:0]
 	if _, err := h.Parse(m.Data); err != nil {
+		n.bad.Add(1)
 		reply.status = statusBadRequest
 		out = reply.Append(out)
 	} else {
@@ -240,6 +262,7 @@ func (n *Nexus) manage(m *sock.Message) {
 		case kindDisconnect:
 			out = n.disconnect(m, &h, out)
 		default:
+			n.bad.Add(1)
 			reply.status = statusBadRequest
 			out = reply.Append(out)
 		}
@@ -254,11 +277,13 @@ func (n *Nexus) connect(m *sock.Message, h *header, out []byte) []byte {
 	reply := header{kind: kindConnectReply}
 	var c connectBody
 	if _, err := c.Parse(m.Data); err != nil {
+		n.bad.Add(1)
 		reply.status = statusBadRequest
 		return reply.Append(out)
 	}
 	r := n.rpc(c.dstRpc)
 	if r == nil {
+		n.refused.Add(1)
 		reply.status = statusNoSuchRpc
 		return reply.Append(out)
 	}
@@ -266,8 +291,10 @@ func (n *Nexus) connect(m *sock.Message, h *header, out []byte) []byte {
 	reply.status, reply.session, reply.token = st, num, token
 	out = reply.Append(out)
 	if st != statusOK {
+		n.refused.Add(1)
 		return out
 	}
+	n.connects.Add(1)
 	body := connectReplyBody{port: r.LocalAddr().Port()}
 	return body.Append(out)
 }
@@ -277,14 +304,16 @@ func (n *Nexus) disconnect(m *sock.Message, h *header, out []byte) []byte {
 	reply := header{kind: kindDisconnectReply}
 	var d disconnectBody
 	if _, err := d.Parse(m.Data); err != nil {
+		n.bad.Add(1)
 		reply.status = statusBadRequest
 		return reply.Append(out)
 	}
-	r := n.rpc(d.dstRpc)
-	if r == nil {
-		reply.status = statusNoSession
-		return reply.Append(out)
+	reply.status = statusNoSession
+	if r := n.rpc(d.dstRpc); r != nil {
+		reply.status = r.dropSession(h.session, h.token, m.Peer)
 	}
-	reply.status = r.dropSession(h.session, h.token, m.Peer)
+	if reply.status == statusOK {
+		n.disconnects.Add(1)
+	}
 	return reply.Append(out)
 }
