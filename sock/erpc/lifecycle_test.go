@@ -148,3 +148,56 @@ func TestNexusCloseStopsLoop(t *testing.T) {
 		}
 	})
 }
+
+// TestManyRpcs: a Nexus with one Rpc per goroutine; sessions name the Rpc
+// they go to, and each request is served by that Rpc's loop.
+func TestManyRpcs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 54})
+		defer nw.Close()
+		nx, err := erpc.NewNexus(netip.AddrPortFrom(serverHost, nexusPort), memConfig(nw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nx.Close()
+		_ = nx.Register(1, func(h *erpc.ReqHandle) {
+			_ = respond(h, []byte{h.Rpc().ID()})
+		}, erpc.Dispatch)
+		const rpcs = 3
+		var servers []*server
+		for id := range uint8(rpcs) {
+			r, err := nx.NewRpc(id, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &server{nx: nx, rpc: r}
+			s.start()
+			servers = append(servers, s)
+		}
+		defer func() {
+			for _, s := range servers {
+				s.stop()
+				s.rpc.Close()
+			}
+		}()
+		cli := newClient(t, memConfig(nw), clientHost)
+		defer cli.close()
+		var calls []*call
+		for id := range uint8(rpcs) {
+			s, err := cli.rpc.CreateSession(nx.Addr(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls = append(calls, cli.enqueue(t, s, 1, []byte("who?")))
+		}
+		cli.runUntil(t, time.Second, allDone(calls))
+		for id, c := range calls {
+			if c.err != nil || len(c.data) != 1 || c.data[0] != byte(id) {
+				t.Fatalf("session to Rpc %d answered by %v, %v", id, c.data, c.err)
+			}
+			if n := servers[id].rpc.Stats().RequestsServed; n != 1 {
+				t.Fatalf("Rpc %d served %d requests", id, n)
+			}
+		}
+	})
+}
