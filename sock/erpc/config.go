@@ -1,0 +1,269 @@
+package erpc
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/homa-go/homa/sock"
+)
+
+// Config configures a Nexus and the Rpcs it creates. The zero value of
+// every field means its default; a nil *Config means all defaults.
+type Config struct {
+	// Socket configures every Homa socket the Nexus opens (its own and
+	// one per Rpc): backend, transport, engine tuning. Nil means sock's
+	// defaults (raw IP on the engine).
+	Socket *sock.Config
+	// Open, when set, opens the Homa sockets instead of sock.Open with
+	// Socket: for example on a netio.MemNetwork with sock.OpenConn.
+	Open func(addr netip.AddrPort) (*sock.Socket, error)
+	// RpcPortBase is where the ports of Rpc sockets start: Rpc id i first
+	// tries RpcPortBase+i, then the ports 256, 512, ... above it while
+	// they are taken. Default: the Nexus's port + 1.
+	RpcPortBase uint16
+
+	// BackgroundThreads is the number of worker goroutines that run
+	// background handlers, started with the Nexus. Default 0: registering
+	// a background handler then fails.
+	BackgroundThreads int
+	// BackgroundQueue bounds the requests waiting for a worker; a request
+	// that finds it full is answered ErrServerBusy. Default 1024.
+	BackgroundQueue int
+
+	// SessionWindow is how many requests of one session may be
+	// outstanding at once; more are queued. Default 8, at most 256.
+	SessionWindow int
+	// MaxQueuedRequests bounds the requests queued behind a full window,
+	// per session; EnqueueRequest beyond it fails with ErrQueueFull.
+	// Default 4096.
+	MaxQueuedRequests int
+	// MaxSessions bounds the client sessions of one Rpc. Default 1024.
+	MaxSessions int
+	// MaxServerSessions bounds the sessions other Rpcs hold to one Rpc;
+	// connects beyond it fail with ErrTooManySessions. Default 4096.
+	MaxServerSessions int
+	// ConnectTimeout bounds the wait for a connect reply; the transport
+	// usually reports a silent server sooner. Default 1 s.
+	ConnectTimeout time.Duration
+
+	// ExactlyOnce configures exactly-once requests, on both ends.
+	ExactlyOnce ExactlyOnceConfig
+}
+
+// ExactlyOnceConfig times and bounds exactly-once requests (R2P2/RIFL
+// style). The client retries an attempt that failed by timeout under the
+// same (client id, sequence); the server keeps a completion record with
+// the response until the client acknowledges it, answers duplicates from
+// it, and forgets it by acknowledgment or by timeout.
+//
+// The timeouts must satisfy the inequalities of table I of the R2P2
+// exactly-once report, mapped onto a transport that is itself reliable
+// (Homa retransmits within an attempt, so the server does not resend
+// replies; it keeps the record instead):
+//
+//	Timeout A > RTT + compute time:  RetryTimeout > RTT + HandlerTime
+//	N x Timeout 1 > M x Timeout A:   RecordTimeout > MaxRetries x RetryTimeout
+//	Timeout 1 > RTT:                 RecordTimeout > AckDelay + RTT
+//	Timeout 2, set by the network:   PacketLifetime >= RTT
+//
+// A configuration that breaks one is rejected with a *ConfigError naming
+// it.
+type ExactlyOnceConfig struct {
+	// RTT is the longest one attempt should take on the transport,
+	// network round trip and the transport's own loss recovery included.
+	// Default 20 ms.
+	RTT time.Duration
+	// HandlerTime is the longest an exactly-once handler takes to
+	// respond. Default 10 ms.
+	HandlerTime time.Duration
+	// RetryTimeout (Timeout A) is how long the client waits for an
+	// attempt before abandoning it and sending the request again; an
+	// attempt the transport reports timed out is retried at once.
+	// Default 100 ms.
+	RetryTimeout time.Duration
+	// MaxRetries (M) is how many times a request is sent again before
+	// it fails. Default 10; negative means none.
+	MaxRetries int
+	// RecordTimeout is how long the server keeps a completed record
+	// waiting for the client's acknowledgment (N x Timeout 1 of the
+	// report). Default 2 s.
+	RecordTimeout time.Duration
+	// PacketLifetime (Timeout 2) is the longest a request can take from
+	// the client's send to the server's event loop: network, transport
+	// and receive queue. After it, no copy of a forgotten request can
+	// arrive. Default 1 s.
+	PacketLifetime time.Duration
+	// AckDelay is how long a client holds acknowledgments for a later
+	// request to carry before it sends them alone. Default 1 ms.
+	AckDelay time.Duration
+	// MaxRecords bounds the completion records of one Rpc (in progress,
+	// completed and forgotten-but-remembered). Default 65,536.
+	MaxRecords int
+	// MaxRecordBytes bounds the response bytes the records of one Rpc
+	// hold; every record in progress reserves MaxResponse. Default 64 MiB.
+	MaxRecordBytes int
+	// MaxResponse is the largest response of an exactly-once request.
+	// Default 64 KiB.
+	MaxResponse int
+}
+
+// Defaults.
+const (
+	defaultBackgroundQueue   = 1024
+	defaultSessionWindow     = 8
+	maxSessionWindow         = 256
+	defaultMaxQueuedRequests = 4096
+	defaultMaxSessions       = 1024
+	maxSessions              = 1 << 24 // session numbers fit in 24 bits of a cookie
+	defaultMaxServerSessions = 4096
+	defaultConnectTimeout    = time.Second
+
+	defaultRTT            = 20 * time.Millisecond
+	defaultHandlerTime    = 10 * time.Millisecond
+	defaultRetryTimeout   = 100 * time.Millisecond
+	defaultMaxRetries     = 10
+	maxRetries            = 1<<16 - 1 // the header's retry field
+	defaultRecordTimeout  = 2 * time.Second
+	defaultPacketLifetime = time.Second
+	defaultAckDelay       = time.Millisecond
+	defaultMaxRecords     = 1 << 16
+	defaultMaxRecordBytes = 64 << 20
+	defaultMaxResponse    = 64 << 10
+)
+
+// withDefaults returns c with every zero field set to its default, or a
+// *ConfigError.
+func (c Config) withDefaults(nexusPort uint16) (Config, error) {
+	if c.Socket == nil {
+		c.Socket = &sock.Config{}
+	}
+	if c.RpcPortBase == 0 {
+		c.RpcPortBase = nexusPort + 1
+	}
+	if c.RpcPortBase > maxServerPort {
+		return c, &ConfigError{"RpcPortBase", fmt.Sprintf("must be a server port, 1..%d (got %d)", maxServerPort, c.RpcPortBase)}
+	}
+	if c.BackgroundThreads < 0 {
+		return c, &ConfigError{"BackgroundThreads", "must not be negative"}
+	}
+	if c.BackgroundQueue < 0 {
+		return c, &ConfigError{"BackgroundQueue", "must not be negative"}
+	}
+	if c.BackgroundQueue == 0 {
+		c.BackgroundQueue = defaultBackgroundQueue
+	}
+	if c.SessionWindow == 0 {
+		c.SessionWindow = defaultSessionWindow
+	}
+	if c.SessionWindow < 0 || c.SessionWindow > maxSessionWindow {
+		return c, &ConfigError{"SessionWindow", fmt.Sprintf("must be 1..%d (got %d)", maxSessionWindow, c.SessionWindow)}
+	}
+	if c.MaxQueuedRequests == 0 {
+		c.MaxQueuedRequests = defaultMaxQueuedRequests
+	}
+	if c.MaxQueuedRequests < 0 {
+		return c, &ConfigError{"MaxQueuedRequests", "must not be negative"}
+	}
+	if c.MaxSessions == 0 {
+		c.MaxSessions = defaultMaxSessions
+	}
+	if c.MaxSessions < 0 || c.MaxSessions > maxSessions {
+		return c, &ConfigError{"MaxSessions", fmt.Sprintf("must be 1..%d (got %d)", maxSessions, c.MaxSessions)}
+	}
+	if c.MaxServerSessions == 0 {
+		c.MaxServerSessions = defaultMaxServerSessions
+	}
+	if c.MaxServerSessions < 0 {
+		return c, &ConfigError{"MaxServerSessions", "must not be negative"}
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = defaultConnectTimeout
+	}
+	if c.ConnectTimeout < 0 {
+		return c, &ConfigError{"ConnectTimeout", "must not be negative"}
+	}
+	var err error
+	c.ExactlyOnce, err = c.ExactlyOnce.withDefaults()
+	return c, err
+}
+
+// withDefaults fills in the defaults and checks table I.
+func (e ExactlyOnceConfig) withDefaults() (ExactlyOnceConfig, error) {
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"RTT", &e.RTT, defaultRTT},
+		{"HandlerTime", &e.HandlerTime, defaultHandlerTime},
+		{"RetryTimeout", &e.RetryTimeout, defaultRetryTimeout},
+		{"RecordTimeout", &e.RecordTimeout, defaultRecordTimeout},
+		{"PacketLifetime", &e.PacketLifetime, defaultPacketLifetime},
+		{"AckDelay", &e.AckDelay, defaultAckDelay},
+	} {
+		if *f.v < 0 {
+			return e, &ConfigError{"ExactlyOnce." + f.name, "must not be negative"}
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	switch {
+	case e.MaxRetries == 0:
+		e.MaxRetries = defaultMaxRetries
+	case e.MaxRetries < 0:
+		e.MaxRetries = 0
+	case e.MaxRetries > maxRetries:
+		return e, &ConfigError{"ExactlyOnce.MaxRetries", fmt.Sprintf("must be at most %d (got %d)", maxRetries, e.MaxRetries)}
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"MaxRecords", &e.MaxRecords, defaultMaxRecords},
+		{"MaxRecordBytes", &e.MaxRecordBytes, defaultMaxRecordBytes},
+		{"MaxResponse", &e.MaxResponse, defaultMaxResponse},
+	} {
+		if *f.v < 0 {
+			return e, &ConfigError{"ExactlyOnce." + f.name, "must not be negative"}
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	if e.MaxResponse > MaxMsgSize {
+		return e, &ConfigError{"ExactlyOnce.MaxResponse", fmt.Sprintf("must be at most MaxMsgSize, %d (got %d)", MaxMsgSize, e.MaxResponse)}
+	}
+	if e.MaxRecordBytes < e.MaxResponse {
+		return e, &ConfigError{"ExactlyOnce.MaxRecordBytes", fmt.Sprintf("must hold at least one response of MaxResponse, %d bytes (got %d)", e.MaxResponse, e.MaxRecordBytes)}
+	}
+	return e, e.check()
+}
+
+// check verifies the inequalities of table I of the R2P2 exactly-once
+// report, in the form ExactlyOnceConfig documents.
+func (e *ExactlyOnceConfig) check() error {
+	if e.RetryTimeout <= e.RTT+e.HandlerTime {
+		return &ConfigError{"ExactlyOnce.RetryTimeout", fmt.Sprintf(
+			"Timeout A > RTT + compute time (R2P2 table I) requires RetryTimeout > RTT + HandlerTime: %v <= %v + %v",
+			e.RetryTimeout, e.RTT, e.HandlerTime)}
+	}
+	if e.RecordTimeout <= time.Duration(e.MaxRetries)*e.RetryTimeout {
+		return &ConfigError{"ExactlyOnce.RecordTimeout", fmt.Sprintf(
+			"N x Timeout 1 > M x Timeout A (R2P2 table I) requires RecordTimeout > MaxRetries x RetryTimeout: %v <= %d x %v",
+			e.RecordTimeout, e.MaxRetries, e.RetryTimeout)}
+	}
+	if e.RecordTimeout <= e.AckDelay+e.RTT {
+		return &ConfigError{"ExactlyOnce.RecordTimeout", fmt.Sprintf(
+			"Timeout 1 > RTT (R2P2 table I) requires RecordTimeout > AckDelay + RTT: %v <= %v + %v",
+			e.RecordTimeout, e.AckDelay, e.RTT)}
+	}
+	if e.PacketLifetime < e.RTT {
+		return &ConfigError{"ExactlyOnce.PacketLifetime", fmt.Sprintf(
+			"Timeout 2 is the longest life of a request, at least one attempt's RTT: %v < %v",
+			e.PacketLifetime, e.RTT)}
+	}
+	return nil
+}

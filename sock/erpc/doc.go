@@ -1,0 +1,130 @@
+// Package erpc is an RPC layer in the style of eRPC (Kalia et al., NSDI
+// 2019) over Homa sockets, with optional exactly-once requests in the
+// style of RIFL and the R2P2 exactly-once report. It uses only package
+// sock's public API, so it runs on every sock backend: the user-space
+// engine over raw IP or UDP, and the Linux kernel module.
+//
+// # The model
+//
+// A Nexus is the per-process part: an address (host and Homa server
+// port) where other processes reach it, the table of request handlers by
+// request type (0-255), one goroutine answering session management on
+// the Nexus's own socket, and a pool of worker goroutines for background
+// handlers, sized when the Nexus is created.
+//
+// An Rpc is an endpoint owned by one goroutine, with a small numeric id.
+// It owns one Homa socket bound to a server port (so that it both serves
+// and calls), its client sessions, and an event loop: RunEventLoop,
+// RunEventLoopOnce or Serve. The loop receives from the socket directly,
+// runs dispatch handlers and continuations, sends queued requests, and
+// runs the timers (exactly-once retries, acknowledgments, connect
+// timeouts, record expiry).
+//
+//	 client process                                 server process
+//	+--------------------------+                   +-----------------------------+
+//	| Rpc 0 (owner goroutine)  |   connect -----> | Nexus socket: SM goroutine   |
+//	|   session -> (nexus, 0)  |   <---- port     |   makes the server session   |
+//	|   event loop: Recv  <----+---- responses ---+-- Rpc 0 socket, event loop   |
+//	|   EnqueueRequest  -------+---- requests --->|   dispatch handler, or       |
+//	+--------------------------+                   |   worker pool (background)   |
+//	                                               +-----------------------------+
+//
+// A session connects a client Rpc to a server Rpc. CreateSession sends a
+// connect request to the remote Nexus, naming the Rpc id; the Nexus
+// makes a server session at that Rpc and answers with the Rpc's port and
+// the session's number and token; the session-management handler then
+// gets Connected. Nobody answering (the transport declares the host dead,
+// or ConnectTimeout passes) or an unknown Rpc id gives ConnectFailed.
+// Requests may be enqueued while connecting.
+//
+// EnqueueRequest(session, reqType, req, resp, continuation, tag) sends a
+// request held in a MsgBuffer; the response is copied into resp and the
+// continuation runs in the event loop. At most Config.SessionWindow
+// requests (default 8) of a session are outstanding; more wait in the
+// session's queue, bounded by MaxQueuedRequests. Requests complete in
+// any order. Rpc.Call is the blocking form for the owning goroutine: it
+// runs the same event loop until its response comes.
+//
+// A dispatch handler runs in the server Rpc's event loop (for handlers of
+// a few microseconds); a background handler runs on a worker goroutine.
+// Either answers with EnqueueResponse, at once or later: a handler may
+// issue requests of its own (nested RPCs) and respond from their
+// continuations. EnqueueResponse may be called from any goroutine.
+//
+// # Failures
+//
+// Homa makes each RPC at-most-once: a handler never runs twice for one
+// transport RPC, whatever the network does. When the transport reports a
+// request's RPC failed, the request fails with that error (wrapped;
+// errors.Is matches both this package's errors and sock's). A peer
+// timeout is the death of the session's server: the session's transport
+// RPCs are aborted, every pending continuation runs with ErrSessionReset
+// (matching sock.ErrPeerTimeout), and the handler gets Reset. Request
+// buffers go back to the application only then; the transport copies a
+// request when it is sent and holds nothing of it once its RPC is
+// aborted.
+//
+// # Exactly-once requests
+//
+// With the ExactlyOnce option a request survives timeouts: an attempt
+// the transport reports timed out, or that gets no answer within
+// RetryTimeout, is abandoned and sent again (up to MaxRetries times,
+// RetryTimeout apart) under the same identity: the session's client id,
+// fixed at connect, and a sequence number. The server keeps a completion
+// record per (session, sequence): a duplicate of a request in progress
+// waits for its response; a duplicate of a completed one gets the
+// recorded response; the handler runs once. The client acknowledges, in
+// later requests or, after AckDelay, in an ack message: an ack floor
+// below which every sequence is complete (the server forgets those
+// records and answers later copies as stale), and single sequences with
+// their retry count (the server forgets such a record once every copy
+// the client sent has arrived, or keeps a tombstone until PacketLifetime
+// passes). Unacknowledged records expire after RecordTimeout. The
+// timeouts must satisfy table I of the R2P2 report, mapped as
+// ExactlyOnceConfig documents; NewNexus rejects a configuration that
+// does not, naming the inequality. Records are bounded in count and
+// bytes; a request that finds no room gets ErrRecordsFull, which is
+// retryable (errors.Is(err, ErrRetryable)): it did not run.
+//
+// # Design
+//
+// Every Rpc owns a socket, and its event loop is the goroutine that
+// calls Socket.Recv on it: a received message reaches the handler or
+// continuation with no goroutine hand-off, just as with bare sock (which
+// hands a completed message to the goroutine waiting in Recv). Rpcs
+// sharing a socket would need a goroutine to demultiplex, a hand-off per
+// message. Session management goes to the Nexus's own socket, as eRPC's
+// session-management thread; the server sessions it makes are published
+// copy-on-write, so event loops read them without a lock.
+//
+// The erpc header (header.go) opens every Homa message: a fixed 16-byte
+// base (magic, version, kind, request type, flags, status, retry,
+// session number and token), and for exactly-once messages a fixed
+// 40-byte extension (client id, sequence, ack floor, acknowledged
+// sequence and its retries). Parse checks every field of an untrusted
+// message and never panics. A MsgBuffer keeps room for the largest header
+// in front of its data, so header and data reach the transport as one
+// slice with no copy.
+//
+// Timers have fixed durations, so each kind lives in a list in order of
+// expiry, with O(1) insertion and removal; the event loop blocks in Recv
+// with a context that ends at the next expiry, made again only when it
+// fires, and reads the clock only then. In steady state the layer
+// allocates nothing per request (MsgBuffers, request records and handles
+// are recycled; an exactly-once response is copied once into its
+// record).
+//
+// A benchmark client drives one Rpc per goroutine (per core), keeps many
+// requests outstanding over a few sessions, re-enqueues from its
+// continuations, and ends the loop with StopEventLoop; the server runs a
+// dispatch echo handler under Serve. BenchmarkEcho32Ratio in this
+// package does exactly that against bare sock on the same transport,
+// alternating between the two so that both see the same machine:
+//
+//	go test -run '^$' -bench Echo32Ratio -benchtime 400000x ./sock/erpc/
+//
+// Everything is bounded by configuration: sessions per Rpc and per
+// server Rpc, queued requests per session, the background queue,
+// completion records in count and bytes. Every refusal is counted in
+// Stats.
+package erpc

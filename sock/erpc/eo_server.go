@@ -1,0 +1,313 @@
+package erpc
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/homa-go/homa/sock"
+)
+
+// The server side of exactly-once requests: completion records in the
+// RIFL style, kept per server Rpc and keyed by (session, sequence). The
+// client id of a session is fixed at connect, so a key names one
+// (client id, sequence). A record is:
+//
+//	in progress  the handler runs; a duplicate is parked (the newest one
+//	             only) and answered with the response when it comes
+//	completed    the response is kept; a duplicate gets it again
+//	tombstone    acknowledged (or expired) but copies of the request may
+//	             still arrive: they are answered stale, never run
+//
+// A request below its session's ack floor has no record and is answered
+// stale. Records go away:
+//   - by the floor: every record below it is deleted;
+//   - by acknowledgment with a retry count: deleted when every copy the
+//     client sent has arrived, else a tombstone for PacketLifetime;
+//   - by timeout: a completed record unacknowledged for RecordTimeout
+//     becomes a tombstone, deleted PacketLifetime later;
+//   - with the session, on disconnect.
+//
+// Memory is bounded: at most MaxRecords records, and at most
+// MaxRecordBytes of responses, counting MaxResponse for every record in
+// progress. A new request that does not fit is refused, unexecuted, with
+// a retryable error.
+type eoTable struct {
+	cfg   *ExactlyOnceConfig
+	stats *counters
+
+	mu       sync.Mutex
+	recs     map[eoKey]*eoRecord
+	bytes    int             // response bytes held by completed records
+	reserved int             // MaxResponse per record in progress
+	done     dlist[eoRecord] // completed records, by completion time
+	tombs    dlist[eoRecord] // tombstones, by when they became one
+	free     []*eoRecord     // deleted records, for reuse
+
+	// next is the Unix time in nanoseconds at which collect has work, or
+	// 0: the event loop reads it without the lock.
+	next atomic.Int64
+}
+
+type eoKey struct {
+	token uint32 // the server session's token, unique within the Rpc
+	seq   uint64
+}
+
+type recState uint8
+
+const (
+	recInProgress recState = iota
+	recCompleted
+	recTomb
+)
+
+type eoRecord struct {
+	key      eoKey
+	ss       *srvSession
+	state    recState
+	frame    []byte        // the response as sent, header included (completed)
+	received uint32        // copies of the request that arrived
+	expect   uint32        // copies the client sent, from its acknowledgment; 0 until then
+	parked   *sock.Message // the newest duplicate, while in progress
+	deleted  bool          // no longer in the table (the handler may still hold it)
+	gcLink   dlink[eoRecord]
+	ssLink   dlink[eoRecord]
+}
+
+// eoVerdict is what admit decided for an exactly-once request.
+type eoVerdict uint8
+
+const (
+	eoNew        eoVerdict = iota // run the handler
+	eoCompleted                   // answer with the record's response
+	eoInProgress                  // parked until the original completes
+	eoStale                       // answer stale
+	eoFull                        // refuse: no room for a record
+	eoGone                        // the session is gone
+)
+
+func (t *eoTable) init(cfg *ExactlyOnceConfig, st *counters) {
+	t.cfg, t.stats = cfg, st
+	t.recs = make(map[eoKey]*eoRecord)
+	t.done = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.gcLink })
+	t.tombs = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.gcLink })
+}
+
+// admit looks up the record of an exactly-once request m (header h) of
+// session ss, applying the acknowledgments h carries first. For a new
+// request it makes the record. For a completed one it returns the
+// response frame to send. For one in progress it parks m and returns the
+// duplicate it replaces, if any, to be answered.
+func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message) (v eoVerdict, rec *eoRecord, frame []byte, old *sock.Message) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	defer t.updateNextLocked()
+	if ss.dead {
+		return eoGone, nil, nil, nil
+	}
+	t.ackLocked(ss, h)
+	if h.seq < ss.floor {
+		t.stats.staleDups.Add(1)
+		return eoStale, nil, nil, nil
+	}
+	key := eoKey{ss.token, h.seq}
+	rec = t.recs[key]
+	if rec == nil {
+		if len(t.recs) >= t.cfg.MaxRecords || t.bytes+t.reserved+t.cfg.MaxResponse > t.cfg.MaxRecordBytes {
+			t.stats.full.Add(1)
+			return eoFull, nil, nil, nil
+		}
+		if k := len(t.free); k > 0 {
+			rec = t.free[k-1]
+			t.free = t.free[:k-1]
+		} else {
+			rec = &eoRecord{}
+		}
+		rec.key, rec.ss, rec.received = key, ss, 1
+		t.recs[key] = rec
+		ss.recs.push(rec, time.Time{})
+		t.reserved += t.cfg.MaxResponse
+		return eoNew, rec, nil, nil
+	}
+	rec.received++
+	switch rec.state {
+	case recInProgress:
+		t.stats.inProgress.Add(1)
+		old, rec.parked = rec.parked, m
+		m.Release() // the reply needs the RPC's identity, not the data
+		return eoInProgress, nil, nil, old
+	case recCompleted:
+		t.stats.dups.Add(1)
+		return eoCompleted, nil, rec.frame, nil
+	}
+	t.stats.staleDups.Add(1)
+	if rec.expect != 0 && rec.received >= rec.expect {
+		t.deleteLocked(rec) // that was the last copy
+	}
+	return eoStale, nil, nil, nil
+}
+
+// ack applies the acknowledgments of an ack message.
+func (t *eoTable) ack(ss *srvSession, h *header) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	defer t.updateNextLocked()
+	if !ss.dead {
+		t.ackLocked(ss, h)
+	}
+}
+
+// ackLocked moves the floor of ss and applies a single acknowledgment.
+// (Expiry is left to collect, which the event loop runs when due.)
+func (t *eoTable) ackLocked(ss *srvSession, h *header) {
+	if h.ackFloor > ss.floor {
+		ss.floor = h.ackFloor
+		for rec := ss.recs.head; rec != nil; {
+			next := rec.ssLink.next
+			if rec.key.seq < ss.floor && rec.state != recInProgress {
+				t.stats.acked.Add(1)
+				t.deleteLocked(rec)
+			}
+			rec = next
+		}
+	}
+	if h.flags&flagAck == 0 || h.ackSeq < ss.floor {
+		return
+	}
+	rec := t.recs[eoKey{ss.token, h.ackSeq}]
+	if rec == nil || rec.state == recInProgress || rec.expect != 0 {
+		return
+	}
+	rec.expect = uint32(h.ackRetries) + 1
+	t.stats.acked.Add(1)
+	if rec.received >= rec.expect {
+		t.deleteLocked(rec)
+	} else if rec.state == recCompleted {
+		t.tombstoneLocked(rec, time.Now())
+	}
+}
+
+// complete stores the response of a record's request. It returns the
+// parked duplicate, to be answered with the same frame.
+func (t *eoTable) complete(rec *eoRecord, frame []byte, now time.Time) *sock.Message {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	defer t.updateNextLocked()
+	parked := rec.parked
+	rec.parked = nil
+	if rec.deleted {
+		return parked
+	}
+	t.reserved -= t.cfg.MaxResponse
+	rec.frame = append([]byte(nil), frame...)
+	t.bytes += len(rec.frame)
+	rec.state = recCompleted
+	t.done.push(rec, now)
+	return parked
+}
+
+// abandon deletes the record of a request that will not run.
+func (t *eoTable) abandon(rec *eoRecord) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	defer t.updateNextLocked()
+	if !rec.deleted {
+		t.deleteLocked(rec)
+	}
+}
+
+// dropSession deletes every record of a session that ended, returning the
+// duplicates that were parked on them, to be answered.
+func (t *eoTable) dropSession(ss *srvSession) []*sock.Message {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	defer t.updateNextLocked()
+	ss.dead = true
+	var parked []*sock.Message
+	for rec := ss.recs.head; rec != nil; {
+		next := rec.ssLink.next
+		if rec.parked != nil {
+			parked = append(parked, rec.parked)
+			rec.parked = nil
+		}
+		t.deleteLocked(rec)
+		rec = next
+	}
+	return parked
+}
+
+// collect runs the timeouts due by now.
+func (t *eoTable) collect(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	defer t.updateNextLocked()
+	t.collectLocked(now)
+}
+
+func (t *eoTable) collectLocked(now time.Time) {
+	for rec, at := t.done.front(); rec != nil && !now.Before(at.Add(t.cfg.RecordTimeout)); rec, at = t.done.front() {
+		t.stats.expired.Add(1)
+		t.tombstoneLocked(rec, now)
+	}
+	for rec, at := t.tombs.front(); rec != nil && !now.Before(at.Add(t.cfg.PacketLifetime)); rec, at = t.tombs.front() {
+		t.deleteLocked(rec)
+	}
+}
+
+// tombstoneLocked drops a completed record's response and keeps the
+// record, so that late copies are answered stale, for PacketLifetime.
+func (t *eoTable) tombstoneLocked(rec *eoRecord, now time.Time) {
+	t.done.remove(rec)
+	t.bytes -= len(rec.frame)
+	rec.frame = nil
+	rec.state = recTomb
+	t.tombs.push(rec, now)
+}
+
+func (t *eoTable) deleteLocked(rec *eoRecord) {
+	if rec.deleted {
+		return
+	}
+	rec.deleted = true
+	delete(t.recs, rec.key)
+	rec.ss.recs.remove(rec)
+	t.done.remove(rec)
+	t.tombs.remove(rec)
+	t.bytes -= len(rec.frame)
+	rec.frame = nil
+	if rec.state == recInProgress {
+		// Its handler may still hold it: not for reuse.
+		t.reserved -= t.cfg.MaxResponse
+		return
+	}
+	if len(t.free) < maxFreeRecords {
+		*rec = eoRecord{}
+		t.free = append(t.free, rec)
+	}
+}
+
+// maxFreeRecords bounds the deleted records kept for reuse.
+const maxFreeRecords = 1024
+
+// updateNextLocked publishes when collect next has work.
+func (t *eoTable) updateNextLocked() {
+	var next int64
+	if rec, at := t.done.front(); rec != nil {
+		next = at.Add(t.cfg.RecordTimeout).UnixNano()
+	}
+	if rec, at := t.tombs.front(); rec != nil {
+		if n := at.Add(t.cfg.PacketLifetime).UnixNano(); next == 0 || n < next {
+			next = n
+		}
+	}
+	t.next.Store(next)
+}
+
+// usage reports the records held, their response bytes and the bytes
+// reserved for records in progress.
+func (t *eoTable) usage() (records, bytes, reserved int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.recs), t.bytes, t.reserved
+}

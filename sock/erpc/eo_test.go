@@ -1,0 +1,251 @@
+package erpc_test
+
+import (
+	"errors"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/sock/erpc"
+)
+
+// holder is a dispatch handler that keeps its requests for the test to
+// answer later, from the test goroutine.
+type holder struct {
+	mu   sync.Mutex
+	held []*erpc.ReqHandle
+	runs atomic.Int32
+}
+
+func (h *holder) handle(r *erpc.ReqHandle) {
+	h.runs.Add(1)
+	h.mu.Lock()
+	h.held = append(h.held, r)
+	h.mu.Unlock()
+}
+
+func (h *holder) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.held)
+}
+
+// answer responds to every held request with its own data.
+func (h *holder) answer(t *testing.T) {
+	h.mu.Lock()
+	held := h.held
+	h.held = nil
+	h.mu.Unlock()
+	for _, r := range held {
+		if err := respond(r, r.Request()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestExactlyOnceInProgress: a handler slower than RetryTimeout sees its
+// request's later attempts parked, not run; when it answers, the newest
+// attempt gets the response.
+func TestExactlyOnceInProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 30})
+		defer nw.Close()
+		var h holder
+		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
+			_ = nx.Register(1, h.handle, erpc.Dispatch)
+		}, nil)
+		defer srv.close()
+		cli := newClient(t, memConfig(nw), clientHost)
+		defer cli.close()
+		s := cli.connect(t, serverHost)
+
+		c := cli.enqueue(t, s, 1, []byte("once"), erpc.ExactlyOnce)
+		// RetryTimeout is 100 ms: two more attempts by 250 ms.
+		cli.runUntil(t, 250*time.Millisecond, func() bool { return cli.rpc.Stats().Retries == 2 })
+		cli.runUntil(t, 40*time.Millisecond, func() bool { return srv.rpc.Stats().InProgressDups == 2 })
+		if c.done {
+			t.Fatalf("request done before its handler answered: %v", c.err)
+		}
+		h.answer(t)
+		cli.runUntil(t, time.Second, func() bool { return c.done })
+		if c.err != nil || string(c.data) != "once" {
+			t.Fatalf("request: %q %v", c.data, c.err)
+		}
+		if n := h.runs.Load(); n != 1 {
+			t.Fatalf("handler ran %d times, want 1", n)
+		}
+	})
+}
+
+// TestExactlyOnceCompleted: when the responses are lost long enough for
+// the client to try again, the later attempt is answered from the
+// completion record and the handler does not run again.
+func TestExactlyOnceCompleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var dropReplies atomic.Bool
+		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 31, Drop: func(src, dst netip.Addr, _ []byte) bool {
+			return dropReplies.Load() && src == serverHost && dst == clientHost
+		}})
+		defer nw.Close()
+		var runs atomic.Int32
+		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
+			_ = nx.Register(1, func(h *erpc.ReqHandle) {
+				runs.Add(1)
+				echo(h)
+			}, erpc.Dispatch)
+		}, nil)
+		defer srv.close()
+		cli := newClient(t, memConfig(nw), clientHost)
+		defer cli.close()
+		s := cli.connect(t, serverHost)
+
+		dropReplies.Store(true)
+		c := cli.enqueue(t, s, 1, []byte("lost reply"), erpc.ExactlyOnce)
+		cli.runUntil(t, time.Second, func() bool { return cli.rpc.Stats().Retries >= 1 && srv.rpc.Stats().Duplicates >= 1 })
+		dropReplies.Store(false)
+		cli.runUntil(t, 2*time.Second, func() bool { return c.done })
+		if c.err != nil || string(c.data) != "lost reply" {
+			t.Fatalf("request: %q %v", c.data, c.err)
+		}
+		if n := runs.Load(); n != 1 {
+			t.Fatalf("handler ran %d times, want 1", n)
+		}
+	})
+}
+
+// TestExactlyOnceRecordsFull: when no record fits, by count or by bytes,
+// a new exactly-once request is refused unexecuted, with a retryable
+// error; ordinary requests are not affected.
+func TestExactlyOnceRecordsFull(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		eo   erpc.ExactlyOnceConfig
+	}{
+		{"count", erpc.ExactlyOnceConfig{MaxRecords: 2}},
+		{"bytes", erpc.ExactlyOnceConfig{MaxResponse: 1000, MaxRecordBytes: 2500}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				nw := netio.NewMemNetwork(netio.MemConfig{Seed: 32})
+				defer nw.Close()
+				var h holder
+				scfg := memConfig(nw)
+				scfg.ExactlyOnce = tc.eo
+				srv := newServer(t, scfg, serverHost, func(nx *erpc.Nexus) {
+					_ = nx.Register(1, h.handle, erpc.Dispatch)
+					_ = nx.Register(2, echo, erpc.Dispatch)
+				}, nil)
+				defer srv.close()
+				cli := newClient(t, memConfig(nw), clientHost)
+				defer cli.close()
+				s := cli.connect(t, serverHost)
+
+				a := cli.enqueue(t, s, 1, []byte("a"), erpc.ExactlyOnce)
+				b := cli.enqueue(t, s, 1, []byte("b"), erpc.ExactlyOnce)
+				cli.runUntil(t, time.Second, func() bool { return h.count() == 2 })
+				refused := cli.enqueue(t, s, 1, []byte("c"), erpc.ExactlyOnce)
+				plain := cli.enqueue(t, s, 2, []byte("plain"))
+				cli.runUntil(t, time.Second, allDone([]*call{refused, plain}))
+				if !errors.Is(refused.err, erpc.ErrRecordsFull) || !errors.Is(refused.err, erpc.ErrRetryable) {
+					t.Fatalf("third exactly-once request: %v, want ErrRecordsFull (retryable)", refused.err)
+				}
+				if plain.err != nil {
+					t.Fatalf("ordinary request: %v", plain.err)
+				}
+				if n := h.runs.Load(); n != 2 {
+					t.Fatalf("handler ran %d times, want 2", n)
+				}
+				if st := srv.rpc.Stats(); st.Records != 2 || st.RecordsFull != 1 {
+					t.Fatalf("%d records, %d refusals; want 2 and 1", st.Records, st.RecordsFull)
+				}
+				h.answer(t)
+				cli.runUntil(t, time.Second, allDone([]*call{a, b}))
+				if a.err != nil || b.err != nil {
+					t.Fatalf("held requests: %v %v", a.err, b.err)
+				}
+				// Acknowledged, the records go and a new request fits.
+				cli.runUntil(t, time.Second, func() bool { return srv.rpc.Stats().Records == 0 })
+				again := cli.enqueue(t, s, 1, []byte("d"), erpc.ExactlyOnce)
+				cli.runUntil(t, time.Second, func() bool { return h.count() == 1 })
+				h.answer(t)
+				cli.runUntil(t, time.Second, func() bool { return again.done })
+				if again.err != nil {
+					t.Fatalf("request after the records went: %v", again.err)
+				}
+			})
+		})
+	}
+}
+
+// TestExactlyOnceAckAboveFloor: a request held by its handler keeps the
+// ack floor below it; a later request that completes is forgotten on its
+// own acknowledgment, which carries its retry count.
+func TestExactlyOnceAckAboveFloor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 33})
+		defer nw.Close()
+		var h holder
+		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
+			_ = nx.Register(1, h.handle, erpc.Dispatch)
+			_ = nx.Register(2, echo, erpc.Dispatch)
+		}, nil)
+		defer srv.close()
+		cli := newClient(t, memConfig(nw), clientHost)
+		defer cli.close()
+		s := cli.connect(t, serverHost)
+
+		stuck := cli.enqueue(t, s, 1, []byte("held"), erpc.ExactlyOnce)
+		cli.runUntil(t, time.Second, func() bool { return h.count() == 1 })
+		quick := cli.enqueue(t, s, 2, []byte("quick"), erpc.ExactlyOnce)
+		cli.runUntil(t, time.Second, func() bool { return quick.done })
+		if quick.err != nil {
+			t.Fatal(quick.err)
+		}
+		cli.runUntil(t, time.Second, func() bool { return srv.rpc.Stats().Records == 1 })
+		if st := srv.rpc.Stats(); st.RecordsAcked != 1 {
+			t.Fatalf("%d records acknowledged, want 1", st.RecordsAcked)
+		}
+		h.answer(t)
+		cli.runUntil(t, time.Second, func() bool { return stuck.done && srv.rpc.Stats().Records == 0 })
+	})
+}
+
+// TestExactlyOnceRecordTimeout: records the client never acknowledges (it
+// went away) stay RecordTimeout with their response, then PacketLifetime
+// as tombstones, then go.
+func TestExactlyOnceRecordTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 34})
+		defer nw.Close()
+		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
+			_ = nx.Register(1, echo, erpc.Dispatch)
+		}, nil)
+		defer srv.close()
+		ccfg := memConfig(nw)
+		ccfg.ExactlyOnce.AckDelay = time.Second // holds acknowledgments back
+		cli := newClient(t, ccfg, clientHost)
+		s := cli.connect(t, serverHost)
+		c := cli.enqueue(t, s, 1, []byte("unacknowledged"), erpc.ExactlyOnce)
+		cli.runUntil(t, time.Second, func() bool { return c.done })
+		done := time.Now()
+		cli.close() // gone before acknowledging
+
+		const recordTimeout, lifetime = 2 * time.Second, time.Second // the defaults
+		time.Sleep(recordTimeout - 100*time.Millisecond)
+		if st := srv.rpc.Stats(); st.Records != 1 || st.RecordBytes == 0 || st.RecordsExpired != 0 {
+			t.Fatalf("before RecordTimeout: %d records, %d bytes, %d expired", st.Records, st.RecordBytes, st.RecordsExpired)
+		}
+		time.Sleep(time.Until(done.Add(recordTimeout + 100*time.Millisecond)))
+		if st := srv.rpc.Stats(); st.Records != 1 || st.RecordBytes != 0 || st.RecordsExpired != 1 {
+			t.Fatalf("after RecordTimeout: %d records, %d bytes, %d expired; want a tombstone", st.Records, st.RecordBytes, st.RecordsExpired)
+		}
+		time.Sleep(time.Until(done.Add(recordTimeout + lifetime + 100*time.Millisecond)))
+		if st := srv.rpc.Stats(); st.Records != 0 {
+			t.Fatalf("after PacketLifetime more: %d records, want 0", st.Records)
+		}
+	})
+}

@@ -1,0 +1,144 @@
+package erpc
+
+import "sync"
+
+// maxHomaMessage is the largest message Homa carries (sock documents
+// 1..1,000,000 bytes).
+const maxHomaMessage = 1_000_000
+
+// MaxMsgSize is the largest request or response an application can send:
+// the largest Homa message less the room kept for the erpc header.
+const MaxMsgSize = maxHomaMessage - maxHeaderLen
+
+// MsgBuffer holds one request or response. Its data region is contiguous
+// and preceded by room for the erpc header, so that header and data reach
+// the transport as one slice with no copy. Allocate one with
+// Rpc.AllocMsgBuffer, size it with Rpc.ResizeMsgBuffer, and give it back
+// with Rpc.FreeMsgBuffer; buffers are pooled per Rpc.
+//
+// Ownership: a request buffer and a response buffer handed to
+// EnqueueRequest belong to the layer until the request's continuation
+// runs; the application must not touch them meanwhile.
+type MsgBuffer struct {
+	buf   []byte // cap maxHeaderLen + class size; data is buf[maxHeaderLen:maxHeaderLen+n]
+	n     int    // data length
+	max   int    // the largest n allowed
+	class int8
+	state bufState
+	pool  *bufPool
+}
+
+type bufState uint8
+
+const (
+	bufFree   bufState = iota // in the pool
+	bufApp                    // the application's
+	bufQueued                 // held by a pending request
+)
+
+// Data returns the buffer's data region. Its length is the message's
+// length; write the message into it.
+func (m *MsgBuffer) Data() []byte { return m.buf[maxHeaderLen : maxHeaderLen+m.n] }
+
+// Len is the message's length.
+func (m *MsgBuffer) Len() int { return m.n }
+
+// MaxLen is the largest length the buffer can be resized to.
+func (m *MsgBuffer) MaxLen() int { return m.max }
+
+// frame writes h just before the data and returns header and data as one
+// slice, ready for the transport.
+func (m *MsgBuffer) frame(h *header) []byte {
+	start := maxHeaderLen - h.Len()
+	h.put(m.buf[start:maxHeaderLen])
+	return m.buf[start : maxHeaderLen+m.n]
+}
+
+// setData copies p into the data region, growing the buffer when p does
+// not fit (the old storage goes back to the pool).
+func (m *MsgBuffer) setData(p []byte) {
+	if len(p) > m.max {
+		m.pool.grow(m, len(p))
+	}
+	m.n = len(p)
+	copy(m.buf[maxHeaderLen:], p)
+}
+
+// Size classes of the pool: the data capacity of each class.
+var classSizes = [...]int{64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, MaxMsgSize}
+
+// poolClassBytes bounds the free bytes kept per class; at least
+// poolMinFree buffers are kept whatever their size.
+const (
+	poolClassBytes = 4 << 20
+	poolMinFree    = 4
+)
+
+func classOf(n int) int {
+	for i, s := range classSizes {
+		if n <= s {
+			return i
+		}
+	}
+	return -1
+}
+
+// bufPool recycles the MsgBuffers of one Rpc. It is safe for concurrent
+// use: background handlers allocate and free from worker goroutines.
+type bufPool struct {
+	mu   sync.Mutex
+	free [len(classSizes)][]*MsgBuffer
+}
+
+// get returns an application-owned buffer of length n.
+func (p *bufPool) get(n int) (*MsgBuffer, error) {
+	if n < 0 || n > MaxMsgSize {
+		return nil, ErrMessageTooLarge
+	}
+	c := classOf(n)
+	p.mu.Lock()
+	var m *MsgBuffer
+	if k := len(p.free[c]); k > 0 {
+		m = p.free[c][k-1]
+		p.free[c][k-1] = nil
+		p.free[c] = p.free[c][:k-1]
+	}
+	p.mu.Unlock()
+	if m == nil {
+		m = &MsgBuffer{buf: make([]byte, maxHeaderLen+classSizes[c]), class: int8(c), pool: p}
+	}
+	m.n, m.max, m.state = n, n, bufApp
+	return m, nil
+}
+
+// put takes back a buffer.
+func (p *bufPool) put(m *MsgBuffer) {
+	switch m.state {
+	case bufFree:
+		panic("erpc: MsgBuffer freed twice")
+	case bufQueued:
+		panic("erpc: MsgBuffer freed while a pending request holds it")
+	}
+	m.state = bufFree
+	c := int(m.class)
+	keep := max(poolMinFree, poolClassBytes/classSizes[c])
+	p.mu.Lock()
+	if len(p.free[c]) < keep {
+		p.free[c] = append(p.free[c], m)
+	}
+	p.mu.Unlock()
+}
+
+// grow gives m storage for n bytes of data (n <= MaxMsgSize), returning
+// its old storage to the pool. The data is not kept.
+func (p *bufPool) grow(m *MsgBuffer, n int) {
+	c := classOf(n)
+	if c != int(m.class) {
+		old := &MsgBuffer{buf: m.buf, class: m.class, state: bufApp, pool: p}
+		nm, _ := p.get(n)
+		m.buf, m.class = nm.buf, nm.class
+		nm.buf = nil // the MsgBuffer struct itself is dropped
+		p.put(old)
+	}
+	m.max = n
+}
