@@ -1,7 +1,6 @@
 package khoma
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/internal/mailbox"
 )
 
 // ErrNoKernelHoma means the running kernel has no Homa module: a Homa
@@ -75,16 +75,16 @@ type Socket struct {
 	local netip.AddrPort
 	is4   bool
 
-	mu       sync.Mutex
-	closed   bool
-	pending  map[uint64]*clientRPC  // client RPCs whose response is not taken yet
-	finished map[uint64]struct{}    // responses that came before Send saw its id
-	aborted  map[uint64]struct{}    // aborted while the kernel may still answer
-	serving  map[serverKey]struct{} // requests received, not answered
-	replied  map[serverKey]struct{} // requests answered (bounded)
-	ready    list.List              // *homa.Message nobody waited for, oldest first
-	anyWait  list.List              // *waiter in Recv(Any), oldest first
-	nwait    int                    // goroutines waiting in Recv
+	mu      sync.Mutex
+	closed  bool
+	mb      *mailbox.Mailbox     // complete messages and the goroutines waiting for them
+	pending map[uint64]clientRPC // client RPCs whose response has not come
+	// completed are responses that came before Send recorded their id.
+	completed map[uint64]struct{}
+	aborted   map[uint64]struct{}    // aborted while the kernel may still answer
+	serving   map[serverKey]struct{} // requests received, not answered
+	replied   map[serverKey]struct{} // requests answered (bounded)
+	waiters   sync.Pool              // *mailbox.Waiter
 
 	wake chan struct{} // a Recv started waiting
 	quit chan struct{} // closed by Close
@@ -97,22 +97,15 @@ type Socket struct {
 	stats counters
 }
 
+// clientRPC is what Abort needs to report an RPC's end to its waiter.
 type clientRPC struct {
 	peer   netip.AddrPort
 	cookie uint64
-	waiter *waiter       // a goroutine in Recv(id)
-	msg    *homa.Message // the response, queued in ready
-	elem   *list.Element // msg's place in ready
 }
 
 type serverKey struct {
 	peer netip.Addr
 	id   uint64
-}
-
-type waiter struct {
-	ch   chan *homa.Message // receives exactly one message, or nil when the socket closes
-	elem *list.Element      // place in anyWait, for Recv(Any)
 }
 
 type counters struct {
@@ -123,16 +116,17 @@ type counters struct {
 // newSocket starts a Socket on an open kernel socket.
 func newSocket(c conn, local netip.AddrPort) *Socket {
 	s := &Socket{
-		c:        c,
-		local:    local,
-		is4:      local.Addr().Unmap().Is4(),
-		pending:  make(map[uint64]*clientRPC),
-		finished: make(map[uint64]struct{}),
-		aborted:  make(map[uint64]struct{}),
-		serving:  make(map[serverKey]struct{}),
-		replied:  make(map[serverKey]struct{}),
-		wake:     make(chan struct{}, 1),
-		quit:     make(chan struct{}),
+		c:         c,
+		local:     local,
+		is4:       local.Addr().Unmap().Is4(),
+		mb:        mailbox.New(),
+		pending:   make(map[uint64]clientRPC),
+		completed: make(map[uint64]struct{}),
+		aborted:   make(map[uint64]struct{}),
+		serving:   make(map[serverKey]struct{}),
+		replied:   make(map[serverKey]struct{}),
+		wake:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
 	}
 	s.wg.Add(1)
 	go s.readLoop()
@@ -164,14 +158,15 @@ func (s *Socket) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64, e
 	return a.ID, nil
 }
 
-// started records the client RPC id that Send started, unless the reader
-// has already received its response.
+// started records the client RPC id that Send started. Its response may
+// have come already: the mailbox keeps it.
 func (s *Socket) started(id uint64, dst netip.AddrPort, cookie uint64) {
 	s.mu.Lock()
-	if _, ok := s.finished[id]; ok {
-		delete(s.finished, id) // the response is already delivered or queued
-	} else if s.pending[id] == nil && !s.closed {
-		s.pending[id] = &clientRPC{peer: dst, cookie: cookie}
+	if _, done := s.completed[id]; done {
+		delete(s.completed, id) // queued in the mailbox, or taken already
+	} else if !s.closed {
+		s.mb.Expect(id)
+		s.pending[id] = clientRPC{peer: dst, cookie: cookie}
 	}
 	s.mu.Unlock()
 	s.stats.rpcsStarted.Add(1)
@@ -222,19 +217,43 @@ func (s *Socket) Reply(peer netip.AddrPort, id uint64, data []byte) error {
 // back as a Message with Err set. Recv returns ctx.Err() when ctx ends
 // first and homa.ErrClosed when the socket closes.
 func (s *Socket) Recv(ctx context.Context, id uint64) (*homa.Message, error) {
-	w, m, err := s.register(id)
-	if w == nil {
+	w := s.getWaiter()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.waiters.Put(w)
+		return nil, homa.ErrClosed
+	}
+	m, err := s.mb.Take(id, w)
+	waiting := m == nil && err == nil
+	s.mu.Unlock()
+	if !waiting {
+		s.waiters.Put(w)
+		if errors.Is(err, mailbox.ErrClosed) {
+			err = homa.ErrClosed
+		}
 		return m, err
 	}
 	select {
-	case m := <-w.ch:
+	case s.wake <- struct{}{}: // the reader reads while someone waits
+	default:
+	}
+	select {
+	case m := <-w.C:
+		s.waiters.Put(w)
 		return received(m)
 	case <-ctx.Done():
 	}
-	if !s.unregister(w, id) {
+	s.mu.Lock()
+	registered := s.mb.Cancel(w)
+	s.mu.Unlock()
+	if !registered {
 		// A message was handed over as the context ended: keep it.
-		return received(<-w.ch)
+		m := <-w.C
+		s.waiters.Put(w)
+		return received(m)
 	}
+	s.waiters.Put(w)
 	return nil, ctx.Err()
 }
 
@@ -245,69 +264,11 @@ func received(m *homa.Message) (*homa.Message, error) {
 	return m, nil
 }
 
-// register takes a ready message for Recv(id), or else enlists a waiter.
-func (s *Socket) register(id uint64) (*waiter, *homa.Message, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, nil, homa.ErrClosed
+func (s *Socket) getWaiter() *mailbox.Waiter {
+	if w, _ := s.waiters.Get().(*mailbox.Waiter); w != nil {
+		return w
 	}
-	var c *clientRPC
-	if id == 0 {
-		if e := s.ready.Front(); e != nil {
-			return nil, s.take(e), nil
-		}
-	} else {
-		c = s.pending[id]
-		switch {
-		case c == nil:
-			return nil, nil, homa.ErrUnknownRPC
-		case c.msg != nil:
-			return nil, s.take(c.elem), nil
-		case c.waiter != nil:
-			return nil, nil, homa.ErrAlreadyWaiting
-		}
-	}
-	w := &waiter{ch: make(chan *homa.Message, 1)}
-	if c != nil {
-		c.waiter = w
-	} else {
-		w.elem = s.anyWait.PushBack(w)
-	}
-	s.nwait++
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-	return w, nil, nil
-}
-
-// unregister withdraws a waiter whose context ended. It reports false
-// when the waiter was already served (its message is in w.ch).
-func (s *Socket) unregister(w *waiter, id uint64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch c := s.pending[id]; {
-	case id != 0 && c != nil && c.waiter == w:
-		c.waiter = nil
-	case id == 0 && w.elem != nil:
-		s.anyWait.Remove(w.elem)
-		w.elem = nil
-	default:
-		return false
-	}
-	s.nwait--
-	return true
-}
-
-// take removes a ready message from the queue; a response also ends its
-// client RPC. Called with mu held.
-func (s *Socket) take(e *list.Element) *homa.Message {
-	m := s.ready.Remove(e).(*homa.Message)
-	if !m.IsRequest() {
-		delete(s.pending, m.ID)
-	}
-	return m
+	return mailbox.NewWaiter()
 }
 
 // Abort ends the client RPC id. A goroutine waiting in Recv for it gets
@@ -321,22 +282,18 @@ func (s *Socket) Abort(id uint64) error {
 		s.mu.Unlock()
 		return homa.ErrClosed
 	}
-	c := s.pending[id]
-	if c == nil {
+	c, inFlight := s.pending[id]
+	failure := &homa.Message{ID: id, Peer: c.peer, Cookie: c.cookie,
+		Err: &homa.OpError{Op: "abort", Peer: c.peer, ID: id, Err: homa.ErrAborted}}
+	if !s.mb.Abort(id, failure) {
 		s.mu.Unlock()
 		return homa.ErrUnknownRPC
 	}
 	delete(s.pending, id)
-	if c.msg != nil {
-		// The response is here: the kernel is done with the RPC.
-		s.ready.Remove(c.elem)
-		c.msg.Release()
+	if !inFlight {
+		// The response was here: the kernel is done with the RPC.
 		s.mu.Unlock()
 		return nil
-	}
-	if w := c.waiter; w != nil {
-		s.nwait--
-		w.ch <- &homa.Message{ID: id, Peer: c.peer, Cookie: c.cookie, Err: homa.ErrAborted}
 	}
 	s.aborted[id] = struct{}{}
 	s.mu.Unlock()
@@ -360,18 +317,9 @@ func (s *Socket) Close() error {
 		return nil
 	}
 	s.closed = true
-	for e := s.anyWait.Front(); e != nil; e = s.anyWait.Front() {
-		s.anyWait.Remove(e).(*waiter).ch <- nil
-	}
-	for _, c := range s.pending {
-		if c.waiter != nil {
-			c.waiter.ch <- nil
-		}
-	}
+	s.mb.Close()
 	clear(s.pending)
 	clear(s.serving)
-	s.ready.Init()
-	s.nwait = 0
 	s.mu.Unlock()
 	close(s.quit)
 	err := s.c.close()
@@ -399,7 +347,7 @@ func (s *Socket) Stats() homa.Stats {
 		WriteErrors:      s.stats.writeErrors.Load(),
 	}
 	s.mu.Lock()
-	st.ClientRPCs, st.ServerRPCs = len(s.pending), len(s.serving)
+	st.ClientRPCs, st.ServerRPCs = s.mb.Expected(), len(s.serving)
 	s.mu.Unlock()
 	if in, err := s.c.info(maxInfoRPCs); err == nil {
 		in.fillStats(&st)
@@ -452,7 +400,7 @@ func (s *Socket) readLoop() {
 func (s *Socket) awaitDemand() bool {
 	for {
 		s.mu.Lock()
-		closed, demand := s.closed, s.nwait > 0
+		closed, demand := s.closed, s.mb.Waiting() > 0
 		s.mu.Unlock()
 		switch {
 		case closed:
@@ -500,14 +448,13 @@ func (s *Socket) message(n int, peer netip.AddrPort, err error) (m *homa.Message
 }
 
 // dispatch hands a received message to its waiter, or the oldest
-// Recv(Any), or queues it.
+// Recv(Any), or queues it (the mailbox's contract).
 func (s *Socket) dispatch(m *homa.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return
 	}
-	var c *clientRPC
 	if m.IsRequest() {
 		s.serving[serverKey{m.Peer.Addr(), m.ID}] = struct{}{}
 		s.stats.requestsReceived.Add(1)
@@ -518,31 +465,14 @@ func (s *Socket) dispatch(m *homa.Message) {
 			return
 		}
 		s.stats.rpcsCompleted.Add(1)
-		if c = s.pending[m.ID]; c == nil {
+		if _, ok := s.pending[m.ID]; ok {
+			delete(s.pending, m.ID)
+		} else if len(s.completed) < maxReplied {
 			// Send has not recorded the id yet.
-			c = &clientRPC{peer: m.Peer, cookie: m.Cookie}
-			s.finished[m.ID] = struct{}{}
+			s.completed[m.ID] = struct{}{}
 		}
-		delete(s.pending, m.ID)
 	}
-	var w *waiter
-	switch {
-	case c != nil && c.waiter != nil:
-		w = c.waiter
-	case s.anyWait.Len() > 0:
-		w = s.anyWait.Remove(s.anyWait.Front()).(*waiter)
-		w.elem = nil
-	}
-	if w != nil {
-		s.nwait--
-		w.ch <- m
-		return
-	}
-	e := s.ready.PushBack(m)
-	if c != nil {
-		c.msg, c.elem = m, e
-		s.pending[m.ID] = c
-	}
+	s.mb.Deliver(m, nil)
 }
 
 func checkMessage(data []byte) error {

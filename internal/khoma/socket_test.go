@@ -223,8 +223,8 @@ func TestResponseBeforeSendRecords(t *testing.T) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.pending) != 0 || len(s.finished) != 0 {
-		t.Errorf("left %d pending, %d finished", len(s.pending), len(s.finished))
+	if len(s.pending) != 0 || len(s.completed) != 0 || s.mb.Expected() != 0 {
+		t.Errorf("left %d pending, %d completed, %d expected", len(s.pending), len(s.completed), s.mb.Expected())
 	}
 }
 
@@ -296,8 +296,8 @@ func TestAbortRace(t *testing.T) {
 	s.dispatch(&homa.Message{ID: 20, Peer: peer, Data: []byte("late")})
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ready.Len() != 0 || len(s.aborted) != 0 || len(s.pending) != 0 {
-		t.Errorf("after a late response: %d ready, %d aborted, %d pending", s.ready.Len(), len(s.aborted), len(s.pending))
+	if s.mb.Ready() != 0 || len(s.aborted) != 0 || len(s.pending) != 0 {
+		t.Errorf("after a late response: %d ready, %d aborted, %d pending", s.mb.Ready(), len(s.aborted), len(s.pending))
 	}
 }
 
@@ -316,7 +316,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func waiting(s *Socket) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.nwait
+	return s.mb.Waiting()
 }
 
 func TestRecvContext(t *testing.T) {

@@ -10,6 +10,8 @@
 //   - A message goes straight to a waiting goroutine when there is one,
 //     preferring the goroutine that produced it (it is polling the
 //     socket from Recv and takes the message with no hand-off).
+//   - A response may come before its RPC is announced (a backend whose
+//     reader races the sender): it is queued, and Expect keeps it.
 //   - Abort makes a waiter for the id receive the failure, or forgets a
 //     queued response; Close wakes everyone with nil.
 //
@@ -74,6 +76,7 @@ type Mailbox struct {
 	anyHead    *Waiter
 	anyTail    *Waiter
 	rpcs       map[uint64]entry
+	waiting    int // registered waiters
 	closed     bool
 }
 
@@ -83,33 +86,35 @@ func New() *Mailbox { return &Mailbox{rpcs: make(map[uint64]entry)} }
 // Ready is the number of messages waiting to be received.
 func (b *Mailbox) Ready() int { return b.ready }
 
+// Waiting is the number of goroutines waiting for a message.
+func (b *Mailbox) Waiting() int { return b.waiting }
+
+// Expected reports how many client RPCs are announced and not yet taken.
+func (b *Mailbox) Expected() int { return len(b.rpcs) }
+
 // Expect announces client RPC id: its response (or failure) will be
-// delivered, and Recv(id) may wait for it.
+// delivered, and Recv(id) may wait for it. A response delivered before
+// stays queued.
 func (b *Mailbox) Expect(id uint64) {
-	if !b.closed {
+	if _, ok := b.rpcs[id]; !ok && !b.closed {
 		b.rpcs[id] = entry{}
 	}
 }
 
 // Deliver hands m to a waiting goroutine, or queues it: for a response,
 // the goroutine waiting for its id; otherwise self, if it waits for any
-// message; otherwise the oldest goroutine waiting for any. A response
-// whose id was not announced (or was aborted) is released and dropped.
-// It reports whether a goroutine took m.
+// message; otherwise the oldest goroutine waiting for any. It reports
+// whether a goroutine took m.
 func (b *Mailbox) Deliver(m *core.Message, self *Waiter) bool {
 	if b.closed {
 		m.Release()
 		return false
 	}
 	if !m.IsRequest() {
-		e, ok := b.rpcs[m.ID]
-		switch {
-		case !ok:
-			m.Release()
-			return false
-		case e.w != nil:
+		if e := b.rpcs[m.ID]; e.w != nil {
 			delete(b.rpcs, m.ID)
 			e.w.awaiting = false
+			b.waiting--
 			e.w.C <- m
 			return true
 		}
@@ -120,6 +125,7 @@ func (b *Mailbox) Deliver(m *core.Message, self *Waiter) bool {
 	}
 	if w != nil {
 		b.unlist(w)
+		b.waiting--
 		if !m.IsRequest() {
 			delete(b.rpcs, m.ID)
 		}
@@ -151,6 +157,7 @@ func (b *Mailbox) Take(id uint64, w *Waiter) (*core.Message, error) {
 		}
 		w.id = Any
 		b.list(w)
+		b.waiting++
 		return nil, nil
 	}
 	e, ok := b.rpcs[id]
@@ -167,6 +174,7 @@ func (b *Mailbox) Take(id uint64, w *Waiter) (*core.Message, error) {
 	}
 	w.id = id
 	w.awaiting = true
+	b.waiting++
 	b.rpcs[id] = entry{w: w}
 	return nil, nil
 }
@@ -178,9 +186,11 @@ func (b *Mailbox) Cancel(w *Waiter) bool {
 	switch {
 	case w.listed:
 		b.unlist(w)
+		b.waiting--
 		return true
 	case w.awaiting:
 		w.awaiting = false
+		b.waiting--
 		b.rpcs[w.id] = entry{}
 		return true
 	}
@@ -199,6 +209,7 @@ func (b *Mailbox) Abort(id uint64, failure *core.Message) bool {
 	switch {
 	case e.w != nil:
 		e.w.awaiting = false
+		b.waiting--
 		e.w.C <- failure
 	case e.n != nil:
 		e.n.m.Release()
@@ -225,6 +236,7 @@ func (b *Mailbox) Close() {
 		}
 		delete(b.rpcs, id)
 	}
+	b.waiting = 0
 	for n := b.head; n != nil; n = b.head {
 		n.m.Release()
 		b.unqueue(n)
