@@ -316,6 +316,7 @@ func (e *Endpoint) timerLoop() {
 			e.timer.Stop()
 			return
 		}
+		e.io.wakeups.Add(1)
 		b := e.getBatch()
 		e.mu.Lock()
 		if !e.closed {
