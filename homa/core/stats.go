@@ -139,8 +139,8 @@ type Stats struct {
 	// TimerWakeups counts the times the shell's timer woke the endpoint
 	// to run the core's deadlines: an idle endpoint has none.
 	TimerWakeups uint64
-	ResendsSent         uint64 // RESEND packets this endpoint issued
-	NeedAcksSent        uint64
+	ResendsSent  uint64 // RESEND packets this endpoint issued
+	NeedAcksSent uint64
 	// PeerTimeouts counts RPCs (client and server) ended because their
 	// peer stopped answering for them.
 	PeerTimeouts uint64
