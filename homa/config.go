@@ -33,9 +33,14 @@ type Config struct {
 	// MaxPacket, when positive, caps the size of every Homa packet
 	// (header included), overriding the path MTU the Conn reports.
 	MaxPacket int
-	// PollDuration is how long the receive loop busy-polls the socket for
-	// more packets before parking. Default 50 µs; negative disables polling.
+	// PollDuration is the longest a goroutine waiting in Recv spins on
+	// the socket after the last packet before it parks in the netpoller.
+	// Default 50 µs, Linux Homa's poll time; negative never spins.
 	PollDuration time.Duration
+	// Polling says how long to spin within PollDuration: PollAdaptive
+	// (the default) adapts to whether spinning pays, PollAlways spins
+	// for all of it, PollNever parks at once.
+	Polling Polling
 
 	// Tick is the unit of Resend and Ack, and the granularity of the
 	// endpoint's timers (there is no periodic tick: an idle endpoint

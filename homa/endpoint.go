@@ -17,9 +17,7 @@ package homa
 import (
 	"context"
 	"errors"
-	"net"
 	"net/netip"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,13 +50,18 @@ type Endpoint struct {
 	timerAt time.Duration
 	timerOn bool
 
-	// Receiving. Whoever holds rxTok reads the Conn (into rxPkts): a
-	// goroutine in Recv that polls, or else the background reader.
-	poller     netio.Poller // nil when the Conn cannot be polled or polling is off
+	// Receiving (see receive.go). Whoever holds rxTok reads the Conn
+	// (into rxPkts): a goroutine in Recv, or else the background reader.
+	poller     netio.Poller // nil when the Conn cannot be polled
+	waker      netio.Waker  // nil when the Conn cannot be woken
 	rxTok      sync.Mutex
 	rxPkts     []netio.Packet
-	appPolling atomic.Bool   // an application goroutine holds rxTok
-	pollIdle   chan struct{} // signalled when appPolling turns false
+	rxBlocked  *mailbox.Waiter // a goroutine in Recv parked reading the socket (under mu)
+	appReading atomic.Bool     // an application goroutine holds rxTok
+	rxParked   atomic.Bool     // the background reader is parked on the socket, holding rxTok
+	stealing   atomic.Int32    // goroutines in Recv waking the background reader for rxTok
+	lastRead   atomic.Int64    // when a goroutine in Recv last stopped reading (e.now)
+	spin       spinBudget
 
 	io      ioCounters
 	batches sync.Pool // *txBatch
@@ -74,16 +77,15 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	is4 := conn.LocalAddr().Unmap().Is4()
 	now := time.Now()
 	e := &Endpoint{
-		conn:     conn,
-		cfg:      cfg,
-		port:     conn.Port(),
-		is4:      is4,
-		epoch:    now,
-		mb:       mailbox.New(),
-		done:     make(chan struct{}),
-		pollIdle: make(chan struct{}, 1),
-		rxPkts:   make([]netio.Packet, rxBatch),
-		rxIn:     make([]core.Inbound, 0, rxBatch),
+		conn:   conn,
+		cfg:    cfg,
+		port:   conn.Port(),
+		is4:    is4,
+		epoch:  now,
+		mb:     mailbox.New(),
+		done:   make(chan struct{}),
+		rxPkts: make([]netio.Packet, rxBatch),
+		rxIn:   make([]core.Inbound, 0, rxBatch),
 	}
 	e.core = core.New(core.Local{
 		Port:    e.port,
@@ -91,9 +93,12 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 		FirstID: core.FirstID(now.UnixMicro()),
 		Buffers: pool{},
 	}, cfg.coreConfig())
-	if p, ok := conn.(netio.Poller); ok && cfg.PollDuration > 0 {
-		e.poller = p
+	e.poller, _ = conn.(netio.Poller)
+	if e.poller != nil {
+		e.waker, _ = conn.(netio.Waker)
 	}
+	e.spin.init(cfg)
+	e.lastRead.Store(-int64(time.Hour)) // no goroutine in Recv has read yet
 	e.timer = time.NewTimer(time.Hour)
 	e.timer.Stop()
 	e.wg.Add(2)
@@ -215,27 +220,7 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 		}
 		return m, shellErr(err)
 	}
-	if m, ok := e.poll(ctx, w); ok {
-		e.putWaiter(w)
-		return received(m)
-	}
-	select {
-	case m := <-w.C:
-		e.putWaiter(w)
-		return received(m)
-	case <-ctx.Done():
-	}
-	e.mu.Lock()
-	registered := e.mb.Cancel(w)
-	e.mu.Unlock()
-	if !registered {
-		// A message was handed over as the context ended: keep it.
-		m := <-w.C
-		e.putWaiter(w)
-		return received(m)
-	}
-	e.putWaiter(w)
-	return nil, ctx.Err()
+	return e.wait(ctx, w)
 }
 
 // received is what Recv returns for a message from a waiter's channel
@@ -274,6 +259,7 @@ func (e *Endpoint) Abort(id uint64) error {
 	if e.mb.Abort(id, failure) {
 		err = nil
 	}
+	e.wakeBlocked()
 	e.settle(b)
 	e.mu.Unlock()
 	e.sendBatch(b)
@@ -288,10 +274,11 @@ func (e *Endpoint) Abort(id uint64) error {
 // released), and arms the timer at the core's next deadline.
 func (e *Endpoint) settle(b *txBatch) {
 	for _, m := range e.out.Messages {
-		if e.mb.Deliver(m, e.rxSelf) {
+		if e.mb.Deliver(m, e.rxSelf) != nil {
 			e.taken(m)
 		}
 	}
+	e.wakeBlocked()
 	for _, p := range e.out.Packets {
 		b.add(p.Buf, p.Addr, p.Priority)
 	}
@@ -302,6 +289,14 @@ func (e *Endpoint) settle(b *txBatch) {
 	if at, ok := e.core.Next(); ok && (!e.timerOn || at < e.timerAt) {
 		e.timerOn, e.timerAt = true, at
 		e.timer.Reset(max(at-e.now(), 0))
+	}
+}
+
+// wakeBlocked wakes the goroutine in Recv parked reading the socket if
+// another goroutine handed it its message. The caller holds mu.
+func (e *Endpoint) wakeBlocked() {
+	if w := e.rxBlocked; w != nil && w != e.rxSelf && len(w.C) > 0 {
+		e.waker.Wake()
 	}
 }
 
@@ -316,6 +311,7 @@ func (e *Endpoint) timerLoop() {
 			e.timer.Stop()
 			return
 		}
+		e.io.wakeups.Add(1)
 		b := e.getBatch()
 		e.mu.Lock()
 		if !e.closed {
@@ -344,156 +340,6 @@ func (e *Endpoint) Close() error {
 	err := e.conn.Close()
 	e.wg.Wait()
 	return err
-}
-
-// rxLoop reads and dispatches packets until the Conn closes. With a
-// Poller it parks in WaitReadable and reads when a packet is queued,
-// unless a goroutine polling from Recv holds the socket: then it waits
-// for that one to stop. Without a Poller it parks in ReadBatch.
-func (e *Endpoint) rxLoop() {
-	defer e.wg.Done()
-	b := &txBatch{}
-	for {
-		var err error
-		if e.poller != nil {
-			err = e.poller.WaitReadable()
-			switch {
-			case err != nil:
-			case e.rxTok.TryLock():
-				err = e.readBatch(b, nil, e.poller.TryReadBatch)
-			case e.appPolling.Load():
-				// A goroutine in Recv is reading: leave the packets to
-				// it until it stops.
-				select {
-				case <-e.pollIdle:
-				case <-e.done:
-					return
-				}
-			}
-		} else {
-			e.rxTok.Lock()
-			err = e.readBatch(b, nil, e.conn.ReadBatch)
-		}
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) || e.isClosed() {
-				return
-			}
-			e.io.readErrors.Add(1)
-		}
-	}
-}
-
-// readBatch reads with read and processes what came, on behalf of the
-// waiter self (nil for the background reader). The caller holds rxTok;
-// readBatch releases it.
-func (e *Endpoint) readBatch(b *txBatch, self *mailbox.Waiter, read func([]netio.Packet) (int, error)) error {
-	e.allocRx()
-	n, err := read(e.rxPkts)
-	if n > 0 {
-		e.process(e.rxPkts[:n], b, self)
-	}
-	e.rxTok.Unlock()
-	return err
-}
-
-// allocRx gives the receive batch its buffers, on first use, so that an
-// endpoint that never reads holds none. Each takes the largest IP packet.
-// The caller holds rxTok.
-func (e *Endpoint) allocRx() {
-	if e.rxPkts[0].Buf != nil {
-		return
-	}
-	for i := range e.rxPkts {
-		e.rxPkts[i].Buf = make([]byte, 1<<16)
-	}
-}
-
-// poll is the fast path of Recv: if no one else is reading the socket,
-// the waiting goroutine reads it itself for up to PollDuration after the
-// last packet, so its message reaches it without any hand-off between
-// goroutines. It reports whether it received what was sent on w.C (a
-// message, or nil when the endpoint closed); if not, it gave up and the
-// message arrives on w.C as usual.
-func (e *Endpoint) poll(ctx context.Context, w *mailbox.Waiter) (*Message, bool) {
-	if e.poller == nil || !e.rxTok.TryLock() {
-		return nil, false
-	}
-	e.appPolling.Store(true)
-	b := e.getBatch()
-	defer func() {
-		e.batches.Put(b)
-		e.appPolling.Store(false)
-		select {
-		case e.pollIdle <- struct{}{}:
-		default:
-		}
-	}()
-	deadline := time.Now().Add(e.cfg.PollDuration)
-	for {
-		select {
-		case m := <-w.C:
-			e.rxTok.Unlock()
-			return m, true
-		default:
-		}
-		e.allocRx()
-		n, err := e.poller.TryReadBatch(e.rxPkts)
-		switch {
-		case n > 0:
-			e.process(e.rxPkts[:n], b, w)
-			deadline = time.Now().Add(e.cfg.PollDuration)
-			continue
-		case err != nil && (errors.Is(err, net.ErrClosed) || e.isClosed()):
-		case ctx.Err() == nil && time.Now().Before(deadline):
-			runtime.Gosched()
-			continue
-		}
-		e.rxTok.Unlock()
-		return nil, false
-	}
-}
-
-func (e *Endpoint) isClosed() bool {
-	select {
-	case <-e.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// process hands a batch of received packets to the core under one lock,
-// then sends what they caused. self is the waiter of the calling
-// goroutine, if it polls from Recv.
-func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *mailbox.Waiter) {
-	in := e.rxIn[:0]
-	for i := range pkts {
-		in = append(in, core.Inbound{Buf: pkts[i].Bytes(), Addr: pkts[i].Addr, Unreachable: unreachability(pkts[i].Unreachable)})
-	}
-	e.mu.Lock()
-	if !e.closed {
-		e.rxSelf = self
-		e.core.HandleBatch(in, e.now(), &e.out)
-		e.settle(b)
-		e.rxSelf = nil
-	}
-	e.mu.Unlock()
-	clear(in)
-	e.flush(b)
-}
-
-// unreachability maps netio's reports of undelivered packets to the
-// core's (0: an ordinary packet).
-func unreachability(u netio.Unreachable) core.Unreachability {
-	switch u {
-	case netio.NotUnreachable:
-		return 0
-	case netio.UnreachablePort:
-		return core.PortUnreachable
-	case netio.UnreachableProtocol:
-		return core.ProtocolUnreachable
-	}
-	return core.HostUnreachable
 }
 
 // HandlePacket feeds one received packet to the endpoint, as if it had

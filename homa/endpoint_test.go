@@ -337,3 +337,33 @@ func spread(t testing.TB, workers, n int, rpc func(i int) error) {
 		t.Error(err)
 	}
 }
+
+// TestIdleEndpointSleeps: an endpoint with nothing to do never wakes up:
+// not when it never had an RPC, and not once its RPCs are over and
+// acknowledged (there is no periodic tick).
+func TestIdleEndpointSleeps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newMemPair(t, netio.MemConfig{Seed: 8}, homa.Config{})
+		time.Sleep(10 * time.Second)
+		if w := p.client.Stats().TimerWakeups + p.server.Stats().TimerWakeups; w != 0 {
+			t.Fatalf("endpoints that never had an RPC woke %d times in 10 s", w)
+		}
+		for i := range 20 {
+			if err := p.call(context.Background(), t, payload(uint64(i), 1000*i+1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Second) // acknowledgments settle
+		before := p.client.Stats().TimerWakeups + p.server.Stats().TimerWakeups
+		if before == 0 {
+			t.Fatal("no timer ever ran, though acknowledgments were due")
+		}
+		time.Sleep(10 * time.Second)
+		if w := p.client.Stats().TimerWakeups + p.server.Stats().TimerWakeups; w != before {
+			t.Fatalf("idle endpoints woke %d times in 10 s", w-before)
+		}
+		if st := p.server.Stats(); st.ServerRPCs != 0 || st.RecvMemory != 0 {
+			t.Fatalf("idle server holds %d RPCs, %d bytes", st.ServerRPCs, st.RecvMemory)
+		}
+	})
+}

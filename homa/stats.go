@@ -17,6 +17,7 @@ type ioCounters struct {
 	txPriority  [wire.NumPriorities]atomic.Uint64
 	readErrors  atomic.Uint64
 	writeErrors atomic.Uint64
+	wakeups     atomic.Uint64 // the timer fired
 }
 
 // countTx counts a packet the Conn accepted.
@@ -50,6 +51,7 @@ func (e *Endpoint) Stats() Stats {
 		s.TxPriority[i] = c.txPriority[i].Load()
 	}
 	s.ReadErrors = c.readErrors.Load()
+	s.TimerWakeups = c.wakeups.Load()
 	s.WriteErrors = c.writeErrors.Load()
 	if sc, ok := e.conn.(netio.StatsConn); ok {
 		if n := sc.Stats().Discarded; n > 0 {

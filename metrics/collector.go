@@ -152,10 +152,13 @@ var typeLabels = func() []string {
 }()
 
 // dropReasons are every reason a packet is dropped for.
-var dropReasons = []homa.DropReason{
-	homa.DropShort, homa.DropUnknownType, homa.DropBadField, homa.DropUnknownRPC,
-	homa.DropLimit, homa.DropOtherPort, homa.DropIgnored, homa.DropStale,
-}
+var dropReasons = func() []homa.DropReason {
+	var l []homa.DropReason
+	for r := range homa.NumDropReasons {
+		l = append(l, r)
+	}
+	return l
+}()
 
 // priorityLabels are "0" to "7".
 var priorityLabels = func() []string {
@@ -203,8 +206,12 @@ var definitions = []definition{
 		func(s *homa.Stats) uint64 { return s.ResentPackets }),
 	counter("resends_issued_total", "RESEND packets issued to ask for missing data.",
 		func(s *homa.Stats) uint64 { return s.ResendsSent }),
-	counter("peer_timeouts_total", "Peers declared dead after unanswered RESENDs.",
+	counter("peer_timeouts_total", "RPCs (client and server) ended because their peer said nothing about them through the RESENDs of a timeout.",
 		func(s *homa.Stats) uint64 { return s.PeerTimeouts }),
+	counter("resends_ignored_total", "RESENDs left unanswered because what they asked for was retransmitted less than a resend interval before, or the message's retransmission budget was spent.",
+		func(s *homa.Stats) uint64 { return s.ResendsIgnored }),
+	counter("timer_wakeups_total", "Times the endpoint's timer woke it to run protocol deadlines (none while idle).",
+		func(s *homa.Stats) uint64 { return s.TimerWakeups }),
 	{name: "io_errors_total", help: "Errors reading or writing the socket, by operation.",
 		typ: prometheus.CounterValue, labels: []string{"op"},
 		read: func(s *homa.Stats, emit emitFunc) {
@@ -223,6 +230,8 @@ var definitions = []definition{
 		func(s *homa.Stats) uint64 { return s.RPCTimeouts }),
 	counter("rpcs_aborted_total", "Client RPCs ended by Abort.",
 		func(s *homa.Stats) uint64 { return s.RPCsAborted }),
+	counter("rpcs_unreachable_total", "Client RPCs failed at once by an ICMP report (no listener, host unreachable).",
+		func(s *homa.Stats) uint64 { return s.RPCsUnreachable }),
 	counter("requests_delivered_total", "Requests handed whole to the server application.",
 		func(s *homa.Stats) uint64 { return s.RequestsReceived }),
 	counter("server_rpcs_acked_total", "Answered server RPCs freed on the client's acknowledgment.",
@@ -240,6 +249,22 @@ var definitions = []definition{
 		func(s *homa.Stats) float64 { return float64(s.ServerRPCs) }),
 	gauge("peers", "Hosts the socket keeps state for.",
 		func(s *homa.Stats) float64 { return float64(s.Peers) }),
+
+	// Resource accounting.
+	gauge("receive_memory_bytes", "Receive storage committed for incoming messages (arriving, or requests not yet received by the application).",
+		func(s *homa.Stats) float64 { return float64(s.RecvMemory) }),
+	gauge("incoming_server_rpcs", "Server RPCs whose request is still arriving.",
+		func(s *homa.Stats) float64 { return float64(s.IncomingRPCs) }),
+	gauge("pending_replies", "Server RPCs whose request is complete and not yet answered.",
+		func(s *homa.Stats) float64 { return float64(s.PendingReplies) }),
+	counter("messages_shed_total", "Incoming messages discarded to make room for others (the heaviest peer's least active first).",
+		func(s *homa.Stats) uint64 { return s.Shed }),
+	counter("grants_revoked_total", "Incoming messages that lost their grant because their sender left granted bytes unsent.",
+		func(s *homa.Stats) uint64 { return s.GrantsRevoked }),
+	counter("grants_deferred_total", "Grants held back for lack of receive memory.",
+		func(s *homa.Stats) uint64 { return s.GrantsDeferred }),
+	counter("peers_evicted_total", "Idle peers dropped from a full peer table.",
+		func(s *homa.Stats) uint64 { return s.PeersEvicted }),
 
 	// Grants (receiver side).
 	counter("grants_sent_total", "GRANT packets the SRPT scheduler decided to send.",

@@ -154,8 +154,8 @@ homa_request_bytes_total{role="server",socket="server"} 100300
 	if v := value(find(mfs, "homa_packets_sent_total"), `socket="server",type="grant"`); v == 0 {
 		t.Error("server sent no GRANTs")
 	}
-	if n := len(find(mfs, "homa_packets_dropped_total")); n != 2*8 {
-		t.Errorf("%d series of drops, want 8 reasons for each socket", n)
+	if n := len(find(mfs, "homa_packets_dropped_total")); n != 2*int(homa.NumDropReasons) {
+		t.Errorf("%d series of drops, want %d reasons for each socket", n, homa.NumDropReasons)
 	}
 	if v := value(find(mfs, "homa_peers"), `socket="client"`); v != 1 {
 		t.Errorf("client knows %v peers, want 1", v)
@@ -320,8 +320,8 @@ func TestEveryField(t *testing.T) {
 	if n := len(find(mfs, "homa_packets_sent_total")); n != 9 {
 		t.Errorf("%d packet types, want 9", n)
 	}
-	if n := len(find(mfs, "homa_packets_dropped_total")); n != 8 {
-		t.Errorf("%d drop reasons, want 8", n)
+	if n := len(find(mfs, "homa_packets_dropped_total")); n != int(homa.NumDropReasons) {
+		t.Errorf("%d drop reasons, want %d", n, homa.NumDropReasons)
 	}
 
 	// Histograms: cumulative buckets, nanoseconds in seconds.

@@ -1,7 +1,7 @@
 // Package metrics exports the statistics of Homa sockets to Prometheus.
 //
-// The engine (package homa) keeps its counters and histograms as atomics
-// and knows nothing of Prometheus. A Collector reads one socket's
+// The engine (package homa and its protocol core) keeps its counters and
+// histograms and knows nothing of Prometheus. A Collector reads one socket's
 // statistics when it is scraped and turns them into Prometheus metrics;
 // nothing is registered globally, so the application picks the registry:
 //
@@ -28,12 +28,15 @@
 //	homa_retransmissions_total                 retransmissions (one per range a RESEND asked for, or restarted request)
 //	homa_resent_packets_total                  DATA packets those retransmissions sent
 //	homa_resends_issued_total                  RESEND packets issued to ask for missing data
-//	homa_peer_timeouts_total                   peers declared dead after unanswered RESENDs
+//	homa_peer_timeouts_total                   RPCs ended because their peer said nothing about them through a timeout's RESENDs
+//	homa_resends_ignored_total                 RESENDs unanswered: retransmitted less than a resend interval before, or budget spent
+//	homa_timer_wakeups_total                   times the endpoint's timer woke it (none while idle)
 //	homa_io_errors_total{op}                   errors reading ("read") or writing ("write") the socket
 //	homa_rpcs_started_total{role}              client: requests sent; server: requests whose first packet arrived
 //	homa_rpcs_completed_total{role}            client: responses received whole; server: requests answered
 //	homa_rpc_timeouts_total                    client RPCs failed because the server stopped answering
 //	homa_rpcs_aborted_total                    client RPCs ended by Abort
+//	homa_rpcs_unreachable_total                client RPCs failed at once by an ICMP report (no listener, host unreachable)
 //	homa_requests_delivered_total              requests handed whole to the server application
 //	homa_server_rpcs_acked_total               answered server RPCs freed by the client's acknowledgment
 //	homa_server_rpcs_reclaimed_total           answered server RPCs freed after the client stayed silent
@@ -47,6 +50,10 @@
 //	homa_pacer_bytes_total                     bytes (IP header included) charged to the pacer's budget
 //	homa_pacer_throttled_total                 times the pacer held a packet back for its budget
 //	homa_pacer_fifo_picks_total                packets the pacer sent from the oldest message (FIFO share)
+//	homa_messages_shed_total                   incoming messages discarded to make room (the heaviest peer's least active first)
+//	homa_grants_revoked_total                  incoming messages that lost their grant: their sender left granted bytes unsent
+//	homa_grants_deferred_total                 grants held back for lack of receive memory
+//	homa_peers_evicted_total                   idle peers dropped from a full peer table
 //
 // Gauges:
 //
@@ -56,8 +63,11 @@
 //	homa_incoming_bytes                        bytes granted (or unscheduled) and not yet received
 //	homa_pacer_queue_messages                  outgoing messages waiting in the pacer's queue
 //	homa_pacer_queue_bytes                     bytes left to send in them
+//	homa_receive_memory_bytes                  receive storage committed for incoming messages
+//	homa_incoming_server_rpcs                  server RPCs whose request is still arriving
+//	homa_pending_replies                       server RPCs whose request awaits the application's reply
 //
-// The pacer's metrics stay zero unless the socket paces (homa.Config.LinkMbps).
+// The pacer's metrics stay zero unless the socket paces (sock.Config.LinkMbps).
 //
 // Histograms:
 //
@@ -76,7 +86,9 @@
 //	reason      short (shorter than its header), unknown_type, bad_field (a field out of
 //	            range or inconsistent), unknown_rpc (no RPC or peer matches), limit (a
 //	            state limit refused new work), other_port (addressed to or acknowledging
-//	            another port), ignored (FREEZE), stale (a late duplicate of a finished RPC)
+//	            another port), ignored (FREEZE), stale (a late duplicate of a finished RPC),
+//	            memory (no receive memory for its bytes), socket (discarded by the socket
+//	            layer before parsing: shorter than a header, another port, too long)
 //	role        client, server
 //	size_class  the larger of request and response: 1k (up to 1,000 bytes), 10k, 100k, 1m
 //	direction   sent, received

@@ -42,11 +42,17 @@ type Config struct {
 	// Transport is Raw (the default) or UDP (engine only).
 	Transport Transport
 
-	// PollDuration is how long a goroutine waiting in Recv reads the
-	// socket itself, spinning, before it parks: spinning saves the
-	// wake-up of a parked goroutine (microseconds) at the price of CPU.
-	// Default 50 µs, as Linux Homa's poll_usecs; negative never spins.
+	// PollDuration is the longest a goroutine waiting in Recv spins on
+	// the socket before it parks in the netpoller: spinning saves the
+	// wake-up of a parked thread (microseconds; tens on a virtual
+	// machine) at the price of CPU. Default 50 µs, as Linux Homa's
+	// poll_usecs; negative never spins.
 	PollDuration time.Duration
+	// Polling is PollAdaptive (the default: spin for twice the recent
+	// waits, up to PollDuration, and not at all when they are longer),
+	// PollAlways (spin for PollDuration: the lowest latency, the most
+	// CPU) or PollNever (park at once: the least CPU).
+	Polling Polling
 	// PeerTimeout is how long a peer may say nothing about an RPC while
 	// being asked (RESEND every 5 ms) before the RPC fails with
 	// ErrPeerTimeout. A server still working on a request says BUSY, so
@@ -92,10 +98,21 @@ type Limits struct {
 	Peers int
 }
 
+// Polling says how a goroutine waiting in Recv spins before it parks.
+type Polling = homa.Polling
+
+// Polling modes.
+const (
+	PollAdaptive = homa.PollAdaptive
+	PollAlways   = homa.PollAlways
+	PollNever    = homa.PollNever
+)
+
 // engineConfig is the engine configuration cfg asks for.
 func engineConfig(cfg *Config) homa.Config {
 	c := homa.Config{
 		PollDuration: cfg.PollDuration,
+		Polling:      cfg.Polling,
 		UnschedBytes: cfg.UnschedBytes,
 		LinkMbps:     cfg.LinkMbps,
 		Limits: core.Limits{

@@ -58,6 +58,7 @@ type Core struct {
 	solicited  map[serverKey]solicitation
 	timers     timerHeap
 	rxPkt      wire.Packet
+	rx         rxPacket
 	ackScratch [wire.MaxAcks]wire.AckEntry
 
 	// sched decides the GRANTs for incoming messages; granting maps its

@@ -18,7 +18,9 @@ func (c *Core) Handle(pkt []byte, src netip.Addr, now time.Duration, out *Output
 		return
 	}
 	c.begin(now, out)
+	c.rx = rxPacket{buf: pkt}
 	c.handle(pkt, c.canon(src))
+	c.rx = rxPacket{}
 	c.end()
 }
 
@@ -26,10 +28,17 @@ func (c *Core) Handle(pkt []byte, src netip.Addr, now time.Duration, out *Output
 // or, when Unreachable is set, an ICMP report that a packet sent to Addr
 // was not delivered, Buf holding the start of that packet as the report
 // quoted it (see Unreachable).
+//
+// With Own set, the caller lets the core keep Buf (a buffer from the
+// core's Buffers, with its whole capacity) as the storage of the
+// message it belongs to, rather than copy the payload out of it: the
+// core then sets Buf to nil, and the buffer goes back to Buffers when
+// the message is done with it.
 type Inbound struct {
 	Buf         []byte
 	Addr        netip.Addr
 	Unreachable Unreachability
+	Own         bool
 }
 
 // HandleBatch processes several packets at once: grant decisions and
@@ -43,11 +52,23 @@ func (c *Core) HandleBatch(pkts []Inbound, now time.Duration, out *Output) {
 		p := &pkts[i]
 		if p.Unreachable != 0 {
 			c.unreachable(p.Unreachable, p.Buf, c.canon(p.Addr))
-		} else {
-			c.handle(p.Buf, c.canon(p.Addr))
+			continue
+		}
+		c.rx = rxPacket{buf: p.Buf, own: p.Own}
+		c.handle(p.Buf, c.canon(p.Addr))
+		if c.rx.kept {
+			p.Buf = nil
 		}
 	}
+	c.rx = rxPacket{}
 	c.end()
+}
+
+// rxPacket is the packet being handled: its buffer, whether the core may
+// keep it, and whether it did.
+type rxPacket struct {
+	buf       []byte
+	own, kept bool
 }
 
 func (c *Core) handle(pkt []byte, src netip.Addr) {
@@ -142,26 +163,27 @@ func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 		return
 	}
 	end := off + uint32(len(d.Payload))
-	if need := r.in.need(off, end); need > 0 {
-		if !c.admitMemory(r, need) {
-			c.drop(DropMemory)
-			if !r.isClient() && r.in.received == 0 {
-				c.freeServer(r, false) // nothing of it is held: its client will retry
-			}
-			return
-		}
-		c.charge(r, r.in.commit(off, end, c.bufs))
-	}
-	if r.in.add(off, d.Payload) == 0 {
+	if !r.in.fresh(off, end) {
 		c.stats.DuplicatePackets++
-	} else {
-		r.rs.Progress(c.tick)
-		c.touch(r)
-		if r.gid != 0 {
-			c.sched.Received(r.gid, r.in.received)
-		} else if r.parked {
-			c.unpark(r)
+		return
+	}
+	keep, need := r.in.plan(d.Payload, c.rx.buf, c.rx.own)
+	if need > 0 && !c.admitMemory(r, need) {
+		c.drop(DropMemory)
+		if !r.isClient() && r.in.received == 0 {
+			c.freeServer(r, false) // nothing of it is held: its client will retry
 		}
+		return
+	}
+	_, committed := r.in.store(off, d.Payload, c.rx.buf, keep, c.bufs)
+	c.charge(r, committed)
+	c.rx.kept = keep
+	r.rs.Progress(c.tick)
+	c.touch(r)
+	if r.gid != 0 {
+		c.sched.Received(r.gid, r.in.received)
+	} else if r.parked {
+		c.unpark(r)
 	}
 	if r.in.complete() {
 		c.completeIn(r)
@@ -210,8 +232,8 @@ func (c *Core) completeIn(r *rpc) {
 	c.stopReceiving(r)
 	r.parked = false
 	old := r.in.mem
-	data, mem := r.in.take(c.bufs)
-	m := &Message{ID: r.id, Peer: r.peerAddrPort(), Data: data, pool: c.bufs}
+	data, backing, mem := r.in.take(c.bufs)
+	m := &Message{ID: r.id, Peer: r.peerAddrPort(), Data: data, backing: backing, pool: c.bufs}
 	if r.isClient() {
 		// The server had the whole request, so the RPC is over here;
 		// the server may forget it once told. The response is the

@@ -1,29 +1,43 @@
 package core
 
-import "github.com/homa-go/homa/resend"
+import (
+	"math/bits"
+
+	"github.com/homa-go/homa/resend"
+)
 
 // span is a half-open byte range [Start, End) of a message.
 type span = resend.Span
 
-// Receive storage is committed as bytes arrive, in chunks: a message of
-// at most chunkSize bytes gets one buffer of its own length at its first
-// byte; a longer one gets chunkSize pieces, each when its first byte
-// arrives, and is made contiguous when complete. So what a sender can
-// make the core hold is what it sent, rounded up to a chunk per message,
-// never the length it claims.
-const (
-	chunkShift = 16
-	chunkSize  = 1 << chunkShift
-	maxChunks  = (MaxMessage + chunkSize - 1) / chunkSize
-)
+// Receive storage is committed as bytes arrive, never from the length a
+// sender claims. A message shorter than segmentMin gets one buffer of its
+// own length at its first byte, and every packet is copied into it. A
+// longer one keeps its packets as they came, as segments: a packet that
+// fills most of its receive buffer is kept in that buffer (no copy: the
+// shell gives the buffer up and reads into a new one), a smaller one is
+// copied into a buffer of its own size. When the message is complete,
+// the segments are copied into one buffer, unless it came in a single
+// kept packet: then that packet's buffer is the message. So a message's
+// bytes are copied once between the receive buffer and the application,
+// or not at all.
+const segmentMin = 8 << 10
+
+// segment is a received packet's payload kept for reassembly: data at
+// offset off of the message, in backing (a receive buffer or a copy),
+// which goes back to Buffers when the segment is released.
+type segment struct {
+	off     uint32
+	data    []byte
+	backing []byte
+}
 
 // inMsg reassembles an incoming message from DATA packets that may arrive
 // out of order or more than once.
 type inMsg struct {
 	length    uint32
-	small     []byte            // the storage of a message of at most chunkSize bytes
-	chunks    [maxChunks][]byte // the storage of a longer one
-	have      []span            // received ranges, sorted, disjoint and not adjacent
+	small     []byte    // the storage of a message shorter than segmentMin
+	segs      []segment // the storage of a longer one (its capacity is reused)
+	have      []span    // received ranges, sorted, disjoint and not adjacent
 	haveBuf   [2]span
 	received  uint32 // bytes in have
 	granted   uint32 // bytes the sender may send: unscheduled, then grants
@@ -44,59 +58,75 @@ func (m *inMsg) complete() bool { return m.received == m.length }
 // spans are the received ranges, sorted and disjoint.
 func (m *inMsg) spans() []span { return m.have }
 
-// need is how many bytes of storage must be committed before bytes
-// [off, end) can be stored (an upper bound: a buffer may round up).
-func (m *inMsg) need(off, end uint32) int {
-	if m.length <= chunkSize {
-		if m.small != nil {
-			return 0
+// fresh reports whether any byte of [off, end) has not arrived yet.
+func (m *inMsg) fresh(off, end uint32) bool {
+	for _, s := range m.have {
+		if s.Start > off {
+			return true
 		}
-		return int(m.length)
-	}
-	n := 0
-	for c := off >> chunkShift; c <= (end-1)>>chunkShift; c++ {
-		if m.chunks[c] == nil {
-			n += chunkSize
+		if s.End >= end {
+			return false
 		}
+		off = max(off, s.End)
 	}
-	return n
+	return off < end
 }
 
-// commit allocates the storage bytes [off, end) need and returns how
-// many bytes it committed.
-func (m *inMsg) commit(off, end uint32, bufs Buffers) int {
+// plan says how a packet carrying payload at off would be stored, before
+// it is: whether its receive buffer pkt would be kept (the caller allows
+// it with own), and how many bytes of storage that commits (an upper
+// bound).
+func (m *inMsg) plan(payload, pkt []byte, own bool) (keep bool, need int) {
+	if m.length < segmentMin {
+		if m.small != nil {
+			return false, 0
+		}
+		return false, int(m.length)
+	}
+	if own && len(payload) >= segmentMin && 4*len(payload) >= cap(pkt) {
+		return true, cap(pkt)
+	}
+	return false, 1 << bits.Len(uint(len(payload)-1))
+}
+
+// store records the payload at off (which brings new bytes: see fresh),
+// keeping the receive buffer pkt if keep, and returns how many new bytes
+// it held and how many bytes of storage it committed. The caller has
+// checked that off+len(payload) <= m.length.
+func (m *inMsg) store(off uint32, payload, pkt []byte, keep bool, bufs Buffers) (added uint32, committed int) {
 	before := m.mem
-	if m.length <= chunkSize {
+	end := off + uint32(len(payload))
+	if m.length < segmentMin {
 		if m.small == nil {
 			m.small = bufs.Get(int(m.length))
 			m.mem += cap(m.small)
 		}
-		return m.mem - before
-	}
-	for c := off >> chunkShift; c <= (end-1)>>chunkShift; c++ {
-		if m.chunks[c] == nil {
-			m.chunks[c] = bufs.Get(chunkSize)
-			m.mem += cap(m.chunks[c])
+		copy(m.small[off:end], payload)
+	} else {
+		s := segment{off: off}
+		if keep {
+			s.backing = pkt[:0:cap(pkt)]
+			s.data = payload
+		} else {
+			s.backing = bufs.Get(len(payload))
+			s.data = s.backing[:copy(s.backing, payload)]
 		}
+		m.segs = append(m.segs, s)
+		m.mem += cap(s.backing)
 	}
-	return m.mem - before
+	return m.mark(off, end), m.mem - before
 }
 
-// add copies the part of data (at offset off) not received before and
-// returns how many new bytes it held. The caller has checked that
-// off+len(data) <= m.length and committed the storage.
-func (m *inMsg) add(off uint32, data []byte) uint32 {
-	if len(data) == 0 {
-		return 0
-	}
-	end := off + uint32(len(data))
+// mark records [off, end) as received and returns how many of its bytes
+// are new.
+func (m *inMsg) mark(off, end uint32) uint32 {
 	// Find the first span that ends at or after off: everything before it
 	// lies wholly to the left of the new range.
 	i := 0
 	for i < len(m.have) && m.have[i].End < off {
 		i++
 	}
-	// Copy the gaps between the new range and the spans it overlaps,
+	// Count the gaps between the new range and the spans it overlaps,
 	// merging those spans into one.
 	var added uint32
 	start, cur := off, off
@@ -104,13 +134,13 @@ func (m *inMsg) add(off uint32, data []byte) uint32 {
 	for ; j < len(m.have) && m.have[j].Start <= end; j++ {
 		s := m.have[j]
 		if s.Start > cur {
-			added += m.fill(cur, s.Start, off, data)
+			added += s.Start - cur
 		}
 		cur = max(cur, s.End)
 		start = min(start, s.Start)
 	}
 	if cur < end {
-		added += m.fill(cur, end, off, data)
+		added += end - cur
 		cur = end
 	}
 	merged := span{Start: start, End: cur}
@@ -127,39 +157,31 @@ func (m *inMsg) add(off uint32, data []byte) uint32 {
 	return added
 }
 
-// fill copies bytes [from, to) of the message out of data, which holds the
-// message starting at offset off.
-func (m *inMsg) fill(from, to, off uint32, data []byte) uint32 {
-	src := data[from-off : to-off]
-	if m.length <= chunkSize {
-		copy(m.small[from:to], src)
-		return to - from
-	}
-	for at := from; at < to; {
-		c := m.chunks[at>>chunkShift]
-		k := at & (chunkSize - 1)
-		n := uint32(copy(c[k:], src[at-from:]))
-		at += n
-	}
-	return to - from
-}
-
-// take returns the complete message as one buffer, which the caller now
-// owns, and the storage it leaves committed (the buffer's capacity). A
-// chunked message is copied into a buffer of its own.
-func (m *inMsg) take(bufs Buffers) ([]byte, int) {
-	if m.length <= chunkSize {
+// take returns the complete message: its bytes, the buffer that holds
+// them (to go back to Buffers when the application releases them), and
+// the storage it leaves committed (that buffer's capacity). A message in
+// several segments is copied into a buffer of its own; one that came in
+// a single kept packet is that packet's buffer.
+func (m *inMsg) take(bufs Buffers) (data, backing []byte, mem int) {
+	if m.length < segmentMin {
 		b := m.small
 		m.small = nil
 		m.mem = 0
-		return b, cap(b)
+		return b, b, cap(b)
+	}
+	if len(m.segs) == 1 && uint32(len(m.segs[0].data)) == m.length {
+		s := m.segs[0]
+		clear(m.segs)
+		m.segs = m.segs[:0]
+		m.mem = 0
+		return s.data, s.backing, cap(s.backing)
 	}
 	b := bufs.Get(int(m.length))
-	for c := range (m.length + chunkSize - 1) >> chunkShift {
-		copy(b[c<<chunkShift:], m.chunks[c])
+	for _, s := range m.segs {
+		copy(b[s.off:], s.data)
 	}
 	m.release(bufs)
-	return b, cap(b)
+	return b, b, cap(b)
 }
 
 // release frees the storage and returns how many bytes it held.
@@ -169,12 +191,11 @@ func (m *inMsg) release(bufs Buffers) int {
 		bufs.Put(m.small)
 		m.small = nil
 	}
-	for c := range m.chunks {
-		if m.chunks[c] != nil {
-			bufs.Put(m.chunks[c])
-			m.chunks[c] = nil
-		}
+	for i := range m.segs {
+		bufs.Put(m.segs[i].backing)
 	}
+	clear(m.segs)
+	m.segs = m.segs[:0]
 	m.mem = 0
 	return freed
 }

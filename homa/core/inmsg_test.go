@@ -8,13 +8,14 @@ import (
 )
 
 // TestInMsgReassembly checks reassembly against a model: a message is
-// delivered as random, overlapping, duplicated and reordered fragments;
-// the message taken at the end equals the original, received counts
-// distinct bytes, the span list stays sorted, disjoint and merged, and
-// storage is committed only for the chunks that bytes arrived in.
+// delivered as random, overlapping, duplicated and reordered fragments,
+// from receive buffers the core may keep; the message taken at the end
+// equals the original, received counts distinct bytes, the span list
+// stays sorted, disjoint and merged, storage is committed only for
+// packets that brought new bytes, and every buffer goes back.
 func TestInMsgReassembly(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		length := rapid.OneOf(rapid.IntRange(1, 5000), rapid.IntRange(chunkSize-10, 3*chunkSize+7)).Draw(t, "length")
+		length := rapid.OneOf(rapid.IntRange(1, segmentMin-1), rapid.IntRange(segmentMin, 3*segmentMin+7), rapid.IntRange(60_000, 200_000)).Draw(t, "length")
 		msg := make([]byte, length)
 		for i, seed := 0, rapid.Uint64().Draw(t, "seed"); i < length; i++ {
 			seed = seed*6364136223846793005 + 1442695040888963407
@@ -24,48 +25,71 @@ func TestInMsgReassembly(t *testing.T) {
 		var m inMsg
 		m.init(uint32(length), 100)
 		seen := make([]bool, length)
-		var touched [maxChunks]bool
 		received := 0
 		steps := rapid.IntRange(1, 60).Draw(t, "steps")
+		maxPkt := rapid.SampledFrom([]int{1400, 9000, 65_000}).Draw(t, "packet")
 		for i := 0; i < steps || !m.complete(); i++ {
 			var off, n int
 			if i < steps {
 				off = rapid.IntRange(0, length-1).Draw(t, "off")
-				n = rapid.IntRange(1, min(length-off, 3000)).Draw(t, "n")
+				n = rapid.IntRange(1, min(length-off, maxPkt)).Draw(t, "n")
 			} else {
 				// Fill the first hole so the run ends complete.
 				for seen[off] {
 					off++
 				}
-				for n = 1; off+n < length && !seen[off+n] && n < 3000; n++ {
+				for n = 1; off+n < length && !seen[off+n] && n < maxPkt; n++ {
 				}
 			}
-			end := uint32(off + n)
-			need := m.need(uint32(off), end)
-			got := m.commit(uint32(off), end, bufs)
-			if got < need || (need == 0) != (got == 0) {
-				t.Fatalf("commit(%d, %d) = %d bytes, need said %d", off, end, got, need)
-			}
+			// The packet as a receive buffer: room for a header and the
+			// largest packet, the payload after the header.
+			pkt := bufs.Get(maxPkt + 64)
+			copy(pkt[64:], msg[off:off+n])
+			payload := pkt[64 : 64+n]
 			fresh := 0
 			for k := off; k < off+n; k++ {
 				if !seen[k] {
 					fresh++
 					seen[k] = true
-					touched[k/chunkSize] = true
 				}
 			}
-			if got := m.add(uint32(off), msg[off:off+n]); int(got) != fresh {
-				t.Fatalf("add(%d, %d bytes) = %d new bytes, want %d", off, n, got, fresh)
+			if m.fresh(uint32(off), uint32(off+n)) != (fresh > 0) {
+				t.Fatalf("fresh(%d, %d) = %v with %d new bytes", off, off+n, !(fresh > 0), fresh)
+			}
+			if fresh == 0 {
+				bufs.Put(pkt)
+				continue
+			}
+			own := rapid.Bool().Draw(t, "own")
+			keep, need := m.plan(payload, pkt, own)
+			if keep && !own {
+				t.Fatal("plan keeps a buffer it does not own")
+			}
+			added, committed := m.store(uint32(off), payload, pkt, keep, bufs)
+			if int(added) != fresh {
+				t.Fatalf("store(%d, %d bytes) = %d new bytes, want %d", off, n, added, fresh)
+			}
+			if committed > need {
+				t.Fatalf("store committed %d bytes, plan said at most %d", committed, need)
+			}
+			if !keep {
+				bufs.Put(pkt)
 			}
 			checkSpans(t, &m, fresh, &received)
-			checkStorage(t, &m, &touched, bufs)
+			if bufs.held != m.mem {
+				t.Fatalf("storage: message counts %d bytes, %d held", m.mem, bufs.held)
+			}
 		}
-		data, mem := m.take(bufs)
+		data, backing, mem := m.take(bufs)
 		if !bytes.Equal(data, msg) {
 			t.Fatalf("reassembled message differs")
 		}
-		if mem != cap(data) || m.mem != 0 || bufs.held != cap(data) {
-			t.Fatalf("after take: %d bytes committed, %d left in the message, %d held; want %d, 0, %d", mem, m.mem, bufs.held, cap(data), cap(data))
+		if mem != cap(backing) || m.mem != 0 || bufs.held != cap(backing) {
+			t.Fatalf("after take: %d bytes committed, %d left in the message, %d held; want %d, 0, %d", mem, m.mem, bufs.held, cap(backing), cap(backing))
+		}
+		bufs.Put(backing)
+		if bufs.held != 0 {
+			t.Fatalf("%d bytes never went back", bufs.held)
 		}
 	})
 }
@@ -75,20 +99,6 @@ type countingBuffers struct{ held int }
 
 func (b *countingBuffers) Get(n int) []byte { b.held += n; return make([]byte, n) }
 func (b *countingBuffers) Put(p []byte)     { b.held -= cap(p) }
-
-func checkStorage(t *rapid.T, m *inMsg, touched *[maxChunks]bool, bufs *countingBuffers) {
-	if bufs.held != m.mem {
-		t.Fatalf("storage: message counts %d bytes, %d held", m.mem, bufs.held)
-	}
-	if m.length <= chunkSize {
-		return
-	}
-	for c := range maxChunks {
-		if touched[c] != (m.chunks[c] != nil) {
-			t.Fatalf("chunk %d allocated %v, bytes arrived in it %v", c, m.chunks[c] != nil, touched[c])
-		}
-	}
-}
 
 // checkSpans checks the span list against the model's count of distinct
 // bytes received (updated with this step's fresh bytes).

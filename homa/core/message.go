@@ -18,7 +18,8 @@ type Message struct {
 	// *OpError wrapping the cause (ErrPeerTimeout, ErrAborted, ...).
 	Err error
 
-	pool Buffers // where Data goes back on Release (nil: the GC)
+	pool    Buffers // where Data goes back on Release (nil: the GC)
+	backing []byte  // the buffer that holds Data (a receive buffer may hold more)
 }
 
 // IsRequest reports whether the message is a request to be answered with
@@ -31,9 +32,13 @@ func (m *Message) IsRequest() bool { return m.ID&1 == 1 }
 func (m *Message) Release() {
 	if m.Data != nil {
 		if m.pool != nil {
-			m.pool.Put(m.Data)
+			b := m.backing
+			if b == nil {
+				b = m.Data
+			}
+			m.pool.Put(b)
 		}
-		m.Data = nil
+		m.Data, m.backing = nil, nil
 	}
 }
 

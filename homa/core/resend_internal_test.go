@@ -18,8 +18,8 @@ func TestQueueResendAllGaps(t *testing.T) {
 	r.in.init(20_000, 10_000) // 10,000 bytes granted so far
 	r.inInit = true
 	for _, off := range []uint32{1000, 5000} {
-		r.in.commit(off, off+1000, c.bufs)
-		r.in.add(off, make([]byte, 1000))
+		payload := make([]byte, 1000)
+		r.in.store(off, payload, payload, false, c.bufs)
 	}
 	if !c.queueResend(r) {
 		t.Fatal("no RESEND queued")

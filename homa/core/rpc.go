@@ -93,7 +93,9 @@ const maxFreeRPCs = 1024
 func (c *Core) recycle(r *rpc) {
 	r.out.release(c.bufs)
 	c.charge(r, -r.in.release(c.bufs))
+	segs := r.in.segs[:0] // keep the capacity
 	*r = rpc{}
+	r.in.segs = segs
 	if len(c.freeRPCs) < maxFreeRPCs {
 		c.freeRPCs = append(c.freeRPCs, r)
 	}

@@ -28,30 +28,38 @@ func forgedData(sport uint16, id uint64, length uint32, off uint32, n int, incom
 
 var attacker = netip.MustParseAddr("10.0.0.66")
 
-// TestForgedLengthsBounded: 2,000 forged first packets that each claim a
-// 1,000,000-byte message commit what arrived, in chunks, within the
-// attacker's share of receive memory; a legitimate host's 1 MB request
-// still completes.
+// TestForgedLengthsBounded: forged first packets that each claim a
+// 1,000,000-byte message commit what arrived (1,400 bytes, in a 2 KiB
+// buffer), never the claim; past the attacker's share of receive memory
+// they are dropped; a legitimate host's 1 MB request still completes.
 func TestForgedLengthsBounded(t *testing.T) {
 	n := sim.New(sim.Config{Seed: 7})
 	srv := n.Listen(serverAP, core.Config{})
 	echo(srv, n, 0, nil)
-	for i := range 2000 {
-		n.Inject(attacker, serverAP.Addr(), forgedData(40000, uint64(2+2*i), core.MaxMessage, 0, 1400, 40_000))
-		n.Run(n.Now() + time.Microsecond)
-	}
 	lim := srv.Core.Config().Limits
+	forge := func(src netip.Addr, count, size int) {
+		for i := range count {
+			n.Inject(src, serverAP.Addr(), forgedData(40000, uint64(2+2*i), core.MaxMessage, 0, size, 40_000))
+			n.Run(n.Now() + 100*time.Nanosecond)
+		}
+		n.Run(n.Now() + 10*time.Microsecond) // the last ones arrive
+	}
+	forge(attacker, 2000, 1400)
 	st := srv.Core.Stats()
-	if st.RecvMemory > lim.RecvMemoryPerPeer {
+	if st.RecvMemory > 2000*2048 || st.IncomingRPCs != 2000 || st.TotalDrops() != 0 {
+		t.Fatalf("2,000 forged 1 MB claims of 1,400 bytes each hold %d bytes in %d RPCs, want at most %d (%+v, shed %d)", st.RecvMemory, st.IncomingRPCs, 2000*2048, st.Drops, st.Shed)
+	}
+	before := st.RecvMemory
+	other := netip.MustParseAddr("10.0.0.67")
+	forge(other, 2000, 60_000) // 120 MB of first packets, over the host's share
+	st = srv.Core.Stats()
+	if st.RecvMemory-before > lim.RecvMemoryPerPeer {
 		t.Fatalf("forged lengths hold %d bytes, over the attacker's share of %d", st.RecvMemory, lim.RecvMemoryPerPeer)
 	}
-	if st.RecvMemory > 2000*64<<10 || st.RecvMemory == 0 {
-		t.Fatalf("receive memory %d after 2,000 one-packet messages", st.RecvMemory)
+	if st.Drops[core.DropMemory] == 0 {
+		t.Fatalf("nothing dropped past the attacker's share: %+v", st.Drops)
 	}
-	if dropped := st.Drops[core.DropMemory] + st.Drops[core.DropLimit]; dropped == 0 {
-		t.Fatalf("no forged packet dropped: %+v", st.Drops)
-	}
-	t.Logf("2,000 forged 1 MB claims: %d bytes held (%d RPCs), drops %v", st.RecvMemory, st.IncomingRPCs, st.Drops)
+	t.Logf("then 2,000 forged 1 MB claims of 60,000 bytes each from another host: %d bytes held in all (%d RPCs), drops %v", st.RecvMemory, st.IncomingRPCs, st.Drops)
 	cli := n.Listen(clientAP, core.Config{})
 	got := collect(cli)
 	id := send(t, cli, serverAP, request(1, core.MaxMessage))

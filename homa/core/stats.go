@@ -136,8 +136,11 @@ type Stats struct {
 	ServerRPCsFreed     uint64 // server RPCs acknowledged and forgotten
 	ReadErrors          uint64
 	WriteErrors         uint64
-	ResendsSent         uint64 // RESEND packets this endpoint issued
-	NeedAcksSent        uint64
+	// TimerWakeups counts the times the shell's timer woke the endpoint
+	// to run the core's deadlines: an idle endpoint has none.
+	TimerWakeups uint64
+	ResendsSent  uint64 // RESEND packets this endpoint issued
+	NeedAcksSent uint64
 	// PeerTimeouts counts RPCs (client and server) ended because their
 	// peer stopped answering for them.
 	PeerTimeouts uint64

@@ -290,8 +290,16 @@ func nextRetry(d time.Duration) time.Duration {
 func (c *sockConn) waitReadable() error {
 	var retry time.Duration
 	for {
+		if c.wake.take() {
+			_ = c.pc.SetReadDeadline(time.Time{})
+			return ErrWoken
+		}
 		err := c.rc.Read(c.rd.peek)
-		if !c.pollRefused(err) {
+		var again bool
+		if err, again = c.woken(err); again {
+			continue
+		}
+		if err == ErrWoken || !c.pollRefused(err) {
 			return err
 		}
 		ready := false

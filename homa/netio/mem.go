@@ -570,6 +570,7 @@ type memConn struct {
 	done   chan struct{} // closed by Close
 	closed bool
 	stats  connCounters
+	wake   wakeFlag
 }
 
 // errMemClosed is returned by a closed memConn.
@@ -610,11 +611,20 @@ func (c *memConn) ReadBatch(pkts []Packet) (int, error) {
 		if n > 0 || err != nil || len(pkts) == 0 {
 			return n, err
 		}
+		if c.wake.take() {
+			return 0, ErrWoken
+		}
 		select {
 		case <-c.ready:
 		case <-c.done:
 		}
 	}
+}
+
+// Wake implements Waker.
+func (c *memConn) Wake() {
+	c.wake.set()
+	c.signal()
 }
 
 // WaitReadable implements Poller.
@@ -628,6 +638,8 @@ func (c *memConn) WaitReadable() error {
 			return errMemClosed
 		case ready:
 			return nil
+		case c.wake.take():
+			return ErrWoken
 		}
 		select {
 		case <-c.ready:

@@ -393,6 +393,9 @@ func recvTOS(t *testing.T, fd int, v6, fromCmsg bool, tag uint64) uint8 {
 	oob := make([]byte, 64)
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, 0)
+		if err == unix.EINTR {
+			continue // a signal (the runtime's preemption) interrupted the wait
+		}
 		if err != nil {
 			t.Fatalf("sniffer: %v", err)
 		}

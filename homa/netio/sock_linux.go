@@ -53,6 +53,7 @@ type sockConn struct {
 	tos     [8]uint8    // TOS / traffic class byte per priority
 	cmsg    [8][]byte   // one IP_TOS / IPV6_TCLASS control message per priority
 	closed  atomic.Bool // Close ran
+	wake    wakeFlag    // Wake was called and no read has returned ErrWoken yet
 
 	rd    readState
 	wr    writeState
@@ -323,7 +324,19 @@ func (c *sockConn) read(pkts []Packet, wait bool) (int, error) {
 		}
 		var err error
 		if wait {
+			if c.wake.take() {
+				_ = c.pc.SetReadDeadline(time.Time{})
+				return 0, ErrWoken
+			}
 			err = c.rc.Read(r.wait)
+			var again bool
+			if err, again = c.woken(err); again {
+				continue
+			}
+			if err == ErrWoken {
+				r.clear(len(pkts))
+				return 0, err
+			}
 			if c.pollRefused(err) {
 				// Read without waiting, the error queue included.
 				r.errq.hint.Store(r.errq.on)

@@ -103,12 +103,12 @@ func (b *Mailbox) Expect(id uint64) {
 
 // Deliver hands m to a waiting goroutine, or queues it: for a response,
 // the goroutine waiting for its id; otherwise self, if it waits for any
-// message; otherwise the oldest goroutine waiting for any. It reports
-// whether a goroutine took m.
-func (b *Mailbox) Deliver(m *core.Message, self *Waiter) bool {
+// message; otherwise the oldest goroutine waiting for any. It returns the
+// waiter that took m, or nil when m was queued (or dropped, once closed).
+func (b *Mailbox) Deliver(m *core.Message, self *Waiter) *Waiter {
 	if b.closed {
 		m.Release()
-		return false
+		return nil
 	}
 	if !m.IsRequest() {
 		if e := b.rpcs[m.ID]; e.w != nil {
@@ -116,7 +116,7 @@ func (b *Mailbox) Deliver(m *core.Message, self *Waiter) bool {
 			e.w.awaiting = false
 			b.waiting--
 			e.w.C <- m
-			return true
+			return e.w
 		}
 	}
 	w := self
@@ -130,13 +130,13 @@ func (b *Mailbox) Deliver(m *core.Message, self *Waiter) bool {
 			delete(b.rpcs, m.ID)
 		}
 		w.C <- m
-		return true
+		return w
 	}
 	n := b.push(m)
 	if !m.IsRequest() {
 		b.rpcs[m.ID] = entry{n: n}
 	}
-	return false
+	return nil
 }
 
 // Take returns the ready message for id (Any: the oldest of all), or

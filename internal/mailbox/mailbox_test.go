@@ -37,7 +37,7 @@ func TestContract(t *testing.T) {
 	if b.Waiting() != 2 {
 		t.Fatalf("%d waiting, want 2", b.Waiting())
 	}
-	if !b.Deliver(resp(10), nil) || got(by10) == nil || got(any1) != nil {
+	if b.Deliver(resp(10), nil) != by10 || got(by10) == nil || got(any1) != nil {
 		t.Fatal("the response for 10 did not go to its waiter")
 	}
 	// Another goroutine's Take for the same id: refused.
@@ -54,10 +54,10 @@ func TestContract(t *testing.T) {
 	// goroutine that produced a message gets it first when it waits for any.
 	self := NewWaiter()
 	b.Take(Any, self)
-	if !b.Deliver(req(1), self) || got(self) == nil || got(any1) != nil {
+	if b.Deliver(req(1), self) != self || got(self) == nil || got(any1) != nil {
 		t.Fatal("a request did not go to the producing goroutine")
 	}
-	if !b.Deliver(resp(12), nil) || got(any1) == nil {
+	if b.Deliver(resp(12), nil) != any1 || got(any1) == nil {
 		t.Fatal("a response nobody waits for by id did not go to Recv(Any)")
 	}
 	if _, err := b.Take(12, NewWaiter()); !errors.Is(err, ErrUnknownRPC) {

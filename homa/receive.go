@@ -1,0 +1,340 @@
+package homa
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"time"
+
+	"github.com/homa-go/homa/homa/core"
+	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/internal/mailbox"
+)
+
+// Receiving. One goroutine at a time reads the socket: whoever holds
+// rxTok. A goroutine waiting in Recv takes it when it can and reads for
+// itself, so that its own message reaches it with no hand-off between
+// goroutines (each costs a thread wake-up, several microseconds; tens on
+// a virtual machine): it spins on non-blocking reads for a while after
+// each sign of activity (polling), then parks in the netpoller, as a
+// goroutine reading a TCP socket does. It processes whatever comes,
+// hands other goroutines their messages, and reads on until its own has
+// come. While no goroutine in Recv reads, the background reader parks in
+// the netpoller and processes what comes: grants, acknowledgments,
+// requests nobody waits for yet.
+
+// wait blocks the goroutine of waiter w until its message comes, ctx
+// ends or the endpoint closes, reading the socket itself whenever it can
+// take rxTok: at once when it is free, or from the background reader,
+// which gives it up when woken (only the holder of rxTok ever parks on
+// the socket, so a wake-up always reaches the goroutine that needs it).
+func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter) (*Message, error) {
+	var stop func() bool // unregisters the wake-up on ctx, once registered
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	if ctx.Err() == nil && e.poller != nil && e.takeToken(w) {
+		if m, ok := e.read(ctx, w, &stop); ok {
+			e.putWaiter(w)
+			return received(m)
+		}
+	}
+	// Someone else reads and hands the message over (or ctx ended, or
+	// this reader could not park).
+	select {
+	case m := <-w.C:
+		e.putWaiter(w)
+		return received(m)
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	registered := e.mb.Cancel(w)
+	e.mu.Unlock()
+	if !registered {
+		// A message was handed over as the context ended: keep it.
+		m := <-w.C
+		e.putWaiter(w)
+		return received(m)
+	}
+	e.putWaiter(w)
+	return nil, ctx.Err()
+}
+
+// takeToken takes rxTok for the goroutine of w if it is free, or held by
+// the background reader parked on the socket (which it wakes to give the
+// token up). It reports false when another goroutine in Recv reads, or
+// w's message came meanwhile.
+func (e *Endpoint) takeToken(w *mailbox.Waiter) bool {
+	if e.rxTok.TryLock() {
+		return true
+	}
+	if e.waker == nil || !e.rxParked.Load() {
+		return false
+	}
+	e.stealing.Add(1)
+	defer e.stealing.Add(-1)
+	e.waker.Wake()
+	for range stealSpins {
+		if e.rxTok.TryLock() {
+			return true
+		}
+		if len(w.C) > 0 {
+			return false
+		}
+		runtime.Gosched()
+	}
+	return false
+}
+
+// stealSpins bounds the yields a goroutine waits for the background
+// reader to give up rxTok before it lets the reader hand its message
+// over instead.
+const stealSpins = 1000
+
+// read is the reader's part of wait: the caller holds rxTok, and read
+// releases it. It reports whether it received what was sent on w.C (a
+// message, or nil when the endpoint closed); if not, ctx ended, or the
+// Conn cannot be woken and the reader stepped aside after spinning.
+func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, stop *func() bool) (*Message, bool) {
+	e.appReading.Store(true)
+	start := time.Now()
+	got := func(m *Message) (*Message, bool) {
+		e.spin.waited(time.Since(start))
+		return m, true
+	}
+	b := e.getBatch()
+	defer func() {
+		e.batches.Put(b)
+		e.lastRead.Store(int64(e.now()))
+		e.appReading.Store(false)
+		e.rxTok.Unlock()
+	}()
+	for {
+		if m, ok := e.spinRead(ctx, w, b); ok {
+			return got(m)
+		}
+		if ctx.Err() != nil || e.isClosed() || e.waker == nil {
+			return nil, false
+		}
+		// Park in the netpoller. A message handed to w meanwhile by
+		// another goroutine (a timeout, Abort) wakes us: settle sees
+		// rxBlocked, under mu.
+		e.mu.Lock()
+		if len(w.C) > 0 {
+			e.mu.Unlock()
+			return got(<-w.C)
+		}
+		e.rxBlocked = w
+		e.mu.Unlock()
+		if *stop == nil && ctx.Done() != nil {
+			*stop = context.AfterFunc(ctx, e.waker.Wake)
+		}
+		e.allocRx()
+		n, err := e.conn.ReadBatch(e.rxPkts)
+		e.mu.Lock()
+		e.rxBlocked = nil
+		e.mu.Unlock()
+		if n > 0 {
+			e.process(e.rxPkts[:n], b, w)
+		}
+		select {
+		case m := <-w.C:
+			return got(m)
+		default:
+		}
+		switch {
+		case err == nil, errors.Is(err, netio.ErrWoken):
+		case errors.Is(err, net.ErrClosed) || e.isClosed():
+			return nil, false
+		default:
+			e.io.readErrors.Add(1)
+		}
+	}
+}
+
+// spinRead reads without parking for the spin budget after each sign of
+// activity, and reports whether w got its message meanwhile.
+func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, b *txBatch) (*Message, bool) {
+	budget := e.spin.budget()
+	if budget <= 0 {
+		return nil, false
+	}
+	deadline := time.Now().Add(budget)
+	for {
+		select {
+		case m := <-w.C:
+			return m, true
+		default:
+		}
+		e.allocRx()
+		n, err := e.poller.TryReadBatch(e.rxPkts)
+		switch {
+		case n > 0:
+			e.process(e.rxPkts[:n], b, w)
+			deadline = time.Now().Add(budget)
+			continue
+		case err != nil && (errors.Is(err, net.ErrClosed) || e.isClosed()):
+			return nil, false
+		case ctx.Err() != nil:
+			return nil, false
+		case time.Now().After(deadline):
+			return nil, false
+		}
+		runtime.Gosched()
+	}
+}
+
+// rxLoop reads and dispatches packets until the Conn closes, whenever no
+// goroutine in Recv reads. It holds rxTok while it parks in WaitReadable,
+// so that it is the only goroutine parked on the socket; a goroutine in
+// Recv that wants to read wakes it, and it gives the token up. It takes
+// the socket back only after goroutines in Recv have left it alone for
+// readerGrace: the next Recv usually follows soon, and then finds the
+// socket free rather than having to wake this goroutine (a thread
+// wake-up) to take it. Without a Poller it parks in ReadBatch.
+func (e *Endpoint) rxLoop() {
+	defer e.wg.Done()
+	b := &txBatch{}
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	defer t.Stop()
+	for {
+		var err error
+		if e.poller != nil {
+			if wait := e.readerWait(); wait > 0 {
+				t.Reset(wait)
+				select {
+				case <-t.C:
+				case <-e.done:
+					return
+				}
+				continue
+			}
+			if !e.rxTok.TryLock() {
+				runtime.Gosched()
+				continue
+			}
+			if e.readerWait() > 0 || e.isClosed() {
+				e.rxTok.Unlock()
+				if e.isClosed() {
+					return
+				}
+				continue
+			}
+			e.rxParked.Store(true)
+			err = e.poller.WaitReadable()
+			e.rxParked.Store(false)
+			switch {
+			case errors.Is(err, netio.ErrWoken):
+				err = nil
+				e.rxTok.Unlock()
+			case err != nil:
+				e.rxTok.Unlock()
+			default:
+				err = e.readBatch(b, nil, e.poller.TryReadBatch)
+			}
+		} else {
+			e.rxTok.Lock()
+			err = e.readBatch(b, nil, e.conn.ReadBatch)
+		}
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || e.isClosed() {
+				return
+			}
+			e.io.readErrors.Add(1)
+		}
+	}
+}
+
+// readerGrace is how long the background reader leaves the socket to
+// the goroutines in Recv after one of them stopped reading.
+const readerGrace = 500 * time.Microsecond
+
+// readerWait returns how long the background reader should wait before
+// it takes the socket: while a goroutine in Recv reads (or is taking the
+// socket from it), and for readerGrace after one stopped.
+func (e *Endpoint) readerWait() time.Duration {
+	if e.appReading.Load() || e.stealing.Load() > 0 {
+		return readerGrace
+	}
+	return time.Duration(e.lastRead.Load()) + readerGrace - e.now()
+}
+
+// readBatch reads with read and processes what came, on behalf of the
+// waiter self (nil for the background reader). The caller holds rxTok;
+// readBatch releases it.
+func (e *Endpoint) readBatch(b *txBatch, self *mailbox.Waiter, read func([]netio.Packet) (int, error)) error {
+	e.allocRx()
+	n, err := read(e.rxPkts)
+	if n > 0 {
+		e.process(e.rxPkts[:n], b, self)
+	}
+	e.rxTok.Unlock()
+	return err
+}
+
+// rxBufSize is the size of each receive buffer: the largest IP packet.
+const rxBufSize = 1 << 16
+
+// allocRx gives the receive batch its buffers, on first use (so that an
+// endpoint that never reads holds none), and replaces those the core
+// kept as message storage. They come from the buffer pool, and go back
+// to it with the messages. The caller holds rxTok.
+func (e *Endpoint) allocRx() {
+	for i := range e.rxPkts {
+		if e.rxPkts[i].Buf == nil {
+			e.rxPkts[i].Buf = getBuf(rxBufSize)
+		}
+	}
+}
+
+func (e *Endpoint) isClosed() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// process hands a batch of received packets to the core under one lock,
+// then sends what they caused. self is the waiter of the calling
+// goroutine, if it reads from Recv.
+func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *mailbox.Waiter) {
+	in := e.rxIn[:0]
+	for i := range pkts {
+		in = append(in, core.Inbound{Buf: pkts[i].Bytes(), Addr: pkts[i].Addr, Unreachable: unreachability(pkts[i].Unreachable), Own: true})
+	}
+	e.mu.Lock()
+	if !e.closed {
+		e.rxSelf = self
+		e.core.HandleBatch(in, e.now(), &e.out)
+		e.settle(b)
+		e.rxSelf = nil
+	}
+	e.mu.Unlock()
+	for i := range in {
+		if in[i].Buf == nil {
+			pkts[i].Buf = nil // kept by the core: allocRx replaces it
+		}
+	}
+	clear(in)
+	e.flush(b)
+}
+
+// unreachability maps netio's reports of undelivered packets to the
+// core's (0: an ordinary packet).
+func unreachability(u netio.Unreachable) core.Unreachability {
+	switch u {
+	case netio.NotUnreachable:
+		return 0
+	case netio.UnreachablePort:
+		return core.PortUnreachable
+	case netio.UnreachableProtocol:
+		return core.ProtocolUnreachable
+	}
+	return core.HostUnreachable
+}
