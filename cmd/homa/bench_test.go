@@ -276,9 +276,12 @@ func startServe(t *testing.T, args ...string) (netip.AddrPort, func() string) {
 
 // serveProtos are the protocols serve --proto offers that may run here.
 func serveProtos() []string {
-	protos := []string{"homa", "homa-udp", "tcp", "grpc"}
-	if !rawPermitted() {
-		protos = protos[1:]
+	var protos []string
+	raw := rawPermitted()
+	for _, p := range protocols {
+		if !p.oneAtATime() && (raw || !p.raw) {
+			protos = append(protos, p.name)
+		}
 	}
 	return protos
 }
