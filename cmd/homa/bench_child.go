@@ -102,6 +102,9 @@ func startChild(ctx context.Context, p protocol, cfg *benchConfig) (_ *childServ
 	if cfg.engine.UnschedBytes > 0 {
 		args = append(args, "--unsched-bytes", strconv.Itoa(cfg.engine.UnschedBytes))
 	}
+	if cfg.engine.PollDuration != 0 {
+		args = append(args, "--poll", cfg.engine.PollDuration.String())
+	}
 	c := &childServer{name: p.name, lines: make(chan string, 16), tail: &tailBuffer{max: childTail}, exit: make(chan struct{})}
 	c.cmd = exec.Command(exe, args...)
 	c.cmd.SysProcAttr = childProcAttr()

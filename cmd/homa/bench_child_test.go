@@ -70,11 +70,12 @@ func checkGone(t *testing.T, what string, pids []int) {
 }
 
 // TestBenchChildServes: by default each protocol's server is a child
-// process, which serves, answers the CPU queries and is stopped at the
-// end; --in-process starts none.
+// process, which serves with the engine settings of the run, answers the
+// CPU queries and is stopped at the end; --in-process starts none.
 func TestBenchChildServes(t *testing.T) {
 	pids := watchChildren(t)
-	rep, _ := benchJSON(t, "--proto", "tcp,homa-udp,erpc-udp", "--count", "30", "--warmup", "3")
+	rep, _ := benchJSON(t, "--proto", "tcp,homa-udp,erpc-udp", "--count", "30", "--warmup", "3",
+		"--poll", "-1ns", "--unsched-bytes", "10", "--link-mbps", "100000", "--reply-size", "50")
 	checkRows(t, rep, []string{"tcp", "homa-udp", "erpc-udp"}, 30)
 	if rep.Servers != serversChild || !strings.Contains(rep.CPUAccounting, "the server's") {
 		t.Errorf("servers %q, CPU accounting %q; want the child's counted", rep.Servers, rep.CPUAccounting)

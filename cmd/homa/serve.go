@@ -101,7 +101,7 @@ func (f *serveFlags) announce() (name, suffix string) {
 // (SIGINT or SIGTERM).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("serve", "[--proto "+strings.ReplaceAll(protocolNames(func(p protocol) bool { return !p.oneAtATime() }), ",", "|")+
-		"] [--addr HOST:PORT] [--udp] [--reply-size N] [--link-mbps M] [--metrics HOST:PORT]", stderr)
+		"] [--addr HOST:PORT] [--udp] [--reply-size N] [--link-mbps M] [--poll D] [--metrics HOST:PORT]", stderr)
 	addr := fs.String("addr", "127.0.0.1:4000", fmt.Sprintf("local `HOST:PORT` to serve on (Homa server ports 1..32767; port 0 picks a free one, of %d..%d for Homa)", freePortFirst, freePortLast))
 	var sf serveFlags
 	sf.register(fs)
