@@ -365,9 +365,11 @@ func splitHostPort(s string) (host, port string, err error) {
 }
 
 // runBench is "homa bench": Homa against Go TCP, gRPC and the floors of
-// plain UDP and raw sockets, on loopback in this process or against a
-// remote server, in one of three modes; a table or JSON report, and
-// optionally a slowdown plot.
+// plain UDP and raw sockets, and the RPC layers over Homa (erpc, the
+// gRPC stub) against bare Homa and gRPC-go, on loopback with each server
+// in a child process (or in this process), or against a remote server,
+// in one of three modes; a table or JSON report, and optionally a
+// slowdown plot.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bench", benchSynopsis, stderr)
 	var f benchFlags

@@ -226,6 +226,9 @@ func (r *runner) arrivals(ctx context.Context, cancel context.CancelCauseFunc, c
 			continue
 		}
 		if err := c.loop(ctx, next); err != nil || ctx.Err() != nil {
+			if err != nil && ctx.Err() == nil {
+				cancel(err)
+			}
 			break
 		}
 		if inFlight.Load() >= int64(cfg.maxOut) {

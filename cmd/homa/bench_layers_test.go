@@ -104,6 +104,40 @@ func TestCompareLayers(t *testing.T) {
 	}
 }
 
+// TestLayerLimits: erpc takes at most 256 clients (Rpc ids are a byte);
+// a workload's largest sizes are cut to what a layer carries, a fixed
+// size beyond it is not.
+func TestLayerLimits(t *testing.T) {
+	erpcUDP, _ := lookupProtocol("erpc-udp")
+	tcp, _ := lookupProtocol("tcp")
+	w5, _ := workload.Named("w5")
+	for _, tt := range []struct {
+		p    protocol
+		cfg  benchConfig
+		skip bool
+	}{
+		{erpcUDP, benchConfig{clients: 257, dist: workload.Fixed(32), size: 32}, true},
+		{erpcUDP, benchConfig{clients: 256, dist: workload.Fixed(32), size: 32}, false},
+		{tcp, benchConfig{clients: 257, dist: workload.Fixed(32), size: 32}, false},
+		{erpcUDP, benchConfig{clients: 1, dist: w5}, false},
+		{erpcUDP, benchConfig{clients: 1, dist: workload.Fixed(1_000_000), size: 1_000_000}, true},
+		{erpcUDP, benchConfig{clients: 1, dist: w5, replySize: 1_000_000}, true},
+	} {
+		if reason := tt.cfg.unsupported(tt.p); (reason != "") != tt.skip {
+			t.Errorf("%s with %+v: %q, want skipped %v", tt.p.name, tt.cfg, reason, tt.skip)
+		}
+	}
+	r := &runner{cfg: &benchConfig{dist: w5}, p: erpcUDP}
+	rng := rand.New(rand.NewPCG(1, 1))
+	most := 0
+	for range 20000 {
+		most = max(most, r.sample(rng))
+	}
+	if most != erpcUDP.maxSize {
+		t.Errorf("largest request %d, want %d (w5 reaches Homa's largest message)", most, erpcUDP.maxSize)
+	}
+}
+
 // TestProtocolSets: "layers" names its members, in order, among others.
 func TestProtocolSets(t *testing.T) {
 	ps, err := parseProtocols("--proto", "tcp,layers,homa")

@@ -57,6 +57,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--target", "127.0.0.1:4000", "--proto", "homa,tcp"}, // two
 		{"--target", "127.0.0.1:4000", "--proto", "floor"},    // no remote server
 		{"--target", "127.0.0.1", "--proto", "tcp"},           // no port
+		{"--target", "127.0.0.1:4000", "--proto", "tcp", "--in-process"},
+		{"--proto", "layers,quic"},
 		{"--json", "extra"},
 	} {
 		code, _, errOut := runHoma(context.Background(), append([]string{"bench"}, args...)...)
