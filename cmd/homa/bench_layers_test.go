@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -315,5 +316,25 @@ func TestOpenLoopAsync(t *testing.T) {
 	if int64(fa.calls) != counted || len(ma.samples) != len(mp.samples) || ma.dropped != 0 {
 		t.Errorf("async: %d calls, %d samples, %d dropped; goroutines: %d calls, %d samples",
 			fa.calls, len(ma.samples), ma.dropped, counted, len(mp.samples))
+	}
+}
+
+// TestLayerServerSockets: serve --metrics reports the socket of the
+// stub's Homa server; erpc's Nexus keeps its sockets to itself.
+func TestLayerServerSockets(t *testing.T) {
+	ctx := context.Background()
+	for name, want := range map[string]int{"stub-homa-udp": 1, "erpc-udp": 0} {
+		p, _ := lookupProtocol(name)
+		srv, err := p.serve(ctx, netip.MustParseAddrPort("127.0.0.1:0"), serverOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		socks := serverSockets(srv)
+		if len(socks) != want || want == 1 && socks[0].s.LocalAddr() != srv.addr() {
+			t.Errorf("%s: sockets %+v, want %d at %v", name, socks, want, srv.addr())
+		}
+		if err := srv.close(); err != nil {
+			t.Error(err)
+		}
 	}
 }

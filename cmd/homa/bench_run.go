@@ -384,7 +384,7 @@ func (r *runner) openLoop(ctx context.Context) (measured, error) {
 	cpu0, err := r.cpu()
 	if err != nil {
 		stop()
-		return m, err
+		return m, fmt.Errorf("workload: %w", err)
 	}
 	start := time.Now()
 	if async, ok := asyncClients(r.clients, true); ok {
@@ -396,7 +396,7 @@ func (r *runner) openLoop(ctx context.Context) (measured, error) {
 	m.dropped = int(dropped.Load())
 	m.elapsed = time.Since(start)
 	if err := r.cpuSince(&m, cpu0); err != nil {
-		return m, err
+		return m, fmt.Errorf("workload: %w", err)
 	}
 	if !last.IsZero() {
 		m.elapsed = last.Sub(start)

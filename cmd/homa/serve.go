@@ -174,10 +174,13 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 // serverSockets is the Homa socket of a server, for its metrics; none
-// for TCP and gRPC.
+// for TCP and gRPC, nor for erpc, whose Nexus keeps its sockets.
 func serverSockets(srv server) []namedSocket {
-	if e, ok := srv.(*echoServer); ok {
-		return []namedSocket{{"server", e.s}}
+	switch s := srv.(type) {
+	case *echoServer:
+		return []namedSocket{{"server", s.s}}
+	case stubHomaServer:
+		return []namedSocket{{"server", s.sock}}
 	}
 	return nil
 }
