@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -35,10 +36,10 @@ const (
 	defaultDuration       = 5 * time.Second
 )
 
-const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST] [--target HOST:PORT]\n" +
+const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST] [--target HOST:PORT | --in-process]\n" +
 	"       [--size N | --workload w1..w5] [--count N] [--warmup N] [--clients M] [--outstanding N]\n" +
 	"       [--load-mbps X] [--duration D] [--max-outstanding N] [--calibrate N] [--samples FILE] [--seed S]\n" +
-	"       [--reply-size N] [--conns N] [--link-mbps M] [--unsched-bytes N] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
+	"       [--reply-size N] [--conns N] [--link-mbps M] [--unsched-bytes N] [--poll D] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
 	"       [--json] [--progress] [--plot FILE.svg|FILE.png]"
 
 // benchFlags are the flags of bench as given.
@@ -51,7 +52,7 @@ type benchFlags struct {
 	loadMbps                             float64
 	duration, progressEvery              time.Duration
 	seed                                 uint64
-	asJSON, progress                     bool
+	asJSON, progress, inProcess          bool
 	engine                               engineFlags
 	set                                  map[string]bool // flags on the command line
 }
@@ -59,10 +60,12 @@ type benchFlags struct {
 func (f *benchFlags) register(fs *flag.FlagSet) {
 	f.load.register(fs, 10000)
 	fs.StringVar(&f.mode, "mode", modeLatency, "`mode`: latency (one RPC at a time), throughput (clients x outstanding, closed loop), workload (open-loop Poisson arrivals)")
-	fs.StringVar(&f.proto, "proto", "", "comma-separated `protocols` to run: "+protocolNames(all)+" (default: all the mode supports)")
+	fs.StringVar(&f.proto, "proto", "", "comma-separated `protocols` to run: "+protocolNames(all)+
+		"; \"layers\" is "+protocolSets["layers"]+" (default: the transports the mode supports, the RPC layers left out)")
 	fs.StringVar(&f.vs, "vs", "", "comma-separated `baselines` to run after homa and homa-udp (the older form of --proto)")
 	hide(fs, "vs")
 	fs.StringVar(&f.target, "target", "", "`HOST:PORT` of a remote server (homa serve --proto P); no server in this process; one --proto")
+	fs.BoolVar(&f.inProcess, "in-process", false, "run each server in this process (default: in a child process, homa serve, so that client and server are two processes)")
 	fs.StringVar(&f.dist, "workload", "", "draw request sizes from `W`: w1..w5 (instead of --size)")
 	fs.IntVar(&f.clients, "clients", 0, "`M` clients: Homa sockets, TCP connection pools or gRPC connections (default 4 in throughput mode, else 1)")
 	fs.IntVar(&f.outstanding, "outstanding", 0, "RPCs in flight per client in throughput mode (default 32)")
@@ -78,7 +81,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.buckets, "buckets", 0, "message-size buckets of the slowdown table (default 10 with --workload, else 1)")
 	fs.IntVar(&f.family, "addr-family", 4, "IP version of the loopback address: 4 or 6")
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
-	fs.BoolVar(&f.progress, "progress", false, "print progress to stderr even with --json")
+	fs.BoolVar(&f.progress, "progress", false, "print progress to stderr even with --json, and the process id of each server")
 	fs.DurationVar(&f.progressEvery, "progress-interval", time.Second, "time between progress lines")
 	fs.StringVar(&f.plot, "plot", "", "draw slowdown against message size per protocol into `FILE` (.svg or .png)")
 }
@@ -91,6 +94,7 @@ type benchConfig struct {
 	mode        string
 	protos      []protocol
 	target      string         // remote server, or ""
+	inProcess   bool           // servers in this process, not in children
 	targetAddr  netip.AddrPort // resolved at the start of the run
 	host        netip.Addr     // loopback address of in-process servers
 	dist        *workload.Dist
@@ -112,6 +116,7 @@ type benchConfig struct {
 	timeout     time.Duration
 	asJSON      bool
 	progress    bool
+	verbose     bool // --progress given: also say which process serves
 	every       time.Duration
 	plot        string
 }
@@ -124,7 +129,7 @@ func (f *benchFlags) check(fs *flag.FlagSet) (*benchConfig, error) {
 		return nil, err
 	}
 	c := &benchConfig{mode: f.mode, count: f.load.count, warmup: f.load.warmup, timeout: f.load.timeout,
-		target: f.target, samples: f.samples, seed: f.seed, replySize: f.replySize, conns: f.conns, engine: f.engine.config(),
+		target: f.target, inProcess: f.inProcess, samples: f.samples, seed: f.seed, replySize: f.replySize, conns: f.conns, engine: f.engine.config(),
 		asJSON: f.asJSON, plot: f.plot, maxOut: f.maxOut, calibrate: f.calibrate, loadMbps: f.loadMbps}
 	for _, step := range []func(*benchConfig) error{f.checkMode, f.checkSizes, f.checkProtocols, f.checkLimits, f.checkOutput} {
 		if err := step(c); err != nil {
@@ -229,7 +234,7 @@ func (f *benchFlags) checkProtocols(c *benchConfig) error {
 		c.protos, err = parseProtocols("--vs", "homa,homa-udp,"+f.vs)
 	default:
 		for _, p := range protocols {
-			if c.mode == modeLatency || !p.oneAtATime() {
+			if !p.layer && (c.mode == modeLatency || !p.oneAtATime()) {
 				c.protos = append(c.protos, p)
 			}
 		}
@@ -246,6 +251,9 @@ func (f *benchFlags) checkProtocols(c *benchConfig) error {
 		}
 	}
 	if f.target != "" {
+		if f.inProcess {
+			return errors.New("--in-process and --target are exclusive: a remote server is in neither process")
+		}
 		return f.checkTarget(c)
 	}
 	if f.family != 4 && f.family != 6 {
@@ -276,14 +284,13 @@ func (f *benchFlags) checkTarget(c *benchConfig) error {
 // duplicates, in the list's order.
 func parseProtocols(flagName, list string) ([]protocol, error) {
 	var out []protocol
-	for name := range strings.SplitSeq(list, ",") {
-		name = strings.TrimSpace(name)
+	for _, name := range expandSets(list) {
 		if name == "" {
 			continue
 		}
 		p, ok := lookupProtocol(name)
 		if !ok {
-			return nil, fmt.Errorf("%s: unknown protocol %q (have %s)", flagName, name, protocolNames(all))
+			return nil, fmt.Errorf("%s: unknown protocol %q (have %s, and the set %s)", flagName, name, protocolNames(all), setNames())
 		}
 		if !slices.ContainsFunc(out, func(q protocol) bool { return q.name == name }) {
 			out = append(out, p)
@@ -293,6 +300,26 @@ func parseProtocols(flagName, list string) ([]protocol, error) {
 		return nil, fmt.Errorf("%s: no protocol named", flagName)
 	}
 	return out, nil
+}
+
+// expandSets splits a comma-separated list of protocols, replacing the
+// name of a set by its members.
+func expandSets(list string) []string {
+	var names []string
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if set, ok := protocolSets[name]; ok {
+			names = append(names, strings.Split(set, ",")...)
+		} else {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// setNames lists the names of the protocol sets.
+func setNames() string {
+	return strings.Join(slices.Sorted(maps.Keys(protocolSets)), ",")
 }
 
 // checkLimits checks the numeric flags.
@@ -319,6 +346,7 @@ func (f *benchFlags) checkOutput(c *benchConfig) error {
 	}
 	c.every = f.progressEvery
 	c.progress = f.progress || !f.asJSON
+	c.verbose = f.progress
 	if f.plot != "" {
 		if ext := strings.ToLower(filepath.Ext(f.plot)); ext != ".svg" && ext != ".png" {
 			return fmt.Errorf("--plot %q: the file name must end in .svg or .png", f.plot)
@@ -337,9 +365,11 @@ func splitHostPort(s string) (host, port string, err error) {
 }
 
 // runBench is "homa bench": Homa against Go TCP, gRPC and the floors of
-// plain UDP and raw sockets, on loopback in this process or against a
-// remote server, in one of three modes; a table or JSON report, and
-// optionally a slowdown plot.
+// plain UDP and raw sockets, and the RPC layers over Homa (erpc, the
+// gRPC stub) against bare Homa and gRPC-go, on loopback with each server
+// in a child process (or in this process), or against a remote server,
+// in one of three modes; a table or JSON report, and optionally a
+// slowdown plot.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bench", benchSynopsis, stderr)
 	var f benchFlags
@@ -452,16 +482,24 @@ func benchAll(ctx context.Context, cfg *benchConfig, rep *benchReport, stderr io
 		rep.Results = append(rep.Results, res)
 	}
 	rep.compareToTCP()
+	rep.compareLayers()
 	return nil
 }
 
 // unsupported says why p cannot run this configuration, or "".
 func (c *benchConfig) unsupported(p protocol) string {
-	if largest := max(c.dist.Max(), c.replySize); largest > p.maxSize {
+	largest := max(c.dist.Max(), c.replySize)
+	if p.clip && c.size == 0 {
+		largest = c.replySize // a workload's largest requests are clipped
+	}
+	if largest > p.maxSize {
 		return fmt.Sprintf("%d-byte messages exceed its %d-byte limit", largest, p.maxSize)
 	}
 	if c.replySize > 0 && p.oneAtATime() {
 		return "it echoes only (no --reply-size)"
+	}
+	if p.maxClients > 0 && c.clients > p.maxClients {
+		return fmt.Sprintf("%d clients exceed its %d", c.clients, p.maxClients)
 	}
 	return ""
 }

@@ -28,6 +28,16 @@ type protocol struct {
 	homa bool
 	// raw says it needs raw IP sockets (CAP_NET_RAW).
 	raw bool
+	// maxClients, if not 0, is the most clients one run may have.
+	maxClients int
+	// layer says it is an RPC layer over a transport (erpc, the gRPC
+	// stub), run when named (or with the set "layers"), not by default.
+	layer bool
+	// clip says that requests of a workload's sizes beyond maxSize are
+	// cut to it rather than the protocol skipped: an RPC layer's headers
+	// take a few bytes of the largest Homa message (the distributions
+	// reach it).
+	clip bool
 	// serve starts a server on addr (port 0: a free port), and dial
 	// makes a client of the server at addr. Both are nil for a protocol
 	// measured on loopback only, one RPC at a time, with loopback.
@@ -51,8 +61,13 @@ type serverOptions struct {
 
 // clientOptions configure the clients of bench.
 type clientOptions struct {
-	conns  int         // TCP: connections in each client's pool
-	engine sock.Config // Homa's engine tuning (its transport is set per protocol)
+	conns       int         // TCP: connections in each client's pool
+	engine      sock.Config // Homa's engine tuning (its transport is set per protocol)
+	index       int         // the client's number in the run, from 0
+	outstanding int         // RPCs the client will have in flight at once
+	// shared is what the run's clients share (erpc's Nexus); nil: none
+	// is shared.
+	shared *clientShared
 }
 
 // server is the server side of a protocol.
@@ -102,6 +117,11 @@ var protocols = []protocol{
 		desc:  "gRPC-go unary calls with a bytes codec, one HTTP/2 connection per client",
 		serve: serveGRPC, dial: dialGRPC,
 	},
+	erpcProtocol("erpc", sock.Raw),
+	erpcProtocol("erpc-udp", sock.UDP),
+	stubHomaProtocol("stub-homa", sock.Raw),
+	stubHomaProtocol("stub-homa-udp", sock.UDP),
+	stubTCPProtocol,
 	{
 		name: "udp", maxSize: udpMaxDatagram - 20,
 		desc:     "Go UDP echo: one datagram each way (a floor for a datagram stack in Go)",
@@ -112,6 +132,13 @@ var protocols = []protocol{
 		desc:     "raw IP protocol 253 ping-pong, both ends busy-polling, no protocol logic (the floor for raw sockets)",
 		loopback: openFloor,
 	},
+}
+
+// protocolSets are names --proto takes for several protocols at once.
+var protocolSets = map[string]string{
+	// layers compares the RPC layers with bare Homa on each transport,
+	// and the gRPC stub over Homa with the same stub over gRPC-go/TCP.
+	"layers": "homa,erpc,homa-udp,erpc-udp,stub-homa,stub-homa-udp,stub-tcp",
 }
 
 // protocolNames lists the names of the protocols that pass keep.

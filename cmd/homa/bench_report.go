@@ -34,9 +34,16 @@ type benchReport struct {
 	Target      string  `json:"target,omitempty"` // or the remote server
 	Go          string  `json:"go"`
 	CPUs        int     `json:"cpus"`
+	// Servers says where the servers run: "child process", "this
+	// process" or "remote"; CPUAccounting what CPU µs/RPC counts.
+	Servers       string `json:"servers"`
+	CPUAccounting string `json:"cpu_accounting"`
 
 	Results []benchResult `json:"results"`
-	Skipped []skipped     `json:"skipped,omitempty"`
+	// Layers are the ratios the RPC layers' goals name, for the pairs of
+	// protocols this run measured.
+	Layers  []layerRatio `json:"layers,omitempty"`
+	Skipped []skipped    `json:"skipped,omitempty"`
 }
 
 // skipped is a protocol that was not measured.
@@ -62,8 +69,9 @@ type benchResult struct {
 	// Gbps is request payload per second (the same again comes back
 	// from an echo).
 	Gbps float64 `json:"gbps"`
-	// CPUPerRPCUS is the user+system CPU time of this process per RPC:
-	// client and, on loopback, server.
+	// CPUPerRPCUS is the user+system CPU time per RPC of this process
+	// (the client, and the server when it runs here) and of the server's
+	// process when it runs in a child (see benchReport.CPUAccounting).
 	CPUPerRPCUS float64  `json:"cpu_us_per_rpc"`
 	MedianVsTCP *float64 `json:"median_vs_tcp,omitempty"` // absent without a tcp row
 	RateVsTCP   *float64 `json:"rate_vs_tcp,omitempty"`
@@ -95,10 +103,21 @@ func newBenchReport(cfg *benchConfig) *benchReport {
 	if cfg.size == 0 {
 		r.Workload = cfg.dist.Name()
 	}
-	if cfg.target != "" {
+	switch {
+	case cfg.target != "":
 		r.Target = cfg.target
-	} else {
+		r.Servers = serversRemote
+		r.CPUAccounting = "this process's user+system time (getrusage): the client's only, the server being remote"
+	case cfg.inProcess:
 		r.Host = cfg.host.String()
+		r.Servers = serversHere
+		r.CPUAccounting = "this process's user+system time (getrusage): client and server"
+	default:
+		r.Host = cfg.host.String()
+		r.Servers = serversChild
+		r.CPUAccounting = "both processes' user+system time: the client's (getrusage of this process) plus the server's " +
+			"(getrusage of the child, which it reports over a pipe at the start and end of each phase); " +
+			"udp and floor run both ends in this process"
 	}
 	switch cfg.mode {
 	case modeLatency:
@@ -113,6 +132,13 @@ func newBenchReport(cfg *benchConfig) *benchReport {
 	}
 	return r
 }
+
+// Where the servers of a run are.
+const (
+	serversChild  = "child process"
+	serversHere   = "this process"
+	serversRemote = "remote"
+)
 
 // skip records and announces a protocol left out.
 func (r *benchReport) skip(stderr io.Writer, p protocol, reason string) {
@@ -178,8 +204,13 @@ func (r *benchReport) write(w io.Writer, asJSON bool) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fmt.Fprintf(w, "homa bench: %s\n\n", r.title())
+	fmt.Fprintf(w, "homa bench: %s\n", r.title())
+	fmt.Fprintf(w, "servers: %s; CPU µs/RPC is %s\n\n", r.serversLine(), r.CPUAccounting)
 	r.writeTable(w)
+	if len(r.Layers) > 0 {
+		fmt.Fprintln(w)
+		r.writeLayers(w)
+	}
 	if r.Mode != modeLatency || r.Workload != "" {
 		fmt.Fprintln(w)
 		r.writeBuckets(w)
@@ -220,6 +251,17 @@ func (r *benchReport) title() string {
 			sizes, r.LoadMbps, r.OfferedRate, time.Duration(r.DurationS*float64(time.Second)), r.Clients, where, r.Warmup, r.Calibrate)
 	}
 	return fmt.Sprintf("%s; %s, %d CPUs", what, r.Go, r.CPUs)
+}
+
+// serversLine says where the servers ran.
+func (r *benchReport) serversLine() string {
+	switch r.Servers {
+	case serversChild:
+		return "each in a child process (homa serve), the clients in this one"
+	case serversHere:
+		return "in this process, with the clients (--in-process)"
+	}
+	return "remote, at " + r.Target
 }
 
 // protocolWidth pads names to one width, so that they read left-aligned

@@ -33,16 +33,17 @@ const (
 // mode compares every byte).
 const spotCheck = 64
 
-// rig is what one protocol's run uses: its in-process server (none
-// against a remote target) and its clients.
+// rig is what one protocol's run uses: its server (in a child process,
+// in this one, or none against a remote target) and its clients.
 type rig struct {
 	srv     server
-	addr    netip.AddrPort // the server's, in-process or remote; zero for a loopback-only protocol
+	child   *childServer   // srv, when it runs in a child process
+	addr    netip.AddrPort // the server's, wherever it is; zero for a loopback-only protocol
 	clients []client
 }
 
 // openRig starts the server and dials the clients of p.
-func openRig(ctx context.Context, p protocol, cfg *benchConfig) (*rig, error) {
+func openRig(ctx context.Context, p protocol, cfg *benchConfig, stderr io.Writer) (*rig, error) {
 	if p.oneAtATime() {
 		c, err := p.loopback(ctx, cfg.host)
 		if err != nil {
@@ -52,18 +53,31 @@ func openRig(ctx context.Context, p protocol, cfg *benchConfig) (*rig, error) {
 	}
 	r := &rig{}
 	addr := cfg.targetAddr
-	if cfg.target == "" {
+	switch {
+	case cfg.target != "":
+	case cfg.inProcess:
 		srv, err := p.serve(ctx, netip.AddrPortFrom(cfg.host, 0), serverOptions{replySize: cfg.replySize, engine: cfg.engine})
 		if err != nil {
 			return nil, err
 		}
 		r.srv, addr = srv, srv.addr()
+	default:
+		child, err := startChild(ctx, p, cfg)
+		if err != nil {
+			return nil, err
+		}
+		r.srv, r.child, addr = child, child, child.addr()
+		if cfg.verbose {
+			fmt.Fprintf(stderr, "homa bench: %s server: process %d on %v\n", p.name, child.pid, addr)
+		}
 	}
 	r.addr = addr
-	for range cfg.clients {
-		c, err := p.dial(ctx, addr, clientOptions{conns: cfg.conns, engine: cfg.engine})
+	shared := &clientShared{}
+	for i := range cfg.clients {
+		c, err := p.dial(ctx, addr, clientOptions{conns: cfg.conns, engine: cfg.engine, index: i,
+			outstanding: cfg.outstanding, shared: shared})
 		if err != nil {
-			return nil, errors.Join(err, r.close())
+			return nil, errors.Join(remoteError(addr, err), r.close())
 		}
 		r.clients = append(r.clients, c)
 	}
@@ -89,6 +103,43 @@ type runner struct {
 	clients []client
 	pattern []byte // every request is a prefix of it
 	prog    *progress
+	// serverCPU, if not nil, is the CPU time the server's process has
+	// used so far, when that is not this process.
+	serverCPU func() (time.Duration, error)
+}
+
+// sample draws a request size from rng; a size beyond what a clipping
+// protocol carries is cut to its limit.
+func (r *runner) sample(rng *rand.Rand) int {
+	size := r.cfg.dist.Sample(rng)
+	if r.p.clip && size > r.p.maxSize {
+		size = r.p.maxSize
+	}
+	return size
+}
+
+// cpu is the user and system CPU time used so far by this process and,
+// when the server runs in a process of its own, by the server's.
+func (r *runner) cpu() (time.Duration, error) {
+	t := cpuTime()
+	if r.serverCPU != nil {
+		s, err := r.serverCPU()
+		if err != nil {
+			return 0, err
+		}
+		t += s
+	}
+	return t, nil
+}
+
+// cpuSince sets m's CPU time: what has been used since cpu0.
+func (r *runner) cpuSince(m *measured, cpu0 time.Duration) error {
+	t, err := r.cpu()
+	if err != nil {
+		return err
+	}
+	m.cpu = t - cpu0
+	return nil
 }
 
 // measured is the outcome of one phase.
@@ -119,12 +170,15 @@ func (m *measured) merge(o *measured) {
 func benchProtocol(ctx context.Context, p protocol, cfg *benchConfig, stderr io.Writer) (res benchResult, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout+cfg.duration)
 	defer cancel()
-	rg, err := openRig(ctx, p, cfg)
+	rg, err := openRig(ctx, p, cfg, stderr)
 	if err != nil {
 		return benchResult{}, err
 	}
 	defer func() { err = errors.Join(err, rg.close()) }()
 	r := &runner{cfg: cfg, p: p, clients: rg.clients, pattern: makePattern(cfg.dist.Max())}
+	if rg.child != nil {
+		r.serverCPU = rg.child.cpu
+	}
 	if cfg.progress {
 		r.prog = &progress{w: stderr, every: cfg.every, name: p.name}
 	}
@@ -198,9 +252,13 @@ func (r *runner) serial(ctx context.Context, phase string, stream uint64, n int)
 	m := measured{samples: make([]workload.Sample, 0, n)}
 	stop := r.prog.phase(phase, nil)
 	defer stop()
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, err := r.cpu()
+	if err != nil {
+		return m, fmt.Errorf("%s: %w", phase, err)
+	}
+	start := time.Now()
 	for i := range n {
-		size := r.cfg.dist.Sample(rng)
+		size := r.sample(rng)
 		// A number in front makes a stale or misrouted reply fail the
 		// comparison.
 		var seq [8]byte
@@ -218,7 +276,10 @@ func (r *runner) serial(ctx context.Context, phase string, stream uint64, n int)
 		m.add(size, rtt)
 		r.prog.add()
 	}
-	m.elapsed, m.cpu = time.Since(start), cpuTime()-cpu0
+	m.elapsed = time.Since(start)
+	if err := r.cpuSince(&m, cpu0); err != nil {
+		return m, fmt.Errorf("%s: %w", phase, err)
+	}
 	return m, nil
 }
 
@@ -233,25 +294,37 @@ func (r *runner) throughput(ctx context.Context) (measured, error) {
 	remaining.Store(int64(cfg.count))
 	lanes := make([]measured, len(r.clients)*cfg.outstanding)
 	stop := r.prog.phase("throughput", nil)
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, err := r.cpu()
+	if err != nil {
+		stop()
+		return measured{}, fmt.Errorf("throughput: %w", err)
+	}
+	start := time.Now()
 	var deadline time.Time
 	if cfg.duration > 0 {
 		deadline = start.Add(cfg.duration)
 	}
-	var wg sync.WaitGroup
-	for i := range lanes {
-		c := r.clients[i%len(r.clients)]
-		wg.Go(func() {
-			r.lane(ctx, cancel, c, uint64(i), &remaining, deadline, &lanes[i])
-		})
+	if async, ok := asyncClients(r.clients, false); ok {
+		r.throughputAsync(ctx, cancel, async, &remaining, deadline, lanes)
+	} else {
+		var wg sync.WaitGroup
+		for i := range lanes {
+			c := r.clients[i%len(r.clients)]
+			wg.Go(func() {
+				r.lane(ctx, cancel, c, uint64(i), &remaining, deadline, &lanes[i])
+			})
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 	stop()
 	var m measured
 	for i := range lanes {
 		m.merge(&lanes[i])
 	}
-	m.elapsed, m.cpu = time.Since(start), cpuTime()-cpu0
+	m.elapsed = time.Since(start)
+	if err := r.cpuSince(&m, cpu0); err != nil {
+		return m, fmt.Errorf("throughput: %w", err)
+	}
 	if err := context.Cause(ctx); err != nil {
 		return m, phaseError(ctx, "throughput", err, len(m.samples), cfg.count)
 	}
@@ -269,7 +342,7 @@ func (r *runner) lane(ctx context.Context, cancel context.CancelCauseFunc, c cli
 		if !deadline.IsZero() && time.Now().After(deadline) {
 			return
 		}
-		size := r.cfg.dist.Sample(rng)
+		size := r.sample(rng)
 		req := r.pattern[:size]
 		t0 := time.Now()
 		resp, err := c.call(ctx, &l, req)
@@ -292,27 +365,60 @@ func (r *runner) lane(ctx context.Context, cancel context.CancelCauseFunc, c cli
 // openLoop sends RPCs at the times of a Poisson process whose rate puts
 // cfg.loadMbps of request payload on the wire, for cfg.duration,
 // whatever the replies do: each RPC runs in its own goroutine, spread
-// over the clients in turn. An arrival that finds cfg.maxOut RPCs in
-// flight is dropped and counted.
+// over the clients in turn (asyncClients: from each client's event
+// loop). An arrival that finds cfg.maxOut RPCs in flight is dropped and
+// counted.
 func (r *runner) openLoop(ctx context.Context) (measured, error) {
-	cfg := r.cfg
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rate := workload.RatePerSecond(cfg.dist, cfg.loadMbps)
-	rng := rand.New(rand.NewPCG(cfg.seed, streamArrivals))
 	var (
-		mu       sync.Mutex // guards m and last
+		mu       sync.Mutex // guards m
 		m        measured
 		last     time.Time // the latest completion
 		inFlight atomic.Int64
 		dropped  atomic.Int64
-		wg       sync.WaitGroup
-		lanes    = sync.Pool{New: func() any { return new(lane) }}
 	)
 	stop := r.prog.phase("workload", func() string {
 		return fmt.Sprintf(", %d in flight, %d dropped", inFlight.Load(), dropped.Load())
 	})
-	cpu0, start := cpuTime(), time.Now()
+	cpu0, err := r.cpu()
+	if err != nil {
+		stop()
+		return m, fmt.Errorf("workload: %w", err)
+	}
+	start := time.Now()
+	if async, ok := asyncClients(r.clients, true); ok {
+		last = r.openLoopAsync(ctx, cancel, async, start, &inFlight, &dropped, &m, &mu)
+	} else {
+		last = r.arrive(ctx, cancel, start, &inFlight, &dropped, &m, &mu)
+	}
+	stop()
+	m.dropped = int(dropped.Load())
+	m.elapsed = time.Since(start)
+	if err := r.cpuSince(&m, cpu0); err != nil {
+		return m, fmt.Errorf("workload: %w", err)
+	}
+	if !last.IsZero() {
+		m.elapsed = last.Sub(start)
+	}
+	if err := context.Cause(ctx); err != nil {
+		return m, phaseError(ctx, "workload", err, len(m.samples), -1)
+	}
+	return m, nil
+}
+
+// arrive makes the arrivals of openLoop, each RPC in a goroutine of its
+// own, waits for them, and returns the time of the last completion.
+func (r *runner) arrive(ctx context.Context, cancel context.CancelCauseFunc, start time.Time,
+	inFlight, dropped *atomic.Int64, m *measured, mu *sync.Mutex) time.Time {
+	cfg := r.cfg
+	rate := workload.RatePerSecond(cfg.dist, cfg.loadMbps)
+	rng := rand.New(rand.NewPCG(cfg.seed, streamArrivals))
+	var (
+		wg    sync.WaitGroup
+		last  time.Time // guarded by mu
+		lanes = sync.Pool{New: func() any { return new(lane) }}
+	)
 	end := start.Add(cfg.duration)
 	timer := time.NewTimer(0)
 	<-timer.C
@@ -322,7 +428,7 @@ func (r *runner) openLoop(ctx context.Context) (measured, error) {
 		if !next.Before(end) || !waitUntil(ctx, timer, next) {
 			break
 		}
-		size := cfg.dist.Sample(rng)
+		size := r.sample(rng)
 		if inFlight.Load() >= int64(cfg.maxOut) {
 			dropped.Add(1)
 			continue
@@ -357,16 +463,7 @@ func (r *runner) openLoop(ctx context.Context) (measured, error) {
 		})
 	}
 	wg.Wait()
-	stop()
-	m.dropped = int(dropped.Load())
-	m.elapsed, m.cpu = time.Since(start), cpuTime()-cpu0
-	if !last.IsZero() {
-		m.elapsed = last.Sub(start)
-	}
-	if err := context.Cause(ctx); err != nil {
-		return m, phaseError(ctx, "workload", err, len(m.samples), -1)
-	}
-	return m, nil
+	return last
 }
 
 // waitUntil waits for t on timer; false if ctx ends first.

@@ -57,6 +57,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--target", "127.0.0.1:4000", "--proto", "homa,tcp"}, // two
 		{"--target", "127.0.0.1:4000", "--proto", "floor"},    // no remote server
 		{"--target", "127.0.0.1", "--proto", "tcp"},           // no port
+		{"--target", "127.0.0.1:4000", "--proto", "tcp", "--in-process"},
+		{"--proto", "layers,quic"},
 		{"--json", "extra"},
 	} {
 		code, _, errOut := runHoma(context.Background(), append([]string{"bench"}, args...)...)
@@ -276,9 +278,12 @@ func startServe(t *testing.T, args ...string) (netip.AddrPort, func() string) {
 
 // serveProtos are the protocols serve --proto offers that may run here.
 func serveProtos() []string {
-	protos := []string{"homa", "homa-udp", "tcp", "grpc"}
-	if !rawPermitted() {
-		protos = protos[1:]
+	var protos []string
+	raw := rawPermitted()
+	for _, p := range protocols {
+		if !p.oneAtATime() && (raw || !p.raw) {
+			protos = append(protos, p.name)
+		}
 	}
 	return protos
 }

@@ -21,6 +21,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// bench starts its servers as child processes of this program: the
+	// test binary, which plays the homa command when this is set (see
+	// lab_test.go).
+	os.Setenv(labChildEnv, "1")
 	code := m.Run()
 	if code == 0 {
 		if leaked := leakedGoroutines(); leaked != "" {

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/sock"
@@ -14,11 +15,13 @@ import (
 type engineFlags struct {
 	linkMbps     int
 	unschedBytes int
+	poll         time.Duration
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.linkMbps, "link-mbps", 0, "Homa: pace outgoing data at `M` Mbit/s (the engine's LinkMbps; 0 off); ignored by other protocols")
 	fs.IntVar(&f.unschedBytes, "unsched-bytes", 0, "Homa: `bytes` of each message sent before grants (0: the default, 40000, sized for 25 Gbit/s links; about one round trip of the link is right)")
+	fs.DurationVar(&f.poll, "poll", 0, "Homa: how long a receiver spins on its socket before it parks (the engine's PollDuration; 0: the default, 50µs; negative: never, which leaves the CPU to the other end on a busy machine)")
 }
 
 func (f *engineFlags) check() error {
@@ -34,5 +37,5 @@ func (f *engineFlags) check() error {
 // config is the socket configuration the flags ask for (engine tuning;
 // the caller sets the transport).
 func (f *engineFlags) config() sock.Config {
-	return sock.Config{LinkMbps: f.linkMbps, UnschedBytes: f.unschedBytes}
+	return sock.Config{LinkMbps: f.linkMbps, UnschedBytes: f.unschedBytes, PollDuration: f.poll}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/homa-go/homa/internal/tcpecho"
 	"github.com/homa-go/homa/sock"
@@ -127,13 +128,19 @@ func (e *echoServer) addr() netip.AddrPort { return e.s.LocalAddr() }
 func (e *echoServer) requests() uint64 { return e.served.Load() }
 
 // homaClient is the Homa pinger: a client socket, and the in-process echo
-// server it talks to, if any.
+// server it talks to, if any. It is also bench's Homa client: call from
+// any number of goroutines at once, or start and loop from one (an
+// asyncClient).
 type homaClient struct {
 	s      *sock.Socket
 	dst    netip.AddrPort
 	t      sock.Transport
 	last   *sock.Message // the previous response, recycled on the next call
 	server *echoServer
+
+	// The asyncClient side, for the goroutine that drives it.
+	done    completion
+	stopped bool
 }
 
 // localFor is the local address of a client socket for dst: the
@@ -178,6 +185,40 @@ func (c *homaClient) call(ctx context.Context, l *lane, req []byte) ([]byte, err
 	l.msg = m
 	return m.Data, nil
 }
+
+// start sends req with the slot as its completion cookie.
+func (c *homaClient) start(slot int, req []byte, done completion) error {
+	c.done = done
+	_, err := c.s.Send(c.dst, req, uint64(slot))
+	return err
+}
+
+// loop receives the responses of the RPCs start sent, each with
+// Recv(ctx, sock.Any), until deadline (zero: none), ctx's end or stop.
+func (c *homaClient) loop(ctx context.Context, deadline time.Time) error {
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	for c.stopped = false; !c.stopped; {
+		m, err := c.s.Recv(ctx, sock.Any)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && !deadline.IsZero() && !time.Now().Before(deadline) {
+				return nil
+			}
+			return err
+		}
+		c.done(int(m.Cookie), m.Data, m.Err)
+		m.Release()
+	}
+	return nil
+}
+
+func (c *homaClient) stop() { c.stopped = true }
+
+// singleOwner is false: call serves any number of goroutines.
+func (c *homaClient) singleOwner() bool { return false }
 
 func (c *homaClient) close() error {
 	if c.last != nil {

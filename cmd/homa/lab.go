@@ -19,7 +19,7 @@ import (
 
 // labProtos are the protocols "homa lab" can run, as serve and bench name
 // them.
-var labProtos = []string{"homa", "homa-udp", "tcp", "grpc"}
+var labProtos = []string{"homa", "homa-udp", "tcp", "grpc", "erpc", "erpc-udp", "stub-homa", "stub-homa-udp", "stub-tcp"}
 
 // labIsRoot reports whether the process runs as root, which the lab
 // needs; tests replace it.

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,16 +106,16 @@ func TestLoadFlagsCheck(t *testing.T) {
 
 // TestLoopbackClients calls assorted sizes through every protocol's
 // client and in-process server, on IPv4 and IPv6 loopback, and checks
-// that a call of the plain-Go baselines and of the floor allocates
-// nothing, client and server together.
+// that a call of the plain-Go baselines (TCP and UDP) and of the floor
+// allocates nothing, client and server together.
 func TestLoopbackClients(t *testing.T) {
 	for _, p := range protocols {
 		for _, host := range []string{"127.0.0.1", "::1"} {
 			t.Run(p.name+"/"+host, func(t *testing.T) {
-				cfg := &benchConfig{host: netip.MustParseAddr(host), clients: 1, conns: 2}
+				cfg := &benchConfig{host: netip.MustParseAddr(host), clients: 1, conns: 2, inProcess: true}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
-				rg, err := openRig(ctx, p, cfg)
+				rg, err := openRig(ctx, p, cfg, io.Discard)
 				if notPermitted(err) {
 					t.Skipf("%s: %v", p.name, err)
 				}
@@ -141,8 +143,8 @@ func TestLoopbackClients(t *testing.T) {
 						t.Fatalf("size %d: %v", size, err)
 					}
 				}
-				if p.name == "homa" || p.name == "homa-udp" || p.name == "grpc" {
-					return // these allocate per RPC
+				if !slices.Contains([]string{"tcp", "udp", "floor"}, p.name) {
+					return // the others allocate per RPC
 				}
 				req := make([]byte, 100)
 				allocs := testing.AllocsPerRun(100, func() {

@@ -5,6 +5,7 @@
 //	homa ping --addr 127.0.0.1:4000       latency of one-at-a-time RPCs
 //	homa demo                             both of the above in one process
 //	homa bench --proto homa,tcp,grpc      latency, throughput or workload runs
+//	homa bench --proto layers             the RPC layers (erpc, a gRPC stub) against bare Homa
 //	homa lab --proto homa,tcp             hosts in network namespaces under load
 //	homa stat                             what changed in a process's metrics
 //	homa capture --iface lo               decoded Homa packets (tcpdump for Homa)
@@ -31,18 +32,20 @@ const usage = `usage: homa <command> [flags]
 Homa is a receiver-driven datacenter RPC transport (IP protocol 146).
 
 commands:
-  serve  --addr HOST:PORT [--proto homa|homa-udp|tcp|grpc] [--udp] [--reply-size N] [--link-mbps M]
-         [--metrics HOST:PORT]
+  serve  --addr HOST:PORT [--proto homa|homa-udp|tcp|grpc|erpc|erpc-udp|stub-homa|stub-homa-udp|stub-tcp]
+         [--udp] [--reply-size N] [--link-mbps M] [--metrics HOST:PORT]
          run an echo server (or one replying N bytes) until interrupted; port 0 picks a free one
   ping   --addr HOST:PORT [--size N] [--count N] [--warmup N] [--udp] [--metrics HOST:PORT]
          send requests one at a time, check each echo, report RTT percentiles
   demo   [--size N] [--count N] [--metrics HOST:PORT]
          serve and ping on loopback in one process (UDP if raw is not permitted)
   bench  [--mode latency|throughput|workload] [--proto LIST] [--size N | --workload w1..w5]
-         [--count N] [--clients M --outstanding N] [--load-mbps X --duration D] [--target HOST:PORT]
-         [--json] [--plot F.svg|F.png] [--progress]
-         Homa over raw IP and UDP against Go TCP, gRPC, Go UDP and a raw-socket floor:
-         RTT percentiles, slowdown by message size, RPCs/s, Gbit/s, CPU per RPC
+         [--count N] [--clients M --outstanding N] [--load-mbps X --duration D]
+         [--target HOST:PORT | --in-process] [--json] [--plot F.svg|F.png] [--progress]
+         Homa over raw IP and UDP against Go TCP, gRPC, Go UDP and a raw-socket floor, and
+         (--proto layers) the RPC layers: erpc and a gRPC stub over Homa and over gRPC-go/TCP;
+         each server in a child process: RTT percentiles, slowdown by message size, RPCs/s,
+         Gbit/s, CPU per RPC of both processes
   capture --file X.pcap | --iface NAME [--count N] [--port P] [--udp] [--write OUT.pcap]
          print Homa packets one per line, from a pcap file or live (tcpdump for Homa)
   lab    [--hosts N] [--rate 1gbit] [--proto homa,tcp] [--workload w4] [--load 0.8] [--plot F] | --cleanup

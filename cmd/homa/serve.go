@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/homa-go/homa/homa/netio"
 )
@@ -34,6 +38,7 @@ type serveFlags struct {
 	proto     string
 	udp       bool
 	replySize int
+	parent    bool
 	engine    engineFlags
 	p         protocol // chosen by check
 }
@@ -43,6 +48,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 		" (default homa, or homa-udp with --udp)")
 	fs.BoolVar(&f.udp, "udp", false, "carry Homa in UDP datagrams (no CAP_NET_RAW needed; clients must use --udp too); the same as --proto homa-udp")
 	fs.IntVar(&f.replySize, "reply-size", 0, "reply with `N` bytes: the first N of the request, zero-padded (0 echoes the request)")
+	fs.BoolVar(&f.parent, "parent", false, "serve a parent process (homa bench) over standard input and output: stop when standard input closes, answer \"cpu\" lines with the CPU time used")
+	hide(fs, "parent")
 	f.engine.register(fs)
 }
 
@@ -93,7 +100,8 @@ func (f *serveFlags) announce() (name, suffix string) {
 // runServe is "homa serve": a server of one protocol until ctx ends
 // (SIGINT or SIGTERM).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("serve", "[--proto homa|homa-udp|tcp|grpc] [--addr HOST:PORT] [--udp] [--reply-size N] [--link-mbps M] [--metrics HOST:PORT]", stderr)
+	fs := newFlags("serve", "[--proto "+strings.ReplaceAll(protocolNames(func(p protocol) bool { return !p.oneAtATime() }), ",", "|")+
+		"] [--addr HOST:PORT] [--udp] [--reply-size N] [--link-mbps M] [--poll D] [--metrics HOST:PORT]", stderr)
 	addr := fs.String("addr", "127.0.0.1:4000", fmt.Sprintf("local `HOST:PORT` to serve on (Homa server ports 1..32767; port 0 picks a free one, of %d..%d for Homa)", freePortFirst, freePortLast))
 	var sf serveFlags
 	sf.register(fs)
@@ -116,20 +124,63 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, "serve", err)
 	}
 	name, suffix := sf.announce()
-	fmt.Fprintf(stdout, "homa: %s server on %v%s\n", name, srv.addr(), suffix)
+	out := &lockedWriter{w: stdout}
+	fmt.Fprintf(out, "homa: %s server on %v%s\n", name, srv.addr(), suffix)
+	if sf.parent {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		// The goroutine ends when the parent closes the pipe, which it
+		// does to stop the server, or with the process.
+		go answerParent(serveInput, out, cancel)
+	}
 	<-ctx.Done()
 	if err := errors.Join(srv.close(), ms.close()); err != nil {
 		return fail(stderr, "serve", err)
 	}
-	fmt.Fprintf(stdout, "homa: %s server stopped after %d requests\n", name, srv.requests())
+	fmt.Fprintf(out, "homa: %s server stopped after %d requests\n", name, srv.requests())
 	return 0
 }
 
+// serveInput is what "homa serve --parent" reads its parent's queries
+// from; tests replace it.
+var serveInput io.Reader = os.Stdin
+
+// answerParent answers the parent's queries on in (see bench_child.go)
+// on out, until in ends; then it calls stop.
+func answerParent(in io.Reader, out io.Writer, stop func()) {
+	defer stop()
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		switch line := strings.TrimSpace(sc.Text()); line {
+		case cpuCommand:
+			fmt.Fprintf(out, "homa: cpu ns %d\n", cpuTime().Nanoseconds())
+		default:
+			fmt.Fprintf(out, "homa: unknown query %q\n", line)
+		}
+	}
+}
+
+// lockedWriter serializes the writes of several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 // serverSockets is the Homa socket of a server, for its metrics; none
-// for TCP and gRPC.
+// for TCP and gRPC, nor for erpc, whose Nexus keeps its sockets.
 func serverSockets(srv server) []namedSocket {
-	if e, ok := srv.(*echoServer); ok {
-		return []namedSocket{{"server", e.s}}
+	switch s := srv.(type) {
+	case *echoServer:
+		return []namedSocket{{"server", s.s}}
+	case stubHomaServer:
+		return []namedSocket{{"server", s.sock}}
 	}
 	return nil
 }

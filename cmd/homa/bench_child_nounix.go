@@ -1,0 +1,9 @@
+//go:build !unix
+
+package main
+
+import "syscall"
+
+// childProcAttr: a server child stops when its standard input closes,
+// which happens when bench exits.
+func childProcAttr() *syscall.SysProcAttr { return nil }

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/netip"
+
+	"github.com/homa-go/homa/internal/stubecho"
+	"github.com/homa-go/homa/sock"
+)
+
+// The stub protocols drive one protoc-generated gRPC stub, grpc.testing
+// TestService's UnaryCall (internal/stubecho), over two transports:
+// sock/homagrpc over Homa, and gRPC-go over TCP. The generated code, the
+// messages and the handler are the same; only the transport differs.
+
+// stubHomaProtocol is the stub over Homa over transport t.
+func stubHomaProtocol(name string, t sock.Transport) protocol {
+	return protocol{
+		name: name, maxSize: stubecho.MaxHomaPayload, homa: true, raw: t == sock.Raw, layer: true, clip: true,
+		desc: "the protoc-generated grpc.testing stub (UnaryCall) over sock/homagrpc, Homa over " + transportName(t) +
+			", a client socket per client",
+		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
+			cfg := o.engine
+			cfg.Transport = t
+			s, err := openHomaServer(addr, &cfg)
+			if err != nil {
+				return nil, err
+			}
+			return stubHomaServer{stubecho.ServeHoma(s, stubecho.Options{ReplySize: o.replySize}), s}, nil
+		},
+		dial: func(_ context.Context, addr netip.AddrPort, o clientOptions) (client, error) {
+			cfg := o.engine
+			cfg.Transport = t
+			s, err := openSocket(localFor(addr), &cfg)
+			if err != nil {
+				return nil, err
+			}
+			return stubClient{stubecho.NewHomaClient(s, addr)}, nil
+		},
+	}
+}
+
+// stubTCPProtocol is the stub over gRPC-go's HTTP/2 on TCP.
+var stubTCPProtocol = protocol{
+	name: "stub-tcp", maxSize: stubecho.MaxHomaPayload, layer: true, clip: true, // as over Homa, so that both carry the same sizes
+	desc:  "the protoc-generated grpc.testing stub (UnaryCall) over gRPC-go, one HTTP/2 connection per client",
+	serve: serveStubTCP, dial: dialStubTCP,
+}
+
+// stubHomaServer is the stub's server over Homa, and its socket (for
+// metrics).
+type stubHomaServer struct {
+	s    *stubecho.HomaServer
+	sock *sock.Socket
+}
+
+func (s stubHomaServer) addr() netip.AddrPort { return s.s.Addr() }
+func (s stubHomaServer) requests() uint64     { return uint64(s.s.Served()) }
+func (s stubHomaServer) close() error         { s.s.Close(); return nil }
+
+// stubTCPServer is the stub's server over gRPC-go.
+type stubTCPServer struct{ s *stubecho.TCPServer }
+
+func serveStubTCP(_ context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
+	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
+	if err != nil {
+		return nil, err
+	}
+	return stubTCPServer{stubecho.ServeTCP(ln, stubecho.Options{ReplySize: o.replySize})}, nil
+}
+
+func (s stubTCPServer) addr() netip.AddrPort { return listenAddr(s.s.Addr()) }
+func (s stubTCPServer) requests() uint64     { return uint64(s.s.Served()) }
+func (s stubTCPServer) close() error         { s.s.Close(); return nil }
+
+func dialStubTCP(_ context.Context, addr netip.AddrPort, _ clientOptions) (client, error) {
+	c, err := stubecho.DialTCP(addr.String())
+	if err != nil {
+		return nil, err
+	}
+	return stubClient{c}, nil
+}
+
+// stubClient is a client of the stub over either transport; any number
+// of goroutines call it at once.
+type stubClient struct{ c *stubecho.Client }
+
+func (s stubClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
+	resp, err := s.c.Call(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	l.buf = resp // a new slice each time, the caller's
+	return resp, nil
+}
+
+func (s stubClient) close() error { return s.c.Close() }

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rows makes a report of the given rows.
+func rows(rs ...result) *report { return &report{Results: rs} }
+
+// TestSummarize: a figure is the best value of the runs, with the worst
+// to the best as its spread; a ratio is that of the best values, spread
+// over the runs' own ratios; failed rows and missing ones do not count.
+func TestSummarize(t *testing.T) {
+	runs := [][]*report{
+		{rows(result{Protocol: "homa", RPCsPerSec: 100, MedianUS: 12}, result{Protocol: "erpc", RPCsPerSec: 90, MedianUS: 14})},
+		{rows(result{Protocol: "homa", RPCsPerSec: 120, MedianUS: 10}, result{Protocol: "erpc", RPCsPerSec: 96, MedianUS: 15})},
+		{rows(result{Protocol: "homa", RPCsPerSec: 500, MedianUS: 1, Failed: 3})}, // failed: ignored
+	}
+	for _, tt := range []struct {
+		f    figure
+		want summary
+	}{
+		{figure{proto: "homa", metric: rate}, summary{value: 120, lo: 100, hi: 120, n: 2}},
+		{figure{proto: "homa", metric: median}, summary{value: 10, lo: 12, hi: 10, n: 2}},
+		{figure{proto: "erpc", den: "homa", metric: rate}, summary{value: 0.8, lo: 0.8, hi: 0.9, n: 2}},
+		{figure{proto: "floor", metric: median}, summary{}},
+	} {
+		got := summarize(tt.f, runs, 0)
+		if d := got.value - tt.want.value; d > 1e-9 || d < -1e-9 || got.n != tt.want.n ||
+			abs(got.lo-tt.want.lo) > 1e-9 || abs(got.hi-tt.want.hi) > 1e-9 {
+			t.Errorf("%s %s/%s: %+v, want %+v", tt.f.metric.name, tt.f.proto, tt.f.den, got, tt.want)
+		}
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// TestWriteTable: one line per figure, "-" where nothing was measured,
+// the runs counted where some missed, and the skipped protocols listed
+// once.
+func TestWriteTable(t *testing.T) {
+	plan := []measurement{{title: "T", figures: []figure{
+		{proto: "homa", label: "homa", metric: gbps},
+		{proto: "floor", label: "floor", metric: p99},
+		{proto: "tcp", label: "tcp", metric: rate},
+		{proto: "tcp", den: "homa", label: "tcp / homa", metric: gbps},
+	}}}
+	skipped := rows(result{Protocol: "homa", Gbps: 2.5}, result{Protocol: "tcp", Gbps: 5, RPCsPerSec: 1234.4})
+	skipped.Skipped = append(skipped.Skipped, struct {
+		Protocol string `json:"protocol"`
+		Reason   string `json:"reason"`
+	}{"floor", "no raw sockets"})
+	runs := [][]*report{{skipped}, {rows(result{Protocol: "homa", Gbps: 2})}, {skipped}}
+	var b bytes.Buffer
+	writeTable(&b, plan, runs, "head\n")
+	want := "head\n\n| measurement | protocol | figure | best of 3 | spread |\n| --- | --- | --- | ---: | ---: |\n" +
+		"| T | homa | Gbit/s | 2.50 | 2.00 – 2.50 |\n" +
+		"| T | floor | p99 µs | - | - |\n" +
+		"| T | tcp | RPCs/s | 1234 | 1234 – 1234 (2 runs) |\n" +
+		"| T | tcp / homa | ratio of Gbit/s | 2.00 | 2.00 – 2.00 (2 runs) |\n" +
+		"\n- skipped floor: no raw sockets\n"
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestPlan: every measurement runs the protocols its figures read, and
+// takes its count from its flag.
+func TestPlan(t *testing.T) {
+	o, err := parse([]string{"--mb-count", "7", "--lat-count", "8", "--rate-count", "9", "--layer-count", "10",
+		"--stub-count", "11", "--clients", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := []string{"7", "8", "9", "10", "11"}
+	for j, m := range newPlan(o) {
+		args := strings.Join(m.args, " ")
+		if !strings.Contains(args, "--count "+counts[j]+" ") {
+			t.Errorf("%s: %q does not count %s", m.title, args, counts[j])
+		}
+		protos := regexp.MustCompile(`--proto (\S+)`).FindStringSubmatch(args)
+		if protos == nil {
+			t.Fatalf("%s: no --proto in %q", m.title, args)
+		}
+		for _, f := range m.figures {
+			for _, p := range []string{f.proto, f.den} {
+				if p != "" && !strings.Contains(","+protos[1]+",", ","+p+",") {
+					t.Errorf("%s: figure of %s, not in --proto %s", m.title, p, protos[1])
+				}
+			}
+		}
+	}
+	for _, bad := range [][]string{{"--repeat", "0"}, {"--lat-count", "-1"}, {"--timeout", "0s"}, {"extra"}} {
+		if _, err := parse(bad, io.Discard); err == nil {
+			t.Errorf("parse(%q) accepted", bad)
+		}
+	}
+	if _, err := parse([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+}
+
+// TestRun measures the whole plan once with a handful of RPCs, with the
+// homa command built from this module, and checks that every figure of
+// the protocols that can run here has a value. It needs a few seconds
+// and the go command.
+func TestRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the homa command and runs every measurement (-short)")
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("needs the go command to build homa")
+	}
+	dir := t.TempDir()
+	homa := filepath.Join(dir, "homa")
+	build := exec.Command(goBin, "build", "-o", homa, "../../cmd/homa")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "perf.md")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err = run(ctx, []string{"--homa", homa, "--repeat", "2", "--mb-count", "3", "--lat-count", "50", "--rate-count", "300",
+		"--layer-count", "300", "--stub-count", "50", "--out", out, "--note", "test"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\nstderr:\n%s", err, stderr.String())
+	}
+	written, err := os.ReadFile(out)
+	if err != nil || !bytes.Equal(written, stdout.Bytes()) {
+		t.Errorf("--out file differs from stdout (%v)", err)
+	}
+	table := stdout.String()
+	lines := regexp.MustCompile(`(?m)^\| [^-|].*\|$`).FindAllString(table, -1)
+	raw := os.Geteuid() == 0
+	n := 0
+	for _, line := range lines[1:] { // after the column names
+		n++
+		if strings.Contains(line, "| - |") && (raw || !strings.Contains(line, "raw IP") && !strings.Contains(line, "floor")) {
+			t.Errorf("no value: %s", line)
+		}
+	}
+	if want := 31; n != want {
+		t.Errorf("%d figures, want %d:\n%s", n, want, table)
+	}
+	if !strings.Contains(table, "best of 2") || !strings.Contains(table, ". test.") || strings.Count(stderr.String(), "perf: run ") != 10 {
+		t.Errorf("table:\n%s\nstderr:\n%s", table, stderr.String())
+	}
+}
