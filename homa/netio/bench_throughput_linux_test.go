@@ -28,7 +28,8 @@ import (
 //
 // Metrics: Gbit/s of payload delivered, packets per sendmmsg
 // (pkts/send), per datagram (pkts/dgram: GSO), per recvmmsg (pkts/recv:
-// GRO), the share of packets lost, and allocations per 1 MB message.
+// GRO), the share of packets lost, CPU time (user and system, both
+// ends) and allocations per 1 MB message.
 // Raw IP runs with sendmmsg batches (and read batches) of 8 to 64. The
 // machine is shared: compare kinds within one pass of all of them, run
 // as separate processes so that passes interleave (-count repeats each
@@ -126,7 +127,7 @@ func benchConns(b *testing.B, k benchKind) {
 	b.SetBytes(benchMsgLen)
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu := time.Now(), cpuTime()
 	id := uint64(0)
 	for b.Loop() {
 		if tokens == 0 {
@@ -145,7 +146,7 @@ func benchConns(b *testing.B, k benchKind) {
 	for range benchWindow - tokens {
 		wait()
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu
 	b.StopTimer()
 	y.Close()
 	wg.Wait()
@@ -158,9 +159,19 @@ func benchConns(b *testing.B, k benchKind) {
 	b.ReportMetric(ratio(sx.Written, sx.SendDatagrams), "pkts/dgram")
 	b.ReportMetric(ratio(sy.Read, sy.RecvCalls), "pkts/recv")
 	b.ReportMetric(100*(1-ratio(sy.Read, sx.Written)), "%lost")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(id), "cpu-us/op")
 	if lost > 0 {
 		b.Logf("%d of %d messages lost their last packet", lost, id)
 	}
+}
+
+// cpuTime is the CPU time, user and system, the process has used.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func ratio(a, b uint64) float64 {
@@ -293,18 +304,21 @@ func benchTCP(b *testing.B, mss int) {
 	b.SetBytes(benchMsgLen)
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu := time.Now(), cpuTime()
+	count := 0
 	for b.Loop() {
 		if _, err := out.Write(msg); err != nil {
 			b.Fatal(err)
 		}
+		count++
 	}
 	out.(*net.TCPConn).CloseWrite()
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime()-cpu
 	b.StopTimer()
 	if rerr != nil {
 		b.Fatal(rerr)
 	}
 	b.ReportMetric(float64(got)*8/elapsed.Seconds()/1e9, "Gbit/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(count), "cpu-us/op")
 }
