@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,6 +68,16 @@ func BenchmarkRPC200KMem(b *testing.B) {
 	benchRPCSize(b, nw.Open, "10.0.0.1", 200_000)
 }
 
+// BenchmarkRPC1MUDP4 and BenchmarkRPC1MRaw4: 1,000,000 bytes each way
+// on loopback, one process.
+func BenchmarkRPC1MUDP4(b *testing.B) {
+	benchRPCSize(b, func(a netip.Addr, p uint16) (netio.Conn, error) { return netio.OpenUDP(a, p, nil) }, "127.0.0.1", 1_000_000)
+}
+
+func BenchmarkRPC1MRaw4(b *testing.B) {
+	benchRPCSize(b, func(a netip.Addr, p uint16) (netio.Conn, error) { return netio.OpenRaw(a, p, nil) }, "127.0.0.1", 1_000_000)
+}
+
 // BenchmarkLossMem reports RPC completion time (p50, p99) against the
 // loss rate of every packet type on the in-memory network (1500-byte MTU,
 // no added delay), for 100 B and 100 KB RPCs, 4 at a time. Each
@@ -95,4 +106,53 @@ func BenchmarkLossMem(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkThroughputUDP4 keeps 4 goroutines with 32 RPCs of 100 bytes
+// in flight each between two endpoints over UDP on loopback (one
+// process), and reports RPCs/s: the contention on each endpoint's lock
+// shows in -mutexprofile.
+func BenchmarkThroughputUDP4(b *testing.B) {
+	addr := netip.MustParseAddr("127.0.0.1")
+	sc, err := netio.OpenUDP(addr, 23001, nil)
+	if err != nil {
+		b.Skip(err)
+	}
+	cc, err := netio.OpenUDP(addr, 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := startPair(b, homa.NewEndpoint(sc, homa.Config{}), homa.NewEndpoint(cc, homa.Config{}))
+	const workers, outstanding = 4, 32
+	req := make([]byte, 100)
+	ctx := context.Background()
+	b.ReportAllocs()
+	start := time.Now()
+	per := max(b.N/workers, outstanding)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			ids := make([]uint64, 0, outstanding)
+			for sent := 0; sent < per || len(ids) > 0; {
+				for len(ids) < outstanding && sent < per {
+					id, err := p.client.Send(p.dst, req, 0)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					ids = append(ids, id)
+					sent++
+				}
+				m, err := p.client.Recv(ctx, ids[0])
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				m.Release()
+				ids = ids[1:]
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(per*workers)/time.Since(start).Seconds(), "RPCs/s")
 }

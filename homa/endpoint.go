@@ -132,6 +132,19 @@ func (e *Endpoint) maxPacket(dst netip.Addr) int {
 // the RPC's id. The response arrives through Recv, with cookie attached.
 // Send copies data; the caller may reuse it at once.
 func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64, error) {
+	return e.send(dst, data, cookie, false)
+}
+
+// SendOwned is Send without the copy: the endpoint takes data over, sends
+// its bytes straight from it and recycles it into the buffer pool when
+// the RPC ends. The caller must not touch data after the call, unless
+// it fails (data is then the caller's again). Worth it for large
+// messages; below core.ZeroCopyMin bytes packets copy the message anyway.
+func (e *Endpoint) SendOwned(dst netip.AddrPort, data []byte, cookie uint64) (uint64, error) {
+	return e.send(dst, data, cookie, true)
+}
+
+func (e *Endpoint) send(dst netip.AddrPort, data []byte, cookie uint64, owned bool) (uint64, error) {
 	if len(data) == 0 || len(data) > MaxMessage {
 		return 0, &OpError{Op: "send", Peer: dst, Err: ErrMessageTooLong}
 	}
@@ -143,13 +156,12 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 		return 0, &OpError{Op: "send", Peer: dst, Err: ErrBadAddress}
 	}
 	maxPkt := e.maxPacket(addr)
-	buf := getBuf(len(data))
-	copy(buf, data)
+	buf := e.own(data, owned)
 	b := e.getBatch()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		putBuf(buf)
+		e.disown(buf, owned)
 		e.batches.Put(b)
 		return 0, ErrClosed
 	}
@@ -157,7 +169,7 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 	if err == nil {
 		e.mb.Expect(id)
 	} else {
-		putBuf(buf)
+		e.disown(buf, owned)
 		err = &OpError{Op: "send", Peer: dst, Err: shellErr(err)}
 	}
 	e.settle(b)
@@ -169,6 +181,16 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 // Reply sends the response to the request with the given id from the
 // client at peer. Reply copies data.
 func (e *Endpoint) Reply(peer netip.Addr, id uint64, data []byte) error {
+	return e.reply(peer, id, data, false)
+}
+
+// ReplyOwned is Reply without the copy; it takes data over as SendOwned
+// does.
+func (e *Endpoint) ReplyOwned(peer netip.Addr, id uint64, data []byte) error {
+	return e.reply(peer, id, data, true)
+}
+
+func (e *Endpoint) reply(peer netip.Addr, id uint64, data []byte, owned bool) error {
 	if len(data) == 0 || len(data) > MaxMessage {
 		return &OpError{Op: "reply", Peer: netip.AddrPortFrom(peer, 0), ID: id, Err: ErrMessageTooLong}
 	}
@@ -176,8 +198,7 @@ func (e *Endpoint) Reply(peer netip.Addr, id uint64, data []byte) error {
 		peer = peer.Unmap()
 	}
 	maxPkt := e.maxPacket(peer)
-	buf := getBuf(len(data))
-	copy(buf, data)
+	buf := e.own(data, owned)
 	b := e.getBatch()
 	e.mu.Lock()
 	var err error = ErrClosed
@@ -188,12 +209,30 @@ func (e *Endpoint) Reply(peer netip.Addr, id uint64, data []byte) error {
 	e.mu.Unlock()
 	e.sendBatch(b)
 	if err != nil {
-		putBuf(buf)
+		e.disown(buf, owned)
 		if err != ErrClosed {
 			err = &OpError{Op: "reply", Peer: netip.AddrPortFrom(peer, 0), ID: id, Err: shellErr(err)}
 		}
 	}
 	return err
+}
+
+// own returns the buffer the core sends a message from: data itself when
+// the caller hands it over, otherwise a pooled copy.
+func (e *Endpoint) own(data []byte, owned bool) []byte {
+	if owned {
+		return data
+	}
+	buf := getBuf(len(data))
+	copy(buf, data)
+	return buf
+}
+
+// disown takes back a buffer from own that the core did not accept.
+func (e *Endpoint) disown(buf []byte, owned bool) {
+	if !owned {
+		putBuf(buf)
+	}
 }
 
 // Recv returns the next complete message: with id 0, any request or
@@ -279,9 +318,7 @@ func (e *Endpoint) settle(b *txBatch) {
 		}
 	}
 	e.wakeBlocked()
-	for _, p := range e.out.Packets {
-		b.add(p.Buf, p.Addr, p.Priority)
-	}
+	b.take(&e.out)
 	e.out.Reset()
 	if e.closed {
 		return

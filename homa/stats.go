@@ -29,7 +29,7 @@ func (c *ioCounters) countTx(p *netio.Packet) {
 	}
 	if i, ok := core.TypeIndex(t); ok {
 		c.txPackets[i].Add(1)
-		c.txBytes[i].Add(uint64(len(pkt)))
+		c.txBytes[i].Add(uint64(p.Len()))
 		c.txPriority[p.Priority%wire.NumPriorities].Add(1)
 	}
 }

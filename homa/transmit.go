@@ -1,20 +1,25 @@
 package homa
 
 import (
-	"net/netip"
-
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 )
 
 // txBatch collects the packets a core call produced, to be written after
 // the endpoint's mutex is released. Packet buffers come from the buffer
-// pool and go back after the write.
+// pool and go back after the write; payloads point into messages, which
+// the holds keep alive until then.
 type txBatch struct {
-	pkts []netio.Packet
+	pkts  []netio.Packet
+	holds []*core.Hold
 }
 
-func (b *txBatch) add(buf []byte, dst netip.Addr, prio uint8) {
-	b.pkts = append(b.pkts, netio.Packet{Buf: buf, N: len(buf), Addr: dst, Priority: prio})
+// take moves out's packets and holds into b.
+func (b *txBatch) take(out *core.Output) {
+	for _, p := range out.Packets {
+		b.pkts = append(b.pkts, netio.Packet{Buf: p.Buf, N: len(p.Buf), Payload: p.Payload, Addr: p.Addr, Priority: p.Priority})
+	}
+	b.holds = append(b.holds, out.Holds...)
 }
 
 func (e *Endpoint) getBatch() *txBatch {
@@ -51,4 +56,9 @@ func (e *Endpoint) flush(b *txBatch) {
 		b.pkts[i] = netio.Packet{}
 	}
 	b.pkts = b.pkts[:0]
+	for i, h := range b.holds {
+		h.Release()
+		b.holds[i] = nil
+	}
+	b.holds = b.holds[:0]
 }

@@ -58,12 +58,24 @@ type backend interface {
 	Close() error
 }
 
+// owner is a backend that can send from a buffer it takes over.
+type owner interface {
+	SendOwned(dst netip.AddrPort, data []byte, cookie uint64) (uint64, error)
+	ReplyOwned(peer netip.AddrPort, id uint64, data []byte) error
+}
+
+var _ owner = engine{}
+
 // engine adapts a homa.Endpoint, which finds a server RPC by the
 // client's host alone.
 type engine struct{ *homa.Endpoint }
 
 func (e engine) Reply(peer netip.AddrPort, id uint64, data []byte) error {
 	return e.Endpoint.Reply(peer.Addr(), id, data)
+}
+
+func (e engine) ReplyOwned(peer netip.AddrPort, id uint64, data []byte) error {
+	return e.Endpoint.ReplyOwned(peer.Addr(), id, data)
 }
 
 var _ backend = (*khoma.Socket)(nil)

@@ -211,6 +211,18 @@ func (s *Socket) Send(dst netip.AddrPort, req []byte, cookie uint64) (id uint64,
 	return s.b.Send(dst, req, cookie)
 }
 
+// SendOwned is Send without the copy, for large requests: the socket
+// takes req over and the caller must not touch it after the call, unless
+// the call fails. The engine sends straight from req and recycles it into
+// its buffer pool when the RPC ends; the kernel backend copies it as
+// Send does.
+func (s *Socket) SendOwned(dst netip.AddrPort, req []byte, cookie uint64) (id uint64, err error) {
+	if o, ok := s.b.(owner); ok {
+		return o.SendOwned(dst, req, cookie)
+	}
+	return s.b.Send(dst, req, cookie)
+}
+
 // Any makes Recv return the next message of any RPC.
 const Any uint64 = 0
 
@@ -228,6 +240,18 @@ func (s *Socket) Recv(ctx context.Context, id uint64) (*Message, error) {
 func (s *Socket) Reply(req *Message, resp []byte) error {
 	if !req.IsRequest() {
 		return fmt.Errorf("%w: message %d is a response, not a request", ErrUnknownRPC, req.ID)
+	}
+	return s.b.Reply(req.Peer, req.ID, resp)
+}
+
+// ReplyOwned is Reply without the copy; it takes resp over as SendOwned
+// takes req.
+func (s *Socket) ReplyOwned(req *Message, resp []byte) error {
+	if !req.IsRequest() {
+		return fmt.Errorf("%w: message %d is a response, not a request", ErrUnknownRPC, req.ID)
+	}
+	if o, ok := s.b.(owner); ok {
+		return o.ReplyOwned(req.Peer, req.ID, resp)
 	}
 	return s.b.Reply(req.Peer, req.ID, resp)
 }

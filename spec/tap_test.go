@@ -58,9 +58,10 @@ func (t *tap) WriteBatch(pkts []netio.Packet) (int, error) {
 	t.mu.Lock()
 	for i := range pkts {
 		s := sent{seq: len(t.pkts), dst: pkts[i].Addr, prio: pkts[i].Priority}
-		// The engine recycles the buffer once the write returns: keep a
-		// copy for the parsed payload to point into.
-		if s.pkt.Parse(slices.Clone(pkts[i].Bytes())) == nil {
+		// The engine recycles the buffers once the write returns: keep a
+		// copy of the whole datagram for the parsed payload to point into.
+		b := append(slices.Clone(pkts[i].Bytes()), pkts[i].Payload...)
+		if s.pkt.Parse(b) == nil {
 			t.pkts = append(t.pkts, s)
 		}
 	}

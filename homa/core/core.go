@@ -204,7 +204,7 @@ func (c *Core) Send(dst netip.AddrPort, data []byte, cookie uint64, maxPacket in
 	r.peer = p
 	r.port = dst.Port()
 	r.cookie = cookie
-	r.out.init(data, c.cfg.UnschedBytes, p.maxPayload)
+	r.out.init(data, c.cfg.UnschedBytes, p.maxPayload, c.bufs)
 	c.holdPeer(p)
 	c.clients[r.id] = r
 	c.stats.RPCsStarted++
@@ -242,7 +242,7 @@ func (c *Core) Reply(peer netip.Addr, id uint64, data []byte, maxPacket int, now
 	r.in.mem = 0
 	r.ak.Start(c.tick)
 	c.armRPC(r, c.at(r.ak.Due(&c.cfg.Ack)))
-	r.out.init(data, c.cfg.UnschedBytes, r.peer.maxPayload)
+	r.out.init(data, c.cfg.UnschedBytes, r.peer.maxPayload, c.bufs)
 	c.stats.hist.message(Sent, Response, len(data))
 	c.sendMore(r)
 	return nil

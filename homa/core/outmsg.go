@@ -6,6 +6,7 @@ import "time"
 // the receiver allows to be sent.
 type outMsg struct {
 	data      []byte // the message, owned by the core
+	hold      *Hold  // data's references, for messages sent without copying
 	length    uint32
 	unsched   uint32 // bytes sent without grants (the DATA "incoming" field)
 	next      uint32 // every byte below has been sent once
@@ -27,8 +28,17 @@ type outMsg struct {
 // window: small messages may be retransmitted at every RESEND.
 const rexmitBudgetMin = 64 << 10
 
-func (m *outMsg) init(data []byte, unsched int, seg int) {
+// ZeroCopyMin is the size from which DATA packets point into the
+// message (Packet.Payload) instead of carrying a copy of their bytes:
+// below it the copy costs less than keeping the message's references.
+const ZeroCopyMin = 4096
+
+func (m *outMsg) init(data []byte, unsched int, seg int, bufs Buffers) {
 	m.data = data
+	m.hold = nil
+	if len(data) >= ZeroCopyMin {
+		m.hold = newHold(data, bufs)
+	}
 	m.length = uint32(len(data))
 	m.unsched = min(uint32(unsched), m.length)
 	m.next = 0
@@ -93,9 +103,14 @@ func (m *outMsg) allowRexmit(from, to uint32, now, interval, window time.Duratio
 	return from, to, true
 }
 
+// release drops the core's reference to the message's bytes: they go
+// back to Buffers once no packet waiting to be written points into them.
 func (m *outMsg) release(bufs Buffers) {
-	if m.data != nil {
+	switch {
+	case m.hold != nil:
+		m.hold.Release()
+	case m.data != nil:
 		bufs.Put(m.data)
-		m.data = nil
 	}
+	m.hold, m.data = nil, nil
 }

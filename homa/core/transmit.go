@@ -47,8 +47,11 @@ func (c *Core) addControl(buf []byte, dst netip.Addr) {
 }
 
 // queueData segments bytes [from, to) of r's outgoing message into DATA
-// packets sized for the peer. Client requests carry one pending
-// acknowledgment for the same server port in each packet.
+// packets sized for the peer: a header of its own and, for messages of
+// ZeroCopyMin bytes or more, a payload that points into the message (not
+// a copy), which the Output holds. Client
+// requests carry one pending acknowledgment for the same server port in
+// each packet.
 func (c *Core) queueData(r *rpc, from, to uint32, retransmit bool) {
 	m := &r.out
 	p := r.peer
@@ -76,15 +79,23 @@ func (c *Core) queueData(r *rpc, from, to uint32, retransmit bool) {
 		if r.isClient() {
 			d.Ack = p.takeAck(r.port)
 		}
-		buf := c.bufs.Get(wire.DataLen + int(n))[:0]
-		buf = wire.AppendDataHeader(buf, &d)
-		buf = append(buf, m.data[off:off+n]...)
 		prio := m.schedPrio
 		if off < m.unsched {
 			prio = unschedPrio
 		}
-		c.emit(buf, p.addr, prio)
+		pkt := Packet{Addr: p.addr, Priority: prio}
+		if m.hold != nil {
+			pkt.Buf = wire.AppendDataHeader(c.bufs.Get(wire.DataLen)[:0], &d)
+			pkt.Payload = m.data[off : off+n]
+		} else {
+			pkt.Buf = wire.AppendDataHeader(c.bufs.Get(wire.DataLen + int(n))[:0], &d)
+			pkt.Buf = append(pkt.Buf, m.data[off:off+n]...)
+		}
+		c.out.Packets = append(c.out.Packets, pkt)
 		off += n
+	}
+	if m.hold != nil {
+		c.out.hold(m.hold)
 	}
 }
 

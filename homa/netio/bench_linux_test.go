@@ -31,6 +31,21 @@ func BenchmarkUDPPingPong(b *testing.B) {
 	}
 }
 
+// BenchmarkUDPPingPongOffloads is BenchmarkUDPPingPong with the offloads
+// off, and with GRO read through BorrowReader: what reading through the
+// receive area costs a short message.
+func BenchmarkUDPPingPongOffloads(b *testing.B) {
+	b.Run("off", func(b *testing.B) {
+		opt := &Options{DisableGSO: true, DisableGRO: true}
+		x, y := openUDP(b, lo4, 0, opt), openUDP(b, lo4, 0, opt)
+		pingPong(b, x, y, lo4, lo4)
+	})
+	b.Run("borrowed", func(b *testing.B) {
+		x, y := openUDP(b, lo4, 0, nil), openUDP(b, lo4, 0, nil)
+		pingPong(b, borrowing{x}, borrowing{y}, lo4, lo4)
+	})
+}
+
 // polling is a Conn whose ReadBatch spins on TryReadBatch.
 type polling struct{ Conn }
 

@@ -184,3 +184,59 @@ func openRandomPort(t testing.TB, open func(port uint16) (Conn, error)) Conn {
 	t.Fatal("no free port found")
 	return nil
 }
+
+// packetCounts keeps the packet counts of s, leaving out the system call
+// counts and the offload state.
+func packetCounts(s ConnStats) ConnStats {
+	return ConnStats{Read: s.Read, Written: s.Written, Discarded: s.Discarded, Reports: s.Reports, ReportsDiscarded: s.ReportsDiscarded}
+}
+
+// withPayload splits pkt for a scatter-gather write: its first hdr bytes
+// in a Buf with spare room (filled with 0xee, which must not be sent),
+// the rest as the Payload.
+func withPayload(pkt []byte, hdr int, dst netip.Addr, prio uint8) Packet {
+	buf := make([]byte, hdr+16)
+	copy(buf, pkt[:hdr])
+	for i := hdr; i < len(buf); i++ {
+		buf[i] = 0xee
+	}
+	return Packet{Buf: buf, N: hdr, Payload: pkt[hdr:], Addr: dst, Priority: prio}
+}
+
+// payloadBatch builds a batch of scatter-gather packets from src to dst
+// port, each a whole packet (as the receiver must see it) and the Packet
+// that writes it: a bare header, a header and one byte, a run of
+// full-size packets closed by a shorter one (a GSO run over UDP), and a
+// packet of max bytes.
+func payloadBatch(src, dst uint16, addr netip.Addr, max int, tag uint64) (whole [][]byte, pkts []Packet) {
+	const hdr = 60
+	add := func(size, h int) {
+		b := testPacket(src, dst, size, tag+uint64(len(whole)))
+		whole = append(whole, b)
+		pkts = append(pkts, withPayload(b, h, addr, 2))
+	}
+	add(homaHeaderLen, homaHeaderLen)
+	add(hdr+1, hdr)
+	for range 20 {
+		add(1472, hdr)
+	}
+	add(700, hdr)
+	add(max, hdr)
+	add(1000, homaHeaderLen)
+	return whole, pkts
+}
+
+// checkReceived fails unless got holds want's packets, in order, from
+// addr.
+func checkReceived(t testing.TB, got []received, want [][]byte, addr netip.Addr) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("read %d packets, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i].data, want[i]) || got[i].addr != addr || got[i].unreach != NotUnreachable {
+			t.Fatalf("packet %d: %d bytes (tag %#x) from %v, want the %d bytes (tag %#x) sent from %v",
+				i, len(got[i].data), tagOf(got[i].data), got[i].addr, len(want[i]), tagOf(want[i]), addr)
+		}
+	}
+}

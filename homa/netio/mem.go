@@ -3,6 +3,7 @@ package netio
 import (
 	"container/heap"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -81,8 +82,9 @@ type MemConfig struct {
 	// full queue are dropped and counted. Zero means 4096.
 	QueueLen int
 	// Drop, when set, is asked about every written packet before the
-	// random choices; returning true drops it. pkt is the writer's buffer:
-	// read it, do not keep it. It is called without locks held, from the
+	// random choices; returning true drops it. pkt is the whole packet:
+	// the writer's Buf[:N], or a copy of Buf[:N] and Payload when the
+	// packet has a Payload. Read it, do not keep it. It is called without locks held, from the
 	// writing goroutine; a packet it drops never reaches the uplink.
 	Drop func(src, dst netip.Addr, pkt []byte) bool
 	// ReportUnreachable makes the network answer a packet sent to an
@@ -341,20 +343,26 @@ func (n *MemNetwork) release(m *memPacket) {
 	}
 }
 
-// send takes one packet written by the Conn at from: onto its host's
-// uplink, when it has one, else straight into the network. Called with
-// n.mu held.
-func (n *MemNetwork) send(from netip.AddrPort, p *Packet, dst netip.AddrPort) {
+// fill copies the packet p (Buf[:N], then Payload) into m.
+func (m *memPacket) fill(p *Packet) {
+	m.n = copy(m.buf, p.Buf[:p.N])
+	m.n += copy(m.buf[m.n:], p.Payload)
+	m.prio = p.Priority & 7
+}
+
+// send takes m, a packet written by the Conn at from (filled by fill):
+// onto its host's uplink, when it has one, else straight into the
+// network. Called with n.mu held.
+func (n *MemNetwork) send(from netip.AddrPort, m *memPacket, dst netip.AddrPort) {
 	n.stats.Sent++
 	now := n.catchUp()
 	up := n.linkFor(from.Addr(), true)
 	if up != nil && n.full() {
 		n.stats.DroppedInFlight++
+		n.release(m)
 		return
 	}
-	m := n.alloc()
-	m.n = copy(m.buf, p.Buf[:p.N])
-	m.src, m.sport, m.dst, m.prio = from.Addr(), from.Port(), dst, p.Priority&7
+	m.src, m.sport, m.dst = from.Addr(), from.Port(), dst
 	if up == nil {
 		n.route(m, now, now)
 		return
@@ -566,6 +574,7 @@ type memConn struct {
 	key    netip.AddrPort
 	rxq    memQueue
 	held   []*memPacket  // copies held back until the next delivery here
+	lent   []*memPacket  // packets the last borrowed read returned, until the next read
 	ready  chan struct{} // signalled (without blocking) when rxq grows
 	done   chan struct{} // closed by Close
 	closed bool
@@ -649,13 +658,45 @@ func (c *memConn) WaitReadable() error {
 }
 
 // TryReadBatch implements Poller.
-func (c *memConn) TryReadBatch(pkts []Packet) (int, error) {
+func (c *memConn) TryReadBatch(pkts []Packet) (int, error) { return c.tryRead(pkts, false) }
+
+// ReadBorrowed implements BorrowReader.
+func (c *memConn) ReadBorrowed(pkts []Packet) (int, error) {
+	for {
+		n, err := c.TryReadBorrowed(pkts)
+		if n > 0 || err != nil || len(pkts) == 0 {
+			return n, err
+		}
+		select {
+		case <-c.ready:
+		case <-c.done:
+		}
+	}
+}
+
+// TryReadBorrowed implements BorrowReader: the packets returned are the
+// network's own copies, held until the next read.
+func (c *memConn) TryReadBorrowed(pkts []Packet) (int, error) { return c.tryRead(pkts, true) }
+
+// giveBack returns the packets lent by the last borrowed read. Called
+// with net.mu held.
+func (c *memConn) giveBack() {
+	for i, m := range c.lent {
+		c.net.release(m)
+		c.lent[i] = nil
+	}
+	c.lent = c.lent[:0]
+}
+
+// tryRead is TryReadBatch, or TryReadBorrowed when borrow is set.
+func (c *memConn) tryRead(pkts []Packet, borrow bool) (int, error) {
 	n := c.net
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if c.closed {
 		return 0, errMemClosed
 	}
+	c.giveBack()
 	n.catchUp()
 	k, reports := 0, 0
 	for k < len(pkts) {
@@ -664,12 +705,15 @@ func (c *memConn) TryReadBatch(pkts []Packet) (int, error) {
 			break
 		}
 		p := &pkts[k]
+		if borrow {
+			p.Buf = m.buf[:m.n:m.n]
+		}
 		if m.report != NotUnreachable {
 			if c.readReport(m, p) {
 				reports++
 				k++
 			}
-			n.release(m)
+			c.finish(m, borrow)
 			continue
 		}
 		if m.n > len(p.Buf) {
@@ -678,10 +722,15 @@ func (c *memConn) TryReadBatch(pkts []Packet) (int, error) {
 			n.release(m)
 			continue
 		}
-		p.N = copy(p.Buf, m.buf[:m.n])
+		if !borrow {
+			p.N = copy(p.Buf, m.buf[:m.n])
+		} else {
+			p.N = m.n
+		}
+		p.Payload = nil
 		p.Addr = m.src
 		p.Unreachable = NotUnreachable
-		n.release(m)
+		c.finish(m, borrow)
 		k++
 	}
 	if c.rxq.len() > 0 {
@@ -692,38 +741,81 @@ func (c *memConn) TryReadBatch(pkts []Packet) (int, error) {
 	return k, nil
 }
 
-// WriteBatch implements Conn.
+// finish is the end of a read of m: it goes back to the network's free
+// list, or, read borrowed, is lent until the next read. Called with
+// net.mu held.
+func (c *memConn) finish(m *memPacket, borrow bool) {
+	if borrow {
+		c.lent = append(c.lent, m)
+		return
+	}
+	c.net.release(m)
+}
+
+// WriteBatch implements Conn. The network copies each packet, Buf[:N]
+// then Payload, into a buffer of its own.
 func (c *memConn) WriteBatch(pkts []Packet) (int, error) {
-	n := c.net
 	src := c.key.Addr()
 	for i := range pkts {
 		p := &pkts[i]
-		if err := checkWrite(p); err != nil {
+		if _, err := checkWrite(p, math.MaxInt); err != nil {
 			return i, err
 		}
 		if !sameFamily(src.Is6(), p.Addr) {
 			return i, ErrBadAddr
 		}
 		dst := p.Addr.Unmap()
-		if p.N > c.MaxPacket(dst) {
+		if p.Len() > c.MaxPacket(dst) {
 			return i, ErrBadPacket
 		}
-		drop := n.hook != nil && n.hook(src, dst, p.Buf[:p.N])
-		n.mu.Lock()
-		if c.closed {
-			n.mu.Unlock()
-			return i, errMemClosed
+		if err := c.write(p, src, netip.AddrPortFrom(dst, dstPort(p.Buf))); err != nil {
+			return i, err
 		}
-		if drop {
-			n.stats.Sent++
-			n.stats.DroppedHook++
-		} else {
-			n.send(c.key, p, netip.AddrPortFrom(dst, dstPort(p.Buf)))
-		}
-		n.mu.Unlock()
 		c.stats.written.Add(1)
 	}
 	return len(pkts), nil
+}
+
+// write hands one checked packet to the network: the Drop hook first,
+// without locks, on the whole packet (a copy of it when it has a
+// Payload), then the network.
+func (c *memConn) write(p *Packet, src netip.Addr, dst netip.AddrPort) error {
+	n := c.net
+	var m *memPacket
+	drop := false
+	if n.hook != nil {
+		pkt := p.Buf[:p.N]
+		if len(p.Payload) > 0 {
+			n.mu.Lock()
+			m = n.alloc()
+			n.mu.Unlock()
+			m.fill(p)
+			pkt = m.buf[:m.n]
+		}
+		drop = n.hook(src, dst.Addr(), pkt)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case c.closed:
+		if m != nil {
+			n.release(m)
+		}
+		return errMemClosed
+	case drop:
+		n.stats.Sent++
+		n.stats.DroppedHook++
+		if m != nil {
+			n.release(m)
+		}
+		return nil
+	}
+	if m == nil {
+		m = n.alloc()
+		m.fill(p)
+	}
+	n.send(c.key, m, dst)
+	return nil
 }
 
 // LocalAddr implements Conn.
@@ -749,6 +841,7 @@ func (c *memConn) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.giveBack()
 	n.detach(c)
 	close(c.done)
 	return nil

@@ -13,6 +13,22 @@
 //     reordering and delay, and optionally a rate-limited downlink per
 //     host with eight strict priority queues, like a switch port.
 //
+// # Copies, batches and offloads
+//
+// A written packet may come in two parts, a header in Buf and a payload
+// (Packet.Payload) pointing into the message it belongs to: socket Conns
+// hand both to the kernel as iovecs, so the message is copied once, by
+// the kernel, on its way to the wire. Socket Conns move up to 64
+// datagrams per system call (sendmmsg, recvmmsg) from preallocated
+// argument blocks, with no allocation per packet. UDP Conns also use
+// the kernel's segmentation and receive offloads where it has them:
+// with GSO a run of equal-sized packets to one destination leaves as
+// one large datagram that the kernel or the NIC cuts up; with GRO the
+// kernel hands over consecutive datagrams of a sender as one, which the
+// Conn splits (see Options.DisableGSO, Options.DisableGRO and
+// BorrowReader, which avoids the copy that splitting costs). ConnStats
+// counts the system calls and datagrams behind the packets.
+//
 // A Conn serves exactly one local Homa port. Raw Conns reserve their port
 // host-wide (per IP family, see OpenRaw) so that two processes never hold
 // the same one; UDP Conns get the same guarantee from the UDP bind.
@@ -51,6 +67,10 @@
 //   - Mem: a packet that reaches an address and port where no Conn is open
 //     is reported to its writer as UnreachablePort.
 //
+// A UDP GSO datagram is one datagram to the network until the receiving
+// host cuts it up, so a dead port answers it with one ICMP error, which
+// quotes its first packet: one report for the run.
+//
 // Reports obey ReadBatch's bounds: they fill the same Packets, at most as
 // many as offered, the quoted bytes truncated to the Buf. Reading them
 // costs no system call on the hot path: the error queue is read only
@@ -80,10 +100,17 @@ const (
 // Packet is one datagram crossing a Conn.
 type Packet struct {
 	// Buf holds the packet. ReadBatch fills Buf[:N]; len(Buf) is the room
-	// available. WriteBatch sends Buf[:N].
+	// available. WriteBatch sends Buf[:N], then Payload.
 	Buf []byte
 	// N is the number of valid bytes in Buf.
 	N int
+	// Payload, when set on a written packet, is sent after Buf[:N] as
+	// part of the same datagram (scatter-gather: the engine puts a
+	// packet's header in Buf and points Payload into the message, so the
+	// message is not copied into a staging buffer). It is ignored on
+	// read, and read methods leave it nil in the packets they return.
+	// The Conn does not keep it after WriteBatch returns.
+	Payload []byte
 	// Addr is the peer host: the source on read, the destination on write.
 	Addr netip.Addr
 	// Priority (0..7, 7 highest) is the network priority of a written
@@ -100,8 +127,13 @@ type Packet struct {
 	Unreachable Unreachable
 }
 
-// Bytes returns the valid part of the packet.
+// Bytes returns the valid part of Buf: the whole packet as read, or the
+// part of a written packet that precedes its Payload.
 func (p *Packet) Bytes() []byte { return p.Buf[:p.N] }
+
+// Len is the size of the packet on the wire (Homa header onward):
+// N plus the length of Payload.
+func (p *Packet) Len() int { return p.N + len(p.Payload) }
 
 // Conn is a bound packet endpoint for one Homa port.
 //
@@ -118,15 +150,17 @@ type Conn interface {
 	// undelivered packet counts as a packet: see Packet.Unreachable.
 	ReadBatch(pkts []Packet) (n int, err error)
 	// WriteBatch sends pkts in order and returns how many were sent.
+	// Each packet goes as one datagram of Buf[:N] followed by Payload.
 	WriteBatch(pkts []Packet) (n int, err error)
 	// LocalAddr is the local host address (may be unspecified).
 	LocalAddr() netip.Addr
 	// Port is the Homa port this Conn serves.
 	Port() uint16
-	// MaxPacket is the largest Homa packet (common header onward) that
-	// can be written to dst without IP fragmentation: the path MTU less
-	// the IP (and, for UDP, UDP) headers, or Options.MTU when set. The
-	// engine segments messages to fit it; it calls this once per peer.
+	// MaxPacket is the largest Homa packet (common header onward, N
+	// plus the length of Payload) that can be written to dst without IP
+	// fragmentation: the path MTU less the IP (and, for UDP, UDP)
+	// headers, or Options.MTU when set. The engine segments messages to
+	// fit it; it calls this once per peer.
 	MaxPacket(dst netip.Addr) int
 	// Close releases the socket and the port. It is idempotent.
 	Close() error
@@ -146,6 +180,30 @@ type Poller interface {
 	WaitReadable() error
 }
 
+// BorrowReader is an optional Conn capability: reads that lend the
+// Conn's own receive buffers instead of filling the caller's, for a
+// receiver that decodes packets in place. It matters most to UDP Conns
+// with GRO (see Options.DisableGRO): the kernel hands them one datagram
+// holding many packets, which ReadBatch splits by copying each packet
+// into a Buf of the caller's, while ReadBorrowed returns them where they
+// lie, so a packet is copied once on its way from the wire to the
+// message.
+//
+// A packet returned stays valid until the next call of any read method
+// of the Conn (ReadBatch, TryReadBatch, ReadBorrowed, TryReadBorrowed)
+// or Close, whichever comes first; then the Conn reuses its memory. Its
+// Buf is a slice of the Conn's memory with len(Buf) == N: the Buf
+// offered in pkts is ignored and replaced, so a caller that mixes both
+// kinds of read must give ReadBatch Bufs of its own again. Otherwise the
+// methods behave as ReadBatch and Poller.TryReadBatch do: the same
+// discards, reports and errors.
+type BorrowReader interface {
+	// ReadBorrowed is ReadBatch with borrowed buffers.
+	ReadBorrowed(pkts []Packet) (n int, err error)
+	// TryReadBorrowed is Poller.TryReadBatch with borrowed buffers.
+	TryReadBorrowed(pkts []Packet) (n int, err error)
+}
+
 // Errors of this package; wrapped errors support errors.Is.
 var (
 	// ErrPermission means the process may not open raw sockets. Use UDP
@@ -160,8 +218,8 @@ var (
 	ErrBadAddr = errors.New("netio: bad or wrong-family address")
 	// ErrBadPacket means a Packet given to WriteBatch or ReadBatch is
 	// unusable: N outside 4..len(Buf) (the destination port must be
-	// present), an empty Buf to read into, or a packet larger than the
-	// network carries.
+	// in Buf), an empty Buf to read into, or a packet (N plus the length
+	// of Payload) larger than the network carries.
 	ErrBadPacket = errors.New("netio: bad packet")
 )
 
@@ -184,6 +242,25 @@ type ConnStats struct {
 	// destination-unreachable message (time exceeded, fragmentation
 	// needed, a local error), or too short to name the two ports.
 	ReportsDiscarded uint64
+
+	// SendCalls counts the sendmmsg calls that sent at least one
+	// datagram and SendDatagrams the datagrams they sent. With UDP GSO
+	// one datagram carries several packets, so Written/SendCalls is the
+	// packets per system call and Written/SendDatagrams the packets per
+	// datagram. RecvCalls and RecvDatagrams count the same on the receive
+	// side: recvmmsg calls that returned datagrams (reads of the error
+	// queue not included) and those datagrams, of which a UDP GRO one
+	// carries several packets. In-memory Conns leave all four zero.
+	SendCalls, SendDatagrams uint64
+	RecvCalls, RecvDatagrams uint64
+	// GSOFallbacks counts GSO datagrams the kernel refused (EIO, EINVAL),
+	// whose packets were then sent one per datagram; the first refusal
+	// turns GSO off for the Conn.
+	GSOFallbacks uint64
+	// GSO and GRO say whether the Conn uses UDP segmentation offload on
+	// transmit and generic receive offload on receive now (see
+	// Options.DisableGSO and Options.DisableGRO).
+	GSO, GRO bool
 }
 
 // StatsConn is an optional Conn capability: counters read without locks.
@@ -220,4 +297,25 @@ type Options struct {
 	// (a send they fail is retried), never returned. See the package
 	// documentation for what each transport can report.
 	ReportUnreachable bool
+	// DisableGSO turns off UDP generic segmentation offload (UDP_SEGMENT)
+	// for a UDP Conn. Where the kernel supports it (probed at open) a UDP
+	// Conn otherwise sends a run of consecutive packets of one
+	// WriteBatch to the same destination, with the same size (the last
+	// may be shorter) and priority, as one large datagram that the kernel
+	// or the NIC cuts into those packets: one trip through the stack for
+	// up to 64 packets or 64 KB. The receiver sees ordinary datagrams. A
+	// GSO send the kernel later refuses is sent one packet per datagram
+	// and turns GSO off for the Conn (ConnStats.GSOFallbacks). Raw Conns
+	// ignore it.
+	DisableGSO bool
+	// DisableGRO turns off UDP generic receive offload (UDP_GRO) for a
+	// UDP Conn. Where the kernel allows it (probed at open) the kernel
+	// may otherwise hand a UDP Conn consecutive datagrams of one sender
+	// as one, which the Conn splits back into packets: fewer trips
+	// through the stack and fewer system calls, most of all when the
+	// sender uses GSO. The Conn then reads into buffers of its own (one
+	// MB, allocated at the first read) and ReadBatch copies each packet
+	// into the caller's Buf; BorrowReader avoids that copy. Raw Conns
+	// ignore it.
+	DisableGRO bool
 }

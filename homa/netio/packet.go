@@ -33,12 +33,17 @@ const (
 // dstPortOff+2 bytes.
 func dstPort(b []byte) uint16 { return binary.BigEndian.Uint16(b[dstPortOff:]) }
 
-// checkWrite validates a Packet handed to WriteBatch.
-func checkWrite(p *Packet) error {
+// checkWrite validates a Packet handed to WriteBatch and returns its
+// size, N plus the length of Payload, which may not exceed limit.
+func checkWrite(p *Packet, limit int) (int, error) {
 	if p.N < dstPortOff+2 || p.N > len(p.Buf) {
-		return ErrBadPacket
+		return 0, ErrBadPacket
 	}
-	return nil
+	n := p.N + len(p.Payload)
+	if n > limit {
+		return 0, ErrBadPacket
+	}
+	return n, nil
 }
 
 // sameFamily reports whether dst can be reached from a Conn of the family
@@ -77,10 +82,18 @@ func maxPacketFor(mtu int, v6, udp bool) int {
 	return min(mtu-headerOverhead(v6, udp), limit)
 }
 
+// maxDatagram is the largest Homa packet one IP datagram carries.
+func maxDatagram(v6, udp bool) int {
+	return maxPacketFor(maxIPv6Payload+ipv6HeaderLen, v6, udp)
+}
+
 // connCounters backs ConnStats.
 type connCounters struct {
 	read, written, discarded  atomic.Uint64
 	reports, reportsDiscarded atomic.Uint64
+	sendCalls, sendDatagrams  atomic.Uint64
+	recvCalls, recvDatagrams  atomic.Uint64
+	gsoFallbacks              atomic.Uint64
 }
 
 func (c *connCounters) snapshot() ConnStats {
@@ -90,5 +103,10 @@ func (c *connCounters) snapshot() ConnStats {
 		Discarded:        c.discarded.Load(),
 		Reports:          c.reports.Load(),
 		ReportsDiscarded: c.reportsDiscarded.Load(),
+		SendCalls:        c.sendCalls.Load(),
+		SendDatagrams:    c.sendDatagrams.Load(),
+		RecvCalls:        c.recvCalls.Load(),
+		RecvDatagrams:    c.recvDatagrams.Load(),
+		GSOFallbacks:     c.gsoFallbacks.Load(),
 	}
 }

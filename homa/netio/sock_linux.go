@@ -5,6 +5,7 @@ package netio
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -37,9 +38,13 @@ const (
 )
 
 // sockConn is a raw (IP protocol 146) or UDP Conn on a kernel socket. The
-// two differ only in three places, each keyed on udp or ipHdrIn: received
+// two differ in a few places, each keyed on udp or ipHdrIn: received
 // raw IPv4 packets start with an IP header; UDP destinations carry the
-// Homa destination port; MaxPacket subtracts the UDP header.
+// Homa destination port; MaxPacket subtracts the UDP header; only UDP
+// has the GSO and GRO offloads.
+//
+// Its receive side is in sock_read_linux.go and sock_area_linux.go, its
+// transmit side in sock_write_linux.go.
 type sockConn struct {
 	pc      net.PacketConn // owns the socket
 	rc      syscall.RawConn
@@ -48,7 +53,9 @@ type sockConn struct {
 	v6      bool
 	udp     bool
 	ipHdrIn bool        // raw IPv4: received packets start with the IP header
+	gro     bool        // UDP_GRO is on: datagrams may carry several packets
 	mtu     int         // Options.MTU, or 0 to ask the route
+	maxLen  int         // the largest packet one datagram carries
 	lease   *portLease  // host-wide port reservation (raw only)
 	tos     [8]uint8    // TOS / traffic class byte per priority
 	cmsg    [8][]byte   // one IP_TOS / IPV6_TCLASS control message per priority
@@ -62,149 +69,15 @@ type sockConn struct {
 	stats connCounters
 }
 
+// errSockClosed is returned by reads of a closed Conn that do not reach
+// the socket.
+var errSockClosed = fmt.Errorf("netio: read: %w", net.ErrClosed)
+
 // mmsghdr is struct mmsghdr: Go lays it out as C does on every Linux
 // architecture (msghdr, then a 32-bit length, padded to msghdr's alignment).
 type mmsghdr struct {
 	hdr unix.Msghdr
 	len uint32
-}
-
-// mmsgs is a reusable recvmmsg / sendmmsg argument block. Its callbacks
-// are bound once, so a syscall through syscall.RawConn does not allocate.
-type mmsgs struct {
-	hs    [maxBatch]mmsghdr
-	iov   [2 * maxBatch]unix.Iovec
-	names [maxBatch]unix.RawSockaddrInet6 // large enough for either family
-	cnt   int                             // messages prepared
-	done  int                             // messages received or sent
-	errno unix.Errno                      // error of the last syscall, 0 if none
-}
-
-// readState is the receive side; mu admits one reader at a time. A
-// batch holds error-queue messages in slots [0, errq.n), then datagrams
-// in the next done slots.
-type readState struct {
-	mu sync.Mutex
-	mmsgs
-	iphdr [maxBatch][ipv4HeaderLen]byte // raw IPv4 header scratch
-	wait  func(fd uintptr) bool         // recv, parking when nothing is ready
-	now   func(fd uintptr)              // recv, returning when nothing is ready
-	peek  func(fd uintptr) bool         // true when a packet (or an error) is queued
-	sleep func(time.Duration)           // time.Sleep; tests replace it
-	errq  errQueue
-}
-
-// writeState is the transmit side; mu serializes writers.
-type writeState struct {
-	mu sync.Mutex
-	mmsgs
-	send func(fd uintptr) bool // sendmmsg the prepared messages
-	// noCmsg is set when the kernel refused a per-packet TOS control
-	// message; the TOS is then set on the socket when it changes.
-	noCmsg bool
-	sticky int       // the socket's TOS while noCmsg, -1 if unknown
-	errq   *errQueue // the reader's, to leave it a hint
-}
-
-// recvmmsg receives into the prepared messages from slot from on.
-func (m *mmsgs) recvmmsg(fd uintptr, from int) {
-	for {
-		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hs[from])), uintptr(m.cnt-from), unix.MSG_DONTWAIT, 0, 0)
-		if e == unix.EINTR {
-			continue
-		}
-		m.errno = e
-		if e == 0 {
-			m.done = int(r)
-		}
-		return
-	}
-}
-
-// recv is one receive step, run by the netpoller (wait: returning false
-// parks the reader until the socket is ready) or once (TryReadBatch). It
-// reads the error queue first when hinted to (into at most half the batch,
-// so that a stream of errors cannot starve datagrams), then datagrams. A
-// receive that fails with the socket's pending ICMP error sends it to the
-// error queue, then it tries the datagrams once more. Before parking it
-// reads the error queue once: its signal may have gone to a send.
-func (r *readState) recv(fd uintptr, wait bool) bool {
-	q := &r.errq
-	q.steps.Add(1)
-	q.n, r.done, r.errno = 0, 0, 0
-	if q.on && q.hint.Swap(false) {
-		r.recvErrs(fd, max(1, r.cnt/2))
-	}
-	for range 2 {
-		if q.n == r.cnt {
-			return true
-		}
-		r.recvmmsg(fd, q.n)
-		switch {
-		case r.errno == 0:
-			return true
-		case r.errno == unix.EAGAIN:
-			if q.on && wait && q.n == 0 {
-				r.recvErrs(fd, r.cnt)
-			}
-			return q.n > 0 || !wait
-		case q.on && socketError(r.errno):
-			r.errno = 0
-			r.recvErrs(fd, r.cnt-q.n)
-		default:
-			return true
-		}
-	}
-	return true
-}
-
-// peekReady reports whether a packet waits in the socket's queue, without
-// taking it. Errors count as ready: the next read reports them.
-func peekReady(fd uintptr) bool {
-	var b [1]byte
-	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-	return e != unix.EAGAIN
-}
-
-// sendmmsg sends the prepared messages. With reports on, a send may fail
-// with the socket's pending ICMP error instead of being sent (UDP takes
-// the error on its way out): the message is retried, up to
-// maxSendRefusals times in a row, and the reader is told to look at the
-// error queue, where the report waits.
-func (w *writeState) sendmmsg(fd uintptr) bool {
-	refused := 0
-	for w.done < w.cnt {
-		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hs[w.done])), uintptr(w.cnt-w.done), 0, 0, 0)
-		switch {
-		case e == 0:
-			w.done += int(r)
-			refused = 0
-		case e == unix.EINTR:
-		case e == unix.EAGAIN:
-			return false // wait until the socket is writable
-		case w.errq.on && socketError(e):
-			w.errq.hint.Store(true)
-			if refused++; refused <= maxSendRefusals {
-				continue
-			}
-			fallthrough
-		default:
-			w.errno = e
-			return true
-		}
-	}
-	return true
-}
-
-// clear drops the references to caller buffers held in the first n slots.
-func (m *mmsgs) clear(n int) {
-	for i := range n {
-		m.hs[i].hdr.Iov = nil
-		m.hs[i].hdr.Control = nil
-	}
-	for i := range 2 * n {
-		m.iov[i].Base = nil
-	}
 }
 
 // newSockConn wraps an open socket. It takes ownership of pc and lease
@@ -213,27 +86,9 @@ func newSockConn(pc net.PacketConn, laddr netip.Addr, port uint16, udp bool, lea
 	if opt == nil {
 		opt = &Options{}
 	}
-	c := &sockConn{pc: pc, laddr: laddr, port: port, v6: laddr.Is6(), udp: udp, mtu: opt.MTU, lease: lease}
-	c.ipHdrIn = !c.v6 && !udp
-	r := &c.rd
-	r.wait = func(fd uintptr) bool { return r.recv(fd, true) }
-	r.now = func(fd uintptr) { r.recv(fd, false) }
-	r.peek, r.sleep = peekReady, time.Sleep
-	r.errq.on = opt.ReportUnreachable
-	if r.errq.on {
-		r.peek = r.errq.pollReady
-	}
-	c.wr.send = c.wr.sendmmsg
-	c.wr.sticky = -1
-	c.wr.errq = &r.errq
-	dscp := opt.DSCP
-	if dscp == nil {
-		dscp = &DefaultDSCP
-	}
-	for p := range c.tos {
-		c.tos[p] = dscp.TOS(uint8(p))
-		c.cmsg[p] = tosCmsg(c.v6, c.tos[p])
-	}
+	c := &sockConn{pc: pc, laddr: laddr, port: port, lease: lease}
+	c.setup(laddr.Is6(), udp, opt)
+	r, w := &c.rd, &c.wr
 	sc, ok := pc.(syscall.Conn)
 	if !ok {
 		c.Close()
@@ -255,6 +110,12 @@ func newSockConn(pc net.PacketConn, laddr netip.Addr, port uint16, udp bool, lea
 	if err := c.rc.Control(func(fd uintptr) {
 		setBuffer(int(fd), unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, rbuf)
 		setBuffer(int(fd), unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, wbuf)
+		if udp && !opt.DisableGSO {
+			w.gso.Store(probeGSO(int(fd)))
+		}
+		if udp && !opt.DisableGRO {
+			c.gro = enableGRO(int(fd))
+		}
 		if r.errq.on {
 			serr = setRecvErr(int(fd), c.v6)
 		}
@@ -266,6 +127,35 @@ func newSockConn(pc net.PacketConn, laddr netip.Addr, port uint16, udp bool, lea
 		return nil, err
 	}
 	return c, nil
+}
+
+// setup initializes everything of c but the socket.
+func (c *sockConn) setup(v6, udp bool, opt *Options) {
+	c.v6, c.udp, c.mtu = v6, udp, opt.MTU
+	c.ipHdrIn = !v6 && !udp
+	c.maxLen = maxDatagram(v6, udp)
+	r := &c.rd
+	r.wait = func(fd uintptr) bool { return r.recv(fd, true) }
+	r.now = func(fd uintptr) { r.recv(fd, false) }
+	r.peek, r.sleep = peekReady, time.Sleep
+	r.errq.on = opt.ReportUnreachable
+	if r.errq.on {
+		r.peek = r.errq.pollReady
+	}
+	w := &c.wr
+	w.send = w.sendmmsg
+	w.sticky = -1
+	w.batch = maxBatch
+	w.gsoMax = maxDatagram(v6, true)
+	w.errq = &r.errq
+	dscp := opt.DSCP
+	if dscp == nil {
+		dscp = &DefaultDSCP
+	}
+	for p := range c.tos {
+		c.tos[p] = dscp.TOS(uint8(p))
+		c.cmsg[p] = tosCmsg(v6, c.tos[p])
+	}
 }
 
 // setBuffer sets a socket buffer size, beyond the sysctl limit when the
@@ -291,305 +181,6 @@ func tosCmsg(v6 bool, tos uint8) []byte {
 	return b
 }
 
-// ReadBatch implements Conn.
-func (c *sockConn) ReadBatch(pkts []Packet) (int, error) { return c.read(pkts, true) }
-
-// TryReadBatch implements Poller. It also returns 0, nil when another
-// goroutine is inside ReadBatch or TryReadBatch. It does not wait for
-// the descriptor's read lock, so it runs while another goroutine is
-// parked in WaitReadable.
-func (c *sockConn) TryReadBatch(pkts []Packet) (int, error) { return c.read(pkts, false) }
-
-// WaitReadable implements Poller: it parks in the runtime's netpoller
-// until a packet (or, with reports on, an error) is queued, and leaves it
-// there.
-func (c *sockConn) WaitReadable() error { return c.waitReadable() }
-
-func (c *sockConn) read(pkts []Packet, wait bool) (int, error) {
-	if len(pkts) == 0 {
-		return 0, nil
-	}
-	r := &c.rd
-	if wait {
-		r.mu.Lock()
-	} else if !r.mu.TryLock() {
-		return 0, nil
-	}
-	defer r.mu.Unlock()
-	pkts = pkts[:min(len(pkts), maxBatch)]
-	var retry time.Duration // nonzero while the netpoller refuses to park us
-	for {
-		if err := c.prepareRead(pkts); err != nil {
-			return 0, err
-		}
-		var err error
-		if wait {
-			if c.wake.take() {
-				_ = c.pc.SetReadDeadline(time.Time{})
-				return 0, ErrWoken
-			}
-			err = c.rc.Read(r.wait)
-			var again bool
-			if err, again = c.woken(err); again {
-				continue
-			}
-			if err == ErrWoken {
-				r.clear(len(pkts))
-				return 0, err
-			}
-			if c.pollRefused(err) {
-				// Read without waiting, the error queue included.
-				r.errq.hint.Store(r.errq.on)
-				err = c.rc.Control(r.now)
-				retry = nextRetry(retry)
-			} else {
-				retry = 0
-			}
-		} else {
-			err = c.rc.Control(r.now)
-		}
-		r.clear(len(pkts))
-		if err != nil {
-			return 0, err
-		}
-		if r.errno != 0 && r.errno != unix.EAGAIN && r.errq.n == 0 {
-			return 0, os.NewSyscallError("recvmmsg", r.errno)
-		}
-		if n := c.collect(pkts); n > 0 || !wait {
-			return n, nil
-		}
-		if retry > 0 {
-			r.sleep(retry)
-		}
-	}
-}
-
-func (c *sockConn) prepareRead(pkts []Packet) error {
-	r := &c.rd
-	for i := range pkts {
-		buf := pkts[i].Buf
-		if len(buf) == 0 {
-			return ErrBadPacket
-		}
-		iov := r.iov[2*i : 2*i+2]
-		k := 0
-		if c.ipHdrIn {
-			iov[0].Base = &r.iphdr[i][0]
-			iov[0].SetLen(ipv4HeaderLen)
-			k = 1
-		}
-		iov[k].Base = &buf[0]
-		iov[k].SetLen(len(buf))
-		h := &r.hs[i]
-		h.len = 0
-		h.hdr = unix.Msghdr{
-			Name:    (*byte)(unsafe.Pointer(&r.names[i])),
-			Namelen: unix.SizeofSockaddrInet6,
-			Iov:     &iov[0],
-		}
-		h.hdr.SetIovlen(k + 1)
-	}
-	r.cnt, r.done, r.errno = len(pkts), 0, 0
-	return nil
-}
-
-// collect turns received messages (reports, then datagrams) into
-// Packets, moving the valid ones to the front of pkts, and returns how
-// many there are.
-func (c *sockConn) collect(pkts []Packet) int {
-	r := &c.rd
-	w := 0
-	for i := range r.errq.n {
-		if !c.report(i, &pkts[i]) {
-			c.stats.reportsDiscarded.Add(1)
-			continue
-		}
-		if w != i {
-			pkts[w], pkts[i] = pkts[i], pkts[w]
-		}
-		w++
-	}
-	reports := w
-	for i := r.errq.n; i < r.errq.n+r.done; i++ {
-		p := &pkts[i]
-		n := int(r.hs[i].len)
-		ok := r.hs[i].hdr.Flags&unix.MSG_TRUNC == 0
-		if c.ipHdrIn {
-			n, ok = stripIPv4(r.iphdr[i][:], p.Buf, n, ok)
-		}
-		if !ok || n < homaHeaderLen || dstPort(p.Buf) != c.port {
-			c.stats.discarded.Add(1)
-			continue
-		}
-		p.N = n
-		p.Addr = c.sockaddrAddr(&r.names[i])
-		p.Unreachable = NotUnreachable
-		if w != i {
-			pkts[w], pkts[i] = pkts[i], pkts[w]
-		}
-		w++
-	}
-	c.stats.read.Add(uint64(w - reports))
-	c.stats.reports.Add(uint64(reports))
-	return w
-}
-
-// stripIPv4 removes the IPv4 header of a packet received as hdr (the
-// first ipv4HeaderLen bytes) then buf (the rest), total bytes in all. IP
-// options, rare, spill into buf and are moved out of the way.
-func stripIPv4(hdr, buf []byte, total int, ok bool) (int, bool) {
-	if total < ipv4HeaderLen {
-		return 0, false
-	}
-	ihl := int(hdr[0]&0x0f) * 4
-	if ihl < ipv4HeaderLen || total < ihl {
-		return 0, false
-	}
-	if ihl > ipv4HeaderLen {
-		copy(buf, buf[ihl-ipv4HeaderLen:total-ipv4HeaderLen])
-	}
-	return total - ihl, ok
-}
-
-func (c *sockConn) sockaddrAddr(sa *unix.RawSockaddrInet6) netip.Addr {
-	if !c.v6 {
-		return netip.AddrFrom4((*unix.RawSockaddrInet4)(unsafe.Pointer(sa)).Addr)
-	}
-	a := netip.AddrFrom16(sa.Addr)
-	if sa.Scope_id != 0 {
-		a = a.WithZone(c.zones.name(sa.Scope_id))
-	}
-	return a
-}
-
-// WriteBatch implements Conn. It stops at the first packet that cannot be
-// sent and returns how many went before it and why.
-func (c *sockConn) WriteBatch(pkts []Packet) (int, error) {
-	w := &c.wr
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	sent := 0
-	defer func() { c.stats.written.Add(uint64(sent)) }()
-	for sent < len(pkts) {
-		cnt, perr := c.prepareWrite(pkts[sent:])
-		if cnt > 0 {
-			err := c.rc.Write(w.send)
-			sent += w.done
-			w.clear(cnt)
-			if err != nil {
-				return sent, err
-			}
-			if w.errno == unix.EINVAL && !w.noCmsg {
-				// The kernel may not take IP_TOS / IPV6_TCLASS per
-				// packet: set it on the socket instead, from now on.
-				w.noCmsg = true
-				continue
-			}
-			if w.errno != 0 {
-				return sent, os.NewSyscallError("sendmmsg", w.errno)
-			}
-		}
-		if perr != nil {
-			return sent, perr
-		}
-	}
-	return sent, nil
-}
-
-// prepareWrite fills the write block from the head of pkts. It returns
-// how many messages it prepared and, if it stopped at a bad packet or a
-// failed setsockopt, the error for the packet after them.
-func (c *sockConn) prepareWrite(pkts []Packet) (int, error) {
-	w := &c.wr
-	pkts = pkts[:min(len(pkts), maxBatch)]
-	w.cnt, w.done, w.errno = 0, 0, 0
-	if w.noCmsg && len(pkts) > 0 {
-		if err := c.setStickyTOS(pkts[0].Priority); err != nil {
-			return 0, err
-		}
-	}
-	for i := range pkts {
-		p := &pkts[i]
-		if w.noCmsg && c.tos[p.Priority&7] != uint8(w.sticky) {
-			break // sent after a setsockopt in the next round
-		}
-		if err := checkWrite(p); err != nil {
-			return w.cnt, err
-		}
-		salen, err := c.fillSockaddr(&w.names[i], p)
-		if err != nil {
-			return w.cnt, err
-		}
-		w.iov[i].Base = &p.Buf[0]
-		w.iov[i].SetLen(p.N)
-		h := &w.hs[i]
-		h.len = 0
-		h.hdr = unix.Msghdr{
-			Name:    (*byte)(unsafe.Pointer(&w.names[i])),
-			Namelen: salen,
-			Iov:     &w.iov[i],
-		}
-		h.hdr.SetIovlen(1)
-		if !w.noCmsg {
-			cm := c.cmsg[p.Priority&7]
-			h.hdr.Control = &cm[0]
-			h.hdr.SetControllen(len(cm))
-		}
-		w.cnt++
-	}
-	return w.cnt, nil
-}
-
-// setStickyTOS sets the socket's TOS / traffic class for priority p when
-// per-packet control messages are not available.
-func (c *sockConn) setStickyTOS(p uint8) error {
-	tos := int(c.tos[p&7])
-	if c.wr.sticky == tos {
-		return nil
-	}
-	var serr error
-	err := c.rc.Control(func(fd uintptr) {
-		if c.v6 {
-			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_TCLASS, tos)
-		} else {
-			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, tos)
-		}
-	})
-	if err == nil {
-		err = serr
-	}
-	if err != nil {
-		c.wr.sticky = -1
-		return os.NewSyscallError("setsockopt", err)
-	}
-	c.wr.sticky = tos
-	return nil
-}
-
-// fillSockaddr writes the destination of p into sa and returns its length.
-// For UDP the port is the packet's Homa destination port.
-func (c *sockConn) fillSockaddr(sa *unix.RawSockaddrInet6, p *Packet) (uint32, error) {
-	if !sameFamily(c.v6, p.Addr) {
-		return 0, ErrBadAddr
-	}
-	var port [2]byte // network order, as in the packet
-	if c.udp {
-		copy(port[:], p.Buf[dstPortOff:dstPortOff+2])
-	}
-	if !c.v6 {
-		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
-		*sa4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: p.Addr.Unmap().As4()}
-		*(*[2]byte)(unsafe.Pointer(&sa4.Port)) = port
-		return unix.SizeofSockaddrInet4, nil
-	}
-	*sa = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: p.Addr.As16()}
-	*(*[2]byte)(unsafe.Pointer(&sa.Port)) = port
-	if z := p.Addr.Zone(); z != "" {
-		sa.Scope_id = c.zones.index(z)
-	}
-	return unix.SizeofSockaddrInet6, nil
-}
-
 // LocalAddr implements Conn.
 func (c *sockConn) LocalAddr() netip.Addr { return c.laddr }
 
@@ -597,7 +188,11 @@ func (c *sockConn) LocalAddr() netip.Addr { return c.laddr }
 func (c *sockConn) Port() uint16 { return c.port }
 
 // Stats implements StatsConn.
-func (c *sockConn) Stats() ConnStats { return c.stats.snapshot() }
+func (c *sockConn) Stats() ConnStats {
+	s := c.stats.snapshot()
+	s.GSO, s.GRO = c.wr.gso.Load(), c.gro
+	return s
+}
 
 // MaxPacket implements Conn.
 func (c *sockConn) MaxPacket(dst netip.Addr) int {

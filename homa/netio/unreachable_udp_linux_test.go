@@ -113,10 +113,11 @@ func TestUDPUnreachableOff(t *testing.T) {
 
 // TestUDPManyReports has a Conn with no traffic but reports: it reads
 // them all, then a ReadBatch parks (it does not run receive steps in a
-// loop) and so does a WaitReadable, until Close.
+// loop) and so does a WaitReadable, until Close. GSO is off, so that
+// each packet is a datagram of its own and draws its own report.
 func TestUDPManyReports(t *testing.T) {
 	const count = 300
-	a := openUDP(t, lo4, 0, reportOpts)
+	a := openUDP(t, lo4, 0, &Options{ReportUnreachable: true, DisableGSO: true})
 	dead := closedUDPPort(t, lo4)
 	for i := 0; i < count; i += 50 {
 		bufs := make([][]byte, 50)

@@ -17,6 +17,9 @@ func TestWake(t *testing.T) {
 	opens := map[string]func() (Conn, error){
 		"mem": func() (Conn, error) { return nw.Open(netip.MustParseAddr("10.0.0.1"), 0) },
 		"udp": func() (Conn, error) { return OpenUDP(netip.MustParseAddr("127.0.0.1"), 0, nil) },
+		"udp-nogro": func() (Conn, error) {
+			return OpenUDP(netip.MustParseAddr("127.0.0.1"), 0, &Options{DisableGRO: true})
+		},
 		"udp-reports": func() (Conn, error) {
 			return OpenUDP(netip.MustParseAddr("127.0.0.1"), 0, &Options{ReportUnreachable: true})
 		},

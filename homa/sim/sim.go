@@ -153,7 +153,16 @@ func (e *Endpoint) Close() {
 func (e *Endpoint) settle() {
 	n := e.net
 	for _, p := range e.out.Packets {
-		n.transmit(e.addr, p.Addr, p.Buf)
+		pkt := p.Buf
+		if len(p.Payload) > 0 {
+			// On the wire a packet is one datagram: join header and
+			// payload, so that the message's buffer may be reused.
+			pkt = append(pkt[:len(pkt):len(pkt)], p.Payload...)
+		}
+		n.transmit(e.addr, p.Addr, pkt)
+	}
+	for _, h := range e.out.Holds {
+		h.Release()
 	}
 	msgs := append([]*core.Message(nil), e.out.Messages...)
 	e.out.Reset()

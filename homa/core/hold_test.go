@@ -1,0 +1,81 @@
+package core
+
+import (
+	"net/netip"
+	"testing"
+	"unsafe"
+
+	"github.com/homa-go/homa/homa/wire"
+)
+
+// trackingBuffers records which buffers came back.
+type trackingBuffers struct{ put map[*byte]bool }
+
+func (b *trackingBuffers) Get(n int) []byte { return make([]byte, n) }
+func (b *trackingBuffers) Put(p []byte)     { b.put[unsafe.SliceData(p)] = true }
+
+// TestZeroCopyHold: DATA packets of a large message point into it and the
+// Output holds it, so it goes back to Buffers only when both the core and
+// every Output are done with it; a small message is copied into its
+// packets and holds nothing.
+func TestZeroCopyHold(t *testing.T) {
+	bufs := &trackingBuffers{put: map[*byte]bool{}}
+	c := New(Local{Port: 40000, FirstID: 2, Buffers: bufs}, Config{})
+	dst := netip.MustParseAddrPort("10.0.0.2:500")
+
+	big := bufs.Get(100_000)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	var out Output
+	id, err := c.Send(dst, big, 0, 1500, 0, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Packets) == 0 || len(out.Holds) != 1 {
+		t.Fatalf("%d packets, %d holds; want some packets and 1 hold", len(out.Packets), len(out.Holds))
+	}
+	sent := 0
+	for _, p := range out.Packets {
+		var d wire.Data
+		if _, err := d.Parse(p.Buf); err != nil {
+			t.Fatalf("header: %v", err)
+		}
+		if len(p.Buf) != wire.DataLen {
+			t.Errorf("DATA header is %d bytes, want %d", len(p.Buf), wire.DataLen)
+		}
+		if len(p.Payload) == 0 || &p.Payload[0] != &big[d.SegOffset] {
+			t.Fatalf("packet at offset %d does not point into the message", d.SegOffset)
+		}
+		sent += len(p.Payload)
+	}
+	if sent != 40_000 {
+		t.Errorf("%d unscheduled bytes sent, want 40000", sent)
+	}
+	if _, err := c.Abort(id, 0, &Output{}); err != nil {
+		t.Fatal(err)
+	}
+	if bufs.put[&big[0]] {
+		t.Fatal("message returned to Buffers while an Output still points into it")
+	}
+	for _, h := range out.Holds {
+		h.Release()
+	}
+	if !bufs.put[&big[0]] {
+		t.Fatal("message not returned to Buffers after the last release")
+	}
+
+	small := bufs.Get(ZeroCopyMin - 1)
+	out.Reset()
+	if _, err := c.Send(dst, small, 0, 1500, 0, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Holds) != 0 {
+		t.Errorf("small message: %d holds, want 0", len(out.Holds))
+	}
+	for _, p := range out.Packets {
+		if p.Payload != nil || len(p.Buf) <= wire.DataLen {
+			t.Errorf("small message: packet of %d+%d bytes; want the payload copied after the header", len(p.Buf), len(p.Payload))
+		}
+	}
+}
