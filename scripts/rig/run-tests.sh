@@ -5,8 +5,8 @@
 #   run-tests.sh RIG_DIR 613|617 [STEP...]
 #
 # 613 or 617 is the user API the module is expected to speak (linux_6.13.9
-# or main); the khoma tests fail if detection finds another. Steps (all by
-# default, in this order):
+# or main); the khoma tests fail if detection finds another. Steps (all but
+# idle by default, in this order):
 #   unbound  a request from the netns to guest port 999 (no socket):
 #            tcpdump on tap612 and the guest's ICMP counters show whether
 #            the module answers (first, while the guest is quiet)
@@ -29,7 +29,8 @@
 # root (netns, raw sockets), tcpdump for `unbound`, `live` and `idle`.
 # Prints one PASS/FAIL line per step and exits non-zero if any failed.
 # Environment: LIVE_RUNS and KEEP_PCAPS (above); OUT_DIR, where the live
-# runs' captures and logs go (default RIG_DIR/out, emptied first);
+# runs' captures and logs go (default RIG_DIR/out; its live-* files are
+# removed first);
 # GUEST_GSO: "soft" (the default) sets the module's
 # net.homa.gso_force_software in the guest, so that it segments its
 # multi-packet sends itself; "hw" leaves the module's default. With "hw",
@@ -50,7 +51,7 @@ LIVE_RUNS=${LIVE_RUNS:-1}
 OUT=${OUT_DIR:-$RIG/out}
 NS=homa612
 BIN=$(mktemp -d)
-rm -rf "$OUT" && mkdir -p "$OUT" || exit 1
+mkdir -p "$OUT" && rm -f "$OUT"/live-* || exit 1
 PIDS=()
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
