@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,22 +41,14 @@ var patient = sock.Config{Transport: sock.Raw, PeerTimeout: 105 * time.Milliseco
 // TestLive runs the live suite against the echo server named by
 // HOMA_INTEROP_PEER.
 func TestLive(t *testing.T) {
-	addr := os.Getenv(peerEnv)
-	if addr == "" {
-		t.Skipf("%s is not set: set it to HOST:PORT of a Homa echo server (for instance one on the Linux Homa module, in a VM or network namespace) to run the live interop suite; see interop/README.md", peerEnv)
-	}
-	peer, err := netip.ParseAddrPort(addr)
-	if err != nil || peer.Port() == 0 {
-		t.Fatalf("%s=%q: want HOST:PORT with a numeric address: %v", peerEnv, addr, err)
-	}
-	runLive(t, netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port()))
+	runLive(t, livePeer(t))
 }
 
 // TestLiveOwnServer runs the live suite against this implementation's own
 // echo server on 127.0.0.1 (raw IP, as "homa serve" runs it), pointing
 // HOMA_INTEROP_PEER at it: the suite itself is known to work.
 func TestLiveOwnServer(t *testing.T) {
-	server, addr := startOwnServer(t)
+	server, addr := startOwnServer(t, 0)
 	defer server.close(t)
 	t.Setenv(peerEnv, addr.String())
 	TestLive(t)
@@ -65,13 +56,15 @@ func TestLiveOwnServer(t *testing.T) {
 
 // ownServer is an echo server on this implementation.
 type ownServer struct {
-	s  *sock.Socket
-	wg sync.WaitGroup
+	s    *sock.Socket
+	wg   sync.WaitGroup
+	done chan struct{} // closed by close: delayed replies are dropped
 }
 
 // startOwnServer opens a raw-IP echo server on a free port of 127.0.0.1
-// with four workers, or skips the test without raw sockets.
-func startOwnServer(t *testing.T) (*ownServer, netip.AddrPort) {
+// with four workers, each holding its reply back for delay, or skips the
+// test without raw sockets.
+func startOwnServer(t *testing.T, delay time.Duration) (*ownServer, netip.AddrPort) {
 	var s *sock.Socket
 	for range 50 {
 		addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(20000+rand.IntN(10000)))
@@ -91,25 +84,30 @@ func startOwnServer(t *testing.T) (*ownServer, netip.AddrPort) {
 	if s == nil {
 		t.Fatal("no free Homa port")
 	}
-	o := &ownServer{s: s}
+	o := &ownServer{s: s, done: make(chan struct{})}
 	for range 4 {
-		o.wg.Add(1)
-		go func() {
-			defer o.wg.Done()
+		o.wg.Go(func() {
 			for {
 				m, err := s.Recv(context.Background(), sock.Any)
 				if err != nil {
 					return
 				}
-				_ = s.Reply(m, m.Data) // fails only for a client that gave up
+				if delay > 0 {
+					select {
+					case <-time.After(delay):
+					case <-o.done:
+					}
+				}
+				_ = s.Reply(m, m.Data) // fails only for a client that gave up, or after close
 				m.Release()
 			}
-		}()
+		})
 	}
 	return o, s.LocalAddr()
 }
 
 func (o *ownServer) close(t *testing.T) {
+	close(o.done)
 	if err := o.s.Close(); err != nil {
 		t.Error(err)
 	}
@@ -141,11 +139,19 @@ func runLive(t *testing.T, peer netip.AddrPort) {
 	t.Run("100 concurrent", func(t *testing.T) {
 		concurrent(t, client, peer, 100)
 	})
+	logStats(t, "client", client.Stats())
+	logRawDrops(t, "client")
 	t.Run("lossy", func(t *testing.T) {
 		lossy(t, local, peer)
 	})
-	st := client.Stats()
-	t.Logf("client: %d RPCs, sent %v, received %v, drops %v", st.RPCsCompleted, st.TxPackets, st.RxPackets, st.Drops)
+}
+
+// logStats logs what explains a live run: packets by type, drops, and
+// the client's loss recovery.
+func logStats(t *testing.T, what string, st sock.Stats) {
+	t.Helper()
+	t.Logf("%s: %d RPCs completed, %d timed out; sent %v, received %v, drops %v; %d RESENDs sent, %d duplicate DATA received, %d retransmissions",
+		what, st.RPCsCompleted, st.RPCTimeouts, st.TxPackets, st.RxPackets, st.Drops, st.ResendsSent, st.DuplicatePackets, st.Retransmits)
 }
 
 // echo sends req to the echo server and checks the response.
@@ -218,6 +224,8 @@ func lossy(t *testing.T, local netip.Addr, peer netip.AddrPort) {
 		}
 	}
 	st := s.Stats()
+	logStats(t, "lossy client", st)
+	logRawDrops(t, "lossy client")
 	grants, data := lc.dropped[0].Load(), lc.dropped[1].Load()
 	t.Logf("dropped %d GRANTs and %d DATA packets; the client sent %d RESENDs, the server %d",
 		grants, data, st.ResendsSent, st.RxPackets[wire.TypeResend])
