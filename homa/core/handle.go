@@ -122,7 +122,12 @@ func (c *Core) lookup(h *wire.Common, src netip.Addr) *rpc {
 	if r == nil || r.peer.addr != src || r.port != h.SrcPort {
 		return nil
 	}
-	r.rs.Heard(c.tick)
+	switch h.Type {
+	case wire.TypeData, wire.TypeGrant, wire.TypeBusy:
+		r.rs.Alive(c.tick)
+	default:
+		r.rs.Heard(c.tick)
+	}
 	r.ak.Heard(c.tick)
 	r.unknownTick = 0
 	return r
@@ -357,7 +362,7 @@ func (c *Core) retransmit(r *rpc, rs *wire.Resend) {
 	m := &r.out
 	end := uint32(min(uint64(rs.Offset)+uint64(rs.Length), uint64(m.length)))
 	if rs.Length == wire.ResendToEnd {
-		end = max(m.unsched, rs.Offset) // the receiver has nothing
+		end = max(m.segUp(m.unsched), rs.Offset) // the receiver has nothing
 	} else {
 		m.grant(end, m.schedPrio)
 	}
