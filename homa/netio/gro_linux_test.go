@@ -406,3 +406,32 @@ func TestHandOut(t *testing.T) {
 		})
 	}
 }
+
+// FuzzHandOut feeds arbitrary datagrams, segment sizes and flags to the
+// receive area: every packet returned is a whole one for the Conn's
+// port, inside its datagram, and the area empties.
+func FuzzHandOut(f *testing.F) {
+	f.Add(true, slices.Concat(testPacket(1, 5000, 100, 1), testPacket(1, 5000, 50, 2)), 100, int32(0), 3)
+	f.Add(false, append([]byte{0x45}, make([]byte, 60)...), 0, int32(0), 1)
+	f.Fuzz(func(t *testing.T, udp bool, dgram []byte, seg int, flags int32, batch int) {
+		if len(dgram) > areaSlotLen {
+			return
+		}
+		batch = 1 + min(max(batch, 0), 64)
+		c := areaConn(udp, udp, 5000, [][]byte{dgram}, []int32{flags}, []int{max(seg, 0) % (1 << 17)})
+		pkts := make([]Packet, batch)
+		total := 0
+		for range len(dgram) + 1 {
+			k := c.handOut(pkts, true)
+			for _, p := range pkts[:k] {
+				if p.N < homaHeaderLen || len(p.Buf) != p.N || dstPort(p.Buf) != 5000 {
+					t.Fatalf("returned a packet of %d bytes for port %d", p.N, dstPort(p.Buf))
+				}
+				total += p.N
+			}
+		}
+		if total > len(dgram) || c.rd.area.pending.Load() {
+			t.Fatalf("returned %d bytes of a %d-byte datagram; pending %v", total, len(dgram), c.rd.area.pending.Load())
+		}
+	})
+}
