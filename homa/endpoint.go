@@ -374,9 +374,12 @@ func (e *Endpoint) Close() error {
 		return nil
 	}
 	e.closed = true
-	e.core.Close()
+	b := e.getBatch()
+	e.core.Close(e.now(), &e.out)
+	e.settle(b) // the acknowledgments
 	e.mb.Close()
 	e.mu.Unlock()
+	e.sendBatch(b)
 	close(e.done)
 	err := e.conn.Close()
 	e.wg.Wait()

@@ -290,9 +290,11 @@ func (c *Core) acked(src netip.Addr, a wire.AckEntry) {
 		return
 	}
 	r := c.servers[serverKey{src, a.ClientID | 1}]
-	if r == nil || r.state != stateReplying || !r.out.done() {
-		return // unknown, or a claim about a response not yet sent
+	if r == nil {
+		return
 	}
+	// Whatever the server RPC's state: the client needs nothing more of
+	// it (it has the response, or closed its socket), as with Linux.
 	c.stats.ServerRPCsFreed++
 	c.freeServer(r, true)
 }

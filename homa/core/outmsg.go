@@ -50,20 +50,34 @@ func (m *outMsg) init(data []byte, unsched int, seg int, bufs Buffers) {
 	m.budgetSince = -1 << 62
 }
 
-// Segments. A message goes out in segments of seg bytes at multiples of
-// seg, the last one shorter, and every transmission (the first, after a
-// grant, or in answer to a RESEND) is of whole segments, as Linux Homa's
-// are: a Linux receiver discards a packet that overlaps bytes it already
-// has, so a retransmission cut differently from the first transmission
-// would never fill its gap. A grant that ends inside a segment lets the
-// whole segment go.
+// Segments. A message goes out in segments of seg bytes, cut as Linux
+// Homa cuts its messages: at multiples of seg below the unscheduled
+// limit, a boundary at the limit (the last unscheduled segment may be
+// short), and at the limit plus multiples of seg above it. Every
+// transmission (the first, after a grant, or in answer to a RESEND) is of
+// whole segments, as Linux's are: a Linux receiver discards a packet that
+// overlaps bytes it already has, so a retransmission cut differently
+// from the first transmission would never fill its gap. A grant that
+// ends inside a segment lets the whole segment go.
 
 // segStart is the start of the segment holding off.
-func (m *outMsg) segStart(off uint32) uint32 { return off - off%m.seg }
+func (m *outMsg) segStart(off uint32) uint32 {
+	if off < m.unsched {
+		return off - off%m.seg
+	}
+	return off - (off-m.unsched)%m.seg
+}
 
-// segUp is off rounded up to the end of a segment (at most the length).
+// segUp is off rounded up to a segment boundary (at most the length).
 func (m *outMsg) segUp(off uint32) uint32 {
-	up := (uint64(off) + uint64(m.seg) - 1) / uint64(m.seg) * uint64(m.seg)
+	base := uint64(0)
+	if off > m.unsched {
+		base = uint64(m.unsched)
+	}
+	up := base + (uint64(off)-base+uint64(m.seg)-1)/uint64(m.seg)*uint64(m.seg)
+	if off <= m.unsched {
+		up = min(up, uint64(m.unsched))
+	}
 	return uint32(min(up, uint64(m.length)))
 }
 
