@@ -54,6 +54,9 @@ type Endpoint struct {
 	// (into rxPkts): a goroutine in Recv, or else the background reader.
 	poller     netio.Poller // nil when the Conn cannot be polled
 	waker      netio.Waker  // nil when the Conn cannot be woken
+	readConn   readFunc     // ReadBatch, or ReadBorrowed
+	tryRead    readFunc     // the Poller's TryReadBatch or TryReadBorrowed; nil without a Poller
+	rxOwn      bool         // rxPkts' buffers are the endpoint's (not borrowed): the core may keep them
 	rxTok      sync.Mutex
 	rxPkts     []netio.Packet
 	rxBlocked  *mailbox.Waiter // a goroutine in Recv parked reading the socket (under mu)
@@ -97,6 +100,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	if e.poller != nil {
 		e.waker, _ = conn.(netio.Waker)
 	}
+	e.chooseReads()
 	e.spin.init(cfg)
 	e.lastRead.Store(-int64(time.Hour)) // no goroutine in Recv has read yet
 	e.timer = time.NewTimer(time.Hour)
@@ -370,9 +374,12 @@ func (e *Endpoint) Close() error {
 		return nil
 	}
 	e.closed = true
-	e.core.Close()
+	b := e.getBatch()
+	e.core.Close(e.now(), &e.out)
+	e.settle(b) // the acknowledgments
 	e.mb.Close()
 	e.mu.Unlock()
+	e.sendBatch(b)
 	close(e.done)
 	err := e.conn.Close()
 	e.wg.Wait()

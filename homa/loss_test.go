@@ -183,12 +183,16 @@ func TestBusyKeepsAlive(t *testing.T) {
 	})
 }
 
-// TestClientGone: the client vanishes after its request; the server
-// answers, asks for the acknowledgment with NEED_ACK, and forgets the RPC
-// after ReclaimTicks.
+// TestClientGone: the client vanishes after its request (its host goes
+// silent: not even the acknowledgments a closing endpoint sends get
+// out); the server answers, asks for the acknowledgment with NEED_ACK,
+// and forgets the RPC after ReclaimTicks.
 func TestClientGone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 22})
+		var gone atomic.Bool
+		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 22, Drop: func(src, _ netip.Addr, _ []byte) bool {
+			return gone.Load() && src == clientAddr
+		}})
 		sc, _ := nw.Open(serverAddr, 500)
 		cc, _ := nw.Open(clientAddr, 0)
 		cfg := homa.Config{PollDuration: -1, Ack: ack.Config{ReclaimTicks: 50}}
@@ -201,6 +205,7 @@ func TestClientGone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		gone.Store(true)
 		client.Close()
 		if err := server.Reply(m.Peer.Addr(), m.ID, []byte("too late")); err != nil {
 			t.Fatal(err)

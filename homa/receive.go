@@ -133,7 +133,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, stop *func() boo
 			*stop = context.AfterFunc(ctx, e.waker.Wake)
 		}
 		e.allocRx()
-		n, err := e.conn.ReadBatch(e.rxPkts)
+		n, err := e.readConn(e.rxPkts)
 		e.mu.Lock()
 		e.rxBlocked = nil
 		e.mu.Unlock()
@@ -170,7 +170,7 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, b *txBatch) 
 		default:
 		}
 		e.allocRx()
-		n, err := e.poller.TryReadBatch(e.rxPkts)
+		n, err := e.tryRead(e.rxPkts)
 		switch {
 		case n > 0:
 			e.process(e.rxPkts[:n], b, w)
@@ -234,11 +234,11 @@ func (e *Endpoint) rxLoop() {
 			case err != nil:
 				e.rxTok.Unlock()
 			default:
-				err = e.readBatch(b, nil, e.poller.TryReadBatch)
+				err = e.readBatch(b, nil, e.tryRead)
 			}
 		} else {
 			e.rxTok.Lock()
-			err = e.readBatch(b, nil, e.conn.ReadBatch)
+			err = e.readBatch(b, nil, e.readConn)
 		}
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || e.isClosed() {
@@ -266,7 +266,7 @@ func (e *Endpoint) readerWait() time.Duration {
 // readBatch reads with read and processes what came, on behalf of the
 // waiter self (nil for the background reader). The caller holds rxTok;
 // readBatch releases it.
-func (e *Endpoint) readBatch(b *txBatch, self *mailbox.Waiter, read func([]netio.Packet) (int, error)) error {
+func (e *Endpoint) readBatch(b *txBatch, self *mailbox.Waiter, read readFunc) error {
 	e.allocRx()
 	n, err := read(e.rxPkts)
 	if n > 0 {
@@ -276,14 +276,44 @@ func (e *Endpoint) readBatch(b *txBatch, self *mailbox.Waiter, read func([]netio
 	return err
 }
 
+// readFunc reads a batch of packets (netio.Conn.ReadBatch and its kin).
+type readFunc func([]netio.Packet) (int, error)
+
+// chooseReads picks how the endpoint reads its Conn. A Conn with UDP GRO
+// lands datagrams in a receive area of its own; reading them borrowed
+// spares copying each packet into the endpoint's buffers (the core
+// copies them into message storage instead, where otherwise it could
+// keep a buffer of one large packet). Other Conns read straight into the
+// endpoint's buffers, which the core keeps as message storage where it
+// pays.
+func (e *Endpoint) chooseReads() {
+	e.readConn, e.rxOwn = e.conn.ReadBatch, true
+	if e.poller != nil {
+		e.tryRead = e.poller.TryReadBatch
+	}
+	br, ok := e.conn.(netio.BorrowReader)
+	sc, _ := e.conn.(netio.StatsConn)
+	if !ok || sc == nil || !sc.Stats().GRO {
+		return
+	}
+	e.readConn, e.rxOwn = br.ReadBorrowed, false
+	if e.poller != nil {
+		e.tryRead = br.TryReadBorrowed
+	}
+}
+
 // rxBufSize is the size of each receive buffer: the largest IP packet.
 const rxBufSize = 1 << 16
 
 // allocRx gives the receive batch its buffers, on first use (so that an
 // endpoint that never reads holds none), and replaces those the core
 // kept as message storage. They come from the buffer pool, and go back
-// to it with the messages. The caller holds rxTok.
+// to it with the messages. Borrowed reads need none. The caller holds
+// rxTok.
 func (e *Endpoint) allocRx() {
+	if !e.rxOwn {
+		return
+	}
 	for i := range e.rxPkts {
 		if e.rxPkts[i].Buf == nil {
 			e.rxPkts[i].Buf = getBuf(rxBufSize)
@@ -306,7 +336,7 @@ func (e *Endpoint) isClosed() bool {
 func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *mailbox.Waiter) {
 	in := e.rxIn[:0]
 	for i := range pkts {
-		in = append(in, core.Inbound{Buf: pkts[i].Bytes(), Addr: pkts[i].Addr, Unreachable: unreachability(pkts[i].Unreachable), Own: true})
+		in = append(in, core.Inbound{Buf: pkts[i].Bytes(), Addr: pkts[i].Addr, Unreachable: unreachability(pkts[i].Unreachable), Own: e.rxOwn})
 	}
 	e.mu.Lock()
 	if !e.closed {

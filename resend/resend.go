@@ -9,10 +9,13 @@
 //   - No RESEND until ResendTicks ticks have passed without new bytes
 //     (Progress) since the RPC began waiting (Start).
 //   - After that, one RESEND at most every ResendInterval ticks.
-//   - Any packet from the peer about the RPC (Heard) proves the peer is
-//     alive: it clears the count of unanswered RESENDs, but not the
-//     no-progress clock, so a peer that only answers BUSY keeps being
-//     asked.
+//   - A packet that shows the peer working on the RPC (Alive: DATA, even
+//     a duplicate, GRANT or BUSY) restarts the clock, as Linux Homa's
+//     silent_ticks: a peer that answers BUSY is asked again only
+//     ResendTicks later, and a sender busy retransmitting other ranges is
+//     not asked for more meanwhile.
+//   - Any other packet about the RPC (Heard) proves the peer is alive: it
+//     clears the count of unanswered RESENDs, but not the clock.
 //   - When TimeoutResends RESENDs have gone unanswered and another one is
 //     due, the Tracker reports Timeout instead: the peer is considered
 //     dead.
@@ -129,8 +132,13 @@ func (t *Tracker) Progress(now uint64) {
 	t.unanswered = 0
 }
 
+// Alive records that a packet showing the peer at work on the RPC (DATA,
+// even a duplicate, GRANT or BUSY) arrived at now: like Progress, it
+// restarts the clock and clears the unanswered count.
+func (t *Tracker) Alive(now uint64) { t.Progress(now) }
+
 // Heard records that some other packet about the RPC came from the peer
-// (BUSY, GRANT, RESEND, a duplicate DATA): the peer is alive, so the
+// (RESEND, NEED_ACK, RPC_UNKNOWN): the peer is alive, so the
 // unanswered count is cleared, but the no-progress clock keeps running.
 // now is taken for symmetry with Progress; the policy does not need it.
 func (t *Tracker) Heard(now uint64) {

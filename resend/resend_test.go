@@ -11,7 +11,7 @@ import (
 // its tick.
 type step struct {
 	at   uint64
-	kind byte // 's' Start, 'p' Progress, 'h' Heard
+	kind byte // 's' Start, 'p' Progress, 'a' Alive, 'h' Heard
 }
 
 // runSchedule starts a Tracker at from, ticks it every tick, applies the
@@ -30,6 +30,8 @@ func runSchedule(cfg *Config, from, until uint64, steps []step) (resends []uint6
 				tr.Start(now)
 			case 'p':
 				tr.Progress(now)
+			case 'a':
+				tr.Alive(now)
 			case 'h':
 				tr.Heard(now)
 			}
@@ -63,6 +65,9 @@ func TestTrackerSchedule(t *testing.T) {
 			resends: []uint64{5, 12, 17, 22, 27, 32}, timeout: 37},
 		{name: "progress before the first resend", cfg: five, steps: []step{{4, 'p'}, {8, 'p'}},
 			resends: []uint64{13, 18, 23, 28, 33}, timeout: 38},
+		{name: "alive (a BUSY after each RESEND) restarts the clock", cfg: five,
+			steps:   []step{{6, 'a'}, {12, 'a'}},
+			resends: []uint64{5, 11, 17, 22, 27, 32, 37}, timeout: 42},
 		{name: "heard does not restart the clock", cfg: five, steps: []step{{3, 'h'}},
 			resends: []uint64{5, 10, 15, 20, 25}, timeout: 30},
 		{name: "heard clears unanswered", cfg: five, steps: []step{{26, 'h'}},

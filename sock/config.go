@@ -70,7 +70,9 @@ type Config struct {
 	LinkMbps int
 	// Limits bound what peers can make the socket hold.
 	Limits Limits
-	// Net tunes the socket underneath (DSCP map, MTU, buffer sizes).
+	// Net tunes the socket underneath (DSCP map, MTU, buffer sizes, UDP
+	// offloads). A UDP socket bound to a loopback address always has GRO
+	// off: loopback packets are already 64 KB, GRO would only add a copy.
 	Net netio.Options
 }
 

@@ -168,6 +168,11 @@ func openEngine(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 	// ErrNoListener and ErrHostUnreachable.
 	opt := cfg.Net
 	opt.ReportUnreachable = true
+	if addr.Addr().IsLoopback() {
+		// Loopback packets are already 64 KB: UDP GRO would coalesce
+		// nothing and cost a copy of every packet.
+		opt.DisableGRO = true
+	}
 	switch cfg.Transport {
 	case Raw:
 		conn, err = netio.OpenRaw(addr.Addr(), addr.Port(), &opt)

@@ -278,11 +278,27 @@ func (c *Core) Abort(id uint64, now time.Duration, out *Output) (*Message, error
 	return m, nil
 }
 
-// Close ends every RPC and frees every buffer. Later calls fail with
-// ErrClosed.
-func (c *Core) Close() {
+// Close ends every RPC and frees every buffer, after queuing in out an
+// acknowledgment of every client RPC (so that servers free theirs at
+// once). Later calls fail with ErrClosed.
+func (c *Core) Close(now time.Duration, out *Output) {
 	if c.closed {
 		return
+	}
+	c.begin(now, out)
+	// Acknowledge every client RPC, finished or not, so that servers free
+	// them now: a server waiting for an acknowledgment otherwise asks
+	// (NEED_ACK) a port nobody reads, for as long as nothing tells it
+	// that the port is gone.
+	for _, r := range c.clients {
+		if r.peer.addAck(wireAck(r), c.tick) >= wire.MaxAcks {
+			c.flushAcks(r.peer, r.port)
+		}
+	}
+	for _, p := range c.peers {
+		for len(p.acks) > 0 {
+			c.flushAcks(p, p.acks[0].ServerPort)
+		}
 	}
 	c.closed = true
 	for _, r := range c.clients {

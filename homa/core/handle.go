@@ -122,7 +122,12 @@ func (c *Core) lookup(h *wire.Common, src netip.Addr) *rpc {
 	if r == nil || r.peer.addr != src || r.port != h.SrcPort {
 		return nil
 	}
-	r.rs.Heard(c.tick)
+	switch h.Type {
+	case wire.TypeData, wire.TypeGrant, wire.TypeBusy:
+		r.rs.Alive(c.tick)
+	default:
+		r.rs.Heard(c.tick)
+	}
 	r.ak.Heard(c.tick)
 	r.unknownTick = 0
 	return r
@@ -285,9 +290,11 @@ func (c *Core) acked(src netip.Addr, a wire.AckEntry) {
 		return
 	}
 	r := c.servers[serverKey{src, a.ClientID | 1}]
-	if r == nil || r.state != stateReplying || !r.out.done() {
-		return // unknown, or a claim about a response not yet sent
+	if r == nil {
+		return
 	}
+	// Whatever the server RPC's state: the client needs nothing more of
+	// it (it has the response, or closed its socket), as with Linux.
 	c.stats.ServerRPCsFreed++
 	c.freeServer(r, true)
 }
@@ -357,7 +364,7 @@ func (c *Core) retransmit(r *rpc, rs *wire.Resend) {
 	m := &r.out
 	end := uint32(min(uint64(rs.Offset)+uint64(rs.Length), uint64(m.length)))
 	if rs.Length == wire.ResendToEnd {
-		end = max(m.unsched, rs.Offset) // the receiver has nothing
+		end = max(m.segUp(m.unsched), rs.Offset) // the receiver has nothing
 	} else {
 		m.grant(end, m.schedPrio)
 	}

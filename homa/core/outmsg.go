@@ -50,6 +50,41 @@ func (m *outMsg) init(data []byte, unsched int, seg int, bufs Buffers) {
 	m.budgetSince = -1 << 62
 }
 
+// Segments. A message goes out in segments of seg bytes, cut as Linux
+// Homa cuts its messages: at multiples of seg below the unscheduled
+// limit, a boundary at the limit (the last unscheduled segment may be
+// short), and at the limit plus multiples of seg above it. Every
+// transmission (the first, after a grant, or in answer to a RESEND) is of
+// whole segments, as Linux's are: a Linux receiver discards a packet that
+// overlaps bytes it already has, so a retransmission cut differently
+// from the first transmission would never fill its gap. A grant that
+// ends inside a segment lets the whole segment go.
+
+// segStart is the start of the segment holding off.
+func (m *outMsg) segStart(off uint32) uint32 {
+	if off < m.unsched {
+		return off - off%m.seg
+	}
+	return off - (off-m.unsched)%m.seg
+}
+
+// segUp is off rounded up to a segment boundary (at most the length).
+func (m *outMsg) segUp(off uint32) uint32 {
+	base := uint64(0)
+	if off > m.unsched {
+		base = uint64(m.unsched)
+	}
+	up := base + (uint64(off)-base+uint64(m.seg)-1)/uint64(m.seg)*uint64(m.seg)
+	if off <= m.unsched {
+		up = min(up, uint64(m.unsched))
+	}
+	return uint32(min(up, uint64(m.length)))
+}
+
+// sendable is how far the granted bytes let the message go: the end of
+// the segment holding the last granted byte.
+func (m *outMsg) sendable() uint32 { return m.segUp(m.granted) }
+
 // done reports whether every byte has been sent at least once.
 func (m *outMsg) done() bool { return m.next >= m.length }
 
@@ -65,14 +100,15 @@ func (m *outMsg) grant(offset uint32, prio uint8) bool {
 	return true
 }
 
-// allowRexmit returns the first part of [from, to) that may be
-// retransmitted now, and records it. Two rules bound what RESENDs make a
+// allowRexmit returns the first part of [from, to), widened to whole
+// segments, that may be retransmitted now, and records it. Two rules bound what RESENDs make a
 // sender transmit: within one resend interval each byte goes out at most
 // once however many RESENDs ask for it (a burst of RESENDs yields one
 // copy of what they ask for), and within one budget window at most one
 // copy of the message (at least rexmitBudgetMin bytes) goes out in
 // retransmissions.
 func (m *outMsg) allowRexmit(from, to uint32, now, interval, window time.Duration) (uint32, uint32, bool) {
+	from, to = m.segStart(from), m.segUp(to)
 	if now-m.rexmitSince >= interval {
 		m.rexmitSince = now
 		m.rexmitted = m.rexmitted[:0]
@@ -94,7 +130,9 @@ func (m *outMsg) allowRexmit(from, to uint32, now, interval, window time.Duratio
 			to = s.Start
 		}
 	}
-	to = min(to, from+m.budgetLeft)
+	if from < to && to-from > m.budgetLeft {
+		to = m.segStart(from + m.budgetLeft) // whole segments only
+	}
 	if from >= to || len(m.rexmitted) == cap(m.rexmitted) {
 		return 0, 0, false
 	}

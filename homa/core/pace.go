@@ -57,7 +57,7 @@ func (c *Core) pump() {
 		}
 		r := c.pacing[id]
 		m := &r.out
-		n := min(m.seg, m.granted-m.next)
+		n := m.segUp(m.next+1) - m.next // next is at a segment start
 		size := int(n) + wire.DataLen + c.ipOverhead()
 		if ok, wait := c.pacer.Admit(size, now); !ok {
 			c.pacerAt = c.now + max(wait, time.Microsecond)

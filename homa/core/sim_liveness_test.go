@@ -149,3 +149,33 @@ func TestIdleCoreSleeps(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseAcknowledges: a client that closes acknowledges its RPCs, the
+// finished one whose acknowledgment was still pending and the one whose
+// server is still working, so the server frees both at once instead of
+// asking a port nobody reads with NEED_ACKs until it gives up.
+func TestCloseAcknowledges(t *testing.T) {
+	n := sim.New(sim.Config{Seed: 6})
+	srv := n.Listen(serverAP, core.Config{})
+	echo(srv, n, 20*time.Millisecond, nil)
+	cli := n.Listen(clientAP, core.Config{})
+	got := collect(cli)
+	done := send(t, cli, serverAP, request(1, 100))
+	if !n.RunUntil(func() bool { return got[done] != nil }, time.Second) {
+		t.Fatal("first RPC never ended")
+	}
+	send(t, cli, serverAP, request(2, 5000)) // its handler takes 20 ms
+	n.Run(n.Now() + 2*time.Millisecond)
+	if st := srv.Core.Stats(); st.PendingReplies != 1 {
+		t.Fatalf("server holds %d requests awaiting replies, want 1", st.PendingReplies)
+	}
+	cli.Close()
+	n.Run(n.Now() + time.Second)
+	st := srv.Core.Stats()
+	if st.ServerRPCsFreed != 2 || st.PendingReplies != 0 {
+		t.Errorf("server freed %d acknowledged RPCs and holds %d requests; want 2 and 0", st.ServerRPCsFreed, st.PendingReplies)
+	}
+	if st.NeedAcksSent != 0 || st.Reclaimed != 0 {
+		t.Errorf("server sent %d NEED_ACKs and reclaimed %d RPCs after the client closed; want none", st.NeedAcksSent, st.Reclaimed)
+	}
+}

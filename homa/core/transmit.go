@@ -14,8 +14,8 @@ func (c *Core) emit(buf []byte, dst netip.Addr, prio uint8) {
 	c.out.Packets = append(c.out.Packets, Packet{Buf: buf, Addr: dst, Priority: prio})
 }
 
-// sendMore queues every byte of r's outgoing message that is granted but
-// not yet sent (through the pacer, when pacing).
+// sendMore queues every segment of r's outgoing message that is granted
+// (in part) but not yet sent (through the pacer, when pacing).
 func (c *Core) sendMore(r *rpc) {
 	m := &r.out
 	if m.data == nil || m.next >= m.granted || r.unknownTick != 0 {
@@ -25,8 +25,9 @@ func (c *Core) sendMore(r *rpc) {
 		c.pace(r)
 		return
 	}
-	c.queueData(r, m.next, m.granted, false)
-	m.next = m.granted
+	end := m.sendable()
+	c.queueData(r, m.next, end, false)
+	m.next = end
 	c.sentAll(r)
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -312,3 +313,125 @@ func FuzzParseGRO(f *testing.F) {
 
 func nativePut32(b []byte, v uint32) { binary.NativeEndian.PutUint32(b, v) }
 func nativeGet16(b []byte) uint16    { return binary.NativeEndian.Uint16(b) }
+
+// areaConn is a sockConn whose receive area holds the given datagrams as
+// a receive left them (no socket): slot i has bytes dgrams[i], message
+// flags flags[i] and, with GRO, a UDP_GRO control message of segs[i]
+// (none when 0).
+func areaConn(udp, gro bool, port uint16, dgrams [][]byte, flags []int32, segs []int) *sockConn {
+	c := &sockConn{port: port}
+	c.setup(false, udp, &Options{})
+	c.gro = gro
+	c.prepareArea(len(dgrams))
+	r := &c.rd
+	for i, d := range dgrams {
+		copy(r.area.buf[i*areaSlotLen:], d)
+		r.hs[i].len = uint32(len(d))
+		r.hs[i].hdr.Flags = flags[i]
+		ctl := r.area.ctl[i][:0]
+		if segs[i] > 0 {
+			ctl = ctl[:unix.CmsgSpace(4)]
+			putCmsg(ctl, unix.IPPROTO_UDP, unix.UDP_GRO, 4)
+			nativePut32(ctl[unix.CmsgLen(0):], uint32(segs[i]))
+		}
+		r.hs[i].hdr.SetControllen(len(ctl))
+		(*unix.RawSockaddrInet4)(unsafe.Pointer(&r.names[i])).Addr = [4]byte{10, 0, 0, byte(i)}
+	}
+	r.done = len(dgrams)
+	c.landed()
+	return c
+}
+
+// TestHandOut checks how packets are cut from the datagrams in the
+// receive area, one read at a time of 3 packets: at the GRO segment
+// size, with the bad ones discarded and counted: a datagram truncated,
+// or whose control message was (its segment size may be lost); a packet
+// too short or for another port; a datagram of segments shorter than a
+// Homa header, all at once; and, for raw IPv4, the IP header sliced off,
+// a bad one discarded.
+func TestHandOut(t *testing.T) {
+	const port = 5000
+	pk := func(size int, tag uint64) []byte { return testPacket(1, port, size, tag) }
+	ipv4 := func(ihl int, pkt []byte) []byte {
+		h := make([]byte, ihl)
+		h[0] = 0x40 | byte(ihl/4)
+		return append(h, pkt...)
+	}
+	for _, tc := range []struct {
+		name      string
+		udp, gro  bool
+		dgrams    [][]byte
+		flags     []int32
+		segs      []int
+		want      []uint64 // tags, in order
+		discarded uint64
+	}{
+		{"GRO", true, true,
+			[][]byte{slices.Concat(pk(100, 1), pk(100, 2), pk(100, 3), pk(100, 4), pk(40, 5)), pk(300, 6)},
+			[]int32{0, 0}, []int{100, 0}, []uint64{1, 2, 3, 4, 5, 6}, 0},
+		{"bad segments", true, true,
+			[][]byte{slices.Concat(pk(100, 1), testPacket(1, port+1, 100, 2), pk(100, 3), pk(20, 4)), pk(200, 5), pk(300, 6)},
+			[]int32{0, 0, 0}, []int{100, 20, 0}, []uint64{1, 3, 6}, 2 + 10},
+		{"truncated", true, true,
+			[][]byte{slices.Concat(pk(100, 1), pk(100, 2)), slices.Concat(pk(100, 3), pk(100, 4)), pk(100, 5)},
+			[]int32{unix.MSG_TRUNC, unix.MSG_CTRUNC, 0}, []int{100, 100, 0}, []uint64{5}, 2},
+		{"no GRO", true, false,
+			[][]byte{slices.Concat(pk(100, 1), pk(100, 2)), pk(27, 3), pk(28, 4)},
+			[]int32{0, 0, 0}, []int{100, 0, 0}, []uint64{1, 4}, 1},
+		{"raw IPv4", false, false,
+			[][]byte{ipv4(20, pk(100, 1)), ipv4(24, pk(100, 2)), ipv4(16, pk(100, 3)), ipv4(60, pk(100, 4))[:50], pk(100, 5)[:10]},
+			[]int32{0, 0, 0, 0, 0}, []int{0, 0, 0, 0, 0}, []uint64{1, 2}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, borrow := range []bool{false, true} {
+				c := areaConn(tc.udp, tc.gro, port, tc.dgrams, tc.flags, tc.segs)
+				var got []uint64
+				pkts := makePackets(3, 2048)
+				for range 10 {
+					k := c.handOut(pkts, borrow)
+					for _, p := range pkts[:k] {
+						if a := p.Addr.As4(); !p.Addr.Is4() || a[0] != 10 || int(a[3]) >= len(tc.dgrams) {
+							t.Fatalf("packet from %v, want its slot's address", p.Addr)
+						}
+						got = append(got, tagOf(p.Bytes()))
+					}
+				}
+				if !slices.Equal(got, tc.want) || c.rd.area.pending.Load() {
+					t.Errorf("borrow %v: tags %v, want %v (pending %v)", borrow, got, tc.want, c.rd.area.pending.Load())
+				}
+				if s := c.Stats(); s.Discarded != tc.discarded || s.Read != uint64(len(tc.want)) {
+					t.Errorf("borrow %v: %d discarded, %d read; want %d, %d", borrow, s.Discarded, s.Read, tc.discarded, len(tc.want))
+				}
+			}
+		})
+	}
+}
+
+// FuzzHandOut feeds arbitrary datagrams, segment sizes and flags to the
+// receive area: every packet returned is a whole one for the Conn's
+// port, inside its datagram, and the area empties.
+func FuzzHandOut(f *testing.F) {
+	f.Add(true, slices.Concat(testPacket(1, 5000, 100, 1), testPacket(1, 5000, 50, 2)), 100, int32(0), 3)
+	f.Add(false, append([]byte{0x45}, make([]byte, 60)...), 0, int32(0), 1)
+	f.Fuzz(func(t *testing.T, udp bool, dgram []byte, seg int, flags int32, batch int) {
+		if len(dgram) > areaSlotLen {
+			return
+		}
+		batch = 1 + min(max(batch, 0), 64)
+		c := areaConn(udp, udp, 5000, [][]byte{dgram}, []int32{flags}, []int{max(seg, 0) % (1 << 17)})
+		pkts := make([]Packet, batch)
+		total := 0
+		for range len(dgram) + 1 {
+			k := c.handOut(pkts, true)
+			for _, p := range pkts[:k] {
+				if p.N < homaHeaderLen || len(p.Buf) != p.N || dstPort(p.Buf) != 5000 {
+					t.Fatalf("returned a packet of %d bytes for port %d", p.N, dstPort(p.Buf))
+				}
+				total += p.N
+			}
+		}
+		if total > len(dgram) || c.rd.area.pending.Load() {
+			t.Fatalf("returned %d bytes of a %d-byte datagram; pending %v", total, len(dgram), c.rd.area.pending.Load())
+		}
+	})
+}

@@ -196,7 +196,9 @@ type Poller interface {
 // offered in pkts is ignored and replaced, so a caller that mixes both
 // kinds of read must give ReadBatch Bufs of its own again. Otherwise the
 // methods behave as ReadBatch and Poller.TryReadBatch do: the same
-// discards, reports and errors.
+// discards, reports and errors. Every Conn of this package has it; a
+// socket Conn without GRO reads into buffers of its own (1 MB, at the
+// first borrowed read) only for these methods.
 type BorrowReader interface {
 	// ReadBorrowed is ReadBatch with borrowed buffers.
 	ReadBorrowed(pkts []Packet) (n int, err error)

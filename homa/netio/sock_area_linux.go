@@ -30,7 +30,7 @@ const (
 type rxArea struct {
 	buf   []byte                     // areaSlots slots of areaSlotLen, allocated at first use
 	ctl   [areaSlots][groCtlLen]byte // each slot's control buffer (UDP_GRO)
-	seg   [areaSlots]int             // each datagram's segment size; 0: one packet
+	seg   [areaSlots]int             // each datagram's segment size; 0: one packet, -1: unusable
 	slots int                        // slots the last receive filled: reports, then datagrams
 	slot  int                        // cursor: the slot of the next packet
 	off   int                        // and its offset in the slot's datagram
@@ -75,9 +75,11 @@ func (c *sockConn) landed() {
 	a.slot, a.off = 0, 0
 	for i := r.errq.n; i < a.slots; i++ {
 		a.seg[i] = 0
-		if c.gro {
-			h := &r.hs[i].hdr
+		if h := &r.hs[i].hdr; c.gro {
 			a.seg[i] = parseGRO(a.ctl[i][:min(uint64(h.Controllen), groCtlLen)])
+			if h.Flags&unix.MSG_CTRUNC != 0 {
+				a.seg[i] = -1 // its segment size may be lost: unusable
+			}
 		}
 	}
 	a.pending.Store(a.slots > 0)
@@ -128,14 +130,15 @@ func (c *sockConn) handOut(pkts []Packet, borrow bool) int {
 // nextSegment returns the packet at the cursor, in datagram slot i
 // holding slot's bytes, and moves the cursor past it. It returns false,
 // counting the discard, for a packet that is too short or for another
-// port, and for a datagram that is truncated or not a valid IPv4 one
-// (the whole datagram then) or whose segments are shorter than a Homa
+// port, and for a datagram that is truncated, whose segment size was
+// cut off with its control message, or that is not a valid IPv4 one
+// (the whole datagram then), or whose segments are shorter than a Homa
 // header (all of them at once).
 func (c *sockConn) nextSegment(i int, slot []byte) ([]byte, bool) {
 	r := &c.rd
 	a := &r.area
 	n := int(r.hs[i].len)
-	data, ok := slot[:min(n, len(slot))], r.hs[i].hdr.Flags&unix.MSG_TRUNC == 0
+	data, ok := slot[:min(n, len(slot))], r.hs[i].hdr.Flags&unix.MSG_TRUNC == 0 && a.seg[i] >= 0
 	if ok && c.ipHdrIn {
 		data, ok = datagramIPv4(data)
 	}

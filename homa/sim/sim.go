@@ -143,8 +143,9 @@ func (e *Endpoint) Abort(id uint64) error {
 // Close takes the endpoint off the network: its core forgets every RPC
 // and packets to it find no listener.
 func (e *Endpoint) Close() {
+	e.Core.Close(e.net.now, &e.out)
+	e.settle()
 	e.closed = true
-	e.Core.Close()
 	delete(e.net.endpoints, e.addr)
 }
 
