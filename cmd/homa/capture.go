@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/homa-go/homa/internal/hcap"
 	"github.com/homa-go/homa/internal/pcapfile"
@@ -60,7 +59,7 @@ func runCapture(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	c := capturer{filter: filter, max: *count, live: *iface != ""}
 	err = c.run(ctx, src, *write, stdout)
-	fmt.Fprintf(stderr, "homa capture: %d Homa packets (%d undecodable)\n", c.shown, c.bad)
+	fmt.Fprintln(stderr, c.summary())
 	if err != nil {
 		return fail(stderr, "capture", err)
 	}
@@ -81,7 +80,7 @@ type frameSource interface {
 	LinkType() pcapfile.LinkType
 	// Next returns the next frame, valid until the following call, and
 	// io.EOF after the last one.
-	Next() (time.Time, []byte, error)
+	Next() (pcapfile.Record, error)
 	Close() error
 }
 
@@ -98,24 +97,29 @@ func openFrames(path, iface string) (frameSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pcapFrames{r}, nil
-}
-
-// pcapFrames reads the frames of a pcap file.
-type pcapFrames struct{ *pcapfile.Reader }
-
-func (p pcapFrames) Next() (time.Time, []byte, error) {
-	rec, err := p.Reader.Next()
-	return rec.Time, rec.Frame, err
+	return r, nil
 }
 
 // capturer prints the Homa packets of a frame source.
 type capturer struct {
-	filter hcap.Filter
-	max    int  // stop after this many packets; 0: never
-	live   bool // flush every line
-	shown  int  // packets printed
-	bad    int  // of which undecodable
+	filter    hcap.Filter
+	max       int  // stop after this many packets; 0: never
+	live      bool // flush every line
+	shown     int  // packets printed
+	bad       int  // of which undecodable for another reason than a cut
+	truncated int  // of which truncated by the snapshot length
+	cut       int  // frames cut too short to tell whether they carry Homa
+}
+
+// summary is the line that ends a capture: how many Homa packets were
+// shown, how many of them were undecodable or truncated, and how many
+// frames were cut too short to tell (when any were).
+func (c *capturer) summary() string {
+	s := fmt.Sprintf("homa capture: %d Homa packets (%d undecodable, %d truncated by the snapshot length)", c.shown, c.bad, c.truncated)
+	if c.cut > 0 {
+		s += fmt.Sprintf("; %d frames cut too short to tell whether they carry Homa", c.cut)
+	}
+	return s
 }
 
 // run prints the Homa packets of src until it ends, c.max packets were
@@ -136,24 +140,30 @@ func (c *capturer) run(ctx context.Context, src frameSource, path string, stdout
 		}
 	}
 	for c.max == 0 || c.shown < c.max {
-		t, frame, err := src.Next()
+		rec, err := src.Next()
 		switch {
 		case ctx.Err() != nil || errors.Is(err, io.EOF):
 			return nil
 		case err != nil:
 			return err
 		}
-		p, ok := c.filter.Find(frame, src.LinkType(), t.Local())
-		if !ok {
+		p, v := c.filter.Find(rec.Frame, src.LinkType(), rec.Time.Local())
+		if v == hcap.Cut {
+			c.cut++
+		}
+		if v != hcap.Found {
 			continue
 		}
 		c.shown++
-		if p.Err != nil {
+		if p.Malformed() {
 			c.bad++
+		}
+		if p.Truncated() {
+			c.truncated++
 		}
 		fmt.Fprintln(out, p.String())
 		if save != nil {
-			if err := save.WritePacket(t, frame); err != nil {
+			if err := save.WriteRecord(rec); err != nil {
 				return err
 			}
 		}

@@ -126,7 +126,7 @@ func TestCaptureFile(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("packets shown:\n%v\nthe log:\n%v", got, want)
 			}
-			if summary := fmt.Sprintf("homa capture: %d Homa packets (0 undecodable)\n", len(want)); errOut != summary {
+			if summary := fmt.Sprintf("homa capture: %d Homa packets (0 undecodable, 0 truncated by the snapshot length)\n", len(want)); errOut != summary {
 				t.Errorf("stderr %q, want %q", errOut, summary)
 			}
 			total += len(got)
@@ -284,7 +284,7 @@ func TestCaptureIPv6UDPAndBad(t *testing.T) {
 		!strings.HasSuffix(pkts[1].line, "10.0.0.1 -> 10.0.0.2 undecodable Homa packet (20 bytes): "+wire.ErrShort.Error()) {
 		t.Errorf("IP protocol 146:\n%s", out)
 	}
-	if want := "homa capture: 2 Homa packets (1 undecodable)\n"; errOut != want {
+	if want := "homa capture: 2 Homa packets (1 undecodable, 0 truncated by the snapshot length)\n"; errOut != want {
 		t.Errorf("stderr %q, want %q", errOut, want)
 	}
 
@@ -316,6 +316,119 @@ func TestCaptureWrite(t *testing.T) {
 	}
 	if len(parseCaptureOutput(t, out)) != 5 || again != out {
 		t.Errorf("saved file shows:\n%s\nthe capture showed:\n%s", again, out)
+	}
+}
+
+// TestCaptureTruncated: frames that the snapshot length cut are not
+// hidden. A DATA packet whose payload was cut is shown as DATA, marked
+// truncated; one cut inside its header is shown as a truncated packet;
+// both are counted as truncated, not undecodable. Frames cut too short to
+// tell whether they carry Homa are counted apart. --write keeps the
+// original lengths.
+func TestCaptureTruncated(t *testing.T) {
+	grant := (&wire.Grant{Common: wire.Common{SrcPort: 4000, DstPort: 32768, SenderID: 3}, Offset: 50000, Priority: 2}).Append(nil)
+	data := (&wire.Data{
+		Common:        wire.Common{SrcPort: 32768, DstPort: 4000, SenderID: 4, Sequence: 1400},
+		MessageLength: 3000,
+		Incoming:      3000,
+		SegOffset:     wire.OffsetNone,
+		Payload:       make([]byte, 1400),
+	}).Append(nil)
+	const homaAt = 14 + 20 // Ethernet and IPv4 headers
+	whole := func(f []byte) pcapfile.Record { return pcapfile.Record{Frame: f} }
+	cut := func(f []byte, n int) pcapfile.Record { return pcapfile.Record{Frame: f[:n], OrigLen: len(f)} }
+	dataFrame := frame("10.0.0.2", "10.0.0.1", hcap.ProtoHoma, data)
+	grantFrame := frame("10.0.0.1", "10.0.0.2", hcap.ProtoHoma, grant)
+	shortGrant := frame("10.0.0.1", "10.0.0.2", hcap.ProtoHoma, grant[:20])
+	tcpFrame := frame("10.0.0.1", "10.0.0.2", 6, make([]byte, 200))
+	recs := []pcapfile.Record{
+		whole(grantFrame),
+		cut(dataFrame, homaAt+wire.DataLen+40), // payload cut: DATA, truncated
+		cut(grantFrame, homaAt+12),             // cut in the common header
+		cut(grantFrame, homaAt+2),              // cut before the ports
+		whole(shortGrant),                      // sent short: undecodable
+		cut(grantFrame, 14+10),                 // cut in the IP header
+		cut(tcpFrame, 100),                     // TCP, cut: not Homa
+	}
+	path := filepath.Join(t.TempDir(), "cut.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := pcapfile.NewWriter(f, pcapfile.LinkEthernet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2025, 11, 22, 6, 43, 10, 0, time.UTC)
+	for i, rec := range recs {
+		rec.Time = at.Add(time.Duration(i) * time.Millisecond)
+		if err := w.WriteRecord(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	saved := filepath.Join(t.TempDir(), "saved.pcap")
+	code, out, errOut := runCaptureArgs(context.Background(), "--file", path, "--write", saved)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	pkts := parseCaptureOutput(t, out)
+	wantLines := []string{
+		"10.0.0.1 -> 10.0.0.2 GRANT 4000->32768 id=3 offset=50000 priority=2 [homa_len=33 ",
+		"10.0.0.2 -> 10.0.0.1 DATA 32768->4000 id=4 off=1400 ",
+		"10.0.0.1 -> 10.0.0.2 truncated Homa packet (12 of 33 bytes captured): " + wire.ErrShort.Error(),
+		"10.0.0.1 -> 10.0.0.2 truncated Homa packet (2 of 33 bytes captured): " + wire.ErrShort.Error(),
+		"10.0.0.1 -> 10.0.0.2 undecodable Homa packet (20 bytes): " + wire.ErrShort.Error(),
+	}
+	if len(pkts) != len(wantLines) {
+		t.Fatalf("%d packets shown, want %d:\n%s", len(pkts), len(wantLines), out)
+	}
+	for i, want := range wantLines {
+		if _, desc, _ := strings.Cut(pkts[i].line, " "); !strings.HasPrefix(desc, want) {
+			t.Errorf("packet %d: %s\nwant it to start with %s", i, desc, want)
+		}
+	}
+	if mark := fmt.Sprintf(" [truncated: %d of %d bytes captured]", wire.DataLen+40, len(data)); !strings.HasSuffix(pkts[1].line, mark) ||
+		!strings.Contains(pkts[1].line, " paylen=40 ") {
+		t.Errorf("truncated DATA: %s\nwant paylen=40 and the mark%s", pkts[1].line, mark)
+	}
+	want := "homa capture: 5 Homa packets (1 undecodable, 3 truncated by the snapshot length); 1 frames cut too short to tell whether they carry Homa\n"
+	if errOut != want {
+		t.Errorf("stderr %q, want %q", errOut, want)
+	}
+
+	// A port filter cannot tell about the frame cut before the ports.
+	code, out, errOut = runCaptureArgs(context.Background(), "--file", path, "--port", "4000")
+	if code != 0 {
+		t.Fatalf("--port: exit %d: %s", code, errOut)
+	}
+	want = "homa capture: 4 Homa packets (1 undecodable, 2 truncated by the snapshot length); 2 frames cut too short to tell whether they carry Homa\n"
+	if n := len(parseCaptureOutput(t, out)); n != 4 || errOut != want {
+		t.Errorf("--port 4000: %d packets, stderr %q, want 4 and %q", n, errOut, want)
+	}
+
+	// The saved file holds the packets shown, cut as they were.
+	r, err := pcapfile.Open(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got [][2]int
+	for rec, err := range r.Records() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, [2]int{len(rec.Frame), rec.OrigLen})
+	}
+	var wantSaved [][2]int
+	for _, rec := range recs[:5] {
+		wantSaved = append(wantSaved, [2]int{len(rec.Frame), max(rec.OrigLen, len(rec.Frame))})
+	}
+	if !slices.Equal(got, wantSaved) {
+		t.Errorf("saved records (captured, original length) %v, want %v", got, wantSaved)
 	}
 }
 
@@ -442,7 +555,7 @@ func TestCaptureLive(t *testing.T) {
 			seen[desc] = true
 		}
 	}
-	want2 := fmt.Sprintf("homa capture: %d Homa packets (0 undecodable)\n", len(pkts))
+	want2 := fmt.Sprintf("homa capture: %d Homa packets (0 undecodable, 0 truncated by the snapshot length)\n", len(pkts))
 	if got := errOut.String(); !strings.HasSuffix(got, want2) {
 		t.Errorf("stderr %q, want it to end with %q", got, want2)
 	}

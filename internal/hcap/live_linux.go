@@ -113,11 +113,13 @@ func htons(v uint16) uint16 {
 // LinkType is the link-layer type of the frames Next returns.
 func (l *Live) LinkType() pcapfile.LinkType { return l.link }
 
-// Next waits for the next frame and returns it with the time it was read.
-// The frame is valid until the next call. On loopback every packet is
+// Next waits for the next frame and returns it with the time it was
+// read and its length on the wire. The frame is valid until the next call
+// (unlike the records of a pcapfile.Reader). On loopback every packet is
 // seen once (the outgoing copy is skipped). A frame longer than 64 KiB is
-// cut. After Close, Next returns an error wrapping os.ErrClosed.
-func (l *Live) Next() (time.Time, []byte, error) {
+// cut, and its OrigLen says so. After Close, Next returns an error
+// wrapping os.ErrClosed.
+func (l *Live) Next() (pcapfile.Record, error) {
 	for {
 		var (
 			n    int
@@ -125,21 +127,23 @@ func (l *Live) Next() (time.Time, []byte, error) {
 			rerr error
 		)
 		err := l.rc.Read(func(fd uintptr) bool {
-			n, from, rerr = unix.Recvfrom(int(fd), l.buf, 0)
+			// MSG_TRUNC: n is the frame's whole length, even when
+			// only len(l.buf) bytes of it were copied.
+			n, from, rerr = unix.Recvfrom(int(fd), l.buf, unix.MSG_TRUNC)
 			return rerr != unix.EAGAIN
 		})
 		switch {
 		case err != nil:
-			return time.Time{}, nil, err
+			return pcapfile.Record{}, err
 		case rerr == unix.EINTR:
 			continue
 		case rerr != nil:
-			return time.Time{}, nil, fmt.Errorf("hcap: read: %w", rerr)
+			return pcapfile.Record{}, fmt.Errorf("hcap: read: %w", rerr)
 		}
 		if ll, ok := from.(*unix.SockaddrLinklayer); ok && l.loopback && ll.Pkttype == unix.PACKET_OUTGOING {
 			continue // loopback shows each packet leaving and arriving
 		}
-		return time.Now(), l.buf[:min(n, len(l.buf))], nil
+		return pcapfile.Record{Time: time.Now().UTC(), Frame: l.buf[:min(n, len(l.buf))], OrigLen: n}, nil
 	}
 }
 

@@ -2,11 +2,7 @@
 
 package hcap
 
-import (
-	"time"
-
-	"github.com/homa-go/homa/internal/pcapfile"
-)
+import "github.com/homa-go/homa/internal/pcapfile"
 
 // Live captures the frames of one network interface. It is only
 // available on Linux.
@@ -20,7 +16,7 @@ func OpenLive(iface string) (*Live, error) { return nil, ErrUnsupported }
 func (l *Live) LinkType() pcapfile.LinkType { return 0 }
 
 // Next reports ErrUnsupported.
-func (l *Live) Next() (time.Time, []byte, error) { return time.Time{}, nil, ErrUnsupported }
+func (l *Live) Next() (pcapfile.Record, error) { return pcapfile.Record{}, ErrUnsupported }
 
 // Close does nothing.
 func (l *Live) Close() error { return nil }

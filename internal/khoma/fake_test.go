@@ -19,6 +19,13 @@ type fakeHost struct {
 	nextID uint64
 	next   uint16 // next client port
 	errs   []string
+	// fail is the errno with which the module fails requests to these
+	// destinations (as its ICMP handlers and timer would); a request to
+	// a port without a server socket fails with ENOTCONN.
+	fail map[netip.AddrPort]syscall.Errno
+	// noRoute is the errno of sendmsg to these hosts (the route lookup
+	// failed as the module created the peer).
+	noRoute map[netip.Addr]syscall.Errno
 }
 
 func newFakeHost() *fakeHost {
@@ -124,13 +131,20 @@ func (c *fakeConn) sendmsg(dst netip.AddrPort, a *SendmsgArgs, data []byte) erro
 	if a.Reserved != 0 || a.Flags != 0 {
 		return syscall.EINVAL
 	}
+	if errno := h.noRoute[dst.Addr()]; errno != 0 {
+		return errno
+	}
 	if a.ID == 0 {
 		h.nextID += 2
 		a.ID = h.nextID
 		c.clients[a.ID] = a.CompletionCookie
 		peer := h.conns[dst.Port()]
-		if peer == nil || !peer.server {
-			c.deliver(&fakeMsg{id: a.ID, cookie: a.CompletionCookie, peer: dst, errno: syscall.ENOTCONN})
+		errno := h.fail[dst]
+		if errno == 0 && (peer == nil || !peer.server) {
+			errno = syscall.ENOTCONN
+		}
+		if errno != 0 {
+			c.deliver(&fakeMsg{id: a.ID, cookie: a.CompletionCookie, peer: dst, errno: errno})
 			return nil
 		}
 		peer.serving[serverKey{c.addr.Addr(), a.ID + 1}] = true

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/homa-go/homa/homa"
@@ -429,7 +428,8 @@ func (s *Socket) message(n int, peer netip.AddrPort, err error) (m *homa.Message
 		case a.ID&1 == 1:
 			return nil, true
 		}
-		return &homa.Message{ID: a.ID, Peer: peer, Cookie: a.CompletionCookie, Err: rpcError(err)}, true
+		return &homa.Message{ID: a.ID, Peer: peer, Cookie: a.CompletionCookie,
+			Err: &homa.OpError{Op: "recv", Peer: peer, ID: a.ID, Err: rpcError(err)}}, true
 	}
 	offs := a.BpageOffsets[:min(int(a.NumBpages), HOMA_MAX_BPAGES)]
 	data := make([]byte, n)
@@ -500,38 +500,4 @@ func family(is4 bool) string {
 		return "IPv4"
 	}
 	return "IPv6"
-}
-
-// sendError maps a sendmsg failure to the errors of package homa where
-// one fits; the errno stays in the chain.
-func sendError(err error) error {
-	var errno syscall.Errno
-	if !errors.As(err, &errno) {
-		return err
-	}
-	switch errno {
-	case syscall.EAFNOSUPPORT:
-		return fmt.Errorf("%w: %w", homa.ErrBadAddress, errno)
-	case syscall.ESHUTDOWN, syscall.EBADF:
-		return fmt.Errorf("%w: %w", homa.ErrClosed, errno)
-	}
-	return fmt.Errorf("khoma: sendmsg: %w", errno)
-}
-
-// rpcError maps the errno of a failed client RPC to the errors of
-// package homa where one fits; the errno stays in the chain.
-func rpcError(err error) error {
-	var errno syscall.Errno
-	if !errors.As(err, &errno) {
-		return err
-	}
-	switch errno {
-	case syscall.ETIMEDOUT, syscall.ENOTCONN, syscall.EHOSTUNREACH:
-		return fmt.Errorf("%w: %w", homa.ErrPeerTimeout, errno)
-	case syscall.ECANCELED:
-		return fmt.Errorf("%w: %w", homa.ErrAborted, errno)
-	case syscall.ESHUTDOWN:
-		return fmt.Errorf("%w: %w", homa.ErrClosed, errno)
-	}
-	return fmt.Errorf("khoma: RPC failed: %w", errno)
 }

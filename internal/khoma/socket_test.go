@@ -397,17 +397,56 @@ func TestArgumentErrors(t *testing.T) {
 	}
 }
 
-// TestPeerFailure: a request to a port nobody serves fails, and the
-// errno survives the mapping.
+// TestPeerFailure: requests that the module fails end with the error of
+// package homa that its errno means, in a *homa.OpError naming the RPC,
+// and the errno survives the mapping.
 func TestPeerFailure(t *testing.T) {
 	h := newFakeHost()
+	unreachable := netip.MustParseAddrPort("10.0.0.2:80")
+	noHoma := netip.MustParseAddrPort("10.0.0.3:80")
+	silent := netip.MustParseAddrPort("10.0.0.4:80")
+	noRoute := netip.MustParseAddr("10.0.0.5")
+	h.fail = map[netip.AddrPort]syscall.Errno{
+		unreachable: syscall.EHOSTUNREACH,
+		noHoma:      syscall.EPROTONOSUPPORT,
+		silent:      syscall.ETIMEDOUT,
+	}
+	h.noRoute = map[netip.Addr]syscall.Errno{noRoute: syscall.ENETUNREACH}
 	s, _ := h.socket(0)
 	defer s.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := call(ctx, s, netip.MustParseAddrPort("127.0.0.1:99"), []byte("x"))
-	if !errors.Is(err, homa.ErrPeerTimeout) || !errors.Is(err, syscall.ENOTCONN) {
-		t.Errorf("call to nobody = %v", err)
+	for _, tc := range []struct {
+		name    string
+		dst     netip.AddrPort
+		want    error
+		errno   syscall.Errno
+		timeout bool
+		op      string // "" when Send fails
+	}{
+		{"closed port", netip.MustParseAddrPort("127.0.0.1:99"), homa.ErrNoListener, syscall.ENOTCONN, false, "recv"},
+		{"host without Homa", noHoma, homa.ErrNoListener, syscall.EPROTONOSUPPORT, false, "recv"},
+		{"unreachable host", unreachable, homa.ErrHostUnreachable, syscall.EHOSTUNREACH, false, "recv"},
+		{"silent peer", silent, homa.ErrPeerTimeout, syscall.ETIMEDOUT, true, "recv"},
+		{"no route", netip.AddrPortFrom(noRoute, 80), homa.ErrHostUnreachable, syscall.ENETUNREACH, false, ""},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := call(ctx, s, tc.dst, []byte("x"))
+		cancel()
+		var errno syscall.Errno
+		if !errors.Is(err, tc.want) || !errors.As(err, &errno) || errno != tc.errno {
+			t.Errorf("%s: %v, want %v with %v", tc.name, err, tc.want, tc.errno)
+		}
+		for _, other := range []error{homa.ErrNoListener, homa.ErrHostUnreachable, homa.ErrPeerTimeout} {
+			if other != tc.want && errors.Is(err, other) {
+				t.Errorf("%s: %v matches %v too", tc.name, err, other)
+			}
+		}
+		if tc.op == "" {
+			continue
+		}
+		var op *homa.OpError
+		if !errors.As(err, &op) || op.Op != tc.op || op.ID == 0 || op.Peer != tc.dst || op.Timeout() != tc.timeout {
+			t.Errorf("%s: %#v, want an OpError %q of the RPC with %v, Timeout %v", tc.name, op, tc.op, tc.dst, tc.timeout)
+		}
 	}
 }
 

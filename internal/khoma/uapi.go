@@ -53,6 +53,31 @@
 //     is not a server, are dropped and answered with ICMP (ICMPv6)
 //     destination unreachable, port unreachable, subject to the kernel's
 //     ICMP rate limit (net.ipv4.icmp_ratelimit).
+//
+// # Errors
+//
+// A client RPC that the module fails comes back from Recv as a Message
+// whose Err is a *homa.OpError (Op "recv") wrapping the error of package
+// homa that the module's errno means, as the engine reports the same
+// condition, with the errno kept in the chain (errors.Is and errors.As
+// find both):
+//
+//   - ENOTCONN (ICMP port unreachable: no socket on the peer's port; the
+//     module answers a packet to such a port so) and EPROTONOSUPPORT
+//     (ICMP protocol unreachable: no Homa on the peer host) are
+//     homa.ErrNoListener;
+//   - EHOSTUNREACH (other ICMP destination unreachable reports) and
+//     ENETUNREACH are homa.ErrHostUnreachable;
+//   - ETIMEDOUT (the module's own timeout: the peer stayed silent through
+//     its RESENDs) is homa.ErrPeerTimeout, and the OpError reports
+//     Timeout;
+//   - ECANCELED is homa.ErrAborted and ESHUTDOWN homa.ErrClosed;
+//   - any other errno is wrapped as it is.
+//
+// Send and Reply map sendmsg's EHOSTUNREACH and ENETUNREACH (no route to
+// the peer) to homa.ErrHostUnreachable, EAFNOSUPPORT to
+// homa.ErrBadAddress, and ESHUTDOWN and EBADF to homa.ErrClosed, keeping
+// the errno too. errors.go says which module condition gives which errno.
 package khoma
 
 import "unsafe"

@@ -2,10 +2,12 @@
 // IP packet inside a captured frame.
 //
 // The reader accepts both byte orders and both the microsecond and the
-// nanosecond timestamp magics. IPPayload understands Ethernet (with 802.1Q
-// and 802.1ad VLAN tags), raw IP and Linux cooked (SLL) frames carrying
-// IPv4 or IPv6. The writer produces little-endian microsecond files, the
-// form tcpdump writes on x86.
+// nanosecond timestamp magics. IPPayload and ParseIP understand Ethernet
+// (with 802.1Q and 802.1ad VLAN tags), raw IP and Linux cooked (SLL)
+// frames carrying IPv4 or IPv6; ParseIP also takes a frame that the
+// capture's snapshot length cut inside the IP payload. The writer
+// produces little-endian microsecond files, the form tcpdump writes on
+// x86, and keeps each record's original length.
 package pcapfile
 
 import "errors"
