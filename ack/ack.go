@@ -174,3 +174,16 @@ func (c *Config) orDefaults() Config {
 	}
 	return c.WithDefaults()
 }
+
+// Stretch returns c (defaults resolved) for a client whose answers take
+// up to ticks to come back and whose loss detection gives up after
+// clientTimeoutTicks: the first NEED_ACK and its repeats wait at least
+// ticks, and ReclaimTicks is at least ReclaimAtLeast(clientTimeoutTicks).
+// The configured values stay the floor.
+func (c Config) Stretch(ticks, clientTimeoutTicks int) Config {
+	c = c.WithDefaults()
+	c.RequestAckTicks = max(c.RequestAckTicks, ticks)
+	c.NeedAckInterval = max(c.NeedAckInterval, ticks)
+	c.ReclaimTicks = max(c.ReclaimTicks, ReclaimAtLeast(clientTimeoutTicks))
+	return c
+}

@@ -176,3 +176,12 @@ func TestPendingTickAllocs(t *testing.T) {
 		t.Errorf("Pending.Tick allocates %.1f times per run", allocs)
 	}
 }
+
+func TestStretch(t *testing.T) {
+	if got, want := (Config{}).Stretch(50, 1050), (Config{RequestAckTicks: 50, NeedAckInterval: 50, ReclaimTicks: 2102}); got != want {
+		t.Errorf("Stretch(50, 1050) = %+v, want %+v", got, want)
+	}
+	if got, want := (Config{}).Stretch(1, 30), (Config{}).WithDefaults(); got != want {
+		t.Errorf("Stretch below the floors = %+v, want %+v", got, want)
+	}
+}

@@ -238,6 +238,8 @@ var definitions = []definition{
 		func(s *homa.Stats) uint64 { return s.ServerRPCsFreed }),
 	counter("server_rpcs_reclaimed_total", "Answered server RPCs freed after the client stayed silent.",
 		func(s *homa.Stats) uint64 { return s.Reclaimed }),
+	counter("rtt_samples_total", "Round trips measured to stretch a slow peer's loss-recovery timers.",
+		func(s *homa.Stats) uint64 { return s.RTTSamples }),
 	byRole("request_bytes_total", "Request bytes: sent by clients, received by servers.", prometheus.CounterValue,
 		func(s *homa.Stats) float64 { return u(s.RequestBytesSent) },
 		func(s *homa.Stats) float64 { return u(s.RequestBytesReceived) }),

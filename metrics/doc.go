@@ -40,6 +40,7 @@
 //	homa_requests_delivered_total              requests handed whole to the server application
 //	homa_server_rpcs_acked_total               answered server RPCs freed by the client's acknowledgment
 //	homa_server_rpcs_reclaimed_total           answered server RPCs freed after the client stayed silent
+//	homa_rtt_samples_total                     round trips measured to stretch a slow peer's loss-recovery timers
 //	homa_request_bytes_total{role}             request bytes: sent by the client, received by the server
 //	homa_response_bytes_total{role}            response bytes: received by the client, sent by the server
 //	homa_grants_sent_total                     GRANTs decided by the receiver's SRPT scheduler

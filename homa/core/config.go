@@ -35,12 +35,14 @@ type Config struct {
 	// Resend times loss recovery: RESEND after ResendTicks without
 	// progress, every ResendInterval ticks; an RPC whose peer sent
 	// nothing about it through TimeoutResends RESENDs ends (defaults
-	// 5, 5, 20).
+	// 5, 5, 20). These are floors: toward a peer whose measured round
+	// trip is longer, the delay and interval stretch to it (see
+	// resend.RTT).
 	Resend resend.Config
 	// Ack times acknowledgments on the server: NEED_ACK RequestAckTicks
 	// after the response is sent, then every NeedAckInterval ticks, and
 	// the RPC is forgotten after ReclaimTicks without word from the
-	// client (defaults 2, 1, 2000).
+	// client (defaults 2, 1, 2000; floors, stretched like Resend).
 	Ack ack.Config
 
 	// Limits bound what peers can make the core hold.
@@ -79,7 +81,8 @@ type Limits struct {
 	// GrantTimeoutTicks is how long (in ticks) an incoming message may
 	// leave granted bytes unsent before it loses its grant, so that
 	// silent senders cannot hold the incoming budget. It gets it back
-	// when bytes arrive again. Default ResendTicks + ResendInterval.
+	// when bytes arrive again. Default ResendTicks + ResendInterval;
+	// like them, it stretches toward a peer with a longer round trip.
 	GrantTimeoutTicks int
 }
 

@@ -241,7 +241,7 @@ func (c *Core) Reply(peer netip.Addr, id uint64, data []byte, maxPacket int, now
 	c.charge(r, -r.in.mem) // if the application never took the request
 	r.in.mem = 0
 	r.ak.Start(c.tick)
-	c.armRPC(r, c.at(r.ak.Due(&c.cfg.Ack)))
+	c.armRPC(r, c.at(r.ak.Due(&r.peer.ack)))
 	r.out.init(data, c.cfg.UnschedBytes, r.peer.maxPayload, c.bufs)
 	c.stats.hist.message(Sent, Response, len(data))
 	c.sendMore(r)

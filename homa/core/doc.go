@@ -39,5 +39,12 @@
 // through Resend.TimeoutResends RESENDs ends (a client RPC fails with
 // ErrPeerTimeout; a server RPC is forgotten). Anything about the RPC
 // counts as an answer, BUSY included, so a server that is still working
-// keeps its clients waiting; traffic about other RPCs does not.
+// keeps its clients waiting; traffic about other RPCs does not. A message
+// that has every byte it was granted is owed nothing and is not silent.
+//
+// The configured timing (Resend, Ack, Limits.GrantTimeoutTicks) is a
+// floor: the core measures each peer's round trip and stretches that
+// peer's timers to it (see rtt.go), so a slow path is not flooded with
+// RESENDs and NEED_ACKs, and its senders keep their grants while their
+// bytes are on the way.
 package core

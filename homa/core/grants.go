@@ -12,7 +12,7 @@ func (c *Core) schedule(r *rpc) {
 	r.gid = c.lastGID
 	c.granting[r.gid] = r
 	c.sched.Add(r.gid, r.peer.addr, m.length, m.granted, m.received)
-	c.armRPC(r, c.at(r.progressTick+uint64(c.cfg.Limits.GrantTimeoutTicks)))
+	c.armRPC(r, c.at(r.grantDue()))
 }
 
 // unschedule takes r's incoming message out of the grant scheduler.
@@ -77,12 +77,15 @@ func (c *Core) decideGrants() {
 			c.stats.GrantsDeferred++
 			continue
 		}
-		r.in.granted = max(r.in.granted, min(g.Offset, r.in.length))
+		if old, to := r.in.granted, min(g.Offset, r.in.length); to > old {
+			r.in.granted = to
+			c.granted(r, old)
+		}
 		// Scheduled packets stay below the unscheduled levels our
 		// cutoffs currently use.
 		r.in.grantPrio = min(g.Priority, uint8(schedLevels-1))
 		c.stats.GrantsSent++
 		c.queueGrant(r, r.in.granted, r.in.grantPrio)
-		c.armRPC(r, c.at(r.progressTick+uint64(c.cfg.Limits.GrantTimeoutTicks)))
+		c.armRPC(r, c.at(r.grantDue()))
 	}
 }

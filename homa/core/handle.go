@@ -184,6 +184,7 @@ func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 	c.charge(r, committed)
 	c.rx.kept = keep
 	r.rs.Progress(c.tick)
+	c.arrived(r, off, d.Retransmit != 0)
 	c.touch(r)
 	if r.gid != 0 {
 		c.sched.Received(r.gid, r.in.received)
@@ -227,7 +228,7 @@ func (c *Core) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
 	c.enterIncoming(r)
 	c.stats.ServerRPCsStarted++
 	c.servers[serverKey{src, id}] = r
-	c.armRPC(r, c.at(r.rs.Due(&c.cfg.Resend)))
+	c.armRPC(r, c.at(r.rs.Due(&p.resend)))
 	return r
 }
 
@@ -317,9 +318,10 @@ func (c *Core) handleGrant(g *wire.Grant, src netip.Addr) {
 //   - for an RPC it does not know, a client answers RPC_UNKNOWN and a
 //     server asks for the request from its start (unless it has finished
 //     that RPC already);
-//   - a server still receiving the request asks for what it misses, which
-//     also repeats a lost GRANT; one whose response is not ready answers
-//     BUSY;
+//   - a server whose response is not ready (its request may still be
+//     arriving) answers BUSY, as Linux does: its own loss detection asks
+//     for what it misses, and asking on the client's RESEND would fetch
+//     again granted bytes that are on their way;
 //   - otherwise the range is retransmitted with the retransmit flag set,
 //     clamped to the bytes already sent (a RESEND "to the end", from a
 //     receiver that has nothing, gets the unscheduled bytes), each byte
@@ -340,10 +342,6 @@ func (c *Core) handleResend(rs *wire.Resend, src netip.Addr) {
 		}
 		req := wire.Resend{Common: c.control(rs.SrcPort, id), Length: uint32(c.cfg.UnschedBytes), Priority: controlPriority}
 		c.addControl(req.Append(c.bufs.Get(wire.ResendLen)[:0]), src)
-	case r.state == stateActive && !r.isClient():
-		if !c.queueResend(r) {
-			c.queueGrant(r, r.in.granted, r.in.grantPrio)
-		}
 	case r.out.data == nil:
 		c.queueBare(wire.TypeBusy, src, rs.SrcPort, r.id)
 	case rs.Offset >= r.out.length:
@@ -422,7 +420,11 @@ func (c *Core) handleBare(h *wire.Common, src netip.Addr) {
 		}
 		c.queueAck(src, h.SrcPort, []wire.AckEntry{{ClientID: id, ServerPort: h.SrcPort}})
 	case wire.TypeBusy:
-		// The peer is alive for the RPC; lookup took note.
+		// The peer is alive for the RPC (lookup took note) and
+		// answered its RESEND.
+		if r != nil {
+			c.answered(r)
+		}
 	}
 }
 
@@ -433,9 +435,9 @@ func (c *Core) handleBare(h *wire.Common, src netip.Addr) {
 // unknownGrace is how long (in ticks) a server RPC whose client said
 // RPC_UNKNOWN is kept, in case the claim was forged: a client still
 // waiting for the RPC RESENDs within it, which keeps the RPC.
-func (c *Core) unknownGrace() uint64 {
-	r := &c.cfg.Resend
-	return uint64(max(r.ResendTicks, r.ResendInterval) + r.ResendInterval + 1)
+func unknownGrace(r *rpc) uint64 {
+	rs := &r.peer.resend
+	return uint64(max(rs.ResendTicks, rs.ResendInterval) + rs.ResendInterval + 1)
 }
 
 func (c *Core) handleUnknown(h *wire.Common, src netip.Addr, id uint64) {
@@ -460,6 +462,6 @@ func (c *Core) handleUnknown(h *wire.Common, src netip.Addr, id uint64) {
 	case !r.isClient() && r.unknownTick == 0:
 		r.unknownTick = c.tick + 1
 		c.unpace(r)
-		c.armRPC(r, c.at(c.tick+c.unknownGrace()))
+		c.armRPC(r, c.at(c.tick+unknownGrace(r)))
 	}
 }

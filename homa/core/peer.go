@@ -3,8 +3,10 @@ package core
 import (
 	"net/netip"
 
+	"github.com/homa-go/homa/ack"
 	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/priority"
+	"github.com/homa-go/homa/resend"
 )
 
 // peer is what the core knows about another host.
@@ -38,6 +40,13 @@ type peer struct {
 	resendTick  uint64
 	needAcks    int
 	needAckTick uint64
+
+	// rtt estimates the peer's round trip; resend, ack and grantTimeout
+	// are the configured timing stretched to it (see adapt).
+	rtt          resend.RTT
+	resend       resend.Config
+	ack          ack.Config
+	grantTimeout uint64
 
 	timer timer // flushes pending acks
 	// idle links the peer into the core's list of peers with no RPCs,
@@ -135,6 +144,7 @@ func (c *Core) peerFor(addr netip.Addr) *peer {
 		c.evictPeer(old)
 	}
 	p := newPeer(addr)
+	c.adapt(p)
 	c.peers[addr] = p
 	c.idlePeers.pushBack(p)
 	return p

@@ -46,6 +46,9 @@ type rpc struct {
 	// back.
 	progressTick uint64
 	parked       bool
+	// owedSince is the tick the sender last began to owe bytes: a GRANT
+	// raised the limit while every byte granted before was here.
+	owedSince uint64
 	// incoming is set while r counts as a server RPC receiving its
 	// request.
 	incoming bool
@@ -53,6 +56,8 @@ type rpc struct {
 	// RPC (0: never): it is forgotten after a grace period unless the
 	// client shows it still knows it.
 	unknownTick uint64
+	// grantProbe and resendProbe time the peer's round trip (see rtt.go).
+	grantProbe, resendProbe probe
 
 	timer timer
 	// lru links the RPC into its peer's list of RPCs receiving a message,
@@ -61,6 +66,14 @@ type rpc struct {
 }
 
 func (r *rpc) isClient() bool { return r.id&1 == 0 }
+
+// owed reports whether r's peer owes it bytes: a response that has not
+// begun, or granted bytes that have not arrived.
+func (r *rpc) owed() bool { return !r.inInit || r.in.received < r.in.granted }
+
+// grantDue is the tick r's sender loses its grant if no bytes arrive
+// (see Limits.GrantTimeoutTicks).
+func (r *rpc) grantDue() uint64 { return max(r.progressTick, r.owedSince) + r.peer.grantTimeout }
 
 func (r *rpc) peerAddrPort() netip.AddrPort { return netip.AddrPortFrom(r.peer.addr, r.port) }
 

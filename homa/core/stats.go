@@ -85,6 +85,7 @@ type counters struct {
 	ResendsIgnored     uint64
 	PeersEvicted       uint64
 	Unreachable        uint64
+	RTTSamples         uint64
 
 	hist histograms
 }
@@ -145,7 +146,10 @@ type Stats struct {
 	// peer stopped answering for them.
 	PeerTimeouts uint64
 	Reclaimed    uint64 // server RPCs forgotten after client silence
-	CutoffsSent  uint64 // CUTOFFS packets sent to peers with stale versions
+	// RTTSamples counts the round trips measured to stretch a slow
+	// peer's timers (see Config.Resend).
+	RTTSamples  uint64
+	CutoffsSent uint64 // CUTOFFS packets sent to peers with stale versions
 	// Resource accounting: Shed counts incoming messages discarded to
 	// make room for others (the heaviest peer's least active first);
 	// GrantsRevoked the messages that lost their grant because their
@@ -222,6 +226,7 @@ func (c *Core) Stats() Stats {
 		NeedAcksSent:      k.NeedAcksSent,
 		PeerTimeouts:      k.PeerTimeouts,
 		Reclaimed:         k.Reclaimed,
+		RTTSamples:        k.RTTSamples,
 		CutoffsSent:       k.CutoffsSent,
 		Shed:              k.Shed,
 		GrantsRevoked:     k.GrantsRevoked,

@@ -18,12 +18,12 @@ const never = time.Duration(1<<63 - 1)
 func (c *Core) rpcTimer(r *rpc) {
 	next := never
 	if r.unknownTick != 0 {
-		if c.tick+1 >= r.unknownTick+c.unknownGrace() {
+		if c.tick+1 >= r.unknownTick+unknownGrace(r) {
 			c.stats.ServerRPCsFreed++
 			c.freeServer(r, true)
 			return
 		}
-		next = c.at(r.unknownTick - 1 + c.unknownGrace())
+		next = c.at(r.unknownTick - 1 + unknownGrace(r))
 	}
 	switch {
 	case r.state == stateActive && (!r.isClient() || r.out.next >= r.out.granted):
@@ -56,7 +56,18 @@ func (c *Core) rpcTimer(r *rpc) {
 // ends: a client RPC fails with ErrPeerTimeout, a server RPC is
 // forgotten. It returns r's next deadline, and false if r ended.
 func (c *Core) resendDue(r *rpc) (time.Duration, bool) {
-	cfg := &c.cfg.Resend
+	cfg := &r.peer.resend
+	if !r.owed() {
+		// Every granted byte is here: the peer owes nothing until we
+		// grant more, so it is not silent (as Linux's silent_ticks). A
+		// parked message looks for memory again every interval.
+		r.rs.Start(c.tick)
+		if !r.parked {
+			return never, true
+		}
+		c.unpark(r)
+		return c.at(c.tick + uint64(cfg.ResendInterval)), true
+	}
 	if due := r.rs.Due(cfg); due > c.tick {
 		return c.at(due), true
 	}
@@ -67,11 +78,8 @@ func (c *Core) resendDue(r *rpc) (time.Duration, bool) {
 	switch r.rs.Tick(c.tick, cfg) {
 	case resend.Resend:
 		p.resendTick = c.tick + 1
-		if !c.queueResend(r) {
-			// Every granted byte is here: repeat the GRANT, which may
-			// have been lost, so that the peer has something to answer.
-			c.queueGrant(r, r.in.granted, r.in.grantPrio)
-		}
+		r.asked(c.now, r.rs.Unanswered())
+		c.queueResend(r)
 	case resend.Timeout:
 		c.stats.PeerTimeouts++
 		if r.isClient() {
@@ -97,7 +105,7 @@ const maxNeedAcksPerTick = 8
 // skipped; the schedule asks again at a later tick. It returns r's next
 // deadline, and false if r was reclaimed.
 func (c *Core) ackDue(r *rpc) (time.Duration, bool) {
-	cfg := &c.cfg.Ack
+	cfg := &r.peer.ack
 	if due := r.ak.Due(cfg); due > c.tick {
 		return c.at(due), true
 	}
@@ -121,12 +129,13 @@ func (c *Core) ackDue(r *rpc) (time.Duration, bool) {
 }
 
 // grantDue takes the grant of a message whose sender has left granted
-// bytes unsent for GrantTimeoutTicks, and returns when to look again.
+// bytes unsent for its peer's grant timeout (Limits.GrantTimeoutTicks,
+// stretched to the peer's round trip), and returns when to look again.
 func (c *Core) grantDue(r *rpc) time.Duration {
 	if r.gid == 0 || r.in.granted <= r.in.received {
 		return never
 	}
-	due := r.progressTick + uint64(c.cfg.Limits.GrantTimeoutTicks)
+	due := r.grantDue()
 	if c.tick < due {
 		return c.at(due)
 	}

@@ -36,7 +36,7 @@ func (c *Core) sendMore(r *rpc) {
 func (c *Core) sentAll(r *rpc) {
 	if r.isClient() && r.state == stateActive {
 		r.rs.Start(c.tick)
-		c.armRPC(r, c.at(r.rs.Due(&c.cfg.Resend)))
+		c.armRPC(r, c.at(r.rs.Due(&r.peer.resend)))
 	}
 }
 
