@@ -57,9 +57,9 @@ func claims(ctx context.Context, o *options, n int) result {
 	grew := peak.Peak - base.RSS
 	res.figures = map[string]float64{"received": got, "grew": float64(grew), "recv": recvMax}
 	res.measured = fmt.Sprintf("%d sent, %.0f received; RSS %s before, peak %s, %s %v after (Go heap in use %s); "+
-		"receive memory peak %s, %s after; incoming RPCs %.0f, shed %.0f; drops: %s; %s",
+		"receive memory peak %s, %s after; incoming RPCs %.0f, %.0f after; shed %.0f; drops: %s; %s",
 		n, got, mib(base.RSS), mib(peak.Peak), mib(later.RSS), o.after, mib(int64(m2.get("go_memstats_heap_inuse_bytes"))),
-		mib(int64(recvMax)), mib(int64(m2.get("homa_receive_memory_bytes"))), m.get("homa_incoming_server_rpcs"),
+		mib(int64(recvMax)), mib(int64(m2.get("homa_receive_memory_bytes"))), m.get("homa_incoming_server_rpcs"), m2.get("homa_incoming_server_rpcs"),
 		m.get("homa_messages_shed_total"), m.byLabel("homa_packets_dropped_total", "reason"), r.aftermath(m0, m2))
 	ok := landed(got, n)
 	if !ok {
