@@ -64,7 +64,14 @@ type Endpoint struct {
 	rxParked   atomic.Bool     // the background reader is parked on the socket, holding rxTok
 	stealing   atomic.Int32    // goroutines in Recv waking the background reader for rxTok
 	lastRead   atomic.Int64    // when a goroutine in Recv last stopped reading (e.now)
-	spin       spinBudget
+	// rxIdle is set while the background reader waits for the goroutine
+	// in Recv that reads to stop; that goroutine then signals readerLeft.
+	rxIdle     atomic.Bool
+	readerLeft chan struct{}
+	// readerWakeups counts the background reader's timed waits that
+	// ended (see readerWait): none while the endpoint is idle.
+	readerWakeups atomic.Uint64
+	spin          spinBudget
 
 	io      ioCounters
 	batches sync.Pool // *txBatch
@@ -103,6 +110,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	e.chooseReads()
 	e.spin.init(cfg)
 	e.lastRead.Store(-int64(time.Hour)) // no goroutine in Recv has read yet
+	e.readerLeft = make(chan struct{}, 1)
 	e.timer = time.NewTimer(time.Hour)
 	e.timer.Stop()
 	e.wg.Add(2)
@@ -263,7 +271,7 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 		}
 		return m, shellErr(err)
 	}
-	return e.wait(ctx, w)
+	return e.wait(ctx, w, id != 0)
 }
 
 // received is what Recv returns for a message from a waiter's channel

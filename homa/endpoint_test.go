@@ -340,7 +340,8 @@ func spread(t testing.TB, workers, n int, rpc func(i int) error) {
 
 // TestIdleEndpointSleeps: an endpoint with nothing to do never wakes up:
 // not when it never had an RPC, and not once its RPCs are over and
-// acknowledged (there is no periodic tick).
+// acknowledged (there is no periodic tick), and its background reader
+// does not poll while a server goroutine waits in Recv.
 func TestIdleEndpointSleeps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, _ := newMemPair(t, netio.MemConfig{Seed: 8}, homa.Config{})
@@ -358,9 +359,15 @@ func TestIdleEndpointSleeps(t *testing.T) {
 		if before == 0 {
 			t.Fatal("no timer ever ran, though acknowledgments were due")
 		}
+		readers := homa.ReaderWakeups(p.client) + homa.ReaderWakeups(p.server)
 		time.Sleep(10 * time.Second)
 		if w := p.client.Stats().TimerWakeups + p.server.Stats().TimerWakeups; w != before {
 			t.Fatalf("idle endpoints woke %d times in 10 s", w-before)
+		}
+		// The server's goroutine waits in Recv, holding the socket: the
+		// background reader waits for it to leave, not on a timer.
+		if w := homa.ReaderWakeups(p.client) + homa.ReaderWakeups(p.server) - readers; w != 0 {
+			t.Fatalf("idle endpoints' background readers woke %d times in 10 s", w)
 		}
 		if st := p.server.Stats(); st.ServerRPCs != 0 || st.RecvMemory != 0 {
 			t.Fatalf("idle server holds %d RPCs, %d bytes", st.ServerRPCs, st.RecvMemory)

@@ -9,19 +9,33 @@ import (
 // spins on non-blocking reads for a while before it parks in the
 // netpoller, since waking a parked thread costs microseconds (tens on a
 // virtual machine). Spinning trades CPU for latency, and pays only when
-// what the reader waits for comes soon. So the time a reader spins
-// adapts to how long the endpoint's readers have waited lately (a moving
-// average): a reader spins for twice that, up to PollDuration, and not at
-// all when the waits are longer than PollDuration. A client waiting for a
-// response that takes a round trip spins until it comes; a server whose
-// requests come seldom parks at once, and spends no CPU spinning.
+// what the reader waits for comes soon.
+//
+// A client waiting for the response of an RPC it sent expects it within
+// a round trip and the server's work, so it spins for PollDuration after
+// each sign of activity, as Linux Homa polls (50 µs). A goroutine waiting
+// for any message (a server waiting for requests) cannot know when the
+// next comes, so whether it spins adapts to whether spinning has paid
+// lately: a score goes up when a reader's message came while it spun,
+// and down twice as fast when it spun its whole budget in vain. While
+// the score is not negative such readers spin; otherwise they park at
+// once, except one in probeEvery, which spins to find out whether
+// spinning pays again (a parked reader learns nothing: its wait includes
+// its own wake-up). A server answering a client that sends its next
+// request at once spins and catches it; a server whose requests come
+// seldom parks at once.
+//
+// That the client side always spins matters: if both sides adapted on
+// their own, each would see the other's wake-ups in its waits, and both
+// would settle on parking, at two thread wake-ups per RPC.
 
 // Polling selects how a reader spins (Config.Polling).
 type Polling uint8
 
 const (
-	// PollAdaptive spins for an adaptive time up to PollDuration, then
-	// parks. The default.
+	// PollAdaptive spins for PollDuration while waiting for a response,
+	// and while waiting for any message only as long as spinning pays
+	// (see above). The default.
 	PollAdaptive Polling = iota
 	// PollAlways always spins for PollDuration after the last packet
 	// before it parks: the lowest latency, a core's worth of CPU while
@@ -31,44 +45,59 @@ const (
 	PollNever
 )
 
-// spinBudget is the adaptive spin time, shared by the endpoint's readers.
+// spinBudget decides how long readers spin, shared by the endpoint's
+// readers (one at a time: the holder of rxTok).
 type spinBudget struct {
 	max  time.Duration
 	mode Polling
-	// avg is the moving average of recent waits in nanoseconds, the
-	// newest weighing 1/8.
-	avg atomic.Int64
+	// score counts recent spins that paid (+1) against those that did
+	// not (-2), within [minScore, maxScore].
+	score atomic.Int32
+	// parks counts readers that parked without spinning.
+	parks atomic.Uint32
 }
+
+const (
+	maxScore   = 8
+	minScore   = -8
+	probeEvery = 16
+)
 
 func (s *spinBudget) init(cfg Config) {
 	s.max, s.mode = cfg.PollDuration, cfg.Polling
 	if s.max <= 0 {
 		s.mode = PollNever
 	}
-	s.avg.Store(int64(s.max / 4))
+	s.score.Store(0)
+	s.parks.Store(0)
 }
 
-// budget is how long a reader spins now.
-func (s *spinBudget) budget() time.Duration {
-	switch s.mode {
-	case PollNever:
+// budget is how long a reader spins now, after each sign of activity;
+// due says it waits for the response of an RPC it sent.
+func (s *spinBudget) budget(due bool) time.Duration {
+	switch {
+	case s.mode == PollNever:
 		return 0
-	case PollAlways:
+	case s.mode == PollAlways, due:
 		return s.max
 	}
-	avg := time.Duration(s.avg.Load())
-	if avg > s.max {
-		return 0
+	if s.score.Load() >= 0 || s.parks.Add(1)%probeEvery == 0 {
+		return s.max
 	}
-	return min(2*avg, s.max)
+	return 0
 }
 
-// waited records how long a reader waited for its message.
-func (s *spinBudget) waited(d time.Duration) {
-	if s.mode != PollAdaptive {
+// spun records how the spin of a reader waiting for any message ended
+// (due is false): paid when its message came while it spun, not when it
+// spun its whole budget in vain.
+func (s *spinBudget) spun(due, paid bool) {
+	if s.mode != PollAdaptive || due {
 		return
 	}
-	d = min(d, 4*s.max) // a long idle spell counts as long, not as forever
-	old := s.avg.Load()
-	s.avg.Store(old + (int64(d)-old)/8)
+	old := s.score.Load()
+	if paid {
+		s.score.Store(min(old+1, maxScore))
+	} else {
+		s.score.Store(max(old-2, minScore))
+	}
 }

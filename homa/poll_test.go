@@ -5,46 +5,75 @@ import (
 	"time"
 )
 
-// TestSpinBudget: an adaptive reader spins for twice the recent waits,
-// up to PollDuration; not at all once waits are longer than that; and
-// again once they shorten (the waits of parked readers count too). The
-// other modes do not adapt.
+// TestSpinBudget: an adaptive reader waiting for any message spins for
+// PollDuration while spinning pays; once spins go in vain it parks at
+// once, but for one probe in probeEvery, and spins again once probes
+// pay. One waiting for a response always spins. The other modes do not
+// adapt.
 func TestSpinBudget(t *testing.T) {
+	const max = 50 * time.Microsecond
 	var s spinBudget
-	s.init(Config{PollDuration: 50 * time.Microsecond})
-	for range 100 {
-		s.waited(10 * time.Microsecond)
-	}
-	if b := s.budget(); b < 18*time.Microsecond || b > 22*time.Microsecond {
-		t.Fatalf("after 10 µs waits: budget %v, want about 20 µs", b)
+	s.init(Config{PollDuration: max})
+	if b := s.budget(false); b != max {
+		t.Fatalf("at first: budget %v, want PollDuration", b)
 	}
 	for range 100 {
-		s.waited(40 * time.Microsecond)
+		s.spun(false, true)
 	}
-	if b := s.budget(); b != 50*time.Microsecond {
-		t.Fatalf("after 40 µs waits: budget %v, want PollDuration", b)
+	s.spun(false, false) // one miss among hits changes nothing
+	if b := s.budget(false); b != max {
+		t.Fatalf("while spinning pays: budget %v, want PollDuration", b)
 	}
-	for range 100 {
-		s.waited(time.Second) // a server idle between requests
+	for range 20 {
+		s.spun(false, false) // a server idle between requests
 	}
-	if b := s.budget(); b != 0 {
-		t.Fatalf("after long waits: budget %v, want none", b)
+	spins := 0
+	for range 10 * probeEvery {
+		if b := s.budget(false); b != 0 {
+			if b != max {
+				t.Fatalf("probe budget %v, want PollDuration", b)
+			}
+			spins++
+			s.spun(false, false)
+		}
 	}
-	for range 100 {
-		s.waited(5 * time.Microsecond)
+	if spins != 10 {
+		t.Fatalf("after vain spins: %d of %d readers spun, want one in %d", spins, 10*probeEvery, probeEvery)
 	}
-	if b := s.budget(); b == 0 || b > 12*time.Microsecond {
-		t.Fatalf("once waits shortened again: budget %v, want about 10 µs", b)
+	// Probes that pay bring spinning back.
+	for range 100 * probeEvery {
+		if s.budget(false) != 0 {
+			s.spun(false, true)
+		}
 	}
-	s.init(Config{PollDuration: 50 * time.Microsecond, Polling: PollAlways})
-	s.waited(time.Second)
-	if b := s.budget(); b != 50*time.Microsecond {
+	if b := s.budget(false); b != max {
+		t.Fatalf("after paying probes: budget %v, want PollDuration", b)
+	}
+	// A reader waiting for a response spins whatever the score, and
+	// its spins do not move it.
+	for range 20 {
+		s.spun(false, false)
+	}
+	for range 20 {
+		if b := s.budget(true); b != max {
+			t.Fatalf("waiting for a response: budget %v, want PollDuration", b)
+		}
+		s.spun(true, true)
+	}
+	if s.score.Load() >= 0 {
+		t.Fatal("spins waiting for responses moved the score")
+	}
+	s.init(Config{PollDuration: max, Polling: PollAlways})
+	for range 20 {
+		s.spun(false, false)
+	}
+	if b := s.budget(false); b != max {
 		t.Fatalf("PollAlways: budget %v", b)
 	}
-	for _, cfg := range []Config{{PollDuration: 50 * time.Microsecond, Polling: PollNever}, {PollDuration: -1}} {
+	for _, cfg := range []Config{{PollDuration: max, Polling: PollNever}, {PollDuration: -1}} {
 		s.init(cfg)
-		s.waited(time.Microsecond)
-		if b := s.budget(); b != 0 {
+		s.spun(false, true)
+		if b := s.budget(false); b != 0 {
 			t.Fatalf("%+v: budget %v, want none", cfg, b)
 		}
 	}

@@ -29,7 +29,8 @@ import (
 // take rxTok: at once when it is free, or from the background reader,
 // which gives it up when woken (only the holder of rxTok ever parks on
 // the socket, so a wake-up always reaches the goroutine that needs it).
-func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter) (*Message, error) {
+// due says w waits for the response of an RPC it sent (see Polling).
+func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool) (*Message, error) {
 	var stop func() bool // unregisters the wake-up on ctx, once registered
 	defer func() {
 		if stop != nil {
@@ -37,7 +38,7 @@ func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter) (*Message, error
 		}
 	}()
 	if ctx.Err() == nil && e.poller != nil && e.takeToken(w) {
-		if m, ok := e.read(ctx, w, &stop); ok {
+		if m, ok := e.read(ctx, w, due, &stop); ok {
 			e.putWaiter(w)
 			return received(m)
 		}
@@ -98,23 +99,24 @@ const stealSpins = 1000
 // releases it. It reports whether it received what was sent on w.C (a
 // message, or nil when the endpoint closed); if not, ctx ended, or the
 // Conn cannot be woken and the reader stepped aside after spinning.
-func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, stop *func() bool) (*Message, bool) {
+func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, stop *func() bool) (*Message, bool) {
 	e.appReading.Store(true)
-	start := time.Now()
-	got := func(m *Message) (*Message, bool) {
-		e.spin.waited(time.Since(start))
-		return m, true
-	}
 	b := e.getBatch()
 	defer func() {
 		e.batches.Put(b)
 		e.lastRead.Store(int64(e.now()))
 		e.appReading.Store(false)
 		e.rxTok.Unlock()
+		if e.rxIdle.Load() {
+			select {
+			case e.readerLeft <- struct{}{}:
+			default:
+			}
+		}
 	}()
 	for {
-		if m, ok := e.spinRead(ctx, w, b); ok {
-			return got(m)
+		if m, ok := e.spinRead(ctx, w, due, b); ok {
+			return m, true
 		}
 		if ctx.Err() != nil || e.isClosed() || e.waker == nil {
 			return nil, false
@@ -125,7 +127,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, stop *func() boo
 		e.mu.Lock()
 		if len(w.C) > 0 {
 			e.mu.Unlock()
-			return got(<-w.C)
+			return <-w.C, true
 		}
 		e.rxBlocked = w
 		e.mu.Unlock()
@@ -142,7 +144,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, stop *func() boo
 		}
 		select {
 		case m := <-w.C:
-			return got(m)
+			return m, true
 		default:
 		}
 		switch {
@@ -157,8 +159,8 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, stop *func() boo
 
 // spinRead reads without parking for the spin budget after each sign of
 // activity, and reports whether w got its message meanwhile.
-func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, b *txBatch) (*Message, bool) {
-	budget := e.spin.budget()
+func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, b *txBatch) (*Message, bool) {
+	budget := e.spin.budget(due)
 	if budget <= 0 {
 		return nil, false
 	}
@@ -166,6 +168,7 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, b *txBatch) 
 	for {
 		select {
 		case m := <-w.C:
+			e.spin.spun(due, true)
 			return m, true
 		default:
 		}
@@ -181,6 +184,7 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, b *txBatch) 
 		case ctx.Err() != nil:
 			return nil, false
 		case time.Now().After(deadline):
+			e.spin.spun(due, false)
 			return nil, false
 		}
 		runtime.Gosched()
@@ -204,10 +208,14 @@ func (e *Endpoint) rxLoop() {
 	for {
 		var err error
 		if e.poller != nil {
+			if !e.awaitReader() {
+				return
+			}
 			if wait := e.readerWait(); wait > 0 {
 				t.Reset(wait)
 				select {
 				case <-t.C:
+					e.readerWakeups.Add(1)
 				case <-e.done:
 					return
 				}
@@ -247,6 +255,28 @@ func (e *Endpoint) rxLoop() {
 			e.io.readErrors.Add(1)
 		}
 	}
+}
+
+// awaitReader waits, while a goroutine in Recv reads, until it stops
+// (it may park on the socket for as long as no request comes: waiting
+// with a timer would wake an idle endpoint every readerGrace). It
+// reports false when the endpoint closed. The flag and the reader's
+// appReading are each written before the other is read, so either the
+// reader sees rxIdle and signals, or this sees it gone.
+func (e *Endpoint) awaitReader() bool {
+	if !e.appReading.Load() {
+		return true
+	}
+	e.rxIdle.Store(true)
+	defer e.rxIdle.Store(false)
+	for e.appReading.Load() {
+		select {
+		case <-e.readerLeft:
+		case <-e.done:
+			return false
+		}
+	}
+	return true
 }
 
 // readerGrace is how long the background reader leaves the socket to

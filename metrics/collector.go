@@ -240,6 +240,8 @@ var definitions = []definition{
 		func(s *homa.Stats) uint64 { return s.Reclaimed }),
 	counter("rtt_samples_total", "Round trips measured to stretch a slow peer's loss-recovery timers.",
 		func(s *homa.Stats) uint64 { return s.RTTSamples }),
+	counter("resends_deferred_total", "RESENDs that waited for a turn: their peer's budget (one a tick) or the socket's was spent.",
+		func(s *homa.Stats) uint64 { return s.ResendsDeferred }),
 	byRole("request_bytes_total", "Request bytes: sent by clients, received by servers.", prometheus.CounterValue,
 		func(s *homa.Stats) float64 { return u(s.RequestBytesSent) },
 		func(s *homa.Stats) float64 { return u(s.RequestBytesReceived) }),

@@ -230,7 +230,7 @@ func fakeStats() homa.Stats {
 		ReadErrors: 25, WriteErrors: 26, ResendsSent: 27, NeedAcksSent: 28, PeerTimeouts: 29,
 		Reclaimed: 30, CutoffsSent: 31,
 		RequestBytesSent: 32, RequestBytesReceived: 33, ResponseBytesSent: 34, ResponseBytesReceived: 35,
-		ClientRPCs: 36, ServerRPCs: 37, Peers: 38, RTTSamples: 90,
+		ClientRPCs: 36, ServerRPCs: 37, Peers: 38, RTTSamples: 90, ResendsDeferred: 91,
 	}
 	s.Grants.GrantedBytes, s.Grants.FIFOGrants, s.Grants.FIFOBytes, s.Grants.Grantable, s.Grants.Incoming = 39, 40, 41, 42, 43
 	s.Pacer.Queued, s.Pacer.QueuedBytes, s.Pacer.Sends, s.Pacer.SentBytes, s.Pacer.Throttled, s.Pacer.FIFOPicks = 44, 45, 46, 47, 48, 49
@@ -290,6 +290,7 @@ func TestEveryField(t *testing.T) {
 		{"homa_peer_timeouts_total", ``, 29},
 		{"homa_server_rpcs_reclaimed_total", ``, 30},
 		{"homa_rtt_samples_total", ``, 90},
+		{"homa_resends_deferred_total", ``, 91},
 		{"homa_request_bytes_total", `role="client"`, 32},
 		{"homa_request_bytes_total", `role="server"`, 33},
 		{"homa_response_bytes_total", `role="server"`, 34},

@@ -48,9 +48,9 @@ type Config struct {
 	// machine) at the price of CPU. Default 50 µs, as Linux Homa's
 	// poll_usecs; negative never spins.
 	PollDuration time.Duration
-	// Polling is PollAdaptive (the default: spin for twice the recent
-	// waits, up to PollDuration, and not at all when they are longer),
-	// PollAlways (spin for PollDuration: the lowest latency, the most
+	// Polling is PollAdaptive (the default: a caller waiting for its
+	// response spins for PollDuration; one waiting for any message, such
+	// as a server, only while spinning has paid lately), PollAlways (spin for PollDuration: the lowest latency, the most
 	// CPU) or PollNever (park at once: the least CPU).
 	Polling Polling
 	// PeerTimeout is how long a peer may say nothing about an RPC while

@@ -105,6 +105,9 @@ func startChild(ctx context.Context, p protocol, cfg *benchConfig) (_ *childServ
 	if cfg.engine.PollDuration != 0 {
 		args = append(args, "--poll", cfg.engine.PollDuration.String())
 	}
+	if name := pollingName(cfg.engine.Polling); name != "adaptive" {
+		args = append(args, "--polling", name)
+	}
 	c := &childServer{name: p.name, lines: make(chan string, 16), tail: &tailBuffer{max: childTail}, exit: make(chan struct{})}
 	c.cmd = exec.Command(exe, args...)
 	c.cmd.SysProcAttr = childProcAttr()

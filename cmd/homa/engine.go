@@ -16,12 +16,27 @@ type engineFlags struct {
 	linkMbps     int
 	unschedBytes int
 	poll         time.Duration
+	polling      string
+}
+
+// pollingModes name the engine's Polling modes for --polling.
+var pollingModes = map[string]sock.Polling{"adaptive": sock.PollAdaptive, "always": sock.PollAlways, "never": sock.PollNever}
+
+// pollingName is the --polling name of mode.
+func pollingName(mode sock.Polling) string {
+	for name, m := range pollingModes {
+		if m == mode {
+			return name
+		}
+	}
+	return "adaptive"
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.linkMbps, "link-mbps", 0, "Homa: pace outgoing data at `M` Mbit/s (the engine's LinkMbps; 0 off); ignored by other protocols")
 	fs.IntVar(&f.unschedBytes, "unsched-bytes", 0, "Homa: `bytes` of each message sent before grants (0: the default, 40000, sized for 25 Gbit/s links; about one round trip of the link is right)")
 	fs.DurationVar(&f.poll, "poll", 0, "Homa: how long a receiver spins on its socket before it parks (the engine's PollDuration; 0: the default, 50µs; negative: never, which leaves the CPU to the other end on a busy machine)")
+	fs.StringVar(&f.polling, "polling", "adaptive", "Homa: whether a receiver spins: `adaptive` (while spinning pays), always (for --poll after each packet) or never")
 }
 
 func (f *engineFlags) check() error {
@@ -31,11 +46,14 @@ func (f *engineFlags) check() error {
 	case f.unschedBytes < 0 || f.unschedBytes > homa.MaxMessage:
 		return fmt.Errorf("--unsched-bytes %d: must be 0..%d", f.unschedBytes, homa.MaxMessage)
 	}
+	if _, ok := pollingModes[f.polling]; !ok {
+		return fmt.Errorf("--polling %q: must be adaptive, always or never", f.polling)
+	}
 	return nil
 }
 
 // config is the socket configuration the flags ask for (engine tuning;
 // the caller sets the transport).
 func (f *engineFlags) config() sock.Config {
-	return sock.Config{LinkMbps: f.linkMbps, UnschedBytes: f.unschedBytes, PollDuration: f.poll}
+	return sock.Config{LinkMbps: f.linkMbps, UnschedBytes: f.unschedBytes, PollDuration: f.poll, Polling: pollingModes[f.polling]}
 }

@@ -84,6 +84,13 @@ type Limits struct {
 	// when bytes arrive again. Default ResendTicks + ResendInterval;
 	// like them, it stretches toward a peer with a longer round trip.
 	GrantTimeoutTicks int
+	// ResendsPerTick bounds the RESENDs the core sends per tick, to all
+	// peers (each peer gets at most one per tick): a RESEND costs a
+	// packet, and forged first packets from many addresses would
+	// otherwise have the core spend its CPU asking silent hosts again.
+	// RPCs over the budget wait for their turn, peers served in turn.
+	// Default 16 (16,000 a second at 1 ms ticks).
+	ResendsPerTick int
 }
 
 // Defaults.
@@ -95,6 +102,7 @@ const (
 	defaultPerPeerRPCs    = 2_000
 	defaultPendingReplies = 10_000
 	defaultPeers          = 16_384
+	defaultResendsPerTick = 16
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -136,6 +144,9 @@ func (c Config) WithDefaults() Config {
 	l.PendingRepliesPerPeer = min(l.PendingRepliesPerPeer, l.PendingReplies)
 	if l.Peers <= 0 {
 		l.Peers = defaultPeers
+	}
+	if l.ResendsPerTick <= 0 {
+		l.ResendsPerTick = defaultResendsPerTick
 	}
 	if l.GrantTimeoutTicks <= 0 {
 		l.GrantTimeoutTicks = c.Resend.ResendTicks + c.Resend.ResendInterval

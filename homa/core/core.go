@@ -61,6 +61,14 @@ type Core struct {
 	rx         rxPacket
 	ackScratch [wire.MaxAcks]wire.AckEntry
 
+	// The RESEND budget (see resendq.go): peers with RPCs waiting for a
+	// slot, the timer that serves them, and what is left of the budget
+	// of tick budgetTick-1.
+	resendPeers list[peer]
+	resendPump  timer
+	budgetTick  uint64
+	resendsLeft int
+
 	// sched decides the GRANTs for incoming messages; granting maps its
 	// handles back to RPCs.
 	sched    *grant.Scheduler
@@ -101,6 +109,7 @@ func New(local Local, cfg Config) *Core {
 		heavyRPCs: newHeavy(func(p *peer) *links[peer] { return &p.rpcLinks },
 			func(p *peer) *int8 { return &p.rpcBucket }),
 	}
+	c.resendPeers, c.resendPump = newList(rqPeerLinks), timer{idx: -1}
 	if c.bufs == nil {
 		c.bufs = heapBuffers{}
 	}
@@ -327,10 +336,13 @@ func (c *Core) Tick(now time.Duration, out *Output) (time.Duration, bool) {
 	}
 	c.begin(now, out)
 	for t := c.timers.popDue(c.now); t != nil; t = c.timers.popDue(c.now) {
-		if t.rpc != nil {
+		switch {
+		case t.rpc != nil:
 			c.rpcTimer(t.rpc)
-		} else {
+		case t.peer != nil:
 			c.peerTimer(t.peer)
+		default:
+			c.pumpResends()
 		}
 	}
 	if c.pacerAt > 0 && c.pacerAt <= c.now {
@@ -382,6 +394,7 @@ func (c *Core) detach(r *rpc) {
 	c.unschedule(r)
 	c.unpace(r)
 	c.timers.disarm(&r.timer)
+	c.unqueueResend(r)
 	c.stopReceiving(r)
 }
 

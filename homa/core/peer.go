@@ -36,8 +36,12 @@ type peer struct {
 	receivingClients list[rpc]
 
 	// Control budgets: one RESEND per tick (resendTick), and needAcks
-	// NEED_ACKs at needAckTick.
+	// NEED_ACKs at needAckTick. resendQ holds the RPCs waiting for a
+	// RESEND slot; rqLinks links the peer into the core's queue of
+	// peers with waiting RPCs.
 	resendTick  uint64
+	resendQ     list[rpc]
+	rqLinks     links[peer]
 	needAcks    int
 	needAckTick uint64
 
@@ -66,6 +70,7 @@ func newPeer(addr netip.Addr) *peer {
 		cutoffsSent:      priority.NeverSent,
 		receivingServers: newList(lruLinks),
 		receivingClients: newList(lruLinks),
+		resendQ:          newList(rqLinks),
 	}
 	p.timer = timer{idx: -1, peer: p}
 	return p

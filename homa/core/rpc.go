@@ -60,6 +60,9 @@ type rpc struct {
 	grantProbe, resendProbe probe
 
 	timer timer
+	// rq links the RPC into its peer's queue of RPCs waiting for a
+	// RESEND slot (see resendq.go).
+	rq links[rpc]
 	// lru links the RPC into its peer's list of RPCs receiving a message,
 	// least recently active first (evictions take the front).
 	lru links[rpc]

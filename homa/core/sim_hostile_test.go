@@ -263,3 +263,64 @@ func TestOddPacketsCounted(t *testing.T) {
 }
 
 var _ = errors.Is
+
+// TestResendBudget: forged first packets from 500 hosts, 4 each, start
+// RPCs whose hosts never answer. The server asks each host again at most
+// once a tick and all of them at most Limits.ResendsPerTick times a
+// tick, so its work stays bounded however many silent RPCs it holds;
+// every silent RPC still ends in time (its turns waited for are not
+// counted against its host), and a real client's RPCs complete
+// meanwhile.
+func TestResendBudget(t *testing.T) {
+	perTick := map[time.Duration]int{}
+	var n *sim.Net
+	n = sim.New(sim.Config{Seed: 9, Drop: func(src, _ netip.AddrPort, pkt []byte) bool {
+		if t, err := wire.PeekType(pkt); src == serverAP && err == nil && t == wire.TypeResend {
+			perTick[n.Now()/time.Millisecond]++
+		}
+		return false
+	}})
+	const budget = 16
+	srv := n.Listen(serverAP, core.Config{Limits: core.Limits{ResendsPerTick: budget}})
+	echo(srv, n, 0, nil)
+	const hosts, each = 500, 4
+	for h := range hosts {
+		src := netip.AddrFrom4([4]byte{10, 1, byte(h >> 8), byte(h)})
+		for i := range each {
+			n.Inject(src, serverAP.Addr(), forgedData(40000, uint64(2+2*i), 100_000, 0, 1400, 40_000))
+		}
+	}
+	cli := n.Listen(clientAP, core.Config{})
+	got := collect(cli)
+	for i := range 50 {
+		send(t, cli, serverAP, request(uint64(i), 5000))
+	}
+	if !n.RunUntil(func() bool { return len(got) == 50 }, time.Second) {
+		t.Fatalf("%d of 50 real RPCs done after 1 s beside %d silent ones", len(got), hosts*each)
+	}
+	for _, m := range got {
+		if m.Err != nil {
+			t.Fatalf("a real RPC failed: %v", m.Err)
+		}
+	}
+	if !n.RunUntil(func() bool { return srv.Core.Stats().IncomingRPCs == 0 }, time.Minute) {
+		t.Fatalf("%d silent RPCs left after a minute", srv.Core.Stats().IncomingRPCs)
+	}
+	most, total := 0, 0
+	for _, k := range perTick {
+		most = max(most, k)
+		total += k
+	}
+	st := srv.Core.Stats()
+	t.Logf("%d RESENDs over %d ticks, at most %d in one; %d waited for a turn; silent RPCs ended after %v",
+		total, len(perTick), most, st.ResendsDeferred, n.Now())
+	if most > budget {
+		t.Errorf("%d RESENDs in one tick, over the budget of %d", most, budget)
+	}
+	if st.ResendsDeferred == 0 {
+		t.Error("no RESEND waited for its turn: the budget was not tested")
+	}
+	if want := hosts * each * srv.Core.Config().Resend.WithDefaults().TimeoutResends; total < want {
+		t.Errorf("%d RESENDs for %d silent RPCs, want each asked %d times before it ended", total, hosts*each, want/(hosts*each))
+	}
+}

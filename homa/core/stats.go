@@ -86,6 +86,7 @@ type counters struct {
 	PeersEvicted       uint64
 	Unreachable        uint64
 	RTTSamples         uint64
+	ResendsDeferred    uint64
 
 	hist histograms
 }
@@ -148,8 +149,12 @@ type Stats struct {
 	Reclaimed    uint64 // server RPCs forgotten after client silence
 	// RTTSamples counts the round trips measured to stretch a slow
 	// peer's timers (see Config.Resend).
-	RTTSamples  uint64
-	CutoffsSent uint64 // CUTOFFS packets sent to peers with stale versions
+	RTTSamples uint64
+	// ResendsDeferred counts the RESENDs that waited for a turn because
+	// their peer's budget (one a tick) or the core's
+	// (Limits.ResendsPerTick) was spent.
+	ResendsDeferred uint64
+	CutoffsSent     uint64 // CUTOFFS packets sent to peers with stale versions
 	// Resource accounting: Shed counts incoming messages discarded to
 	// make room for others (the heaviest peer's least active first);
 	// GrantsRevoked the messages that lost their grant because their
@@ -227,6 +232,7 @@ func (c *Core) Stats() Stats {
 		PeerTimeouts:      k.PeerTimeouts,
 		Reclaimed:         k.Reclaimed,
 		RTTSamples:        k.RTTSamples,
+		ResendsDeferred:   k.ResendsDeferred,
 		CutoffsSent:       k.CutoffsSent,
 		Shed:              k.Shed,
 		GrantsRevoked:     k.GrantsRevoked,

@@ -50,8 +50,8 @@ func (c *Core) rpcTimer(r *rpc) {
 }
 
 // resendDue runs r's loss detector if it is due, within its peer's
-// budget of one RESEND per tick (the RPC that waited longest goes first:
-// timers fire in deadline order; the others wait for the next tick). An
+// and the core's RESEND budgets (an RPC over them waits for its turn:
+// see resendq.go). An
 // RPC whose peer said nothing about it through TimeoutResends RESENDs
 // ends: a client RPC fails with ErrPeerTimeout, a server RPC is
 // forgotten. It returns r's next deadline, and false if r ended.
@@ -71,13 +71,15 @@ func (c *Core) resendDue(r *rpc) (time.Duration, bool) {
 	if due := r.rs.Due(cfg); due > c.tick {
 		return c.at(due), true
 	}
-	p := r.peer
-	if p.resendTick == c.tick+1 {
-		return c.at(c.tick + 1), true // the peer had its RESEND this tick
+	if r.rq.listed {
+		return never, true // waiting for its turn
+	}
+	if !c.resendSlot(r.peer) {
+		c.awaitResend(r)
+		return never, true
 	}
 	switch r.rs.Tick(c.tick, cfg) {
 	case resend.Resend:
-		p.resendTick = c.tick + 1
 		r.asked(c.now, r.rs.Unanswered())
 		c.queueResend(r)
 	case resend.Timeout:

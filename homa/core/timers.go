@@ -12,7 +12,8 @@ import "time"
 // event that makes work due earlier moves a timer, so the per-packet
 // path does no heap work.
 
-// timer is one entry of the heap. Exactly one of rpc and peer is set.
+// timer is one entry of the heap: an RPC's, a peer's, or (neither set)
+// the core's RESEND pump.
 type timer struct {
 	at   time.Duration
 	idx  int // position in the heap; -1 when not in it
