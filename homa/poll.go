@@ -1,6 +1,7 @@
 package homa
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -21,9 +22,15 @@ import (
 // the score is not negative such readers spin; otherwise they park at
 // once, except one in probeEvery, which spins to find out whether
 // spinning pays again (a parked reader learns nothing: its wait includes
-// its own wake-up). A server answering a client that sends its next
-// request at once spins and catches it; a server whose requests come
-// seldom parks at once.
+// its own wake-up). A probe spins probeLength times PollDuration: when
+// both ends have parked, each waits for the other's wake-up, which on a
+// virtual machine takes longer than PollDuration, so a probe of
+// PollDuration would never catch the next request; one that outlasts
+// the client's wake-up does, and the client, whose response then comes
+// at once, catches it while it spins, and both spin again. A server
+// answering a client that sends its next request at once spins and
+// catches it; a server whose requests come seldom parks at once, and
+// spends one probe in probeEvery waits.
 //
 // That the client side always spins matters: if both sides adapted on
 // their own, each would see the other's wake-ups in its waits, and both
@@ -55,12 +62,16 @@ type spinBudget struct {
 	score atomic.Int32
 	// parks counts readers that parked without spinning.
 	parks atomic.Uint32
+	// yield says spinning readers yield the processor at each turn:
+	// when there is only one (GOMAXPROCS 1), nothing else would run.
+	yield bool
 }
 
 const (
-	maxScore   = 8
-	minScore   = -8
-	probeEvery = 16
+	maxScore    = 8
+	minScore    = -8
+	probeEvery  = 16
+	probeLength = 4
 )
 
 func (s *spinBudget) init(cfg Config) {
@@ -70,6 +81,7 @@ func (s *spinBudget) init(cfg Config) {
 	}
 	s.score.Store(0)
 	s.parks.Store(0)
+	s.yield = runtime.GOMAXPROCS(0) == 1
 }
 
 // budget is how long a reader spins now, after each sign of activity;
@@ -81,8 +93,11 @@ func (s *spinBudget) budget(due bool) time.Duration {
 	case s.mode == PollAlways, due:
 		return s.max
 	}
-	if s.score.Load() >= 0 || s.parks.Add(1)%probeEvery == 0 {
+	if s.score.Load() >= 0 {
 		return s.max
+	}
+	if s.parks.Add(1)%probeEvery == 0 {
+		return probeLength * s.max
 	}
 	return 0
 }

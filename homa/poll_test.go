@@ -30,8 +30,8 @@ func TestSpinBudget(t *testing.T) {
 	spins := 0
 	for range 10 * probeEvery {
 		if b := s.budget(false); b != 0 {
-			if b != max {
-				t.Fatalf("probe budget %v, want PollDuration", b)
+			if b != probeLength*max {
+				t.Fatalf("probe budget %v, want %d x PollDuration", b, probeLength)
 			}
 			spins++
 			s.spun(false, false)
