@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/homa-go/homa/homa/netio"
 )
 
 // Polling: a goroutine waiting in Recv that reads the socket itself
@@ -62,10 +64,19 @@ type spinBudget struct {
 	score atomic.Int32
 	// parks counts readers that parked without spinning.
 	parks atomic.Uint32
-	// yield says spinning readers yield the processor at each turn:
-	// when there is only one (GOMAXPROCS 1), nothing else would run.
-	yield bool
+	// yieldEvery is how many turns of a spinning reader pass between
+	// yields of its processor (see spinRead).
+	yieldEvery uint32
 }
+
+// Yields of a spinning reader: rarely on a kernel socket, so that timers
+// and goroutines readied on its processor still run; at every turn on a
+// Conn whose packets goroutines of this process deliver, or when there
+// is only one processor.
+const (
+	yieldRarely = 256
+	yieldAlways = 1
+)
 
 const (
 	maxScore    = 8
@@ -74,14 +85,17 @@ const (
 	probeLength = 4
 )
 
-func (s *spinBudget) init(cfg Config) {
+func (s *spinBudget) init(cfg Config, conn netio.Conn) {
 	s.max, s.mode = cfg.PollDuration, cfg.Polling
 	if s.max <= 0 {
 		s.mode = PollNever
 	}
 	s.score.Store(0)
 	s.parks.Store(0)
-	s.yield = runtime.GOMAXPROCS(0) == 1
+	s.yieldEvery = yieldRarely
+	if ip, ok := conn.(netio.InProcess); (ok && ip.InProcess()) || runtime.GOMAXPROCS(0) == 1 {
+		s.yieldEvery = yieldAlways
+	}
 }
 
 // budget is how long a reader spins now, after each sign of activity;
