@@ -108,7 +108,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 		e.waker, _ = conn.(netio.Waker)
 	}
 	e.chooseReads()
-	e.spin.init(cfg)
+	e.spin.init(cfg, conn)
 	e.lastRead.Store(-int64(time.Hour)) // no goroutine in Recv has read yet
 	e.readerLeft = make(chan struct{}, 1)
 	e.timer = time.NewTimer(time.Hour)

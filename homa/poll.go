@@ -1,8 +1,11 @@
 package homa
 
 import (
+	"runtime"
 	"sync/atomic"
 	"time"
+
+	"github.com/homa-go/homa/homa/netio"
 )
 
 // Polling: a goroutine waiting in Recv that reads the socket itself
@@ -21,9 +24,15 @@ import (
 // the score is not negative such readers spin; otherwise they park at
 // once, except one in probeEvery, which spins to find out whether
 // spinning pays again (a parked reader learns nothing: its wait includes
-// its own wake-up). A server answering a client that sends its next
-// request at once spins and catches it; a server whose requests come
-// seldom parks at once.
+// its own wake-up). A probe spins probeLength times PollDuration: when
+// both ends have parked, each waits for the other's wake-up, which on a
+// virtual machine takes longer than PollDuration, so a probe of
+// PollDuration would never catch the next request; one that outlasts
+// the client's wake-up does, and the client, whose response then comes
+// at once, catches it while it spins, and both spin again. A server
+// answering a client that sends its next request at once spins and
+// catches it; a server whose requests come seldom parks at once, and
+// spends one probe in probeEvery waits.
 //
 // That the client side always spins matters: if both sides adapted on
 // their own, each would see the other's wake-ups in its waits, and both
@@ -55,21 +64,38 @@ type spinBudget struct {
 	score atomic.Int32
 	// parks counts readers that parked without spinning.
 	parks atomic.Uint32
+	// yieldEvery is how many turns of a spinning reader pass between
+	// yields of its processor (see spinRead).
+	yieldEvery uint32
 }
 
+// Yields of a spinning reader: rarely on a kernel socket, so that timers
+// and goroutines readied on its processor still run; at every turn on a
+// Conn whose packets goroutines of this process deliver, or when there
+// is only one processor.
 const (
-	maxScore   = 8
-	minScore   = -8
-	probeEvery = 16
+	yieldRarely = 256
+	yieldAlways = 1
 )
 
-func (s *spinBudget) init(cfg Config) {
+const (
+	maxScore    = 8
+	minScore    = -8
+	probeEvery  = 16
+	probeLength = 4
+)
+
+func (s *spinBudget) init(cfg Config, conn netio.Conn) {
 	s.max, s.mode = cfg.PollDuration, cfg.Polling
 	if s.max <= 0 {
 		s.mode = PollNever
 	}
 	s.score.Store(0)
 	s.parks.Store(0)
+	s.yieldEvery = yieldRarely
+	if ip, ok := conn.(netio.InProcess); (ok && ip.InProcess()) || runtime.GOMAXPROCS(0) == 1 {
+		s.yieldEvery = yieldAlways
+	}
 }
 
 // budget is how long a reader spins now, after each sign of activity;
@@ -81,8 +107,11 @@ func (s *spinBudget) budget(due bool) time.Duration {
 	case s.mode == PollAlways, due:
 		return s.max
 	}
-	if s.score.Load() >= 0 || s.parks.Add(1)%probeEvery == 0 {
+	if s.score.Load() >= 0 {
 		return s.max
+	}
+	if s.parks.Add(1)%probeEvery == 0 {
+		return probeLength * s.max
 	}
 	return 0
 }

@@ -13,7 +13,7 @@ import (
 func TestSpinBudget(t *testing.T) {
 	const max = 50 * time.Microsecond
 	var s spinBudget
-	s.init(Config{PollDuration: max})
+	s.init(Config{PollDuration: max}, nil)
 	if b := s.budget(false); b != max {
 		t.Fatalf("at first: budget %v, want PollDuration", b)
 	}
@@ -30,8 +30,8 @@ func TestSpinBudget(t *testing.T) {
 	spins := 0
 	for range 10 * probeEvery {
 		if b := s.budget(false); b != 0 {
-			if b != max {
-				t.Fatalf("probe budget %v, want PollDuration", b)
+			if b != probeLength*max {
+				t.Fatalf("probe budget %v, want %d x PollDuration", b, probeLength)
 			}
 			spins++
 			s.spun(false, false)
@@ -63,7 +63,7 @@ func TestSpinBudget(t *testing.T) {
 	if s.score.Load() >= 0 {
 		t.Fatal("spins waiting for responses moved the score")
 	}
-	s.init(Config{PollDuration: max, Polling: PollAlways})
+	s.init(Config{PollDuration: max, Polling: PollAlways}, nil)
 	for range 20 {
 		s.spun(false, false)
 	}
@@ -71,7 +71,7 @@ func TestSpinBudget(t *testing.T) {
 		t.Fatalf("PollAlways: budget %v", b)
 	}
 	for _, cfg := range []Config{{PollDuration: max, Polling: PollNever}, {PollDuration: -1}} {
-		s.init(cfg)
+		s.init(cfg, nil)
 		s.spun(false, true)
 		if b := s.budget(false); b != 0 {
 			t.Fatalf("%+v: budget %v, want none", cfg, b)

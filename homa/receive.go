@@ -158,13 +158,22 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, stop *
 }
 
 // spinRead reads without parking for the spin budget after each sign of
-// activity, and reports whether w got its message meanwhile.
+// activity, and reports whether w got its message meanwhile. On a kernel
+// socket it yields the processor only once in a while (so that timers
+// and goroutines readied on it still run): a goroutine that yields goes
+// to the global run queue, an idle processor wakes up to run it, and
+// then no thread is left parked in the netpoller, so a goroutine parked
+// on a socket (the other end of an RPC in this process, or the client
+// whose response this one just sent) waits for the runtime's periodic
+// network poll instead of the packet. On the in-memory network, whose
+// packets goroutines of this process deliver, it yields at every turn.
 func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, b *txBatch) (*Message, bool) {
 	budget := e.spin.budget(due)
 	if budget <= 0 {
 		return nil, false
 	}
 	deadline := time.Now().Add(budget)
+	var turn uint32
 	for {
 		select {
 		case m := <-w.C:
@@ -187,7 +196,9 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, b 
 			e.spin.spun(due, false)
 			return nil, false
 		}
-		runtime.Gosched()
+		if turn++; turn%e.spin.yieldEvery == 0 {
+			runtime.Gosched()
+		}
 	}
 }
 

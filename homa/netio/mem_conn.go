@@ -101,6 +101,10 @@ func (c *memConn) WaitReadable() error {
 // TryReadBatch implements Poller.
 func (c *memConn) TryReadBatch(pkts []Packet) (int, error) { return c.tryRead(pkts, false) }
 
+// InProcess reports true: the network's goroutines and timers deliver
+// the packets.
+func (c *memConn) InProcess() bool { return true }
+
 // ReadBorrowed implements BorrowReader.
 func (c *memConn) ReadBorrowed(pkts []Packet) (int, error) {
 	for {

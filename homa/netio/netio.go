@@ -180,6 +180,14 @@ type Poller interface {
 	WaitReadable() error
 }
 
+// InProcess is an optional Conn capability: it reports whether the
+// Conn's packets are delivered by goroutines and timers of this process
+// (the in-memory network) rather than by the kernel. A goroutine that
+// spins on such a Conn must yield the processor for them to run.
+type InProcess interface {
+	InProcess() bool
+}
+
 // BorrowReader is an optional Conn capability: reads that lend the
 // Conn's own receive buffers instead of filling the caller's, for a
 // receiver that decodes packets in place. It matters most to UDP Conns
