@@ -37,9 +37,9 @@ type Config struct {
 	// the socket after the last packet before it parks in the netpoller.
 	// Default 50 µs, Linux Homa's poll time; negative never spins.
 	PollDuration time.Duration
-	// Polling says how long to spin within PollDuration: PollAdaptive
-	// (the default) adapts to whether spinning pays, PollAlways spins
-	// for all of it, PollNever parks at once.
+	// Polling says whether to spin: PollAlways (the default) spins for
+	// PollDuration after each packet, PollAdaptive spins on servers only
+	// while spinning pays, PollNever parks at once.
 	Polling Polling
 
 	// Tick is the unit of Resend and Ack, and the granularity of the

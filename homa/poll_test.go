@@ -13,7 +13,7 @@ import (
 func TestSpinBudget(t *testing.T) {
 	const max = 50 * time.Microsecond
 	var s spinBudget
-	s.init(Config{PollDuration: max}, nil)
+	s.init(Config{PollDuration: max, Polling: PollAdaptive}, nil)
 	if b := s.budget(false); b != max {
 		t.Fatalf("at first: budget %v, want PollDuration", b)
 	}
@@ -63,7 +63,7 @@ func TestSpinBudget(t *testing.T) {
 	if s.score.Load() >= 0 {
 		t.Fatal("spins waiting for responses moved the score")
 	}
-	s.init(Config{PollDuration: max, Polling: PollAlways}, nil)
+	s.init(Config{PollDuration: max}, nil) // the default: PollAlways
 	for range 20 {
 		s.spun(false, false)
 	}

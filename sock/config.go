@@ -48,10 +48,12 @@ type Config struct {
 	// machine) at the price of CPU. Default 50 µs, as Linux Homa's
 	// poll_usecs; negative never spins.
 	PollDuration time.Duration
-	// Polling is PollAdaptive (the default: a caller waiting for its
-	// response spins for PollDuration; one waiting for any message, such
-	// as a server, only while spinning has paid lately), PollAlways (spin for PollDuration: the lowest latency, the most
-	// CPU) or PollNever (park at once: the least CPU).
+	// Polling is PollAlways (the default: spin for PollDuration after
+	// each packet, as Linux Homa polls: the lowest latency),
+	// PollAdaptive (a caller waiting for its response spins; one waiting
+	// for any message, such as a server, only while spinning has paid
+	// lately: less CPU on servers whose requests come seldom) or
+	// PollNever (park at once: the least CPU).
 	Polling Polling
 	// PeerTimeout is how long a peer may say nothing about an RPC while
 	// being asked (RESEND every 5 ms) before the RPC fails with
@@ -105,8 +107,8 @@ type Polling = homa.Polling
 
 // Polling modes.
 const (
-	PollAdaptive = homa.PollAdaptive
 	PollAlways   = homa.PollAlways
+	PollAdaptive = homa.PollAdaptive
 	PollNever    = homa.PollNever
 )
 

@@ -105,7 +105,7 @@ func startChild(ctx context.Context, p protocol, cfg *benchConfig) (_ *childServ
 	if cfg.engine.PollDuration != 0 {
 		args = append(args, "--poll", cfg.engine.PollDuration.String())
 	}
-	if name := pollingName(cfg.engine.Polling); name != "adaptive" {
+	if name := pollingName(cfg.engine.Polling); name != "always" {
 		args = append(args, "--polling", name)
 	}
 	c := &childServer{name: p.name, lines: make(chan string, 16), tail: &tailBuffer{max: childTail}, exit: make(chan struct{})}

@@ -29,14 +29,14 @@ func pollingName(mode sock.Polling) string {
 			return name
 		}
 	}
-	return "adaptive"
+	return "always"
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.linkMbps, "link-mbps", 0, "Homa: pace outgoing data at `M` Mbit/s (the engine's LinkMbps; 0 off); ignored by other protocols")
 	fs.IntVar(&f.unschedBytes, "unsched-bytes", 0, "Homa: `bytes` of each message sent before grants (0: the default, 40000, sized for 25 Gbit/s links; about one round trip of the link is right)")
 	fs.DurationVar(&f.poll, "poll", 0, "Homa: how long a receiver spins on its socket before it parks (the engine's PollDuration; 0: the default, 50µs; negative: never, which leaves the CPU to the other end on a busy machine)")
-	fs.StringVar(&f.polling, "polling", "adaptive", "Homa: whether a receiver spins: `adaptive` (while spinning pays), always (for --poll after each packet) or never")
+	fs.StringVar(&f.polling, "polling", "always", "Homa: whether a receiver spins: `always` (for --poll after each packet), adaptive (a server only while spinning pays) or never")
 }
 
 func (f *engineFlags) check() error {
@@ -47,7 +47,7 @@ func (f *engineFlags) check() error {
 		return fmt.Errorf("--unsched-bytes %d: must be 0..%d", f.unschedBytes, homa.MaxMessage)
 	}
 	if _, ok := pollingModes[f.polling]; !ok {
-		return fmt.Errorf("--polling %q: must be adaptive, always or never", f.polling)
+		return fmt.Errorf("--polling %q: must be always, adaptive or never", f.polling)
 	}
 	return nil
 }
