@@ -54,8 +54,12 @@ func (e *Endpoint) Stats() Stats {
 	s.TimerWakeups = c.wakeups.Load()
 	s.WriteErrors = c.writeErrors.Load()
 	if sc, ok := e.conn.(netio.StatsConn); ok {
-		if n := sc.Stats().Discarded; n > 0 {
-			s.Drops[DropSocket] = n
+		cs := sc.Stats()
+		if cs.Discarded > 0 {
+			s.Drops[DropSocket] = cs.Discarded
+		}
+		if cs.QueueDrops > 0 {
+			s.Drops[DropQueue] = cs.QueueDrops
 		}
 	}
 	return s

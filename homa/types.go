@@ -40,6 +40,7 @@ const (
 	DropStale       = core.DropStale
 	DropMemory      = core.DropMemory
 	DropSocket      = core.DropSocket
+	DropQueue       = core.DropQueue
 	NumDropReasons  = core.NumDropReasons
 )
 

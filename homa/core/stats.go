@@ -23,10 +23,11 @@ const (
 	DropStale                         // a late duplicate of a finished RPC
 	DropMemory                        // receive memory limit: no room for its bytes
 	DropSocket                        // discarded by the socket layer before parsing (short, other port, too long)
+	DropQueue                         // dropped by the kernel at the socket: its receive queue was full
 	NumDropReasons
 )
 
-var dropNames = [NumDropReasons]string{"short", "unknown_type", "bad_field", "unknown_rpc", "limit", "other_port", "ignored", "stale", "memory", "socket"}
+var dropNames = [NumDropReasons]string{"short", "unknown_type", "bad_field", "unknown_rpc", "limit", "other_port", "ignored", "stale", "memory", "socket", "queue"}
 
 func (r DropReason) String() string {
 	if r < NumDropReasons {

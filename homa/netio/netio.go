@@ -271,6 +271,11 @@ type ConnStats struct {
 	// transmit and generic receive offload on receive now (see
 	// Options.DisableGSO and Options.DisableGRO).
 	GSO, GRO bool
+	// QueueDrops counts received packets the kernel dropped at the socket
+	// before they could be read, its receive queue being full (the
+	// socket's drop count, SO_MEMINFO), as of the Stats call. In-memory
+	// Conns leave it zero.
+	QueueDrops uint64
 }
 
 // StatsConn is an optional Conn capability: counters read without locks.

@@ -191,7 +191,24 @@ func (c *sockConn) Port() uint16 { return c.port }
 func (c *sockConn) Stats() ConnStats {
 	s := c.stats.snapshot()
 	s.GSO, s.GRO = c.wr.gso.Load(), c.gro
+	if c.rc != nil {
+		_ = c.rc.Control(func(fd uintptr) { s.QueueDrops = socketDrops(int(fd)) })
+	}
 	return s
+}
+
+// socketDrops is the kernel's count of packets dropped at socket fd
+// (SO_MEMINFO's SK_MEMINFO_DROPS: mostly a full receive queue), or 0 if
+// the kernel does not say.
+func socketDrops(fd int) uint64 {
+	var info [unix.SK_MEMINFO_VARS]uint32
+	n := uint32(unsafe.Sizeof(info))
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&info[0])), uintptr(unsafe.Pointer(&n)), 0)
+	if errno != 0 || n <= unix.SK_MEMINFO_DROPS*4 {
+		return 0
+	}
+	return uint64(info[unix.SK_MEMINFO_DROPS])
 }
 
 // MaxPacket implements Conn.

@@ -269,3 +269,30 @@ func TestSocketBuffers(t *testing.T) {
 		t.Errorf("SO_RCVBUF %d, SO_SNDBUF %d; want at least %d", rcv, snd, defaultSockBuffer)
 	}
 }
+
+// TestQueueDrops: a Conn that nobody reads, with a small receive buffer,
+// overflows under a burst, and its Stats count the packets the kernel
+// dropped for it; a Conn that keeps up counts none.
+func TestQueueDrops(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("unprivileged: a receive buffer this small needs SO_RCVBUFFORCE (root)")
+	}
+	small := openUDP(t, lo4, 0, &Options{ReadBuffer: 4096, DisableGRO: true}).(*sockConn)
+	sender := openUDP(t, lo4, 0, nil)
+	if d := small.Stats().QueueDrops; d != 0 {
+		t.Fatalf("a fresh Conn reports %d drops", d)
+	}
+	const burst = 200
+	pkt := testPacket(sender.Port(), small.Port(), homaHeaderLen+1000, 1)
+	for range burst {
+		if _, err := sender.WriteBatch([]Packet{{Buf: pkt, N: len(pkt), Addr: lo4}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := readN(t, small, 1) // at least one got in
+	drops := small.Stats().QueueDrops
+	t.Logf("%d packets sent, %d read first, %d dropped by the kernel", burst, len(got), drops)
+	if drops == 0 || drops >= burst {
+		t.Fatalf("%d of %d packets counted as dropped at a 4 KB receive buffer", drops, burst)
+	}
+}
