@@ -58,8 +58,9 @@ type Config struct {
 type Limits struct {
 	// RecvMemory bounds the payload bytes of incoming messages: those
 	// arriving, and complete requests the application has not taken yet.
-	// Memory is committed in chunks as bytes arrive, never from the
-	// length a sender claims, and grants are given only while it lasts.
+	// Memory is committed as bytes arrive (at most four times what a
+	// message has brought), never from the length a sender claims, and
+	// grants are given only while it lasts.
 	// Default 64 MiB.
 	RecvMemory int
 	// RecvMemoryPerPeer bounds one host's share. Default RecvMemory/4.

@@ -11,15 +11,21 @@ type span = resend.Span
 
 // Receive storage is committed as bytes arrive, never from the length a
 // sender claims. A message shorter than segmentMin gets one buffer of its
-// own length at its first byte, and every packet is copied into it. A
-// longer one keeps its packets as they came, as segments: a packet that
-// fills most of its receive buffer is kept in that buffer (no copy: the
-// shell gives the buffer up and reads into a new one), a smaller one is
-// copied into a buffer of its own size. When the message is complete,
-// the segments are copied into one buffer, unless it came in a single
-// kept packet: then that packet's buffer is the message. So a message's
-// bytes are copied once between the receive buffer and the application,
-// or not at all.
+// own length (whole) at its first byte, and every packet is copied into
+// it. A longer one keeps its packets as they came, as segments: a packet
+// that fills most of its receive buffer is kept in that buffer (no copy:
+// the shell gives the buffer up and reads into a new one), a smaller one
+// is copied into a buffer of its own size. Once a quarter of the message
+// has arrived, a packet that is not kept makes it join: it gets its own
+// whole buffer, the segments are copied into it, and every later packet
+// is copied straight there; so storage is committed for at most four
+// times the bytes that arrived. When the message is complete, a joined
+// message is its whole buffer; otherwise (every packet was kept) the
+// segments are copied into one buffer, unless it came in a single kept
+// packet: then that packet's buffer is the message. So a message's bytes
+// are copied once between the receive buffer and the application, or
+// not at all, except the quarter that small packets bring before a
+// message joins, which is copied twice.
 const segmentMin = 8 << 10
 
 // segment is a received packet's payload kept for reassembly: data at
@@ -35,8 +41,8 @@ type segment struct {
 // out of order or more than once.
 type inMsg struct {
 	length    uint32
-	small     []byte    // the storage of a message shorter than segmentMin
-	segs      []segment // the storage of a longer one (its capacity is reused)
+	whole     []byte    // the message's own storage, once it joined
+	segs      []segment // its packets until then (the capacity is reused)
 	have      []span    // received ranges, sorted, disjoint and not adjacent
 	haveBuf   [2]span
 	received  uint32 // bytes in have
@@ -77,17 +83,27 @@ func (m *inMsg) fresh(off, end uint32) bool {
 // it with own), and how many bytes of storage that commits (an upper
 // bound).
 func (m *inMsg) plan(payload, pkt []byte, own bool) (keep bool, need int) {
-	if m.length < segmentMin {
-		if m.small != nil {
-			return false, 0
-		}
-		return false, int(m.length)
-	}
-	if own && len(payload) >= segmentMin && 4*len(payload) >= cap(pkt) {
+	switch {
+	case m.whole != nil:
+		return false, 0
+	case m.length >= segmentMin && own && len(payload) >= segmentMin && 4*len(payload) >= cap(pkt):
 		return true, cap(pkt)
+	case m.joins(len(payload)):
+		return false, sizeClass(int(m.length))
 	}
-	return false, 1 << bits.Len(uint(len(payload)-1))
+	return false, sizeClass(len(payload))
 }
+
+// joins reports whether n more bytes, not kept in their receive buffer,
+// make the message take its whole buffer now: at its first byte below
+// segmentMin, otherwise once a quarter of it has arrived.
+func (m *inMsg) joins(n int) bool {
+	return m.whole == nil && (m.length < segmentMin || 4*(uint64(m.received)+uint64(n)) >= uint64(m.length))
+}
+
+// sizeClass bounds the capacity of a buffer of n bytes from Buffers: the
+// power of two at or above n.
+func sizeClass(n int) int { return 1 << bits.Len(uint(n-1)) }
 
 // store records the payload at off (which brings new bytes: see fresh),
 // keeping the receive buffer pkt if keep, and returns how many new bytes
@@ -96,25 +112,32 @@ func (m *inMsg) plan(payload, pkt []byte, own bool) (keep bool, need int) {
 func (m *inMsg) store(off uint32, payload, pkt []byte, keep bool, bufs Buffers) (added uint32, committed int) {
 	before := m.mem
 	end := off + uint32(len(payload))
-	if m.length < segmentMin {
-		if m.small == nil {
-			m.small = bufs.Get(int(m.length))
-			m.mem += cap(m.small)
-		}
-		copy(m.small[off:end], payload)
-	} else {
-		s := segment{off: off}
-		if keep {
-			s.backing = pkt[:0:cap(pkt)]
-			s.data = payload
-		} else {
-			s.backing = bufs.Get(len(payload))
-			s.data = s.backing[:copy(s.backing, payload)]
-		}
-		m.segs = append(m.segs, s)
-		m.mem += cap(s.backing)
+	switch {
+	case m.whole != nil:
+	case keep:
+		m.segs = append(m.segs, segment{off: off, data: payload, backing: pkt[:0:cap(pkt)]})
+		m.mem += cap(pkt)
+	case m.joins(len(payload)):
+		m.join(bufs)
+	default:
+		b := bufs.Get(len(payload))
+		m.segs = append(m.segs, segment{off: off, data: b[:copy(b, payload)], backing: b})
+		m.mem += cap(b)
+	}
+	if m.whole != nil {
+		copy(m.whole[off:end], payload)
 	}
 	return m.mark(off, end), m.mem - before
+}
+
+// join gives the message its whole buffer and moves the segments into it.
+func (m *inMsg) join(bufs Buffers) {
+	m.whole = bufs.Get(int(m.length))
+	for _, s := range m.segs {
+		copy(m.whole[s.off:], s.data)
+	}
+	m.releaseSegs(bufs)
+	m.mem = cap(m.whole)
 }
 
 // mark records [off, end) as received and returns how many of its bytes
@@ -159,13 +182,13 @@ func (m *inMsg) mark(off, end uint32) uint32 {
 
 // take returns the complete message: its bytes, the buffer that holds
 // them (to go back to Buffers when the application releases them), and
-// the storage it leaves committed (that buffer's capacity). A message in
-// several segments is copied into a buffer of its own; one that came in
-// a single kept packet is that packet's buffer.
+// the storage it leaves committed (that buffer's capacity). A joined
+// message is its whole buffer; one in several kept segments is copied
+// into a buffer of its own; one that came in a single kept packet is that
+// packet's buffer.
 func (m *inMsg) take(bufs Buffers) (data, backing []byte, mem int) {
-	if m.length < segmentMin {
-		b := m.small
-		m.small = nil
+	if b := m.whole; b != nil {
+		m.whole = nil
 		m.mem = 0
 		return b, b, cap(b)
 	}
@@ -187,17 +210,22 @@ func (m *inMsg) take(bufs Buffers) (data, backing []byte, mem int) {
 // release frees the storage and returns how many bytes it held.
 func (m *inMsg) release(bufs Buffers) int {
 	freed := m.mem
-	if m.small != nil {
-		bufs.Put(m.small)
-		m.small = nil
+	if m.whole != nil {
+		bufs.Put(m.whole)
+		m.whole = nil
 	}
+	m.releaseSegs(bufs)
+	m.mem = 0
+	return freed
+}
+
+// releaseSegs gives the segments' buffers back.
+func (m *inMsg) releaseSegs(bufs Buffers) {
 	for i := range m.segs {
 		bufs.Put(m.segs[i].backing)
 	}
 	clear(m.segs)
 	m.segs = m.segs[:0]
-	m.mem = 0
-	return freed
 }
 
 // reset forgets what arrived, keeping the length and grants.

@@ -153,3 +153,61 @@ func TestIDs(t *testing.T) {
 		t.Fatalf("restarted source issued %#x, not above %#x", id, prev)
 	}
 }
+
+// TestInMsgJoins: a message longer than segmentMin that comes in small
+// packets keeps them apart until a quarter of it has arrived, then joins
+// a buffer of its own length, and later packets go straight there; the
+// message taken at the end is that buffer. Storage stays within four
+// times what arrived.
+func TestInMsgJoins(t *testing.T) {
+	const length, pkt = 100_000, 1400
+	bufs := &countingBuffers{}
+	var m inMsg
+	m.init(length, length)
+	var whole []byte
+	for off := 0; off < length; off += pkt {
+		n := min(pkt, length-off)
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(off + i)
+		}
+		keep, need := m.plan(payload, payload, false)
+		_, committed := m.store(uint32(off), payload, payload, keep, bufs)
+		if keep || committed > need {
+			t.Fatalf("offset %d: keep %v, committed %d of %d planned", off, keep, committed, need)
+		}
+		if m.mem > 4*int(m.received) && m.mem > segmentMin {
+			t.Fatalf("offset %d: %d bytes held for %d received", off, m.mem, m.received)
+		}
+		joined := 4*int(m.received) >= length
+		if (m.whole != nil) != joined {
+			t.Fatalf("offset %d: %d of %d bytes received, joined %v", off, m.received, length, m.whole != nil)
+		}
+		if joined && whole == nil {
+			whole = m.whole
+		}
+	}
+	data, backing, _ := m.take(bufs)
+	if &backing[0] != &whole[0] || len(data) != length {
+		t.Fatal("the message taken is not the buffer it joined")
+	}
+	for i := range data {
+		if data[i] != byte(i) {
+			t.Fatalf("byte %d differs", i)
+		}
+	}
+	bufs.Put(backing)
+	if bufs.held != 0 {
+		t.Fatalf("%d bytes never went back", bufs.held)
+	}
+
+	// A claim of the largest message with one small packet holds what
+	// the packet brought.
+	var c inMsg
+	c.init(MaxMessage, 40_000)
+	p := make([]byte, pkt)
+	keep, need := c.plan(p, p, false)
+	if _, committed := c.store(0, p, p, keep, bufs); committed != pkt || need != 2048 || c.whole != nil {
+		t.Fatalf("a 1 MB claim with %d bytes committed %d (planned %d), joined %v", pkt, committed, need, c.whole != nil)
+	}
+}
