@@ -1,0 +1,32 @@
+package core_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/homa-go/homa/homa/core"
+	"github.com/homa-go/homa/homa/sim"
+)
+
+// BenchmarkSimRPC100: the protocol work of one 100-byte RPC, both cores
+// together, on the simulator (no I/O, no goroutines): the client's send
+// and completion, the server's request, reply and acknowledgment.
+func BenchmarkSimRPC100(b *testing.B) {
+	n := sim.New(sim.Config{Seed: 1})
+	srv := n.Listen(serverAP, core.Config{})
+	echo(srv, n, 0, nil)
+	cli := n.Listen(clientAP, core.Config{})
+	done := 0
+	cli.OnMessage = func(*sim.Endpoint, *core.Message) { done++ }
+	req := request(1, 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		want := done + 1
+		if _, err := cli.Send(serverAP, req, 0); err != nil {
+			b.Fatal(err)
+		}
+		if !n.RunUntil(func() bool { return done == want }, time.Second) {
+			b.Fatal("RPC did not complete")
+		}
+	}
+}
