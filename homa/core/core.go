@@ -46,6 +46,7 @@ type Core struct {
 	peers     map[netip.Addr]*peer
 	idlePeers list[peer]
 	freeRPCs  []*rpc
+	retired   []*Hold // Holds the core is done with, for reuse (hold.go)
 
 	// Resource accounting (see Limits): receive storage, server RPCs
 	// receiving and awaiting replies, and the heaviest peers by each.
@@ -213,7 +214,7 @@ func (c *Core) Send(dst netip.AddrPort, data []byte, cookie uint64, maxPacket in
 	r.peer = p
 	r.port = dst.Port()
 	r.cookie = cookie
-	r.out.init(data, c.cfg.UnschedBytes, p.maxPayload, c.bufs)
+	r.out.init(data, c.cfg.UnschedBytes, p.maxPayload, c.holdFor(data))
 	c.holdPeer(p)
 	c.clients[r.id] = r
 	c.stats.RPCsStarted++
@@ -251,7 +252,7 @@ func (c *Core) Reply(peer netip.Addr, id uint64, data []byte, maxPacket int, now
 	r.in.mem = 0
 	r.ak.Start(c.tick)
 	c.armRPC(r, c.at(r.ak.Due(&r.peer.ack)))
-	r.out.init(data, c.cfg.UnschedBytes, r.peer.maxPayload, c.bufs)
+	r.out.init(data, c.cfg.UnschedBytes, r.peer.maxPayload, c.holdFor(data))
 	c.stats.hist.message(Sent, Response, len(data))
 	c.sendMore(r)
 	return nil

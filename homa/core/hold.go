@@ -1,9 +1,6 @@
 package core
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // A Hold keeps an outgoing message's bytes alive while packets that point
 // into them (Packet.Payload) wait to be written: the core sends a message
@@ -17,17 +14,9 @@ type Hold struct {
 	buf  []byte
 	pool Buffers
 	refs atomic.Int32
-}
-
-// holds recycles Holds, which are released on whatever goroutine wrote
-// the last packet.
-var holds = sync.Pool{New: func() any { return new(Hold) }}
-
-func newHold(buf []byte, pool Buffers) *Hold {
-	h := holds.Get().(*Hold)
-	h.buf, h.pool = buf, pool
-	h.refs.Store(1)
-	return h
+	// free is set once the last reference is gone and the buffer is back
+	// in pool: the core may then use the Hold again.
+	free atomic.Bool
 }
 
 // Release drops one reference; the last returns the buffer to Buffers.
@@ -35,9 +24,58 @@ func newHold(buf []byte, pool Buffers) *Hold {
 func (h *Hold) Release() {
 	if h.refs.Add(-1) == 0 {
 		h.pool.Put(h.buf)
-		h.buf, h.pool = nil, nil
-		holds.Put(h)
+		h.free.Store(true)
 	}
+}
+
+// Holds are recycled by the core itself, without a lock: when the core
+// drops its own reference (the message is done), the Hold waits among
+// the retired ones until its last reference is gone, which the goroutine
+// that writes the last packet reports through free, and then serves
+// another message. maxRetiredHolds bounds the Holds kept; retiredScan is
+// how many of the oldest a new message looks at.
+const (
+	maxRetiredHolds = 64
+	retiredScan     = 8
+)
+
+// holdFor returns the Hold, with the core's reference, that keeps data
+// alive while packets point into it, or nil for a message below
+// ZeroCopyMin, which is copied into its packets.
+func (c *Core) holdFor(data []byte) *Hold {
+	if len(data) < ZeroCopyMin {
+		return nil
+	}
+	var h *Hold
+	for i, r := range c.retired[:min(len(c.retired), retiredScan)] {
+		if r.free.Load() {
+			h = r
+			c.retired = append(c.retired[:i], c.retired[i+1:]...)
+			break
+		}
+	}
+	if h == nil {
+		h = new(Hold)
+	}
+	h.free.Store(false)
+	h.buf, h.pool = data, c.bufs
+	h.refs.Store(1)
+	return h
+}
+
+// releaseOut drops the core's reference to m's bytes: they go back to
+// Buffers once no packet waiting to be written points into them.
+func (c *Core) releaseOut(m *outMsg) {
+	switch {
+	case m.hold != nil:
+		m.hold.Release()
+		if len(c.retired) < maxRetiredHolds {
+			c.retired = append(c.retired, m.hold)
+		}
+	case m.data != nil:
+		c.bufs.Put(m.data)
+	}
+	m.hold, m.data = nil, nil
 }
 
 // hold records that out's packets refer to h's buffer, once per Output.

@@ -79,3 +79,43 @@ func TestZeroCopyHold(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldsRecycled: the core reuses a Hold only once its last reference
+// is gone (the message done and every Output that pointed into it
+// released), never while a packet may still point into its buffer.
+func TestHoldsRecycled(t *testing.T) {
+	bufs := &trackingBuffers{put: map[*byte]bool{}}
+	c := New(Local{Port: 40000, FirstID: 2, Buffers: bufs}, Config{})
+	dst := netip.MustParseAddrPort("10.0.0.2:500")
+	send := func() (uint64, *Hold, *Output) {
+		t.Helper()
+		out := &Output{}
+		id, err := c.Send(dst, bufs.Get(100_000), 0, 1500, 0, out)
+		if err != nil || len(out.Holds) != 1 {
+			t.Fatalf("Send: %v, %d holds", err, len(out.Holds))
+		}
+		return id, out.Holds[0], out
+	}
+	id1, h1, out1 := send()
+	if _, err := c.Abort(id1, 0, &Output{}); err != nil {
+		t.Fatal(err)
+	}
+	id2, h2, out2 := send()
+	if h2 == h1 {
+		t.Fatal("a Hold was reused while an Output still held it")
+	}
+	for _, h := range out1.Holds {
+		h.Release()
+	}
+	_, h3, _ := send()
+	if h3 != h1 {
+		t.Error("a Hold whose references were all released was not reused")
+	}
+	if _, err := c.Abort(id2, 0, &Output{}); err != nil {
+		t.Fatal(err)
+	}
+	out2.Holds[0].Release()
+	if !h2.free.Load() {
+		t.Error("the second Hold is not free after its last release")
+	}
+}

@@ -33,12 +33,11 @@ const rexmitBudgetMin = 64 << 10
 // below it the copy costs less than keeping the message's references.
 const ZeroCopyMin = 4096
 
-func (m *outMsg) init(data []byte, unsched int, seg int, bufs Buffers) {
+// init starts sending data; hold keeps it alive for packets that point
+// into it (nil: packets carry copies).
+func (m *outMsg) init(data []byte, unsched int, seg int, hold *Hold) {
 	m.data = data
-	m.hold = nil
-	if len(data) >= ZeroCopyMin {
-		m.hold = newHold(data, bufs)
-	}
+	m.hold = hold
 	m.length = uint32(len(data))
 	m.unsched = min(uint32(unsched), m.length)
 	m.next = 0
@@ -139,16 +138,4 @@ func (m *outMsg) allowRexmit(from, to uint32, now, interval, window time.Duratio
 	m.rexmitted = append(m.rexmitted, span{Start: from, End: to})
 	m.budgetLeft -= to - from
 	return from, to, true
-}
-
-// release drops the core's reference to the message's bytes: they go
-// back to Buffers once no packet waiting to be written points into them.
-func (m *outMsg) release(bufs Buffers) {
-	switch {
-	case m.hold != nil:
-		m.hold.Release()
-	case m.data != nil:
-		bufs.Put(m.data)
-	}
-	m.hold, m.data = nil, nil
 }

@@ -107,7 +107,7 @@ const maxFreeRPCs = 1024
 // recycle returns r, which is in no table, heap or list any more, to the
 // free list after freeing its buffers.
 func (c *Core) recycle(r *rpc) {
-	r.out.release(c.bufs)
+	c.releaseOut(&r.out)
 	c.charge(r, -r.in.release(c.bufs))
 	segs := r.in.segs[:0] // keep the capacity
 	*r = rpc{}
