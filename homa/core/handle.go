@@ -117,7 +117,7 @@ func (c *Core) lookup(h *wire.Common, src netip.Addr) *rpc {
 	if id&1 == 0 {
 		r = c.clients[id]
 	} else {
-		r = c.servers[serverKey{src, id}]
+		r = c.servers.get(src, id)
 	}
 	if r == nil || r.peer.addr != src || r.port != h.SrcPort {
 		return nil
@@ -206,7 +206,7 @@ func (c *Core) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
 		c.drop(DropUnknownRPC)
 		return nil
 	}
-	if c.servers[serverKey{src, id}] != nil {
+	if c.servers.get(src, id) != nil {
 		// Same host and id from another port: not the sender's RPC.
 		c.drop(DropBadField)
 		return nil
@@ -227,7 +227,7 @@ func (c *Core) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
 	c.holdPeer(p)
 	c.enterIncoming(r)
 	c.stats.ServerRPCsStarted++
-	c.servers[serverKey{src, id}] = r
+	c.servers.add(r)
 	c.armRPC(r, c.at(r.rs.Due(&p.resend)))
 	return r
 }
@@ -290,7 +290,7 @@ func (c *Core) acked(src netip.Addr, a wire.AckEntry) {
 		c.drop(DropOtherPort)
 		return
 	}
-	r := c.servers[serverKey{src, a.ClientID | 1}]
+	r := c.servers.get(src, a.ClientID|1)
 	if r == nil {
 		return
 	}
@@ -445,7 +445,7 @@ func (c *Core) handleUnknown(h *wire.Common, src netip.Addr, id uint64) {
 	if id&1 == 0 {
 		r = c.clients[id]
 	} else {
-		r = c.servers[serverKey{src, id}]
+		r = c.servers.get(src, id)
 	}
 	if r == nil || r.peer.addr != src || r.port != h.SrcPort {
 		if id&1 == 1 {
