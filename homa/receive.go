@@ -103,15 +103,12 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, stop *
 	e.appReading.Store(true)
 	b := e.getBatch()
 	defer func() {
-		e.batches.Put(b)
+		e.putBatch(b)
 		e.lastRead.Store(int64(e.now()))
 		e.appReading.Store(false)
 		e.rxTok.Unlock()
 		if e.rxIdle.Load() {
-			select {
-			case e.readerLeft <- struct{}{}:
-			default:
-			}
+			e.armGrace(readerGrace)
 		}
 	}()
 	for {
@@ -213,24 +210,11 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, b 
 func (e *Endpoint) rxLoop() {
 	defer e.wg.Done()
 	b := &txBatch{}
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	defer t.Stop()
 	for {
 		var err error
 		if e.poller != nil {
-			if !e.awaitReader() {
+			if !e.awaitReaders() {
 				return
-			}
-			if wait := e.readerWait(); wait > 0 {
-				t.Reset(wait)
-				select {
-				case <-t.C:
-					e.readerWakeups.Add(1)
-				case <-e.done:
-					return
-				}
-				continue
 			}
 			if !e.rxTok.TryLock() {
 				runtime.Gosched()
@@ -268,26 +252,62 @@ func (e *Endpoint) rxLoop() {
 	}
 }
 
-// awaitReader waits, while a goroutine in Recv reads, until it stops
-// (it may park on the socket for as long as no request comes: waiting
-// with a timer would wake an idle endpoint every readerGrace). It
-// reports false when the endpoint closed. The flag and the reader's
-// appReading are each written before the other is read, so either the
-// reader sees rxIdle and signals, or this sees it gone.
-func (e *Endpoint) awaitReader() bool {
-	if !e.appReading.Load() {
+// awaitReaders waits until the goroutines in Recv have left the socket
+// alone for readerGrace. It does not poll: the grace timer tells it,
+// armed by the last goroutine to stop reading, or here when none reads
+// (one reading may park on the socket for as long as no request comes,
+// and then nothing wakes). It reports false when the endpoint closed.
+// rxIdle and appReading are each written before the other is read, so
+// either a goroutine that stops reading sees rxIdle and arms the timer,
+// or this sees it gone.
+func (e *Endpoint) awaitReaders() bool {
+	if e.readerWait() <= 0 {
 		return true
 	}
 	e.rxIdle.Store(true)
 	defer e.rxIdle.Store(false)
-	for e.appReading.Load() {
+	for {
+		wait := e.readerWait()
+		if wait <= 0 {
+			return true
+		}
+		if !e.appReading.Load() {
+			e.armGrace(wait)
+		}
 		select {
 		case <-e.readerLeft:
 		case <-e.done:
 			return false
 		}
 	}
-	return true
+}
+
+// armGrace arms the grace timer to fire in d, unless it is armed.
+func (e *Endpoint) armGrace(d time.Duration) {
+	if !e.graceArmed.Load() && !e.graceArmed.Swap(true) {
+		e.grace.Reset(d)
+	}
+}
+
+// graceEnded runs when the grace timer fires: it tells the background
+// reader that the goroutines in Recv have left the socket alone for
+// readerGrace, or re-arms the timer for the rest of it. While one reads,
+// it leaves the timer to be armed when that one stops: a busy endpoint
+// fires it at most once per readerGrace, an idle one never.
+func (e *Endpoint) graceEnded() {
+	e.readerWakeups.Add(1)
+	e.graceArmed.Store(false)
+	if e.appReading.Load() {
+		return
+	}
+	if wait := e.readerWait(); wait > 0 {
+		e.armGrace(wait)
+		return
+	}
+	select {
+	case e.readerLeft <- struct{}{}:
+	default:
+	}
 }
 
 // readerGrace is how long the background reader leaves the socket to
