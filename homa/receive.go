@@ -169,7 +169,7 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, b 
 	if budget <= 0 {
 		return nil, false
 	}
-	deadline := time.Now().Add(budget)
+	deadline := e.now() + budget
 	var turn uint32
 	for {
 		select {
@@ -183,13 +183,13 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, b 
 		switch {
 		case n > 0:
 			e.process(e.rxPkts[:n], b, w)
-			deadline = time.Now().Add(budget)
+			deadline = e.now() + budget
 			continue
 		case err != nil && (errors.Is(err, net.ErrClosed) || e.isClosed()):
 			return nil, false
 		case ctx.Err() != nil:
 			return nil, false
-		case time.Now().After(deadline):
+		case e.now() > deadline:
 			e.spin.spun(due, false)
 			return nil, false
 		}
