@@ -63,6 +63,7 @@ type Endpoint struct {
 	rxBlocked  *mailbox.Waiter // a goroutine in Recv parked reading the socket (under mu)
 	appReading atomic.Bool     // an application goroutine holds rxTok
 	rxParked   atomic.Bool     // the background reader is parked on the socket, holding rxTok
+	idleWork   atomic.Bool     // the core has work for idle (set under mu)
 	stealing   atomic.Int32    // goroutines in Recv waking the background reader for rxTok
 	lastRead   atomic.Int64    // when a goroutine in Recv last stopped reading (e.now)
 	// The background reader waits for the goroutines in Recv to leave
@@ -341,6 +342,7 @@ func (e *Endpoint) settle(b *txBatch) {
 	e.wakeBlocked()
 	b.take(&e.out)
 	e.out.Reset()
+	e.idleWork.Store(e.core.IdleWork())
 	if e.closed {
 		return
 	}
@@ -412,6 +414,10 @@ func (e *Endpoint) HandlePacket(pkt []byte, src netip.Addr) {
 	if !e.closed {
 		e.core.Handle(pkt, src, e.now(), &e.out)
 		e.settle(b)
+		if e.core.IdleWork() {
+			e.core.Idle(e.now(), &e.out) // as if nothing more came
+			e.settle(b)
+		}
 	}
 	e.mu.Unlock()
 	e.sendBatch(b)

@@ -131,6 +131,9 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, stop *
 		if *stop == nil && ctx.Done() != nil {
 			*stop = context.AfterFunc(ctx, e.waker.Wake)
 		}
+		if e.idleWork.Load() {
+			e.idle(b)
+		}
 		e.allocRx()
 		n, err := e.readConn(e.rxPkts)
 		e.mu.Lock()
@@ -193,6 +196,9 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, b 
 			e.spin.spun(due, false)
 			return nil, false
 		}
+		if e.idleWork.Load() {
+			e.idle(b)
+		}
 		if turn++; turn%e.spin.yieldEvery == 0 {
 			runtime.Gosched()
 		}
@@ -227,6 +233,9 @@ func (e *Endpoint) rxLoop() {
 				}
 				continue
 			}
+			if e.idleWork.Load() {
+				e.idle(b)
+			}
 			e.rxParked.Store(true)
 			err = e.poller.WaitReadable()
 			e.rxParked.Store(false)
@@ -241,6 +250,9 @@ func (e *Endpoint) rxLoop() {
 			}
 		} else {
 			e.rxTok.Lock()
+			if e.idleWork.Load() {
+				e.idle(b)
+			}
 			err = e.readBatch(b, nil, e.readConn)
 		}
 		if err != nil {
@@ -413,6 +425,18 @@ func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *mailbox.Waiter
 		}
 	}
 	clear(in)
+	e.flush(b)
+}
+
+// idle lets the core do the work it put off the path of messages (see
+// core.Idle): called when the endpoint has nothing to read.
+func (e *Endpoint) idle(b *txBatch) {
+	e.mu.Lock()
+	if !e.closed {
+		e.core.Idle(e.now(), &e.out)
+		e.settle(b)
+	}
+	e.mu.Unlock()
 	e.flush(b)
 }
 

@@ -65,6 +65,10 @@ type Core struct {
 	rxPkt      wire.Packet
 	rx         rxPacket
 	ackScratch [wire.MaxAcks]wire.AckEntry
+	// Work put off the path of messages until Idle (idle.go).
+	lateAcks  []lateAck
+	lateFrees []*rpc
+	spare     *Message
 
 	// The RESEND budget (see resendq.go): peers with RPCs waiting for a
 	// slot, the timer that serves them, and what is left of the budget
@@ -300,6 +304,7 @@ func (c *Core) Close(now time.Duration, out *Output) {
 		return
 	}
 	c.begin(now, out)
+	c.runLate()
 	// Acknowledge every client RPC, finished or not, so that servers free
 	// them now: a server waiting for an acknowledgment otherwise asks
 	// (NEED_ACK) a port nobody reads, for as long as nothing tells it
@@ -340,6 +345,7 @@ func (c *Core) Tick(now time.Duration, out *Output) (time.Duration, bool) {
 		return 0, false
 	}
 	c.begin(now, out)
+	c.runLate()
 	for t := c.timers.popDue(c.now); t != nil; t = c.timers.popDue(c.now) {
 		switch {
 		case t.rpc != nil:

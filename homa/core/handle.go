@@ -141,7 +141,7 @@ func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 		return
 	}
 	if d.Ack.ClientID != 0 && d.SenderID&1 == 0 {
-		c.acked(src, d.Ack) // a client's piggybacked acknowledgment
+		c.deferAck(src, d.Ack) // a client's piggybacked acknowledgment (idle.go)
 	}
 	r := c.lookup(&d.Common, src)
 	if r == nil {
@@ -239,7 +239,8 @@ func (c *Core) completeIn(r *rpc) {
 	r.parked = false
 	old := r.in.mem
 	data, backing, mem := r.in.take(c.bufs)
-	m := &Message{ID: r.id, Peer: r.peerAddrPort(), Data: data, backing: backing, pool: c.bufs}
+	m := c.newMessage()
+	*m = Message{ID: r.id, Peer: r.peerAddrPort(), Data: data, backing: backing, pool: c.bufs}
 	if r.isClient() {
 		// The server had the whole request, so the RPC is over here;
 		// the server may forget it once told. The response is the
@@ -256,7 +257,7 @@ func (c *Core) completeIn(r *rpc) {
 			c.timers.arm(&p.timer, c.at(p.acksSince+1))
 		}
 		c.out.Messages = append(c.out.Messages, m)
-		c.freeClient(r)
+		c.freeClientLater(r)
 		return
 	}
 	// The request counts against memory until the application takes it.
