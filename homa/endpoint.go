@@ -273,6 +273,10 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 	if m != nil {
 		e.taken(m)
 	}
+	var more time.Duration // a response takes longer the longer the request
+	if id != 0 && m == nil && err == nil {
+		more = time.Duration(e.core.RequestLength(id)) * dueSpinPerByte
+	}
 	e.mu.Unlock()
 	if m != nil || err != nil {
 		e.putWaiter(w)
@@ -281,7 +285,7 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 		}
 		return m, shellErr(err)
 	}
-	return e.wait(ctx, w, id != 0)
+	return e.wait(ctx, w, id != 0, more)
 }
 
 // received is what Recv returns for a message from a waiter's channel

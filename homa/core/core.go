@@ -277,6 +277,15 @@ func (c *Core) Delivered(peer netip.Addr, id uint64) {
 	}
 }
 
+// RequestLength is the length of client RPC id's request (0: no such
+// RPC).
+func (c *Core) RequestLength(id uint64) int {
+	if r := c.clients[id]; r != nil {
+		return int(r.out.length)
+	}
+	return 0
+}
+
 // Abort ends the client RPC id and returns the failure to hand to a
 // goroutine waiting for it, if any (the core hands it to no one itself).
 // The server is not told.
