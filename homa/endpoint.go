@@ -273,9 +273,9 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 	if m != nil {
 		e.taken(m)
 	}
-	var more time.Duration // a response takes longer the longer the request
+	request := 0 // how long a request the response answers (see Polling)
 	if id != 0 && m == nil && err == nil {
-		more = time.Duration(e.core.RequestLength(id)) * dueSpinPerByte
+		request = e.core.RequestLength(id)
 	}
 	e.mu.Unlock()
 	if m != nil || err != nil {
@@ -285,7 +285,7 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 		}
 		return m, shellErr(err)
 	}
-	return e.wait(ctx, w, id != 0, more)
+	return e.wait(ctx, w, id != 0, request)
 }
 
 // received is what Recv returns for a message from a waiter's channel

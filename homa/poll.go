@@ -123,12 +123,15 @@ func (s *spinBudget) init(cfg Config, conn netio.Conn) {
 }
 
 // budget is how long a reader spins now, after each sign of activity;
-// due says it waits for the response of an RPC it sent.
-func (s *spinBudget) budget(due bool) time.Duration {
+// due says it waits for the response of an RPC it sent, whose request
+// was request bytes long.
+func (s *spinBudget) budget(due bool, request int) time.Duration {
 	switch {
 	case s.mode == PollNever:
 		return 0
-	case s.mode == PollAlways, due:
+	case due:
+		return s.max + time.Duration(request)*dueSpinPerByte
+	case s.mode == PollAlways:
 		return s.max
 	}
 	if s.score.Load() >= 0 {

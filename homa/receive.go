@@ -29,9 +29,9 @@ import (
 // take rxTok: at once when it is free, or from the background reader,
 // which gives it up when woken (only the holder of rxTok ever parks on
 // the socket, so a wake-up always reaches the goroutine that needs it).
-// due says w waits for the response of an RPC it sent (see Polling), and
-// more how much longer than PollDuration it spins for it.
-func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool, more time.Duration) (*Message, error) {
+// due says w waits for the response of an RPC it sent, whose request
+// was request bytes long (see Polling).
+func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool, request int) (*Message, error) {
 	var stop func() bool // unregisters the wake-up on ctx, once registered
 	defer func() {
 		if stop != nil {
@@ -39,7 +39,7 @@ func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool, more t
 		}
 	}()
 	if ctx.Err() == nil && e.poller != nil && e.takeToken(w) {
-		if m, ok := e.read(ctx, w, due, more, &stop); ok {
+		if m, ok := e.read(ctx, w, due, request, &stop); ok {
 			e.putWaiter(w)
 			return received(m)
 		}
@@ -100,7 +100,7 @@ const stealSpins = 1000
 // releases it. It reports whether it received what was sent on w.C (a
 // message, or nil when the endpoint closed); if not, ctx ended, or the
 // Conn cannot be woken and the reader stepped aside after spinning.
-func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, more time.Duration, stop *func() bool) (*Message, bool) {
+func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, request int, stop *func() bool) (*Message, bool) {
 	e.appReading.Store(true)
 	b := e.getBatch()
 	defer func() {
@@ -113,7 +113,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, more t
 		}
 	}()
 	for {
-		if m, ok := e.spinRead(ctx, w, due, more, b); ok {
+		if m, ok := e.spinRead(ctx, w, due, request, b); ok {
 			return m, true
 		}
 		if ctx.Err() != nil || e.isClosed() || e.waker == nil {
@@ -168,13 +168,10 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, more t
 // whose response this one just sent) waits for the runtime's periodic
 // network poll instead of the packet. On the in-memory network, whose
 // packets goroutines of this process deliver, it yields at every turn.
-func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, more time.Duration, b *txBatch) (*Message, bool) {
-	budget := e.spin.budget(due)
+func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, request int, b *txBatch) (*Message, bool) {
+	budget := e.spin.budget(due, request)
 	if budget <= 0 {
 		return nil, false
-	}
-	if due {
-		budget += more
 	}
 	deadline := e.now() + budget
 	var turn uint32
