@@ -58,6 +58,9 @@ func (c *Core) runLateAcks() {
 func (c *Core) freeClientLater(r *rpc) {
 	c.detach(r)
 	delete(c.clients, r.id)
+	if h := r.out.hold; h != nil && h.pool == nil {
+		c.releaseOut(&r.out) // the caller of SendBorrowed watches the Hold
+	}
 	if len(c.lateFrees) == maxLateFrees {
 		c.runLateFrees()
 	}
