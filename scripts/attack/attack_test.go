@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/homa-go/homa/internal/homabin"
 )
 
 // TestAttacks runs a small version of every scenario against a real
@@ -22,10 +24,11 @@ func TestAttacks(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bin, err := build(ctx, t.TempDir(), testWriter{t})
+	bin, remove, err := homabin.Build(ctx, testWriter{t})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer remove()
 	goroutines := runtime.NumGoroutine()
 	o := &options{
 		homa:      bin,

@@ -32,14 +32,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/homa-go/homa/internal/homabin"
 )
 
 // options are the command's flags.
@@ -84,16 +84,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	if o.homa == "" {
-		dir, err := os.MkdirTemp("", "homa-attack-")
+		bin, remove, err := homabin.Build(ctx, stderr)
 		if err != nil {
 			fmt.Fprintf(stderr, "attack: %v\n", err)
 			return 1
 		}
-		defer os.RemoveAll(dir)
-		if o.homa, err = build(ctx, dir, stderr); err != nil {
-			fmt.Fprintf(stderr, "attack: %v\n", err)
-			return 1
-		}
+		defer remove()
+		o.homa = bin
 	}
 	results := scenarios(ctx, o, stderr)
 	writeTable(stdout, o, results)
@@ -151,20 +148,6 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, errors.New("--after must not be negative and --timeout must be positive")
 	}
 	return o, nil
-}
-
-// homaPackage is the command attacked, built when --homa is not given.
-const homaPackage = "github.com/homa-go/homa/cmd/homa"
-
-// build compiles the homa command into dir.
-func build(ctx context.Context, dir string, stderr io.Writer) (string, error) {
-	bin := filepath.Join(dir, "homa")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, homaPackage)
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build %s (run attack inside the module): %w", homaPackage, err)
-	}
-	return bin, nil
 }
 
 // result is one scenario's row.

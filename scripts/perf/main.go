@@ -28,12 +28,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/homa-go/homa/internal/homabin"
 )
 
 // options are the command's flags.
@@ -72,14 +73,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	homa := o.homa
 	if homa == "" {
-		dir, err := os.MkdirTemp("", "homa-perf-")
+		bin, remove, err := homabin.Build(ctx, stderr)
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
-		if homa, err = build(ctx, dir, stderr); err != nil {
-			return err
-		}
+		defer remove()
+		homa = bin
 	}
 	plan := newPlan(o)
 	started := time.Now()
@@ -129,17 +128,6 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return o, nil
-}
-
-// build compiles ./cmd/homa into dir.
-func build(ctx context.Context, dir string, stderr io.Writer) (string, error) {
-	bin := filepath.Join(dir, "homa")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/homa")
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/homa (run perf from the module's root): %w", err)
-	}
-	return bin, nil
 }
 
 // A measurement is one homa bench run and the figures read from it.

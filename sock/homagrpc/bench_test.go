@@ -17,6 +17,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/internal/socktest"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/homagrpc"
 )
@@ -33,34 +34,18 @@ func (benchService) UnaryCall(_ context.Context, req *testpb.SimpleRequest) (*te
 // benchSize is the payload of the benchmark's requests and responses.
 const benchSize = 100
 
-// homaConfigs are the socket configurations the benchmarks run over:
-// both transports with the engine's default receive path, which
-// busy-polls the socket for 50 µs before parking, and with polling off
-// (PollDuration -1), which costs a wake-up per message but no CPU while
-// waiting; on a machine whose CPUs are all busy, spinning takes the CPU
-// the other end needs.
-var homaConfigs = []struct {
-	name string
-	cfg  sock.Config
-}{
-	{"homa-udp", sock.Config{Transport: sock.UDP}},
-	{"homa-raw", sock.Config{Transport: sock.Raw}},
-	{"homa-udp-nopoll", sock.Config{Transport: sock.UDP, PollDuration: -1}},
-	{"homa-raw-nopoll", sock.Config{Transport: sock.Raw, PollDuration: -1}},
-}
-
 // BenchmarkUnaryCall measures the round trip of one call at a time
 // through the same protoc-generated stub (grpc.testing.TestService
 // UnaryCall, 100-byte payloads each way) over Homa (UDP encapsulation,
 // and raw IP when the process may, each with and without polling; see
-// homaConfigs) and over grpc-go on a TCP loopback connection, in one
+// socktest.BenchConfigs) and over grpc-go on a TCP loopback connection, in one
 // run, and reports the median and 99th percentile.
 //
 //	go test -run '^$' -bench UnaryCall -benchtime 20000x ./sock/homagrpc
 func BenchmarkUnaryCall(b *testing.B) {
-	for _, tc := range homaConfigs {
-		b.Run(tc.name, func(b *testing.B) {
-			c, stop := startHoma(b, &tc.cfg)
+	for _, tc := range socktest.BenchConfigs {
+		b.Run(tc.Name, func(b *testing.B) {
+			c, stop := startHoma(b, &tc.Cfg)
 			defer stop()
 			benchUnary(b, c)
 		})
@@ -88,7 +73,7 @@ func startHoma(b *testing.B, cfg *sock.Config) (testpb.TestServiceClient, func()
 // tryStartHoma serves benchService over Homa on loopback and returns a
 // generated client of it and the function that stops both.
 func tryStartHoma(cfg *sock.Config) (testpb.TestServiceClient, func(), error) {
-	s, err := openFree("127.0.0.1", 27520, cfg)
+	s, err := socktest.OpenFree("127.0.0.1", 27520, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -199,14 +184,14 @@ func BenchmarkUnaryCallInterleaved(b *testing.B) {
 			return err
 		}
 	}
-	for _, tc := range homaConfigs {
-		c, stop, err := tryStartHoma(&tc.cfg)
+	for _, tc := range socktest.BenchConfigs {
+		c, stop, err := tryStartHoma(&tc.Cfg)
 		if err != nil {
-			b.Logf("leaving out %s: %v", tc.name, err)
+			b.Logf("leaving out %s: %v", tc.Name, err)
 			continue
 		}
 		defer stop()
-		protos = append(protos, &proto{name: tc.name, call: unary(c)})
+		protos = append(protos, &proto{name: tc.Name, call: unary(c)})
 	}
 	for _, tc := range []struct {
 		name string
@@ -270,7 +255,7 @@ func BenchmarkUnaryCallInterleaved(b *testing.B) {
 // startSockEcho runs a bare Homa echo on loopback and returns a function
 // making one call of the size of a framed benchmark call.
 func startSockEcho(cfg *sock.Config) (func() error, func(), error) {
-	s, err := openFree("127.0.0.1", 27620, cfg)
+	s, err := socktest.OpenFree("127.0.0.1", 27620, cfg)
 	if err != nil {
 		return nil, nil, err
 	}

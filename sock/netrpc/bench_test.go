@@ -9,37 +9,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/internal/socktest"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"
 )
 
-// homaConfigs are the socket configurations the benchmarks run over:
-// both transports with the engine's default receive path, which
-// busy-polls the socket for 50 µs before parking, and with polling off
-// (PollDuration -1), which costs a wake-up per message but no CPU while
-// waiting; on a machine whose CPUs are all busy, spinning takes the CPU
-// the other end needs.
-var homaConfigs = []struct {
-	name string
-	cfg  sock.Config
-}{
-	{"homa-udp", sock.Config{Transport: sock.UDP}},
-	{"homa-raw", sock.Config{Transport: sock.Raw}},
-	{"homa-udp-nopoll", sock.Config{Transport: sock.UDP, PollDuration: -1}},
-	{"homa-raw-nopoll", sock.Config{Transport: sock.Raw, PollDuration: -1}},
-}
-
 // BenchmarkCall measures the round trip of one net/rpc call at a time
 // (Arith.Multiply, a few bytes each way) from the same client code over
-// Homa (see homaConfigs; raw IP only when the process may) and over
+// Homa (see socktest.BenchConfigs; raw IP only when the process may) and over
 // net/rpc's own gob codec on a TCP loopback connection, in one run, and
 // reports the median and 99th percentile.
 //
 //	go test -run '^$' -bench 'Call$' -benchtime 20000x ./sock/netrpc
 func BenchmarkCall(b *testing.B) {
-	for _, tc := range homaConfigs {
-		b.Run(tc.name, func(b *testing.B) {
-			c, stop, err := startHoma(&tc.cfg)
+	for _, tc := range socktest.BenchConfigs {
+		b.Run(tc.Name, func(b *testing.B) {
+			c, stop, err := startHoma(&tc.Cfg)
 			if errors.Is(err, sock.ErrPermission) {
 				b.Skipf("skipping: %v", err)
 			}
@@ -71,14 +56,14 @@ func BenchmarkCallInterleaved(b *testing.B) {
 		rtts []time.Duration
 	}
 	var protos []*proto
-	for _, tc := range homaConfigs {
-		c, stop, err := startHoma(&tc.cfg)
+	for _, tc := range socktest.BenchConfigs {
+		c, stop, err := startHoma(&tc.Cfg)
 		if err != nil {
-			b.Logf("leaving out %s: %v", tc.name, err)
+			b.Logf("leaving out %s: %v", tc.Name, err)
 			continue
 		}
 		defer stop()
-		protos = append(protos, &proto{name: tc.name, c: c})
+		protos = append(protos, &proto{name: tc.Name, c: c})
 	}
 	c, stop := startTCP(b)
 	defer stop()
@@ -127,7 +112,7 @@ func BenchmarkCallInterleaved(b *testing.B) {
 // startHoma serves Arith with Serve on loopback and returns a client of
 // it and the function that stops both.
 func startHoma(cfg *sock.Config) (*rpc.Client, func(), error) {
-	s, err := openFree("127.0.0.1", 27450, cfg)
+	s, err := socktest.OpenFree("127.0.0.1", 27450, cfg)
 	if err != nil {
 		return nil, nil, err
 	}

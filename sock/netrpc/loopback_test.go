@@ -2,79 +2,25 @@ package netrpc_test
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 	"net/rpc"
 	"runtime"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/homa-go/homa/internal/socktest"
 
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"
 )
 
-// openServer opens a server socket on host at the first free port from
-// base, or skips the test when the configuration needs what the process
-// or the kernel lacks.
-func openServer(tb testing.TB, host string, base uint16, cfg *sock.Config) *sock.Socket {
-	tb.Helper()
-	s, err := openFree(host, base, cfg)
-	switch {
-	case errors.Is(err, sock.ErrPermission):
-		tb.Skipf("skipping: raw Homa sockets need CAP_NET_RAW (run as root): %v", err)
-	case errors.Is(err, sock.ErrNoKernelHoma):
-		tb.Skipf("skipping: the kernel has no Homa module: %v", err)
-	case err != nil:
-		tb.Fatal(err)
-	}
-	return s
-}
-
-// openFree opens a server socket on host at the first free port of the
-// hundred from base.
-func openFree(host string, base uint16, cfg *sock.Config) (*sock.Socket, error) {
-	addr := netip.MustParseAddr(host)
-	for port := base; port < base+100; port++ {
-		s, err := sock.Open(netip.AddrPortFrom(addr, port), cfg)
-		if !errors.Is(err, sock.ErrPortInUse) {
-			return s, err
-		}
-	}
-	return nil, fmt.Errorf("no free Homa port in %d..%d: %w", base, base+99, sock.ErrPortInUse)
-}
-
-// waitGoroutines fails the test unless the number of goroutines falls to
-// at most n within a few seconds.
-func waitGoroutines(t *testing.T, n int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > n {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines after Close, want at most %d:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Real sockets on loopback, on every transport and backend this host
 // offers: calls work, and closing both ends leaves no goroutine behind.
 func TestLoopback(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		host string
-		cfg  sock.Config
-	}{
-		{"udp4", "127.0.0.1", sock.Config{Transport: sock.UDP}},
-		{"udp6", "::1", sock.Config{Transport: sock.UDP}},
-		{"raw4", "127.0.0.1", sock.Config{Transport: sock.Raw}},
-		{"raw6", "::1", sock.Config{Transport: sock.Raw}},
-		{"kernel", "127.0.0.1", sock.Config{Backend: sock.Kernel}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range socktest.Loopbacks {
+		t.Run(tc.Name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
-			server := openServer(t, tc.host, 27410, &tc.cfg)
+			server := socktest.OpenServer(t, tc.Host, 27410, &tc.Cfg)
 			srv := rpc.NewServer()
 			if err := srv.Register(new(Arith)); err != nil {
 				t.Fatal(err)
@@ -82,7 +28,7 @@ func TestLoopback(t *testing.T) {
 			var wg sync.WaitGroup
 			wg.Go(func() { netrpc.Serve(srv, server) })
 
-			c, err := netrpc.Dial(server.LocalAddr(), &tc.cfg)
+			c, err := netrpc.Dial(server.LocalAddr(), &tc.Cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +53,7 @@ func TestLoopback(t *testing.T) {
 				t.Errorf("server Close: %v", err)
 			}
 			wg.Wait()
-			waitGoroutines(t, before)
+			socktest.WaitGoroutines(t, before)
 		})
 	}
 }

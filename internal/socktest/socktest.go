@@ -1,0 +1,90 @@
+// Package socktest holds what the tests of the layers above package sock
+// share when they run on real sockets: every transport and backend of
+// the host, servers opened at a free port, and a check that no goroutine
+// outlives a test.
+package socktest
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/homa-go/homa/sock"
+)
+
+// Loopback is one way to run a socket on loopback.
+type Loopback struct {
+	Name string
+	Host string
+	Cfg  sock.Config
+}
+
+// Loopbacks are every transport and backend, over IPv4 and IPv6; those
+// the host cannot offer are skipped by OpenServer.
+var Loopbacks = []Loopback{
+	{"udp4", "127.0.0.1", sock.Config{Transport: sock.UDP}},
+	{"udp6", "::1", sock.Config{Transport: sock.UDP}},
+	{"raw4", "127.0.0.1", sock.Config{Transport: sock.Raw}},
+	{"raw6", "::1", sock.Config{Transport: sock.Raw}},
+	{"kernel", "127.0.0.1", sock.Config{Backend: sock.Kernel}},
+}
+
+// OpenServer opens a server socket on host at the first free port of
+// the hundred from base, or skips the test when the configuration needs
+// what the process or the kernel lacks.
+func OpenServer(tb testing.TB, host string, base uint16, cfg *sock.Config) *sock.Socket {
+	tb.Helper()
+	s, err := OpenFree(host, base, cfg)
+	switch {
+	case errors.Is(err, sock.ErrPermission):
+		tb.Skipf("skipping: raw Homa sockets need CAP_NET_RAW (run as root): %v", err)
+	case errors.Is(err, sock.ErrNoKernelHoma):
+		tb.Skipf("skipping: the kernel has no Homa module: %v", err)
+	case err != nil:
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// OpenFree opens a server socket on host at the first free port of the
+// hundred from base.
+func OpenFree(host string, base uint16, cfg *sock.Config) (*sock.Socket, error) {
+	addr := netip.MustParseAddr(host)
+	for port := base; port < base+100; port++ {
+		s, err := sock.Open(netip.AddrPortFrom(addr, port), cfg)
+		if !errors.Is(err, sock.ErrPortInUse) {
+			return s, err
+		}
+	}
+	return nil, fmt.Errorf("no free Homa port in %d..%d: %w", base, base+99, sock.ErrPortInUse)
+}
+
+// WaitGoroutines fails the test unless the number of goroutines falls
+// to at most n within a few seconds.
+func WaitGoroutines(t testing.TB, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines left, want at most %d:\n%s", runtime.NumGoroutine(), n, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// BenchConfigs are the socket configurations benchmarks run over on
+// 127.0.0.1: both transports with the engine's default receive path,
+// which spins on the socket for 50 µs before parking, and with spinning
+// off (PollDuration -1), which costs a wake-up per message but no CPU
+// while waiting; on a machine whose CPUs are all busy, spinning takes
+// the CPU the other end needs.
+var BenchConfigs = []Loopback{
+	{"homa-udp", "127.0.0.1", sock.Config{Transport: sock.UDP}},
+	{"homa-raw", "127.0.0.1", sock.Config{Transport: sock.Raw}},
+	{"homa-udp-nopoll", "127.0.0.1", sock.Config{Transport: sock.UDP, PollDuration: -1}},
+	{"homa-raw-nopoll", "127.0.0.1", sock.Config{Transport: sock.Raw, PollDuration: -1}},
+}
