@@ -17,6 +17,7 @@ package homa
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -62,19 +63,25 @@ type Endpoint struct {
 	rxBlocked  *mailbox.Waiter // a goroutine in Recv parked reading the socket (under mu)
 	appReading atomic.Bool     // an application goroutine holds rxTok
 	rxParked   atomic.Bool     // the background reader is parked on the socket, holding rxTok
+	idleWork   atomic.Bool     // the core has work for idle (set under mu)
 	stealing   atomic.Int32    // goroutines in Recv waking the background reader for rxTok
 	lastRead   atomic.Int64    // when a goroutine in Recv last stopped reading (e.now)
-	// rxIdle is set while the background reader waits for the goroutine
-	// in Recv that reads to stop; that goroutine then signals readerLeft.
+	// The background reader waits for the goroutines in Recv to leave
+	// the socket alone for readerGrace (see rxLoop): rxIdle is set while
+	// it waits, and the grace timer (armed while graceArmed) tells it
+	// through readerLeft when they have.
 	rxIdle     atomic.Bool
+	graceArmed atomic.Bool
+	grace      *time.Timer
 	readerLeft chan struct{}
-	// readerWakeups counts the background reader's timed waits that
-	// ended (see readerWait): none while the endpoint is idle.
+	// readerWakeups counts the grace timer's firings: none while the
+	// endpoint is idle.
 	readerWakeups atomic.Uint64
 	spin          spinBudget
 
 	io      ioCounters
 	batches sync.Pool // *txBatch
+	spare   atomic.Pointer[txBatch]
 	waiters sync.Pool // *mailbox.Waiter
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -102,6 +109,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 		IPv6:    !is4,
 		FirstID: core.FirstID(now.UnixMicro()),
 		Buffers: pool{},
+		Seed:    rand.Uint64(),
 	}, cfg.coreConfig())
 	e.poller, _ = conn.(netio.Poller)
 	if e.poller != nil {
@@ -111,6 +119,8 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	e.spin.init(cfg, conn)
 	e.lastRead.Store(-int64(time.Hour)) // no goroutine in Recv has read yet
 	e.readerLeft = make(chan struct{}, 1)
+	e.grace = time.AfterFunc(time.Hour, e.graceEnded)
+	e.grace.Stop()
 	e.timer = time.NewTimer(time.Hour)
 	e.timer.Stop()
 	e.wg.Add(2)
@@ -174,7 +184,7 @@ func (e *Endpoint) send(dst netip.AddrPort, data []byte, cookie uint64, owned bo
 	if e.closed {
 		e.mu.Unlock()
 		e.disown(buf, owned)
-		e.batches.Put(b)
+		e.putBatch(b)
 		return 0, ErrClosed
 	}
 	id, err := e.core.Send(netip.AddrPortFrom(addr, dst.Port()), buf, cookie, maxPkt, e.now(), &e.out)
@@ -263,6 +273,10 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 	if m != nil {
 		e.taken(m)
 	}
+	request := 0 // how long a request the response answers (see Polling)
+	if id != 0 && m == nil && err == nil {
+		request = e.core.RequestLength(id)
+	}
 	e.mu.Unlock()
 	if m != nil || err != nil {
 		e.putWaiter(w)
@@ -271,7 +285,7 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 		}
 		return m, shellErr(err)
 	}
-	return e.wait(ctx, w, id != 0)
+	return e.wait(ctx, w, id != 0, request)
 }
 
 // received is what Recv returns for a message from a waiter's channel
@@ -300,7 +314,7 @@ func (e *Endpoint) Abort(id uint64) error {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		e.batches.Put(b)
+		e.putBatch(b)
 		return ErrClosed
 	}
 	failure, err := e.core.Abort(id, e.now(), &e.out)
@@ -332,6 +346,7 @@ func (e *Endpoint) settle(b *txBatch) {
 	e.wakeBlocked()
 	b.take(&e.out)
 	e.out.Reset()
+	e.idleWork.Store(e.core.IdleWork())
 	if e.closed {
 		return
 	}
@@ -389,6 +404,7 @@ func (e *Endpoint) Close() error {
 	e.mu.Unlock()
 	e.sendBatch(b)
 	close(e.done)
+	e.grace.Stop()
 	err := e.conn.Close()
 	e.wg.Wait()
 	return err
@@ -402,6 +418,10 @@ func (e *Endpoint) HandlePacket(pkt []byte, src netip.Addr) {
 	if !e.closed {
 		e.core.Handle(pkt, src, e.now(), &e.out)
 		e.settle(b)
+		if e.core.IdleWork() {
+			e.core.Idle(e.now(), &e.out) // as if nothing more came
+			e.settle(b)
+		}
 	}
 	e.mu.Unlock()
 	e.sendBatch(b)

@@ -14,14 +14,14 @@ func TestSpinBudget(t *testing.T) {
 	const max = 50 * time.Microsecond
 	var s spinBudget
 	s.init(Config{PollDuration: max, Polling: PollAdaptive}, nil)
-	if b := s.budget(false); b != max {
+	if b := s.budget(false, 0); b != max {
 		t.Fatalf("at first: budget %v, want PollDuration", b)
 	}
 	for range 100 {
 		s.spun(false, true)
 	}
 	s.spun(false, false) // one miss among hits changes nothing
-	if b := s.budget(false); b != max {
+	if b := s.budget(false, 0); b != max {
 		t.Fatalf("while spinning pays: budget %v, want PollDuration", b)
 	}
 	for range 20 {
@@ -29,7 +29,7 @@ func TestSpinBudget(t *testing.T) {
 	}
 	spins := 0
 	for range 10 * probeEvery {
-		if b := s.budget(false); b != 0 {
+		if b := s.budget(false, 0); b != 0 {
 			if b != probeLength*max {
 				t.Fatalf("probe budget %v, want %d x PollDuration", b, probeLength)
 			}
@@ -42,11 +42,11 @@ func TestSpinBudget(t *testing.T) {
 	}
 	// Probes that pay bring spinning back.
 	for range 100 * probeEvery {
-		if s.budget(false) != 0 {
+		if s.budget(false, 0) != 0 {
 			s.spun(false, true)
 		}
 	}
-	if b := s.budget(false); b != max {
+	if b := s.budget(false, 0); b != max {
 		t.Fatalf("after paying probes: budget %v, want PollDuration", b)
 	}
 	// A reader waiting for a response spins whatever the score, and
@@ -55,7 +55,7 @@ func TestSpinBudget(t *testing.T) {
 		s.spun(false, false)
 	}
 	for range 20 {
-		if b := s.budget(true); b != max {
+		if b := s.budget(true, 0); b != max {
 			t.Fatalf("waiting for a response: budget %v, want PollDuration", b)
 		}
 		s.spun(true, true)
@@ -63,17 +63,25 @@ func TestSpinBudget(t *testing.T) {
 	if s.score.Load() >= 0 {
 		t.Fatal("spins waiting for responses moved the score")
 	}
+	// The longer the request, the longer the server's work on it: a
+	// client spins longer for its response.
+	if b := s.budget(true, 1_000_000); b != max+time.Millisecond {
+		t.Fatalf("waiting for the response to 1 MB: budget %v, want PollDuration + 1 ms", b)
+	}
 	s.init(Config{PollDuration: max}, nil) // the default: PollAlways
 	for range 20 {
 		s.spun(false, false)
 	}
-	if b := s.budget(false); b != max {
+	if b := s.budget(false, 0); b != max {
 		t.Fatalf("PollAlways: budget %v", b)
+	}
+	if b := s.budget(true, 2000); b != max+2*time.Microsecond {
+		t.Fatalf("PollAlways, waiting for the response to 2,000 bytes: budget %v", b)
 	}
 	for _, cfg := range []Config{{PollDuration: max, Polling: PollNever}, {PollDuration: -1}} {
 		s.init(cfg, nil)
 		s.spun(false, true)
-		if b := s.budget(false); b != 0 {
+		if b := s.budget(false, 0); b != 0 {
 			t.Fatalf("%+v: budget %v, want none", cfg, b)
 		}
 	}

@@ -29,8 +29,9 @@ import (
 // take rxTok: at once when it is free, or from the background reader,
 // which gives it up when woken (only the holder of rxTok ever parks on
 // the socket, so a wake-up always reaches the goroutine that needs it).
-// due says w waits for the response of an RPC it sent (see Polling).
-func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool) (*Message, error) {
+// due says w waits for the response of an RPC it sent, whose request
+// was request bytes long (see Polling).
+func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool, request int) (*Message, error) {
 	var stop func() bool // unregisters the wake-up on ctx, once registered
 	defer func() {
 		if stop != nil {
@@ -38,7 +39,7 @@ func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool) (*Mess
 		}
 	}()
 	if ctx.Err() == nil && e.poller != nil && e.takeToken(w) {
-		if m, ok := e.read(ctx, w, due, &stop); ok {
+		if m, ok := e.read(ctx, w, due, request, &stop); ok {
 			e.putWaiter(w)
 			return received(m)
 		}
@@ -99,23 +100,20 @@ const stealSpins = 1000
 // releases it. It reports whether it received what was sent on w.C (a
 // message, or nil when the endpoint closed); if not, ctx ended, or the
 // Conn cannot be woken and the reader stepped aside after spinning.
-func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, stop *func() bool) (*Message, bool) {
+func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, request int, stop *func() bool) (*Message, bool) {
 	e.appReading.Store(true)
 	b := e.getBatch()
 	defer func() {
-		e.batches.Put(b)
+		e.putBatch(b)
 		e.lastRead.Store(int64(e.now()))
 		e.appReading.Store(false)
 		e.rxTok.Unlock()
 		if e.rxIdle.Load() {
-			select {
-			case e.readerLeft <- struct{}{}:
-			default:
-			}
+			e.armGrace(readerGrace)
 		}
 	}()
 	for {
-		if m, ok := e.spinRead(ctx, w, due, b); ok {
+		if m, ok := e.spinRead(ctx, w, due, request, b); ok {
 			return m, true
 		}
 		if ctx.Err() != nil || e.isClosed() || e.waker == nil {
@@ -133,6 +131,9 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, stop *
 		e.mu.Unlock()
 		if *stop == nil && ctx.Done() != nil {
 			*stop = context.AfterFunc(ctx, e.waker.Wake)
+		}
+		if e.idleWork.Load() {
+			e.idle(b)
 		}
 		e.allocRx()
 		n, err := e.readConn(e.rxPkts)
@@ -167,12 +168,12 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, stop *
 // whose response this one just sent) waits for the runtime's periodic
 // network poll instead of the packet. On the in-memory network, whose
 // packets goroutines of this process deliver, it yields at every turn.
-func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, b *txBatch) (*Message, bool) {
-	budget := e.spin.budget(due)
+func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, request int, b *txBatch) (*Message, bool) {
+	budget := e.spin.budget(due, request)
 	if budget <= 0 {
 		return nil, false
 	}
-	deadline := time.Now().Add(budget)
+	deadline := e.now() + budget
 	var turn uint32
 	for {
 		select {
@@ -186,15 +187,18 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, b 
 		switch {
 		case n > 0:
 			e.process(e.rxPkts[:n], b, w)
-			deadline = time.Now().Add(budget)
+			deadline = e.now() + budget
 			continue
 		case err != nil && (errors.Is(err, net.ErrClosed) || e.isClosed()):
 			return nil, false
 		case ctx.Err() != nil:
 			return nil, false
-		case time.Now().After(deadline):
+		case e.now() > deadline:
 			e.spin.spun(due, false)
 			return nil, false
+		}
+		if e.idleWork.Load() {
+			e.idle(b)
 		}
 		if turn++; turn%e.spin.yieldEvery == 0 {
 			runtime.Gosched()
@@ -213,24 +217,11 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, b 
 func (e *Endpoint) rxLoop() {
 	defer e.wg.Done()
 	b := &txBatch{}
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	defer t.Stop()
 	for {
 		var err error
 		if e.poller != nil {
-			if !e.awaitReader() {
+			if !e.awaitReaders() {
 				return
-			}
-			if wait := e.readerWait(); wait > 0 {
-				t.Reset(wait)
-				select {
-				case <-t.C:
-					e.readerWakeups.Add(1)
-				case <-e.done:
-					return
-				}
-				continue
 			}
 			if !e.rxTok.TryLock() {
 				runtime.Gosched()
@@ -242,6 +233,9 @@ func (e *Endpoint) rxLoop() {
 					return
 				}
 				continue
+			}
+			if e.idleWork.Load() {
+				e.idle(b)
 			}
 			e.rxParked.Store(true)
 			err = e.poller.WaitReadable()
@@ -257,6 +251,9 @@ func (e *Endpoint) rxLoop() {
 			}
 		} else {
 			e.rxTok.Lock()
+			if e.idleWork.Load() {
+				e.idle(b)
+			}
 			err = e.readBatch(b, nil, e.readConn)
 		}
 		if err != nil {
@@ -268,26 +265,62 @@ func (e *Endpoint) rxLoop() {
 	}
 }
 
-// awaitReader waits, while a goroutine in Recv reads, until it stops
-// (it may park on the socket for as long as no request comes: waiting
-// with a timer would wake an idle endpoint every readerGrace). It
-// reports false when the endpoint closed. The flag and the reader's
-// appReading are each written before the other is read, so either the
-// reader sees rxIdle and signals, or this sees it gone.
-func (e *Endpoint) awaitReader() bool {
-	if !e.appReading.Load() {
+// awaitReaders waits until the goroutines in Recv have left the socket
+// alone for readerGrace. It does not poll: the grace timer tells it,
+// armed by the last goroutine to stop reading, or here when none reads
+// (one reading may park on the socket for as long as no request comes,
+// and then nothing wakes). It reports false when the endpoint closed.
+// rxIdle and appReading are each written before the other is read, so
+// either a goroutine that stops reading sees rxIdle and arms the timer,
+// or this sees it gone.
+func (e *Endpoint) awaitReaders() bool {
+	if e.readerWait() <= 0 {
 		return true
 	}
 	e.rxIdle.Store(true)
 	defer e.rxIdle.Store(false)
-	for e.appReading.Load() {
+	for {
+		wait := e.readerWait()
+		if wait <= 0 {
+			return true
+		}
+		if !e.appReading.Load() {
+			e.armGrace(wait)
+		}
 		select {
 		case <-e.readerLeft:
 		case <-e.done:
 			return false
 		}
 	}
-	return true
+}
+
+// armGrace arms the grace timer to fire in d, unless it is armed.
+func (e *Endpoint) armGrace(d time.Duration) {
+	if !e.graceArmed.Load() && !e.graceArmed.Swap(true) {
+		e.grace.Reset(d)
+	}
+}
+
+// graceEnded runs when the grace timer fires: it tells the background
+// reader that the goroutines in Recv have left the socket alone for
+// readerGrace, or re-arms the timer for the rest of it. While one reads,
+// it leaves the timer to be armed when that one stops: a busy endpoint
+// fires it at most once per readerGrace, an idle one never.
+func (e *Endpoint) graceEnded() {
+	e.readerWakeups.Add(1)
+	e.graceArmed.Store(false)
+	if e.appReading.Load() {
+		return
+	}
+	if wait := e.readerWait(); wait > 0 {
+		e.armGrace(wait)
+		return
+	}
+	select {
+	case e.readerLeft <- struct{}{}:
+	default:
+	}
 }
 
 // readerGrace is how long the background reader leaves the socket to
@@ -393,6 +426,18 @@ func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *mailbox.Waiter
 		}
 	}
 	clear(in)
+	e.flush(b)
+}
+
+// idle lets the core do the work it put off the path of messages (see
+// core.Idle): called when the endpoint has nothing to read.
+func (e *Endpoint) idle(b *txBatch) {
+	e.mu.Lock()
+	if !e.closed {
+		e.core.Idle(e.now(), &e.out)
+		e.settle(b)
+	}
+	e.mu.Unlock()
 	e.flush(b)
 }
 

@@ -24,6 +24,10 @@ type Local struct {
 	FirstID uint64
 	// Buffers supplies packet and message buffers; nil uses the Go heap.
 	Buffers Buffers
+	// Seed keys the hash of the server RPC table, so that peers cannot
+	// choose ids that collide in it: the shell gives a random one. 0
+	// means a fixed seed (tests, simulations).
+	Seed uint64
 }
 
 // Core is the protocol state of one Homa endpoint. See the package
@@ -42,7 +46,7 @@ type Core struct {
 	out  *Output
 
 	clients   map[uint64]*rpc
-	servers   map[serverKey]*rpc
+	servers   servers
 	peers     map[netip.Addr]*peer
 	idlePeers list[peer]
 	freeRPCs  []*rpc
@@ -61,6 +65,10 @@ type Core struct {
 	rxPkt      wire.Packet
 	rx         rxPacket
 	ackScratch [wire.MaxAcks]wire.AckEntry
+	// Work put off the path of messages until Idle (idle.go).
+	lateAcks  []lateAck
+	lateFrees []*rpc
+	spare     *Message
 
 	// The RESEND budget (see resendq.go): peers with RPCs waiting for a
 	// slot, the timer that serves them, and what is left of the budget
@@ -99,7 +107,7 @@ func New(local Local, cfg Config) *Core {
 		bufs:      local.Buffers,
 		nextID:    local.FirstID &^ 1 & idSeqMask,
 		clients:   make(map[uint64]*rpc),
-		servers:   make(map[serverKey]*rpc),
+		servers:   newServers(local.Seed),
 		peers:     make(map[netip.Addr]*peer),
 		seen:      make(map[clientKey]*ack.Seen),
 		solicited: make(map[serverKey]solicitation),
@@ -239,7 +247,7 @@ func (c *Core) Reply(peer netip.Addr, id uint64, data []byte, maxPacket int, now
 	}
 	c.begin(now, out)
 	defer c.end()
-	r := c.servers[serverKey{c.canon(peer), id}]
+	r := c.servers.get(c.canon(peer), id)
 	switch {
 	case r == nil || r.state == stateActive:
 		return ErrUnknownRPC
@@ -262,11 +270,20 @@ func (c *Core) Reply(peer netip.Addr, id uint64, data []byte, maxPacket int, now
 // from peer: its storage is the application's now and no longer counts
 // against the core's memory limits.
 func (c *Core) Delivered(peer netip.Addr, id uint64) {
-	r := c.servers[serverKey{c.canon(peer), id}]
+	r := c.servers.get(c.canon(peer), id)
 	if r != nil && r.state == stateServing {
 		c.charge(r, -r.in.mem)
 		r.in.mem = 0
 	}
+}
+
+// RequestLength is the length of client RPC id's request (0: no such
+// RPC).
+func (c *Core) RequestLength(id uint64) int {
+	if r := c.clients[id]; r != nil {
+		return int(r.out.length)
+	}
+	return 0
 }
 
 // Abort ends the client RPC id and returns the failure to hand to a
@@ -296,6 +313,7 @@ func (c *Core) Close(now time.Duration, out *Output) {
 		return
 	}
 	c.begin(now, out)
+	c.runLate()
 	// Acknowledge every client RPC, finished or not, so that servers free
 	// them now: a server waiting for an acknowledgment otherwise asks
 	// (NEED_ACK) a port nobody reads, for as long as nothing tells it
@@ -314,7 +332,7 @@ func (c *Core) Close(now time.Duration, out *Output) {
 	for _, r := range c.clients {
 		c.freeClient(r)
 	}
-	for _, r := range c.servers {
+	for _, r := range c.servers.all() {
 		c.freeServer(r, false)
 	}
 }
@@ -336,6 +354,7 @@ func (c *Core) Tick(now time.Duration, out *Output) (time.Duration, bool) {
 		return 0, false
 	}
 	c.begin(now, out)
+	c.runLate()
 	for t := c.timers.popDue(c.now); t != nil; t = c.timers.popDue(c.now) {
 		switch {
 		case t.rpc != nil:
@@ -384,7 +403,7 @@ func (c *Core) freeServer(r *rpc, finished bool) {
 	}
 	c.setState(r, stateActive) // leaves the pending count
 	c.leaveIncoming(r)
-	delete(c.servers, serverKey{r.peer.addr, r.id})
+	c.servers.remove(r)
 	c.releasePeer(r.peer)
 	c.recycle(r)
 }

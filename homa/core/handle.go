@@ -117,7 +117,7 @@ func (c *Core) lookup(h *wire.Common, src netip.Addr) *rpc {
 	if id&1 == 0 {
 		r = c.clients[id]
 	} else {
-		r = c.servers[serverKey{src, id}]
+		r = c.servers.get(src, id)
 	}
 	if r == nil || r.peer.addr != src || r.port != h.SrcPort {
 		return nil
@@ -141,7 +141,7 @@ func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 		return
 	}
 	if d.Ack.ClientID != 0 && d.SenderID&1 == 0 {
-		c.acked(src, d.Ack) // a client's piggybacked acknowledgment
+		c.deferAck(src, d.Ack) // a client's piggybacked acknowledgment (idle.go)
 	}
 	r := c.lookup(&d.Common, src)
 	if r == nil {
@@ -206,7 +206,7 @@ func (c *Core) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
 		c.drop(DropUnknownRPC)
 		return nil
 	}
-	if c.servers[serverKey{src, id}] != nil {
+	if c.servers.get(src, id) != nil {
 		// Same host and id from another port: not the sender's RPC.
 		c.drop(DropBadField)
 		return nil
@@ -227,7 +227,7 @@ func (c *Core) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
 	c.holdPeer(p)
 	c.enterIncoming(r)
 	c.stats.ServerRPCsStarted++
-	c.servers[serverKey{src, id}] = r
+	c.servers.add(r)
 	c.armRPC(r, c.at(r.rs.Due(&p.resend)))
 	return r
 }
@@ -239,7 +239,8 @@ func (c *Core) completeIn(r *rpc) {
 	r.parked = false
 	old := r.in.mem
 	data, backing, mem := r.in.take(c.bufs)
-	m := &Message{ID: r.id, Peer: r.peerAddrPort(), Data: data, backing: backing, pool: c.bufs}
+	m := c.newMessage()
+	*m = Message{ID: r.id, Peer: r.peerAddrPort(), Data: data, backing: backing, pool: c.bufs}
 	if r.isClient() {
 		// The server had the whole request, so the RPC is over here;
 		// the server may forget it once told. The response is the
@@ -256,7 +257,7 @@ func (c *Core) completeIn(r *rpc) {
 			c.timers.arm(&p.timer, c.at(p.acksSince+1))
 		}
 		c.out.Messages = append(c.out.Messages, m)
-		c.freeClient(r)
+		c.freeClientLater(r)
 		return
 	}
 	// The request counts against memory until the application takes it.
@@ -290,7 +291,7 @@ func (c *Core) acked(src netip.Addr, a wire.AckEntry) {
 		c.drop(DropOtherPort)
 		return
 	}
-	r := c.servers[serverKey{src, a.ClientID | 1}]
+	r := c.servers.get(src, a.ClientID|1)
 	if r == nil {
 		return
 	}
@@ -445,7 +446,7 @@ func (c *Core) handleUnknown(h *wire.Common, src netip.Addr, id uint64) {
 	if id&1 == 0 {
 		r = c.clients[id]
 	} else {
-		r = c.servers[serverKey{src, id}]
+		r = c.servers.get(src, id)
 	}
 	if r == nil || r.peer.addr != src || r.port != h.SrcPort {
 		if id&1 == 1 {

@@ -66,6 +66,8 @@ type rpc struct {
 	// lru links the RPC into its peer's list of RPCs receiving a message,
 	// least recently active first (evictions take the front).
 	lru links[rpc]
+	// sameKey chains server RPCs whose keys collide in the servers table.
+	sameKey *rpc
 }
 
 func (r *rpc) isClient() bool { return r.id&1 == 0 }

@@ -240,7 +240,7 @@ func (c *Core) Stats() Stats {
 		GrantsDeferred:    k.GrantsDeferred,
 		PeersEvicted:      k.PeersEvicted,
 		ClientRPCs:        len(c.clients),
-		ServerRPCs:        len(c.servers),
+		ServerRPCs:        c.servers.len(),
 		Peers:             len(c.peers),
 		RecvMemory:        c.mem,
 		IncomingRPCs:      c.incoming,

@@ -54,7 +54,7 @@ func (c *Core) unreachable(why Unreachability, quoted []byte, dst netip.Addr) {
 	if len(quoted) >= wire.CommonLen {
 		id := binary.BigEndian.Uint64(quoted[20:])
 		if id&1 == 1 {
-			if r := c.servers[serverKey{dst, id}]; r != nil && r.port == port {
+			if r := c.servers.get(dst, id); r != nil && r.port == port {
 				c.freeServer(r, true)
 			}
 			return

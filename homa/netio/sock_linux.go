@@ -232,27 +232,40 @@ func (c *sockConn) Close() error {
 	return err
 }
 
-// mtuCache remembers the route MTU per destination.
+// mtuCache remembers the route MTU per destination. The entry found
+// last is kept at hand, so that the common case (one peer, or a run of
+// packets to one) takes no lock.
 type mtuCache struct {
-	mu sync.Mutex
-	m  map[netip.Addr]int
+	last atomic.Pointer[mtuEntry]
+	mu   sync.Mutex
+	m    map[netip.Addr]*mtuEntry
+}
+
+type mtuEntry struct {
+	dst netip.Addr
+	mtu int
 }
 
 func (mc *mtuCache) get(dst netip.Addr, zones *zoneCache) int {
+	if e := mc.last.Load(); e != nil && e.dst == dst {
+		return e.mtu
+	}
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
-	if mtu, ok := mc.m[dst]; ok {
-		return mtu
+	e, ok := mc.m[dst]
+	if !ok {
+		mtu, err := routeMTU(dst, zones)
+		if err != nil {
+			return fallbackMTU // not cached: the route may appear later
+		}
+		if mc.m == nil || len(mc.m) >= maxMTUCache {
+			mc.m = make(map[netip.Addr]*mtuEntry)
+		}
+		e = &mtuEntry{dst: dst, mtu: mtu}
+		mc.m[dst] = e
 	}
-	mtu, err := routeMTU(dst, zones)
-	if err != nil {
-		return fallbackMTU // not cached: the route may appear later
-	}
-	if mc.m == nil || len(mc.m) >= maxMTUCache {
-		mc.m = make(map[netip.Addr]int)
-	}
-	mc.m[dst] = mtu
-	return mtu
+	mc.last.Store(e)
+	return e.mtu
 }
 
 // routeMTU asks the kernel for the MTU of the route to dst, through a

@@ -181,6 +181,12 @@ func (e *Endpoint) settle() {
 			e.Inbox = append(e.Inbox, m)
 		}
 	}
+	// The work the core put off until its endpoint has nothing to read:
+	// done at once here (a simulated endpoint reads instantly).
+	if e.Core.IdleWork() {
+		e.Core.Idle(n.now, &e.out)
+		e.settle()
+	}
 }
 
 // transmit puts a packet from src on the network towards host dst.
