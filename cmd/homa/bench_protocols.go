@@ -128,7 +128,7 @@ var protocols = []protocol{
 		loopback: openUDP,
 	},
 	{
-		name: "floor", maxSize: rawfloor.MaxPayload, raw: true,
+		name: "floor", maxSize: rawfloor.MaxMessage, raw: true,
 		desc:     "raw IP protocol 253 ping-pong, both ends busy-polling, no protocol logic (the floor for raw sockets)",
 		loopback: openFloor,
 	},

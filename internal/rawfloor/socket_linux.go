@@ -3,19 +3,15 @@
 package rawfloor
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"net/netip"
+	"unsafe"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
-
-// ipv4HeaderMax is the longest IPv4 header (IHL 15), which a raw IPv4
-// socket returns in front of the payload.
-const ipv4HeaderMax = 60
 
 // socket is one non-blocking raw socket that reads the packets of one
 // Pair and kind, and sends to its own address.
@@ -49,9 +45,16 @@ func openSocket(host netip.Addr, tag, kind uint32) (*socket, error) {
 	return s, nil
 }
 
-// setup filters the socket, binds and connects it to host, and drops
-// whatever it received before the filter was in place.
+// setup sizes the socket's buffers, filters it, binds and connects it
+// to host, and drops whatever it received before the filter was in
+// place.
 func (s *socket) setup(host netip.Addr) error {
+	if err := setBuffer(s.fd, unix.SO_RCVBUFFORCE, unix.SO_RCVBUF); err != nil {
+		return fmt.Errorf("rawfloor: receive buffer: %w", err)
+	}
+	if err := setBuffer(s.fd, unix.SO_SNDBUFFORCE, unix.SO_SNDBUF); err != nil {
+		return fmt.Errorf("rawfloor: send buffer: %w", err)
+	}
 	filter, err := s.filter()
 	if err != nil {
 		return err
@@ -73,6 +76,18 @@ func (s *socket) setup(host netip.Addr) error {
 			return nil // EAGAIN: nothing left
 		}
 	}
+}
+
+// setBuffer asks for a buffer of sockBufBytes with option force, which
+// passes the system's limit (net.core.rmem_max or wmem_max) but needs
+// CAP_NET_ADMIN, and falls back to option plain, which the kernel caps
+// at that limit.
+func setBuffer(fd, force, plain int) error {
+	err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, force, sockBufBytes)
+	if errors.Is(err, unix.EPERM) {
+		err = unix.SetsockoptInt(fd, unix.SOL_SOCKET, plain, sockBufBytes)
+	}
+	return err
 }
 
 func sockaddr(a netip.Addr) unix.Sockaddr {
@@ -117,36 +132,63 @@ func (s *socket) filter() ([]unix.SockFilter, error) {
 	return f, nil
 }
 
-// poll reads one packet without waiting. It returns the packet from the
-// Pair's header on, or false if none was queued or it was not one of
-// ours (which the filter already excludes).
-func (s *socket) poll(buf []byte) ([]byte, bool) {
-	n, err := unix.Read(s.fd, buf)
-	if err != nil || n <= 0 {
-		return nil, false
-	}
-	pkt := buf[:n]
-	if !s.v6 {
-		ihl := int(pkt[0]&0xf) * 4
-		if ihl < 20 || ihl > n {
-			return nil, false
+// recv reads one packet without waiting, scattered over head, body and
+// spill in turn (an empty spill is left out), and returns its length. It
+// returns errBusy if no packet was queued, or errTruncated if the packet
+// was longer than the three buffers together.
+func (s *socket) recv(head, body, spill []byte) (int, error) {
+	var iov [3]unix.Iovec
+	k := 0
+	for _, b := range [...][]byte{head, body, spill} {
+		if len(b) > 0 {
+			iov[k].Base = &b[0]
+			iov[k].SetLen(len(b))
+			k++
 		}
-		pkt = pkt[ihl:]
 	}
-	if len(pkt) < HeaderLen || binary.BigEndian.Uint32(pkt[tagOff:]) != s.tag ||
-		binary.BigEndian.Uint32(pkt[kindOff:]) != s.kind {
-		return nil, false
+	var msg unix.Msghdr
+	msg.Iov = &iov[0]
+	msg.SetIovlen(k)
+	for {
+		n, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&msg)), 0)
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e != 0:
+			return 0, errBusy // EAGAIN, or an error the floor has no use for
+		case msg.Flags&unix.MSG_TRUNC != 0:
+			return 0, errTruncated
+		}
+		return int(n), nil
 	}
-	return pkt, true
 }
 
-// send writes one packet to the connected address.
-func (s *socket) send(pkt []byte) error {
+// send writes one packet, head and then payload, to the connected
+// address. It returns errBusy if the socket has no room for it now.
+func (s *socket) send(head, payload []byte) error {
+	var iov [2]unix.Iovec
+	iov[0].Base = &head[0]
+	iov[0].SetLen(len(head))
+	k := 1
+	if len(payload) > 0 {
+		iov[1].Base = &payload[0]
+		iov[1].SetLen(len(payload))
+		k++
+	}
+	var msg unix.Msghdr
+	msg.Iov = &iov[0]
+	msg.SetIovlen(k)
 	for {
-		_, err := unix.Write(s.fd, pkt)
-		if err != unix.EINTR {
-			return err
+		_, _, e := unix.Syscall(unix.SYS_SENDMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&msg)), 0)
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN, unix.ENOBUFS:
+			return errBusy
 		}
+		return e
 	}
 }
 
