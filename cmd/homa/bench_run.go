@@ -145,9 +145,9 @@ func (r *runner) cpuSince(m *measured, cpu0 time.Duration) error {
 // measured is the outcome of one phase.
 type measured struct {
 	samples []workload.Sample
-	bytes   int64 // request payload of the completed RPCs
-	failed  int   // RPCs that ended in an error
-	dropped int   // arrivals not sent: too many RPCs in flight
+	bytes   int64         // request payload of the completed RPCs
+	failed  int           // RPCs that ended in an error
+	dropped int           // arrivals not sent: too many RPCs in flight
 	elapsed time.Duration // the phase's length; one RPC at a time, the time spent in calls
 	cpu     time.Duration // user+system time of the process
 }
