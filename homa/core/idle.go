@@ -9,7 +9,7 @@ import (
 
 // Work put off the path of a message. Between a request's arrival and
 // its delivery, and between a response's arrival and its delivery, the
-// core does only what the message needs; two things wait until the
+// core does only what the message needs; the rest waits until the
 // shell has nothing to read and calls Idle:
 //
 //   - freeing the server RPCs that the acknowledgments piggybacked on
