@@ -19,6 +19,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,6 +158,52 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 	return e.send(dst, data, cookie, false)
 }
 
+// SendBorrowed is Send without the copy, for a caller that leaves data
+// untouched until the RPC ends (as sock's Call does): the endpoint sends
+// straight from data and never recycles it. Before touching data again
+// the caller calls Wait on the returned Borrow: it returns once nothing
+// reads data any more, which is at once when the response has come (the
+// server had the whole request); after a failure or Abort, packets that
+// point into data may still be on their way to the socket. Requests
+// below core.ZeroCopyMin bytes, which packets copy anyway, are copied.
+func (e *Endpoint) SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64) (uint64, Borrow, error) {
+	if len(data) < core.ZeroCopyMin {
+		id, err := e.send(dst, data, cookie, false)
+		return id, Borrow{}, err
+	}
+	addr, maxPkt, err := e.checkSend(dst, data)
+	if err != nil {
+		return 0, Borrow{}, err
+	}
+	b := e.getBatch()
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		e.putBatch(b)
+		return 0, Borrow{}, ErrClosed
+	}
+	id, h, err := e.core.SendBorrowed(netip.AddrPortFrom(addr, dst.Port()), data, cookie, maxPkt, e.now(), &e.out)
+	if err == nil {
+		e.mb.Expect(id)
+	} else {
+		err = &OpError{Op: "send", Peer: dst, Err: shellErr(err)}
+	}
+	e.settle(b)
+	e.mu.Unlock()
+	e.sendBatch(b)
+	return id, Borrow{h}, err
+}
+
+// Borrow is the endpoint's use of a buffer given to SendBorrowed.
+type Borrow struct{ h *core.Hold }
+
+// Wait returns once the endpoint reads the buffer no more.
+func (b Borrow) Wait() {
+	for b.h != nil && !b.h.Done() {
+		runtime.Gosched()
+	}
+}
+
 // SendOwned is Send without the copy: the endpoint takes data over, sends
 // its bytes straight from it and recycles it into the buffer pool when
 // the RPC ends. The caller must not touch data after the call, unless
@@ -167,17 +214,10 @@ func (e *Endpoint) SendOwned(dst netip.AddrPort, data []byte, cookie uint64) (ui
 }
 
 func (e *Endpoint) send(dst netip.AddrPort, data []byte, cookie uint64, owned bool) (uint64, error) {
-	if len(data) == 0 || len(data) > MaxMessage {
-		return 0, &OpError{Op: "send", Peer: dst, Err: ErrMessageTooLong}
+	addr, maxPkt, err := e.checkSend(dst, data)
+	if err != nil {
+		return 0, err
 	}
-	addr := dst.Addr()
-	if e.is4 {
-		addr = addr.Unmap()
-	}
-	if dst.Port() == 0 || !addr.IsValid() || addr.Is4() != e.is4 {
-		return 0, &OpError{Op: "send", Peer: dst, Err: ErrBadAddress}
-	}
-	maxPkt := e.maxPacket(addr)
 	buf := e.own(data, owned)
 	b := e.getBatch()
 	e.mu.Lock()
@@ -237,6 +277,22 @@ func (e *Endpoint) reply(peer netip.Addr, id uint64, data []byte, owned bool) er
 		}
 	}
 	return err
+}
+
+// checkSend validates a request to dst and returns dst's address as the
+// core keys it and the largest packet to it.
+func (e *Endpoint) checkSend(dst netip.AddrPort, data []byte) (netip.Addr, int, error) {
+	if len(data) == 0 || len(data) > MaxMessage {
+		return netip.Addr{}, 0, &OpError{Op: "send", Peer: dst, Err: ErrMessageTooLong}
+	}
+	addr := dst.Addr()
+	if e.is4 {
+		addr = addr.Unmap()
+	}
+	if dst.Port() == 0 || !addr.IsValid() || addr.Is4() != e.is4 {
+		return netip.Addr{}, 0, &OpError{Op: "send", Peer: dst, Err: ErrBadAddress}
+	}
+	return addr, e.maxPacket(addr), nil
 }
 
 // own returns the buffer the core sends a message from: data itself when

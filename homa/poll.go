@@ -93,7 +93,7 @@ type spinBudget struct {
 // Conn whose packets goroutines of this process deliver, or when there
 // is only one processor.
 const (
-	yieldRarely = 256
+	yieldRarely = 16
 	yieldAlways = 1
 )
 

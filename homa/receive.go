@@ -141,7 +141,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 		e.rxBlocked = nil
 		e.mu.Unlock()
 		if n > 0 {
-			e.process(e.rxPkts[:n], b, w)
+			e.process(e.rxPkts[:n], e.now(), b, w)
 		}
 		select {
 		case m := <-w.C:
@@ -186,8 +186,9 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 		n, err := e.tryRead(e.rxPkts)
 		switch {
 		case n > 0:
-			e.process(e.rxPkts[:n], b, w)
-			deadline = e.now() + budget
+			now := e.now()
+			e.process(e.rxPkts[:n], now, b, w)
+			deadline = now + budget
 			continue
 		case err != nil && (errors.Is(err, net.ErrClosed) || e.isClosed()):
 			return nil, false
@@ -344,7 +345,7 @@ func (e *Endpoint) readBatch(b *txBatch, self *mailbox.Waiter, read readFunc) er
 	e.allocRx()
 	n, err := read(e.rxPkts)
 	if n > 0 {
-		e.process(e.rxPkts[:n], b, self)
+		e.process(e.rxPkts[:n], e.now(), b, self)
 	}
 	e.rxTok.Unlock()
 	return err
@@ -404,10 +405,10 @@ func (e *Endpoint) isClosed() bool {
 	}
 }
 
-// process hands a batch of received packets to the core under one lock,
-// then sends what they caused. self is the waiter of the calling
+// process hands a batch of received packets, read at now, to the core
+// under one lock, then sends what they caused. self is the waiter of the calling
 // goroutine, if it reads from Recv.
-func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *mailbox.Waiter) {
+func (e *Endpoint) process(pkts []netio.Packet, now time.Duration, b *txBatch, self *mailbox.Waiter) {
 	in := e.rxIn[:0]
 	for i := range pkts {
 		in = append(in, core.Inbound{Buf: pkts[i].Bytes(), Addr: pkts[i].Addr, Unreachable: unreachability(pkts[i].Unreachable), Own: e.rxOwn})
@@ -415,7 +416,7 @@ func (e *Endpoint) process(pkts []netio.Packet, b *txBatch, self *mailbox.Waiter
 	e.mu.Lock()
 	if !e.closed {
 		e.rxSelf = self
-		e.core.HandleBatch(in, e.now(), &e.out)
+		e.core.HandleBatch(in, now, &e.out)
 		e.settle(b)
 		e.rxSelf = nil
 	}

@@ -66,6 +66,14 @@ type owner interface {
 
 var _ owner = engine{}
 
+// borrower is a backend that can send from a buffer the caller keeps
+// (see homa.Endpoint.SendBorrowed).
+type borrower interface {
+	SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64) (uint64, homa.Borrow, error)
+}
+
+var _ borrower = engine{}
+
 // engine adapts a homa.Endpoint, which finds a server RPC by the
 // client's host alone.
 type engine struct{ *homa.Endpoint }

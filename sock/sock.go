@@ -263,14 +263,26 @@ func (s *Socket) ReplyOwned(req *Message, resp []byte) error {
 
 // Call sends req to dst and waits for the response. A failed RPC returns
 // its error (an *OpError). If ctx ends first the RPC is aborted and an
-// *OpError wrapping ctx.Err() returned.
+// *OpError wrapping ctx.Err() returned. The engine sends req without
+// copying it (req must not change while Call runs, as with any call
+// that takes a buffer); Call returns once nothing reads req any more.
 //
 // Call has no deadline of its own: a server that is alive but slow (it
 // answers BUSY while its handler runs) keeps the call waiting as long
 // as it takes, as with Linux Homa. Only a peer that stops answering ends
 // the call (ErrPeerTimeout). Give ctx a deadline to bound the wait.
 func (s *Socket) Call(ctx context.Context, dst netip.AddrPort, req []byte) (*Message, error) {
-	id, err := s.b.Send(dst, req, 0)
+	// req stays untouched until Call returns, so the engine sends it
+	// without a copy, once Call makes sure nothing reads it any more.
+	var id uint64
+	var err error
+	if bw, ok := s.b.(borrower); ok {
+		var b homa.Borrow
+		id, b, err = bw.SendBorrowed(dst, req, 0)
+		defer b.Wait()
+	} else {
+		id, err = s.b.Send(dst, req, 0)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -89,17 +89,23 @@ type client interface {
 
 // lane is what one goroutine keeps from call to call: the buffer a
 // response is read into, or Homa's last response message, recycled on
-// the next call.
+// the next call, or the hold on a serial client whose buffer holds the
+// last response.
 type lane struct {
-	buf []byte
-	msg *sock.Message
+	buf  []byte
+	msg  *sock.Message
+	held *sync.Mutex
 }
 
-// release recycles the last Homa response.
+// release recycles the last response.
 func (l *lane) release() {
 	if l.msg != nil {
 		l.msg.Release()
 		l.msg = nil
+	}
+	if l.held != nil {
+		l.held.Unlock()
+		l.held = nil
 	}
 }
 
@@ -264,15 +270,20 @@ type serialClient struct {
 	p  pinger
 }
 
+// call returns the response in the pinger's own buffer, valid until the
+// pinger's next round trip: the lane keeps the client until its next
+// call or release (a copy would add a pass over the bytes to the
+// floor's time).
 func (s *serialClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
+	l.release()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	resp, err := s.p.roundTrip(ctx, req)
 	if err != nil {
+		s.mu.Unlock()
 		return nil, err
 	}
-	l.buf = append(l.buf[:0], resp...)
-	return l.buf, nil
+	l.held = &s.mu
+	return resp, nil
 }
 
 func (s *serialClient) close() error { return s.p.close() }

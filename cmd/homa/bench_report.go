@@ -242,7 +242,7 @@ func (r *benchReport) title() string {
 	var what string
 	switch r.Mode {
 	case modeLatency:
-		what = fmt.Sprintf("latency, %d RPCs of %s, one at a time, %s (after %d warmup)", r.Count, sizes, where, r.Warmup)
+		what = fmt.Sprintf("latency, %d RPCs of %s, one at a time (RPCs/s and Gbit/s over the time spent in calls), %s (after %d warmup)", r.Count, sizes, where, r.Warmup)
 	case modeThroughput:
 		what = fmt.Sprintf("throughput, %d RPCs of %s, %d clients x %d outstanding, %s (after %d warmup, %d to calibrate)",
 			r.Count, sizes, r.Clients, r.Outstanding, where, r.Warmup, r.Calibrate)

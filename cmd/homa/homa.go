@@ -89,6 +89,10 @@ func startEchoReply(ctx context.Context, s *sock.Socket, replySize int) *echoSer
 	return e
 }
 
+// zeroCopyEcho is the request size from which the echo server answers
+// with the request's own buffer (ReplyOwned) rather than a copy.
+const zeroCopyEcho = 64 << 10
+
 func (e *echoServer) serve(ctx context.Context) {
 	var buf []byte // a reply longer than its request is built here
 	for {
@@ -96,17 +100,24 @@ func (e *echoServer) serve(ctx context.Context) {
 		if err != nil {
 			return // ctx ended or the socket closed
 		}
-		resp := m.Data
-		if n := e.replySize; n > 0 {
-			if n <= len(m.Data) {
-				resp = m.Data[:n]
-			} else {
-				buf = tcpecho.AppendReply(buf[:0], m.Data, n)
-				resp = buf
-			}
+		if !m.IsRequest() {
+			m.Release()
+			continue
 		}
 		// A client that gave up makes Reply fail; the server goes on.
-		if m.IsRequest() && e.s.Reply(m, resp) == nil {
+		switch n := e.replySize; {
+		case n == 0 && len(m.Data) >= zeroCopyEcho:
+			// The request's own buffer goes back as the response.
+			err = e.s.ReplyOwned(m, m.TakeData())
+		case n == 0:
+			err = e.s.Reply(m, m.Data)
+		case n <= len(m.Data):
+			err = e.s.Reply(m, m.Data[:n])
+		default:
+			buf = tcpecho.AppendReply(buf[:0], m.Data, n)
+			err = e.s.Reply(m, buf)
+		}
+		if err == nil {
 			e.served.Add(1)
 		}
 		m.Release()

@@ -199,21 +199,46 @@ func (c *Core) canon(addr netip.Addr) netip.Addr {
 // carries. The response, or the RPC's failure, comes out as a Message
 // carrying cookie.
 func (c *Core) Send(dst netip.AddrPort, data []byte, cookie uint64, maxPacket int, now time.Duration, out *Output) (uint64, error) {
+	id, _, err := c.send(dst, data, cookie, maxPacket, false, now, out)
+	return id, err
+}
+
+// SendBorrowed is Send for data the caller keeps: the core reads data
+// while the RPC lasts (and packets that point into it wait to be
+// written) but never recycles it. The returned Hold is Done once nothing
+// reads data any more. Below ZeroCopyMin bytes, where packets copy the
+// message anyway, the core copies data at once and the Hold is Done.
+func (c *Core) SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64, maxPacket int, now time.Duration, out *Output) (uint64, *Hold, error) {
+	if len(data) < ZeroCopyMin && len(data) > 0 {
+		own := c.bufs.Get(len(data))
+		copy(own, data)
+		id, _, err := c.send(dst, own, cookie, maxPacket, false, now, out)
+		if err != nil {
+			c.bufs.Put(own)
+		}
+		h := new(Hold)
+		h.free.Store(true)
+		return id, h, err
+	}
+	return c.send(dst, data, cookie, maxPacket, true, now, out)
+}
+
+func (c *Core) send(dst netip.AddrPort, data []byte, cookie uint64, maxPacket int, borrowed bool, now time.Duration, out *Output) (uint64, *Hold, error) {
 	addr := c.canon(dst.Addr())
 	switch {
 	case len(data) == 0 || len(data) > MaxMessage:
-		return 0, ErrMessageTooLong
+		return 0, nil, ErrMessageTooLong
 	case dst.Port() == 0 || !addr.IsValid() || addr.Is4() != c.is4:
-		return 0, ErrBadAddress
+		return 0, nil, ErrBadAddress
 	case c.closed:
-		return 0, ErrClosed
+		return 0, nil, ErrClosed
 	}
 	c.begin(now, out)
 	defer c.end()
 	p := c.peerFor(addr)
 	if p == nil {
 		c.stats.Drops[DropLimit]++
-		return 0, ErrBusy
+		return 0, nil, ErrBusy
 	}
 	c.setMaxPacket(p, maxPacket)
 	r := c.newRPC()
@@ -222,13 +247,20 @@ func (c *Core) Send(dst netip.AddrPort, data []byte, cookie uint64, maxPacket in
 	r.peer = p
 	r.port = dst.Port()
 	r.cookie = cookie
-	r.out.init(data, c.cfg.UnschedBytes, p.maxPayload, c.holdFor(data))
+	var h *Hold
+	if borrowed {
+		h = &Hold{buf: data}
+		h.refs.Store(1)
+	} else {
+		h = c.holdFor(data)
+	}
+	r.out.init(data, c.cfg.UnschedBytes, p.maxPayload, h)
 	c.holdPeer(p)
 	c.clients[r.id] = r
 	c.stats.RPCsStarted++
 	c.stats.hist.message(Sent, Request, len(data))
 	c.sendMore(r)
-	return r.id, nil
+	return r.id, h, nil
 }
 
 // setMaxPacket records the path's packet size to p.

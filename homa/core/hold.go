@@ -12,7 +12,7 @@ import "sync/atomic"
 // Output's packets. Release may be called from any goroutine.
 type Hold struct {
 	buf  []byte
-	pool Buffers
+	pool Buffers // nil: the bytes are borrowed (SendBorrowed), not recycled
 	refs atomic.Int32
 	// free is set once the last reference is gone and the buffer is back
 	// in pool: the core may then use the Hold again.
@@ -23,10 +23,16 @@ type Hold struct {
 // The Hold must not be used after the caller's reference is released.
 func (h *Hold) Release() {
 	if h.refs.Add(-1) == 0 {
-		h.pool.Put(h.buf)
+		if h.pool != nil {
+			h.pool.Put(h.buf)
+		}
 		h.free.Store(true)
 	}
 }
+
+// Done reports whether every reference is gone: nothing will read the
+// bytes any more.
+func (h *Hold) Done() bool { return h.free.Load() }
 
 // Holds are recycled by the core itself, without a lock: when the core
 // drops its own reference (the message is done), the Hold waits among
@@ -69,7 +75,9 @@ func (c *Core) releaseOut(m *outMsg) {
 	switch {
 	case m.hold != nil:
 		m.hold.Release()
-		if len(c.retired) < maxRetiredHolds {
+		// A borrowed message's Hold went to the caller, who watches it:
+		// it is not used again.
+		if m.hold.pool != nil && len(c.retired) < maxRetiredHolds {
 			c.retired = append(c.retired, m.hold)
 		}
 	case m.data != nil:

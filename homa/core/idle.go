@@ -9,7 +9,7 @@ import (
 
 // Work put off the path of a message. Between a request's arrival and
 // its delivery, and between a response's arrival and its delivery, the
-// core does only what the message needs; two things wait until the
+// core does only what the message needs; the rest waits until the
 // shell has nothing to read and calls Idle:
 //
 //   - freeing the server RPCs that the acknowledgments piggybacked on
@@ -58,6 +58,9 @@ func (c *Core) runLateAcks() {
 func (c *Core) freeClientLater(r *rpc) {
 	c.detach(r)
 	delete(c.clients, r.id)
+	if h := r.out.hold; h != nil && h.pool == nil {
+		c.releaseOut(&r.out) // the caller of SendBorrowed watches the Hold
+	}
 	if len(c.lateFrees) == maxLateFrees {
 		c.runLateFrees()
 	}

@@ -42,6 +42,25 @@ func (m *Message) Release() {
 	}
 }
 
+// TakeData hands Data over to the caller, who owns it from now on:
+// Release no longer recycles it. Passing it to SendOwned or ReplyOwned
+// sends it on without a copy (an echo server's reply, a proxy's
+// forward), and the endpoint recycles it when done. A message that
+// arrived in one packet may sit inside a larger receive buffer: its
+// bytes are then copied into a buffer of their own (cheap, at most one
+// packet), so that what the caller gets can be recycled.
+func (m *Message) TakeData() []byte {
+	d := m.Data
+	if m.pool != nil && d != nil && cap(d) != cap(m.backing) {
+		own := m.pool.Get(len(d))
+		copy(own, d)
+		m.pool.Put(m.backing)
+		d = own
+	}
+	m.Data, m.backing = nil, nil
+	return d
+}
+
 // Buffers is where the core gets and returns the byte slices of packets
 // and messages. It must be safe for concurrent use: the application
 // releases messages from any goroutine. Get(n) returns a slice of length

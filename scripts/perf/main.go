@@ -166,11 +166,15 @@ func newPlan(o *options) []measurement {
 	return []measurement{
 		{
 			title: "1 MB messages, one at a time",
-			args:  []string{"--size", "1000000", "--count", n(o.mbCount), "--proto", "homa,homa-udp,tcp"},
+			args:  []string{"--size", "1000000", "--count", n(o.mbCount), "--proto", "homa,homa-udp,tcp,floor"},
 			figures: []figure{
 				{proto: "homa", label: "homa (raw IP)", metric: gbps},
 				{proto: "homa-udp", label: "homa-udp", metric: gbps},
 				{proto: "tcp", label: "Go TCP", metric: gbps},
+				{proto: "floor", label: "raw-socket floor (one process)", metric: gbps},
+				{proto: "homa", label: "homa (raw IP)", metric: median},
+				{proto: "tcp", label: "Go TCP", metric: median},
+				{proto: "floor", label: "raw-socket floor (one process)", metric: median},
 			},
 		},
 		{
