@@ -67,6 +67,7 @@ type Endpoint struct {
 	idleWork   atomic.Bool     // the core has work for idle (set under mu)
 	stealing   atomic.Int32    // goroutines in Recv waking the background reader for rxTok
 	lastRead   atomic.Int64    // when a goroutine in Recv last stopped reading (e.now)
+	rxNow      time.Duration   // when the holder of rxTok last processed packets
 	// The background reader waits for the goroutines in Recv to leave
 	// the socket alone for readerGrace (see rxLoop): rxIdle is set while
 	// it waits, and the grace timer (armed while graceArmed) tells it
@@ -83,9 +84,12 @@ type Endpoint struct {
 	io      ioCounters
 	batches sync.Pool // *txBatch
 	spare   atomic.Pointer[txBatch]
-	waiters sync.Pool // *mailbox.Waiter
-	done    chan struct{}
-	wg      sync.WaitGroup
+	// spareWaiter is one waiter kept at hand (what one goroutine in Recv
+	// needs, without the pool's cost), the rest pooled.
+	spareWaiter atomic.Pointer[mailbox.Waiter]
+	waiters     sync.Pool // *mailbox.Waiter
+	done        chan struct{}
+	wg          sync.WaitGroup
 }
 
 // NewEndpoint starts an endpoint on conn, which it owns from now on (Close
@@ -487,10 +491,17 @@ func (e *Endpoint) HandlePacket(pkt []byte, src netip.Addr) {
 // endpoints: a waiter's channel then always belongs to the endpoint's own
 // world (which matters to testing/synctest bubbles).
 func (e *Endpoint) getWaiter() *mailbox.Waiter {
+	if w := e.spareWaiter.Swap(nil); w != nil {
+		return w
+	}
 	if w, _ := e.waiters.Get().(*mailbox.Waiter); w != nil {
 		return w
 	}
 	return mailbox.NewWaiter()
 }
 
-func (e *Endpoint) putWaiter(w *mailbox.Waiter) { e.waiters.Put(w) }
+func (e *Endpoint) putWaiter(w *mailbox.Waiter) {
+	if !e.spareWaiter.CompareAndSwap(nil, w) {
+		e.waiters.Put(w)
+	}
+}

@@ -105,7 +105,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 	b := e.getBatch()
 	defer func() {
 		e.putBatch(b)
-		e.lastRead.Store(int64(e.now()))
+		e.lastRead.Store(int64(e.rxNow)) // the last clock reading of a reader: close enough for readerGrace
 		e.appReading.Store(false)
 		e.rxTok.Unlock()
 		if e.rxIdle.Load() {
@@ -409,6 +409,7 @@ func (e *Endpoint) isClosed() bool {
 // under one lock, then sends what they caused. self is the waiter of the calling
 // goroutine, if it reads from Recv.
 func (e *Endpoint) process(pkts []netio.Packet, now time.Duration, b *txBatch, self *mailbox.Waiter) {
+	e.rxNow = now
 	in := e.rxIn[:0]
 	for i := range pkts {
 		in = append(in, core.Inbound{Buf: pkts[i].Bytes(), Addr: pkts[i].Addr, Unreachable: unreachability(pkts[i].Unreachable), Own: e.rxOwn})

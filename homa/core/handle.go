@@ -143,9 +143,13 @@ func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 	if d.Ack.ClientID != 0 && d.SenderID&1 == 0 {
 		c.deferAck(src, d.Ack) // a client's piggybacked acknowledgment (idle.go)
 	}
+	// A message that fits in one packet completes in this call: it
+	// never waits among the messages being received, for grants or for
+	// its resend timer, and skips their bookkeeping.
+	whole := off == 0 && uint32(len(d.Payload)) == d.MessageLength
 	r := c.lookup(&d.Common, src)
 	if r == nil {
-		if r = c.newServerRPC(d, src); r == nil {
+		if r = c.newServerRPC(d, src, whole); r == nil {
 			return
 		}
 	}
@@ -161,8 +165,10 @@ func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 		r.in.init(d.MessageLength, d.Incoming)
 		r.inInit = true
 		c.est.Record(d.MessageLength, r.in.granted)
-		c.startReceiving(r)
-		c.schedule(r)
+		if !whole {
+			c.startReceiving(r)
+			c.schedule(r)
+		}
 	} else if d.MessageLength != r.in.length {
 		c.drop(DropBadField)
 		return
@@ -185,7 +191,9 @@ func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 	c.rx.kept = keep
 	r.rs.Progress(c.tick)
 	c.arrived(r, off, d.Retransmit != 0)
-	c.touch(r)
+	if !whole {
+		c.touch(r)
+	}
 	if r.gid != 0 {
 		c.sched.Received(r.gid, r.in.received)
 	} else if r.parked {
@@ -198,7 +206,7 @@ func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 
 // newServerRPC creates the state for a request whose first packet just
 // arrived, or returns nil (counted) when the packet cannot start one.
-func (c *Core) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
+func (c *Core) newServerRPC(d *wire.Data, src netip.Addr, whole bool) *rpc {
 	id := d.SenderID ^ 1
 	if id&1 == 0 {
 		// A response for a client RPC we do not have (finished, aborted,
@@ -225,10 +233,12 @@ func (c *Core) newServerRPC(d *wire.Data, src netip.Addr) *rpc {
 	r.id, r.peer, r.port = id, p, d.SrcPort
 	r.rs.Start(c.tick)
 	c.holdPeer(p)
-	c.enterIncoming(r)
 	c.stats.ServerRPCsStarted++
 	c.servers.add(r)
-	c.armRPC(r, c.at(r.rs.Due(&p.resend)))
+	if !whole {
+		c.enterIncoming(r)
+		c.armRPC(r, c.at(r.rs.Due(&p.resend)))
+	}
 	return r
 }
 
