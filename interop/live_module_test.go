@@ -190,15 +190,19 @@ func livePeer(t *testing.T) netip.AddrPort {
 	return netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())
 }
 
+// unspecifiedFor is the unspecified address of a's family.
+func unspecifiedFor(a netip.Addr) netip.Addr {
+	if a.Is6() {
+		return netip.IPv6Unspecified()
+	}
+	return netip.IPv4Unspecified()
+}
+
 // openLiveClient opens a raw-IP client socket of the address family of
 // peer, closed when the test ends, or skips without raw sockets.
 func openLiveClient(t *testing.T, peer netip.AddrPort) *sock.Socket {
 	t.Helper()
-	local := netip.IPv4Unspecified()
-	if peer.Addr().Is6() {
-		local = netip.IPv6Unspecified()
-	}
-	client, err := sock.Open(netip.AddrPortFrom(local, 0), &patient)
+	client, err := sock.Open(netip.AddrPortFrom(unspecifiedFor(peer.Addr()), 0), &patient)
 	if errors.Is(err, sock.ErrPermission) {
 		t.Skipf("needs raw IP sockets (root or CAP_NET_RAW): %v", err)
 	}
