@@ -31,11 +31,11 @@ const (
 	slowPeerEnv = "HOMA_INTEROP_SLOW_PEER"
 )
 
-// noListenerBound is how long a request to a port without a socket may
-// take to fail: well under the peer timeout, so that only the module's
-// ICMP port unreachable can end the RPC in time. The slow guest answers
-// in about 10 ms.
-const noListenerBound = 50 * time.Millisecond
+// noListenerBound only bounds a call that would hang: the error tells
+// the causes apart (the module's ICMP port unreachable gives
+// ErrNoListener, silence ErrPeerTimeout after patient.PeerTimeout), so
+// the test does not depend on how fast the guest answers.
+const noListenerBound = time.Minute
 
 // icmpBurst is how many ICMP errors the peer's kernel sends to one host
 // at once after a quiet spell; then one per icmpInterval. These are
@@ -92,7 +92,7 @@ func TestLiveNoListener(t *testing.T) {
 		case errors.Is(err, sock.ErrNoListener):
 			t.Logf("%d bytes to %v: %v after %v", n, dst, err, took.Round(time.Microsecond))
 		case errors.Is(err, context.DeadlineExceeded):
-			t.Errorf("%d bytes to %v: no ErrNoListener within %v (peer timeout %v)", n, dst, noListenerBound, patient.PeerTimeout)
+			t.Errorf("%d bytes to %v: still running after %v", n, dst, noListenerBound)
 		default:
 			t.Errorf("%d bytes to %v: err = %v after %v, want ErrNoListener", n, dst, err, took)
 		}
