@@ -31,11 +31,11 @@ const (
 	slowPeerEnv = "HOMA_INTEROP_SLOW_PEER"
 )
 
-// noListenerBound is how long a request to a port without a socket may
-// take to fail: well under the peer timeout, so that only the module's
-// ICMP port unreachable can end the RPC in time. The slow guest answers
-// in about 10 ms.
-const noListenerBound = 50 * time.Millisecond
+// noListenerBound only bounds a call that would hang: the error tells
+// the causes apart (the module's ICMP port unreachable gives
+// ErrNoListener, silence ErrPeerTimeout after patient.PeerTimeout), so
+// the test does not depend on how fast the guest answers.
+const noListenerBound = time.Minute
 
 // icmpBurst is how many ICMP errors the peer's kernel sends to one host
 // at once after a quiet spell; then one per icmpInterval. These are
@@ -92,7 +92,7 @@ func TestLiveNoListener(t *testing.T) {
 		case errors.Is(err, sock.ErrNoListener):
 			t.Logf("%d bytes to %v: %v after %v", n, dst, err, took.Round(time.Microsecond))
 		case errors.Is(err, context.DeadlineExceeded):
-			t.Errorf("%d bytes to %v: no ErrNoListener within %v (peer timeout %v)", n, dst, noListenerBound, patient.PeerTimeout)
+			t.Errorf("%d bytes to %v: still running after %v", n, dst, noListenerBound)
 		default:
 			t.Errorf("%d bytes to %v: err = %v after %v, want ErrNoListener", n, dst, err, took)
 		}
@@ -190,15 +190,19 @@ func livePeer(t *testing.T) netip.AddrPort {
 	return netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())
 }
 
+// unspecifiedFor is the unspecified address of a's family.
+func unspecifiedFor(a netip.Addr) netip.Addr {
+	if a.Is6() {
+		return netip.IPv6Unspecified()
+	}
+	return netip.IPv4Unspecified()
+}
+
 // openLiveClient opens a raw-IP client socket of the address family of
 // peer, closed when the test ends, or skips without raw sockets.
 func openLiveClient(t *testing.T, peer netip.AddrPort) *sock.Socket {
 	t.Helper()
-	local := netip.IPv4Unspecified()
-	if peer.Addr().Is6() {
-		local = netip.IPv6Unspecified()
-	}
-	client, err := sock.Open(netip.AddrPortFrom(local, 0), &patient)
+	client, err := sock.Open(netip.AddrPortFrom(unspecifiedFor(peer.Addr()), 0), &patient)
 	if errors.Is(err, sock.ErrPermission) {
 		t.Skipf("needs raw IP sockets (root or CAP_NET_RAW): %v", err)
 	}

@@ -116,18 +116,7 @@ func (o *ownServer) close(t *testing.T) {
 
 // runLive is the live suite against the echo server at peer.
 func runLive(t *testing.T, peer netip.AddrPort) {
-	local := netip.IPv4Unspecified()
-	if peer.Addr().Is6() {
-		local = netip.IPv6Unspecified()
-	}
-	client, err := sock.Open(netip.AddrPortFrom(local, 0), &patient)
-	if errors.Is(err, sock.ErrPermission) {
-		t.Skipf("needs raw IP sockets (root or CAP_NET_RAW): %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := openLiveClient(t, peer)
 
 	t.Run("sizes", func(t *testing.T) {
 		for _, n := range liveSizes {
@@ -142,7 +131,7 @@ func runLive(t *testing.T, peer netip.AddrPort) {
 	logStats(t, "client", client.Stats())
 	logRawDrops(t, "client")
 	t.Run("lossy", func(t *testing.T) {
-		lossy(t, local, peer)
+		lossy(t, unspecifiedFor(peer.Addr()), peer)
 	})
 }
 

@@ -193,20 +193,37 @@ func homaProtocol(name string, t sock.Transport) protocol {
 	}
 }
 
-// tcpServer is the Go TCP server.
-type tcpServer struct{ s *tcpecho.Server }
+// echoListener is an echo server on a TCP listener: Go TCP's, gRPC-go's
+// and the gRPC stub's.
+type echoListener interface {
+	Addr() net.Addr
+	Served() int64
+	Close()
+}
 
-func serveTCP(_ context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
+// listenerServer is an echoListener as a server of bench.
+type listenerServer struct{ s echoListener }
+
+func (l listenerServer) addr() netip.AddrPort { return listenAddr(l.s.Addr()) }
+func (l listenerServer) requests() uint64     { return uint64(l.s.Served()) }
+func (l listenerServer) close() error         { l.s.Close(); return nil }
+
+// serveOnTCP listens on addr and starts the echo server that start makes
+// on the listener.
+func serveOnTCP[S echoListener](addr netip.AddrPort, start func(net.Listener) S) (server, error) {
 	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
 	if err != nil {
 		return nil, err
 	}
-	return tcpServer{tcpecho.ServeWith(ln, tcpecho.Options{ReplySize: o.replySize})}, nil
+	return listenerServer{start(ln)}, nil
 }
 
-func (t tcpServer) addr() netip.AddrPort { return listenAddr(t.s.Addr()) }
-func (t tcpServer) requests() uint64     { return uint64(t.s.Served()) }
-func (t tcpServer) close() error         { t.s.Close(); return nil }
+// serveTCP starts the Go TCP server.
+func serveTCP(_ context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
+	return serveOnTCP(addr, func(ln net.Listener) *tcpecho.Server {
+		return tcpecho.ServeWith(ln, tcpecho.Options{ReplySize: o.replySize})
+	})
+}
 
 // tcpClient is a pool of connections to a Go TCP server.
 type tcpClient struct{ p *tcpecho.Pool }
@@ -225,20 +242,12 @@ func (t tcpClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error
 
 func (t tcpClient) close() error { return t.p.Close() }
 
-// grpcServer is the gRPC server.
-type grpcServer struct{ s *grpcecho.Server }
-
+// serveGRPC starts the gRPC server.
 func serveGRPC(_ context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
-	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
-	if err != nil {
-		return nil, err
-	}
-	return grpcServer{grpcecho.Serve(ln, grpcecho.Options{ReplySize: o.replySize})}, nil
+	return serveOnTCP(addr, func(ln net.Listener) *grpcecho.Server {
+		return grpcecho.Serve(ln, grpcecho.Options{ReplySize: o.replySize})
+	})
 }
-
-func (g grpcServer) addr() netip.AddrPort { return listenAddr(g.s.Addr()) }
-func (g grpcServer) requests() uint64     { return uint64(g.s.Served()) }
-func (g grpcServer) close() error         { g.s.Close(); return nil }
 
 // grpcClient is one gRPC client connection.
 type grpcClient struct{ c *grpcecho.Client }

@@ -59,20 +59,12 @@ func (s stubHomaServer) addr() netip.AddrPort { return s.s.Addr() }
 func (s stubHomaServer) requests() uint64     { return uint64(s.s.Served()) }
 func (s stubHomaServer) close() error         { s.s.Close(); return nil }
 
-// stubTCPServer is the stub's server over gRPC-go.
-type stubTCPServer struct{ s *stubecho.TCPServer }
-
+// serveStubTCP starts the stub's server over gRPC-go.
 func serveStubTCP(_ context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
-	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
-	if err != nil {
-		return nil, err
-	}
-	return stubTCPServer{stubecho.ServeTCP(ln, stubecho.Options{ReplySize: o.replySize})}, nil
+	return serveOnTCP(addr, func(ln net.Listener) *stubecho.TCPServer {
+		return stubecho.ServeTCP(ln, stubecho.Options{ReplySize: o.replySize})
+	})
 }
-
-func (s stubTCPServer) addr() netip.AddrPort { return listenAddr(s.s.Addr()) }
-func (s stubTCPServer) requests() uint64     { return uint64(s.s.Served()) }
-func (s stubTCPServer) close() error         { s.s.Close(); return nil }
 
 func dialStubTCP(_ context.Context, addr netip.AddrPort, _ clientOptions) (client, error) {
 	c, err := stubecho.DialTCP(addr.String())

@@ -255,18 +255,7 @@ func TestBorrowRaw(t *testing.T) {
 	}
 	t.Run("ipv4 options", func(t *testing.T) {
 		b := openRaw(t, lo4, 0, nil)
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, ipProtoHoma)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unix.Close(fd)
-		if err := unix.SetsockoptString(fd, unix.IPPROTO_IP, unix.IP_OPTIONS, "\x01\x01\x01\x00"); err != nil {
-			t.Fatalf("IP_OPTIONS: %v", err)
-		}
-		pkt := testPacket(1, b.Port(), 300, 0x0b7)
-		if err := unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: lo4.As4()}); err != nil {
-			t.Fatal(err)
-		}
+		pkt := sendWithIPOptions(t, b.Port())
 		checkReceived(t, readBorrowedN(t, b, 1), [][]byte{pkt}, lo4)
 	})
 }

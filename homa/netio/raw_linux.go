@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/homa-go/homa/internal/sockfilter"
+
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -90,24 +92,12 @@ func portFilter(v6 bool, port uint16) ([]unix.SockFilter, error) {
 		bpf.RetConstant{Val: accept},
 		bpf.RetConstant{Val: drop},
 	}
-	return assemble(prog)
+	return sockfilter.Assemble(prog)
 }
 
 // dropAllFilter passes nothing.
 func dropAllFilter() ([]unix.SockFilter, error) {
-	return assemble([]bpf.Instruction{bpf.RetConstant{Val: 0}})
-}
-
-func assemble(prog []bpf.Instruction) ([]unix.SockFilter, error) {
-	raw, err := bpf.Assemble(prog)
-	if err != nil {
-		return nil, err
-	}
-	f := make([]unix.SockFilter, len(raw))
-	for i, r := range raw {
-		f[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
-	}
-	return f, nil
+	return sockfilter.Assemble([]bpf.Instruction{bpf.RetConstant{Val: 0}})
 }
 
 // installFilter attaches filter to a fresh raw socket. The socket has
@@ -139,8 +129,7 @@ func installFilter(rc syscall.RawConn, filter []unix.SockFilter) error {
 }
 
 func attachFilter(fd int, f []unix.SockFilter) error {
-	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
-	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
+	if err := sockfilter.Attach(fd, f); err != nil {
 		return fmt.Errorf("netio: attach socket filter: %w", err)
 	}
 	return nil

@@ -152,23 +152,31 @@ func TestRawBoundAddress(t *testing.T) {
 // received IP header is longer than 20 bytes and must still be stripped.
 func TestRawIPOptions(t *testing.T) {
 	b := openRaw(t, lo4, 0, nil)
+	pkt := sendWithIPOptions(t, b.Port())
+	got := readN(t, b, 1)[0]
+	if !bytes.Equal(got.data, pkt) {
+		t.Fatalf("packet with IP options: got %d bytes %x..., want %d bytes %x...", len(got.data), got.data[:8], len(pkt), pkt[:8])
+	}
+}
+
+// sendWithIPOptions sends a test packet to port on lo4 from a raw socket
+// that adds four bytes of IPv4 options (three no-ops and end of list),
+// and returns it.
+func sendWithIPOptions(t *testing.T, port uint16) []byte {
+	t.Helper()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, ipProtoHoma)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	// Four bytes of options: three no-ops and end of list.
 	if err := unix.SetsockoptString(fd, unix.IPPROTO_IP, unix.IP_OPTIONS, "\x01\x01\x01\x00"); err != nil {
 		t.Fatalf("IP_OPTIONS: %v", err)
 	}
-	pkt := testPacket(1, b.Port(), 300, 0x0b7)
+	pkt := testPacket(1, port, 300, 0x0b7)
 	if err := unix.Sendto(fd, pkt, 0, &unix.SockaddrInet4{Addr: lo4.As4()}); err != nil {
 		t.Fatal(err)
 	}
-	got := readN(t, b, 1)[0]
-	if !bytes.Equal(got.data, pkt) {
-		t.Fatalf("packet with IP options: got %d bytes %x..., want %d bytes %x...", len(got.data), got.data[:8], len(pkt), pkt[:8])
-	}
+	return pkt
 }
 
 func TestRawPortReservation(t *testing.T) {

@@ -130,10 +130,7 @@ func TestSockAllocs(t *testing.T) {
 				a, b := kind.open(t, lo4), kind.open(t, lo4)
 				_, out := payloadBatch(a.Port(), b.Port(), lo4, 9000, 1)
 				in := makePackets(16, 1<<16)
-				read := b.(Poller).TryReadBatch
-				if borrow {
-					read = b.(BorrowReader).TryReadBorrowed
-				}
+				read := tryReader(b, borrow)
 				step := func() {
 					if k, err := a.WriteBatch(out); k != len(out) || err != nil {
 						t.Fatalf("WriteBatch = %d, %v", k, err)

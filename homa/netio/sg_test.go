@@ -139,10 +139,7 @@ func TestMemWriteAllocs(t *testing.T) {
 	_, out := payloadBatch(a.Port(), b.Port(), hostB, a.MaxPacket(hostB), 1)
 	in := makePackets(len(out), 2048)
 	for _, borrow := range []bool{false, true} {
-		read := b.(Poller).TryReadBatch
-		if borrow {
-			read = b.(BorrowReader).TryReadBorrowed
-		}
+		read := tryReader(b, borrow)
 		step := func() {
 			if k, err := a.WriteBatch(out); k != len(out) || err != nil {
 				t.Fatalf("WriteBatch = %d, %v", k, err)
@@ -160,4 +157,13 @@ func TestMemWriteAllocs(t *testing.T) {
 			t.Errorf("borrow %v: %v allocations per batch of %d packets, want 0", borrow, allocs, len(out))
 		}
 	}
+}
+
+// tryReader is c's non-blocking read: into the caller's buffers, or
+// borrowed.
+func tryReader(c Conn, borrow bool) func([]Packet) (int, error) {
+	if borrow {
+		return c.(BorrowReader).TryReadBorrowed
+	}
+	return c.(Poller).TryReadBatch
 }

@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"unsafe"
 
+	"github.com/homa-go/homa/internal/sockfilter"
+
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
@@ -59,8 +61,7 @@ func (s *socket) setup(host netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if err := unix.SetsockoptSockFprog(s.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
+	if err := sockfilter.Attach(s.fd, filter); err != nil {
 		return fmt.Errorf("rawfloor: attach socket filter: %w", err)
 	}
 	sa := sockaddr(host)
@@ -110,7 +111,7 @@ func (s *socket) filter() ([]unix.SockFilter, error) {
 	if s.v6 {
 		loadX = bpf.LoadConstant{Dst: bpf.RegX, Val: 0}
 	}
-	raw, err := bpf.Assemble([]bpf.Instruction{
+	f, err := sockfilter.Assemble([]bpf.Instruction{
 		loadX,
 		bpf.LoadExtension{Num: bpf.ExtLen},
 		bpf.ALUOpX{Op: bpf.ALUOpSub},
@@ -124,10 +125,6 @@ func (s *socket) filter() ([]unix.SockFilter, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rawfloor: socket filter: %w", err)
-	}
-	f := make([]unix.SockFilter, len(raw))
-	for i, r := range raw {
-		f[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	return f, nil
 }

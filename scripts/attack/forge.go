@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/homa-go/homa/internal/sockfilter"
+
 	"github.com/homa-go/homa/homa/wire"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -142,8 +144,7 @@ func openCapture(keep bool) (*capture, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
 		err := rc.Control(func(fd uintptr) {
-			prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-			serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog)
+			serr = sockfilter.Attach(int(fd), filter)
 			if serr == nil {
 				// Room for a few copies of a 1 MB message.
 				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
@@ -177,15 +178,7 @@ func dstFilter(p netip.Prefix, keep bool) ([]unix.SockFilter, error) {
 	if !keep {
 		prog = []bpf.Instruction{bpf.RetConstant{Val: 0}}
 	}
-	raw, err := bpf.Assemble(prog)
-	if err != nil {
-		return nil, err
-	}
-	f := make([]unix.SockFilter, len(raw))
-	for i, r := range raw {
-		f[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
-	}
-	return f, nil
+	return sockfilter.Assemble(prog)
 }
 
 // flush discards the packets queued now.
