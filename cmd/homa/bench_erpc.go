@@ -47,14 +47,10 @@ func erpcProtocol(name string, t sock.Transport) protocol {
 		desc: "sock/erpc over Homa over " + transportName(t) + ": a Nexus per process, an Rpc per client keeping its RPCs " +
 			"outstanding through its event loop, a dispatch echo handler in each of the server's Rpcs (one per CPU)",
 		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
-			cfg := o.engine
-			cfg.Transport = t
-			return serveErpc(ctx, addr, &cfg, o.replySize)
+			return serveErpc(ctx, addr, over(o.engine, t), o.replySize)
 		},
 		dial: func(ctx context.Context, addr netip.AddrPort, o clientOptions) (client, error) {
-			cfg := o.engine
-			cfg.Transport = t
-			return dialErpc(ctx, addr, &cfg, o)
+			return dialErpc(ctx, addr, over(o.engine, t), o)
 		},
 	}
 }

@@ -167,24 +167,26 @@ func lookupProtocol(name string) (protocol, bool) {
 	return protocols[i], true
 }
 
+// over is the engine configuration cfg with transport t.
+func over(cfg sock.Config, t sock.Transport) *sock.Config {
+	cfg.Transport = t
+	return &cfg
+}
+
 // homaProtocol is Homa over transport t.
 func homaProtocol(name string, t sock.Transport) protocol {
 	return protocol{
 		name: name, maxSize: homa.MaxMessage, homa: true, raw: t == sock.Raw,
 		desc: "Homa over " + transportName(t) + ", engine defaults",
 		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
-			cfg := o.engine
-			cfg.Transport = t
-			s, err := openHomaServer(addr, &cfg)
+			s, err := openHomaServer(addr, over(o.engine, t))
 			if err != nil {
 				return nil, err
 			}
 			return startEchoReply(ctx, s, o.replySize), nil
 		},
 		dial: func(_ context.Context, addr netip.AddrPort, o clientOptions) (client, error) {
-			cfg := o.engine
-			cfg.Transport = t
-			c, err := dialHoma(addr, &cfg)
+			c, err := dialHoma(addr, over(o.engine, t))
 			if err != nil {
 				return nil, err
 			}

@@ -21,18 +21,14 @@ func stubHomaProtocol(name string, t sock.Transport) protocol {
 		desc: "the protoc-generated grpc.testing stub (UnaryCall) over sock/homagrpc, Homa over " + transportName(t) +
 			", a client socket per client",
 		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
-			cfg := o.engine
-			cfg.Transport = t
-			s, err := openHomaServer(addr, &cfg)
+			s, err := openHomaServer(addr, over(o.engine, t))
 			if err != nil {
 				return nil, err
 			}
 			return stubHomaServer{stubecho.ServeHoma(s, stubecho.Options{ReplySize: o.replySize}), s}, nil
 		},
 		dial: func(_ context.Context, addr netip.AddrPort, o clientOptions) (client, error) {
-			cfg := o.engine
-			cfg.Transport = t
-			s, err := openSocket(localFor(addr), &cfg)
+			s, err := openSocket(localFor(addr), over(o.engine, t))
 			if err != nil {
 				return nil, err
 			}
