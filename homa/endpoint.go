@@ -362,6 +362,7 @@ func received(m *Message) (*Message, error) {
 func (e *Endpoint) taken(m *Message) {
 	if m.IsRequest() {
 		e.core.Delivered(m.Peer.Addr(), m.ID)
+		e.spin.served.Store(int64(len(m.Data)))
 	}
 }
 

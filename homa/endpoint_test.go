@@ -338,6 +338,29 @@ func spread(t testing.TB, workers, n int, rpc func(i int) error) {
 	}
 }
 
+// TestBusyReaderSleeps: while goroutines come back to Recv sooner than
+// the background reader's grace (RPCs one after another, 100 µs apart),
+// the grace timer never fires: each one that starts reading stops it.
+func TestBusyReaderSleeps(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newMemPair(t, netio.MemConfig{Seed: 9}, homa.Config{})
+		if err := p.call(context.Background(), t, payload(1, 100)); err != nil {
+			t.Fatal(err)
+		}
+		before := homa.ReaderWakeups(p.client)
+		const calls = 200
+		for i := range calls {
+			if err := p.call(context.Background(), t, payload(uint64(i), 100)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		if w := homa.ReaderWakeups(p.client) - before; w != 0 {
+			t.Fatalf("the client's grace timer fired %d times in %d RPCs 100 µs apart, want none", w, calls)
+		}
+	})
+}
+
 // TestIdleEndpointSleeps: an endpoint with nothing to do never wakes up:
 // not when it never had an RPC, and not once its RPCs are over and
 // acknowledged (there is no periodic tick), and its background reader

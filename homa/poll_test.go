@@ -78,6 +78,17 @@ func TestSpinBudget(t *testing.T) {
 	if b := s.budget(true, 2000); b != max+2*time.Microsecond {
 		t.Fatalf("PollAlways, waiting for the response to 2,000 bytes: budget %v", b)
 	}
+	// The longer the last request, the longer its client takes to send
+	// the next: a server spins longer for it, and shorter again after a
+	// short one.
+	s.served.Store(1_000_000)
+	if b := s.budget(false, 0); b != max+time.Millisecond {
+		t.Fatalf("PollAlways, after a 1 MB request: budget %v, want PollDuration + 1 ms", b)
+	}
+	s.served.Store(100)
+	if b := s.budget(false, 0); b != max+100*time.Nanosecond {
+		t.Fatalf("PollAlways, after a 100-byte request: budget %v, want PollDuration + 100 ns", b)
+	}
 	for _, cfg := range []Config{{PollDuration: max, Polling: PollNever}, {PollDuration: -1}} {
 		s.init(cfg, nil)
 		s.spun(false, true)

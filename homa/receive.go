@@ -102,6 +102,7 @@ const stealSpins = 1000
 // Conn cannot be woken and the reader stepped aside after spinning.
 func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, request int, stop *func() bool) (*Message, bool) {
 	e.appReading.Store(true)
+	e.disarmGrace()
 	b := e.getBatch()
 	defer func() {
 		e.putBatch(b)
@@ -303,11 +304,25 @@ func (e *Endpoint) armGrace(d time.Duration) {
 	}
 }
 
+// disarmGrace stops the grace timer, if armed, when a goroutine starts
+// reading: the timer then fires only once the socket has been left alone
+// for readerGrace, not every readerGrace while goroutines come and go.
+// Each firing is a thread wake-up, which on a machine whose processors
+// are all busy spinning takes one from a spinner, maybe in the middle
+// of an RPC.
+func (e *Endpoint) disarmGrace() {
+	if e.graceArmed.Load() && e.grace.Stop() {
+		e.graceArmed.Store(false)
+	}
+}
+
 // graceEnded runs when the grace timer fires: it tells the background
 // reader that the goroutines in Recv have left the socket alone for
 // readerGrace, or re-arms the timer for the rest of it. While one reads,
-// it leaves the timer to be armed when that one stops: a busy endpoint
-// fires it at most once per readerGrace, an idle one never.
+// it leaves the timer to be armed when that one stops. A goroutine that
+// starts reading stops it (disarmGrace), so it fires only when the
+// socket was left alone for readerGrace: never on an idle endpoint, nor
+// on a busy one whose goroutines keep coming back sooner.
 func (e *Endpoint) graceEnded() {
 	e.readerWakeups.Add(1)
 	e.graceArmed.Store(false)

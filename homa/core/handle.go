@@ -261,10 +261,11 @@ func (c *Core) completeIn(r *rpc) {
 		c.stats.hist.message(Received, Response, int(r.in.length))
 		c.stats.hist.rpcDone(max(r.out.length, r.in.length), c.now-r.start)
 		p := r.peer
-		if p.addAck(wireAck(r), c.tick) >= wire.MaxAcks {
+		if p.addAck(wireAck(r), c.tick) >= ackBacklog {
 			c.flushAcks(p, r.port)
-		} else {
-			c.timers.arm(&p.timer, c.at(p.acksSince+1))
+		}
+		if len(p.acks) > 0 {
+			c.timers.arm(&p.timer, c.at(p.acksDue()))
 		}
 		c.out.Messages = append(c.out.Messages, m)
 		c.freeClientLater(r)

@@ -21,9 +21,8 @@ type peer struct {
 	cutoffsSent uint64
 
 	// acks are completed client RPCs to this host whose acknowledgment
-	// has not been sent yet; one rides in each DATA header.
-	acks      []wire.AckEntry
-	acksSince uint64 // tick when acks last went from empty to pending
+	// has not been sent yet, oldest first; one rides in each DATA header.
+	acks []pendingAck
 
 	// What the peer makes the core hold.
 	rpcs     int // RPCs with this peer, client and server
@@ -81,17 +80,31 @@ func newPeer(addr netip.Addr) *peer {
 // ask again with NEED_ACK).
 const maxPendingAcks = 64
 
+// ackBacklog is how many acknowledgments for one server port may wait
+// for DATA packets to carry them before an ACK packet takes the oldest
+// MaxAcks. A client with many RPCs outstanding completes several in one
+// batch of responses and sends as many requests right after, each
+// carrying one: a backlog of MaxAcks sent an ACK packet for one RPC in
+// five (4 clients x 32 outstanding 100-byte RPCs), where a backlog of 32
+// leaves the requests to carry them. The peer timer sends those that
+// waited a tick.
+const ackBacklog = 32
+
+// pendingAck is an acknowledgment waiting to be sent, with the tick it
+// was added.
+type pendingAck struct {
+	wire.AckEntry
+	tick uint64
+}
+
 // addAck records a completed client RPC to acknowledge, and returns how
 // many are now pending for that server port.
 func (p *peer) addAck(a wire.AckEntry, now uint64) int {
-	if len(p.acks) == 0 {
-		p.acksSince = now
-	}
 	if len(p.acks) == maxPendingAcks {
 		copy(p.acks, p.acks[1:])
 		p.acks = p.acks[:maxPendingAcks-1]
 	}
-	p.acks = append(p.acks, a)
+	p.acks = append(p.acks, pendingAck{a, now})
 	n := 0
 	for _, x := range p.acks {
 		if x.ServerPort == a.ServerPort {
@@ -101,14 +114,18 @@ func (p *peer) addAck(a wire.AckEntry, now uint64) int {
 	return n
 }
 
-// takeAck removes one pending acknowledgment for the server port, if any.
-// Only acks for the packet's own destination port are piggybacked: each
-// port may be served by another process, which sees only its own packets.
+// acksDue is when the oldest pending acknowledgment has waited a tick.
+func (p *peer) acksDue() uint64 { return p.acks[0].tick + 1 }
+
+// takeAck removes the oldest pending acknowledgment for the server port,
+// if any. Only acks for the packet's own destination port are
+// piggybacked: each port may be served by another process, which sees
+// only its own packets.
 func (p *peer) takeAck(port uint16) wire.AckEntry {
-	for i := len(p.acks) - 1; i >= 0; i-- {
-		if a := p.acks[i]; a.ServerPort == port {
+	for i, a := range p.acks {
+		if a.ServerPort == port {
 			p.acks = append(p.acks[:i], p.acks[i+1:]...)
-			return a
+			return a.AckEntry
 		}
 	}
 	return wire.AckEntry{}

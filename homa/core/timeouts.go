@@ -148,15 +148,11 @@ func (c *Core) grantDue(r *rpc) time.Duration {
 
 // peerTimer sends the acknowledgments that have waited a tick.
 func (c *Core) peerTimer(p *peer) {
-	if len(p.acks) == 0 {
-		return
-	}
-	if due := p.acksSince + 1; c.tick < due {
-		c.timers.arm(&p.timer, c.at(due))
-		return
-	}
-	for len(p.acks) > 0 {
+	for len(p.acks) > 0 && p.acksDue() <= c.tick {
 		c.flushAcks(p, p.acks[0].ServerPort)
+	}
+	if len(p.acks) > 0 {
+		c.timers.arm(&p.timer, c.at(p.acksDue()))
 	}
 }
 

@@ -45,7 +45,7 @@ const (
 	// such an errno is a real failure and is returned.
 	maxSendRefusals = 4
 	// pollRetryMin and pollRetryMax bound the sleep between reads without
-	// waiting while the netpoller will not park a reader (see
+	// waiting while a reader cannot park (see
 	// sockConn.pollRefused).
 	pollRetryMin = 50 * time.Microsecond
 	pollRetryMax = time.Millisecond
@@ -72,7 +72,7 @@ type errQueue struct {
 	// been told about: a send or a readiness check consumed the signal,
 	// or a read stopped for lack of room.
 	hint atomic.Bool
-	// pollErrs counts the times the netpoller would not park a reader.
+	// pollErrs counts the waits that failed without parking a reader.
 	pollErrs atomic.Uint64
 	// steps counts receive steps and readiness checks run, parked or
 	// not: a reader with nothing to read must not run them in a loop.
@@ -255,18 +255,17 @@ func (c *sockConn) report(i int, p *Packet) bool {
 	return true
 }
 
-// pollRefused reports whether err, from a wait in the netpoller, means
-// that the netpoller will not park this reader now, and counts it.
+// pollRefused reports whether err, from a wait for the socket, means
+// that the reader cannot park now, and counts it.
 //
-// Go's netpoller marks a descriptor when epoll reports nothing but
-// EPOLLERR for it: an error pending while no datagram is queued and the
-// socket is not writable (an ICMP error arriving while the send buffer is
-// full). Until the next event on the descriptor clears the mark, every
-// wait for reading fails at once ("not pollable") without running the
-// read function. The socket is healthy; it just cannot be waited for. The
-// caller then reads without waiting (which reads the error queue) and
-// sleeps a little before trying again, so it neither spins nor returns
-// the error. Errors from a closed Conn are not refusals.
+// A wait fails without parking when its descriptor cannot be waited for:
+// Go's netpoller, for one, refuses a descriptor for which epoll reported
+// nothing but EPOLLERR (an ICMP error while the send buffer is full),
+// until its next event. The Conn waits on an epoll instance of its own,
+// which never reports that, so this is a safety net: the caller then
+// reads without waiting (which reads the error queue) and sleeps a little
+// before trying again, so that it neither spins nor returns the error.
+// Errors from a closed Conn are not refusals.
 func (c *sockConn) pollRefused(err error) bool {
 	if err == nil || c.closed.Load() || errors.Is(err, net.ErrClosed) {
 		return false
@@ -275,8 +274,8 @@ func (c *sockConn) pollRefused(err error) bool {
 	return true
 }
 
-// nextRetry returns the sleep after d while the netpoller refuses to park
-// a reader: pollRetryMin at first, doubling up to pollRetryMax.
+// nextRetry returns the sleep after d while a reader cannot park:
+// pollRetryMin at first, doubling up to pollRetryMax.
 func nextRetry(d time.Duration) time.Duration {
 	if d == 0 {
 		return pollRetryMin
@@ -284,14 +283,14 @@ func nextRetry(d time.Duration) time.Duration {
 	return min(2*d, pollRetryMax)
 }
 
-// waitReadable is WaitReadable: it parks in the netpoller until peek
-// finds something ready. While the netpoller refuses (see pollRefused) it
-// checks readiness without waiting and sleeps in between instead.
+// waitReadable is WaitReadable: it parks (see pollFD) until peek finds
+// something ready. While it cannot park (see pollRefused) it checks
+// readiness without waiting and sleeps in between instead.
 func (c *sockConn) waitReadable() error {
 	var retry time.Duration
 	for {
 		if c.wake.take() {
-			_ = c.pc.SetReadDeadline(time.Time{})
+			_ = c.pfd.SetReadDeadline(time.Time{})
 			return ErrWoken
 		}
 		err := c.rc.Read(c.rd.peek)

@@ -77,11 +77,16 @@
 // when the kernel has signalled an error (a receive or send that failed
 // with the pending ICMP error, which the Conn absorbs and never returns,
 // or a readiness check that saw POLLERR) and, before a ReadBatch parks,
-// once. Go's netpoller refuses to park a reader while the only event on a
-// socket is an error (EPOLLERR without EPOLLIN or EPOLLOUT: an ICMP error
-// while the send buffer is full); the Conn then reads without waiting and
-// sleeps between tries (50 us doubling to 1 ms) until the netpoller takes
-// it back, so a pending error neither spins nor wedges a reader.
+// once. A reader parks on an epoll instance of the Conn's own, which an
+// error on the socket (EPOLLERR, even without EPOLLIN) wakes like a
+// datagram. Should a wait fail for any reason but Close, the Conn reads
+// without waiting and sleeps between tries (50 us doubling to 1 ms), so
+// that nothing spins or wedges a reader.
+//
+// The socket itself is not in Go's netpoller, which registers sockets
+// edge-triggered: there, every datagram would wake a thread of the
+// process parked in epoll_wait, even while a goroutine spinning on the
+// socket reads it (see pollFD).
 package netio
 
 import (

@@ -46,8 +46,8 @@ const (
 // Its receive side is in sock_read_linux.go and sock_area_linux.go, its
 // transmit side in sock_write_linux.go.
 type sockConn struct {
-	pc      net.PacketConn // owns the socket
-	rc      syscall.RawConn
+	pfd     *pollFD         // the socket
+	rc      syscall.RawConn // pfd (tests wrap it)
 	laddr   netip.Addr
 	port    uint16
 	v6      bool
@@ -80,25 +80,21 @@ type mmsghdr struct {
 	len uint32
 }
 
-// newSockConn wraps an open socket. It takes ownership of pc and lease
-// and releases both if it fails.
+// newSockConn wraps an open socket, taking it out of the runtime's
+// netpoller (see pollFD). It takes ownership of pc and lease and
+// releases both, closing pc, even when it fails.
 func newSockConn(pc net.PacketConn, laddr netip.Addr, port uint16, udp bool, lease *portLease, opt *Options) (*sockConn, error) {
 	if opt == nil {
 		opt = &Options{}
 	}
-	c := &sockConn{pc: pc, laddr: laddr, port: port, lease: lease}
-	c.setup(laddr.Is6(), udp, opt)
-	r, w := &c.rd, &c.wr
-	sc, ok := pc.(syscall.Conn)
-	if !ok {
-		c.Close()
-		return nil, errors.New("netio: socket has no raw access")
-	}
-	var err error
-	if c.rc, err = sc.SyscallConn(); err != nil {
-		c.Close()
+	pfd, err := ownSocket(pc)
+	if err != nil {
+		lease.release()
 		return nil, err
 	}
+	c := &sockConn{pfd: pfd, rc: pfd, laddr: laddr, port: port, lease: lease}
+	c.setup(laddr.Is6(), udp, opt)
+	r, w := &c.rd, &c.wr
 	rbuf, wbuf := opt.ReadBuffer, opt.WriteBuffer
 	if rbuf <= 0 {
 		rbuf = defaultSockBuffer
@@ -127,6 +123,20 @@ func newSockConn(pc net.PacketConn, laddr netip.Addr, port uint16, udp bool, lea
 		return nil, err
 	}
 	return c, nil
+}
+
+// ownSocket moves the socket of pc into a pollFD and closes pc.
+func ownSocket(pc net.PacketConn) (*pollFD, error) {
+	defer pc.Close()
+	sc, ok := pc.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("netio: socket has no raw access")
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return newPollFD(rc)
 }
 
 // setup initializes everything of c but the socket.
@@ -225,7 +235,7 @@ func (c *sockConn) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
-	err := c.pc.Close()
+	err := c.pfd.Close()
 	if c.lease != nil {
 		c.lease.release()
 	}

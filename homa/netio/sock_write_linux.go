@@ -58,11 +58,13 @@ type writeState struct {
 // with the socket's pending ICMP error instead of being sent (UDP takes
 // the error on its way out): the message is retried, up to
 // maxSendRefusals times in a row, and the reader is told to look at the
-// error queue, where the report waits.
+// error queue, where the report waits. Like recvmmsg it is a raw system
+// call, which never blocks (a full send buffer gives EAGAIN, and the
+// caller waits for room).
 func (w *writeState) sendmmsg(fd uintptr) bool {
 	refused := 0
 	for w.done < w.cnt {
-		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hs[w.done])), uintptr(w.cnt-w.done), 0, 0, 0)
+		r, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hs[w.done])), uintptr(w.cnt-w.done), unix.MSG_DONTWAIT, 0, 0)
 		switch {
 		case e == 0:
 			w.done += int(r)

@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// Wake implements Waker: a read deadline in the past makes the netpoller
-// give the parked reader back at once; the reader clears it and returns
+// Wake implements Waker: a read deadline in the past on the epoll
+// instance the reader parks on gives it back at once; the reader clears it and returns
 // ErrWoken.
 func (c *sockConn) Wake() {
 	if c.wake.set() {
-		_ = c.pc.SetReadDeadline(time.Unix(1, 0))
+		_ = c.pfd.SetReadDeadline(time.Unix(1, 0))
 	}
 }
 
@@ -22,7 +22,7 @@ func (c *sockConn) woken(err error) (error, bool) {
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		return err, false
 	}
-	_ = c.pc.SetReadDeadline(time.Time{})
+	_ = c.pfd.SetReadDeadline(time.Time{})
 	if c.wake.take() {
 		return ErrWoken, false
 	}

@@ -1,0 +1,181 @@
+//go:build linux
+
+package netio
+
+import (
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// pollFD is a socket kept out of the runtime's netpoller, used through
+// the syscall.RawConn interface as a net.PacketConn's would be.
+//
+// A socket the netpoller knows is registered edge-triggered: every
+// datagram that arrives wakes whichever thread of the process is parked
+// in epoll_wait, to find that nobody waits for it, while a goroutine
+// spinning on the socket reads the datagram anyway. On a busy machine
+// that thread takes a CPU from the spinners: one wasted thread wake-up
+// per packet. So the socket is registered, one-shot, in an epoll
+// instance of its own, and that instance with the netpoller: a reader
+// about to park arms the one-shot registration, parks in the netpoller
+// (its goroutine, not its thread), and the first datagram wakes it;
+// datagrams that come while nobody parks wake nothing.
+type pollFD struct {
+	fd  int             // the socket
+	ep  *os.File        // the epoll instance holding fd, in the netpoller
+	epc syscall.RawConn // ep's
+	// mu is held shared around every use of fd and exclusively to close
+	// it, so that no system call reaches a closed (or reused) descriptor.
+	mu      sync.RWMutex
+	closed  atomic.Bool
+	events  [1]unix.EpollEvent // Read's harvest of ep (under ep's read lock)
+	oneShot unix.EpollEvent    // the registration of fd in ep (read-only)
+	// arm and harvest are Read's functions on ep, bound once.
+	arm     func(fd uintptr)
+	harvest func(fd uintptr) bool
+}
+
+// newPollFD takes the socket of rc out of the runtime's hands: it keeps
+// a duplicate of the descriptor, in an epoll instance of its own. The
+// caller closes the original (the runtime unregisters it then).
+func newPollFD(rc syscall.RawConn) (*pollFD, error) {
+	fd := -1
+	var derr error
+	if err := rc.Control(func(s uintptr) { fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, os.NewSyscallError("fcntl", derr)
+	}
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		unix.Close(fd)
+		return nil, os.NewSyscallError("epoll_create1", err)
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(fd)}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		unix.Close(fd)
+		unix.Close(epfd)
+		return nil, os.NewSyscallError("epoll_ctl", err)
+	}
+	// Non-blocking, os.NewFile hands the instance to the netpoller.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(fd)
+		unix.Close(epfd)
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	p := &pollFD{fd: fd, ep: os.NewFile(uintptr(epfd), "homa-epoll"), oneShot: ev}
+	if p.epc, err = p.ep.SyscallConn(); err != nil {
+		p.ep.Close()
+		unix.Close(fd)
+		return nil, err
+	}
+	p.arm, p.harvest = p.armOneShot, p.harvestEvents
+	return p, nil
+}
+
+// Control implements syscall.RawConn.
+func (p *pollFD) Control(f func(fd uintptr)) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed.Load() {
+		return errSockClosed
+	}
+	f(uintptr(p.fd))
+	return nil
+}
+
+// Read implements syscall.RawConn: it calls f until f returns true,
+// parking in the netpoller in between until the socket is readable (or
+// has an error). A read deadline on ep (Wake) ends the wait with
+// os.ErrDeadlineExceeded.
+func (p *pollFD) Read(f func(fd uintptr) bool) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for {
+		if p.closed.Load() {
+			return errSockClosed
+		}
+		if f(uintptr(p.fd)) {
+			return nil
+		}
+		// Arming after f found nothing loses no datagram: one that came
+		// in between makes the re-armed registration ready at once.
+		if err := p.epc.Control(p.arm); err != nil {
+			return p.waitErr(err)
+		}
+		if err := p.epc.Read(p.harvest); err != nil {
+			return p.waitErr(err)
+		}
+	}
+}
+
+// armOneShot re-arms the one-shot registration of the socket in ep.
+// It cannot fail while both are open.
+func (p *pollFD) armOneShot(ep uintptr) {
+	_ = unix.EpollCtl(int(ep), unix.EPOLL_CTL_MOD, p.fd, &p.oneShot)
+}
+
+// harvestEvents takes ep's ready event, if any, so that ep is idle again
+// until the registration is re-armed.
+func (p *pollFD) harvestEvents(ep uintptr) bool {
+	for {
+		n, _, e := unix.Syscall6(unix.SYS_EPOLL_WAIT, ep, uintptr(unsafe.Pointer(&p.events[0])), 1, 0, 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		return e != 0 || n > 0
+	}
+}
+
+// waitErr is the error of a wait on ep: a closed Conn's, or the wait's.
+func (p *pollFD) waitErr(err error) error {
+	if p.closed.Load() {
+		return errSockClosed
+	}
+	return err
+}
+
+// Write implements syscall.RawConn: it calls f until f returns true,
+// polling for room in the send buffer in between (rare: the buffer is
+// large, and a full one drains within microseconds on a live link).
+func (p *pollFD) Write(f func(fd uintptr) bool) error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for {
+		if p.closed.Load() {
+			return errSockClosed
+		}
+		if f(uintptr(p.fd)) {
+			return nil
+		}
+		pfd := unix.PollFd{Fd: int32(p.fd), Events: unix.POLLOUT}
+		ts := unix.NsecToTimespec(int64(writePoll))
+		_, _, _ = unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	}
+}
+
+// writePoll bounds one wait for room in the send buffer, so that a
+// writer notices Close.
+const writePoll = time.Millisecond
+
+// SetReadDeadline sets the deadline of waits in Read (Wake uses it).
+func (p *pollFD) SetReadDeadline(t time.Time) error { return p.ep.SetReadDeadline(t) }
+
+// Close closes the socket once no system call uses it. Closing ep first
+// ends a wait in Read.
+func (p *pollFD) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	p.ep.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return unix.Close(p.fd)
+}
