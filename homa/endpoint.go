@@ -48,9 +48,10 @@ type Endpoint struct {
 	out     core.Output     // what the current core call produced
 	rxSelf  *mailbox.Waiter // the waiter of the goroutine processing packets, if it polls from Recv
 	rxIn    []core.Inbound  // scratch for HandleBatch
-	timer   *time.Timer     // armed at timerAt when timerSet
+	timer   *time.Timer     // armed at timerAt when timerOn
 	timerAt time.Duration
 	timerOn bool
+	dueAt   atomic.Int64 // timerAt while timerOn, else 0: read by spinning readers (runDue)
 
 	// Receiving (see receive.go). Whoever holds rxTok reads the Conn
 	// (into rxPkts): a goroutine in Recv, or else the background reader.
@@ -413,8 +414,29 @@ func (e *Endpoint) settle(b *txBatch) {
 	}
 	if at, ok := e.core.Next(); ok && (!e.timerOn || at < e.timerAt) {
 		e.timerOn, e.timerAt = true, at
+		e.dueAt.Store(int64(max(at, 1)))
 		e.timer.Reset(max(at-e.now(), 0))
 	}
+}
+
+// runDue runs the core's timers, if due at now, for a reader spinning on
+// the socket, and stops the timer: the timer goroutine need not wake up
+// (a thread wake-up, which on a machine whose processors are busy
+// spinning takes one from a spinner). Should the timer have fired
+// anyway, the timer goroutine finds nothing due.
+func (e *Endpoint) runDue(now time.Duration, b *txBatch) {
+	e.mu.Lock()
+	if e.closed || !e.timerOn || now < e.timerAt {
+		e.mu.Unlock()
+		return
+	}
+	e.timer.Stop()
+	e.timerOn = false
+	e.dueAt.Store(0)
+	e.core.Tick(now, &e.out)
+	e.settle(b)
+	e.mu.Unlock()
+	e.flush(b)
 }
 
 // wakeBlocked wakes the goroutine in Recv parked reading the socket if
@@ -441,6 +463,7 @@ func (e *Endpoint) timerLoop() {
 		e.mu.Lock()
 		if !e.closed {
 			e.timerOn = false
+			e.dueAt.Store(0)
 			e.core.Tick(e.now(), &e.out)
 			e.settle(b)
 		}

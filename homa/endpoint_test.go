@@ -361,6 +361,46 @@ func TestBusyReaderSleeps(t *testing.T) {
 	})
 }
 
+// TestSpinnerRunsTimers: a reader spinning on the socket runs the
+// core's timers when they are due (runDue), instead of the timer
+// goroutine: the client's pending acknowledgment goes out, and the
+// server frees the RPC, with no timer wake-up.
+func TestSpinnerRunsTimers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newMemPair(t, netio.MemConfig{Seed: 10}, homa.Config{})
+		if err := p.call(context.Background(), t, payload(1, 100)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := p.server.Stats().ServerRPCs; n != 1 {
+			t.Fatalf("server holds %d RPCs, want the unacknowledged one", n)
+		}
+		homa.RunDue(p.client, 0) // not due yet: nothing happens
+		synctest.Wait()
+		if n := p.server.Stats().ServerRPCs; n != 1 {
+			t.Fatalf("server holds %d RPCs before the acknowledgment was due, want 1", n)
+		}
+		homa.RunDue(p.client, 5*time.Millisecond)
+		synctest.Wait()
+		if n := p.server.Stats().ServerRPCs; n != 0 {
+			t.Fatalf("server holds %d RPCs after the client's timers ran, want 0", n)
+		}
+		if w := p.client.Stats().TimerWakeups; w != 0 {
+			t.Fatalf("the client's timer woke %d times, want 0", w)
+		}
+		// The timer, stopped by runDue, serves again when no reader
+		// spins.
+		if err := p.call(context.Background(), t, payload(2, 100)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		if n, w := p.server.Stats().ServerRPCs, p.client.Stats().TimerWakeups; n != 0 || w == 0 {
+			t.Fatalf("server holds %d RPCs after 10 ms, the client's timer woke %d times; want 0 and some", n, w)
+		}
+	})
+}
+
 // TestIdleEndpointSleeps: an endpoint with nothing to do never wakes up:
 // not when it never had an RPC, and not once its RPCs are over and
 // acknowledged (there is no periodic tick), and its background reader

@@ -1,5 +1,7 @@
 package homa
 
+import "time"
+
 // ReaderWakeups is how many timed waits of e's background reader ended.
 func ReaderWakeups(e *Endpoint) uint64 { return e.readerWakeups.Load() }
 
@@ -14,4 +16,11 @@ func Pooled(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// RunDue runs e's timers as a spinning reader would, after d more.
+func RunDue(e *Endpoint, d time.Duration) {
+	b := e.getBatch()
+	e.runDue(e.now()+d, b)
+	e.putBatch(b)
 }

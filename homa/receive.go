@@ -195,9 +195,14 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 			return nil, false
 		case ctx.Err() != nil:
 			return nil, false
-		case e.now() > deadline:
+		}
+		now := e.now()
+		if now > deadline {
 			e.spin.spun(due, false)
 			return nil, false
+		}
+		if at := e.dueAt.Load(); at != 0 && now >= time.Duration(at) {
+			e.runDue(now, b)
 		}
 		if e.idleWork.Load() {
 			e.idle(b)
