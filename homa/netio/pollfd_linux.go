@@ -36,9 +36,10 @@ type pollFD struct {
 	closed  atomic.Bool
 	events  [1]unix.EpollEvent // Read's harvest of ep (under ep's read lock)
 	oneShot unix.EpollEvent    // the registration of fd in ep (read-only)
-	// arm and harvest are Read's functions on ep, bound once.
-	arm     func(fd uintptr)
-	harvest func(fd uintptr) bool
+	// The functions of waits, bound once.
+	arm             func(fd uintptr)
+	harvest         func(fd uintptr) bool
+	waitIn, waitOut func() error
 }
 
 // newPollFD takes the socket of rc out of the runtime's hands: it keeps
@@ -77,6 +78,7 @@ func newPollFD(rc syscall.RawConn) (*pollFD, error) {
 		return nil, err
 	}
 	p.arm, p.harvest = p.armOneShot, p.harvestEvents
+	p.waitIn, p.waitOut = p.waitReadable, p.waitWritable
 	return p, nil
 }
 
@@ -95,7 +97,15 @@ func (p *pollFD) Control(f func(fd uintptr)) error {
 // parking in the netpoller in between until the socket is readable (or
 // has an error). A read deadline on ep (Wake) ends the wait with
 // os.ErrDeadlineExceeded.
-func (p *pollFD) Read(f func(fd uintptr) bool) error {
+func (p *pollFD) Read(f func(fd uintptr) bool) error { return p.until(f, p.waitIn) }
+
+// Write implements syscall.RawConn: it calls f until f returns true,
+// polling for room in the send buffer in between (rare: the buffer is
+// large, and a full one drains within microseconds on a live link).
+func (p *pollFD) Write(f func(fd uintptr) bool) error { return p.until(f, p.waitOut) }
+
+// until calls f until it returns true, with wait in between.
+func (p *pollFD) until(f func(fd uintptr) bool, wait func() error) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	for {
@@ -105,15 +115,31 @@ func (p *pollFD) Read(f func(fd uintptr) bool) error {
 		if f(uintptr(p.fd)) {
 			return nil
 		}
-		// Arming after f found nothing loses no datagram: one that came
-		// in between makes the re-armed registration ready at once.
-		if err := p.epc.Control(p.arm); err != nil {
-			return p.waitErr(err)
-		}
-		if err := p.epc.Read(p.harvest); err != nil {
-			return p.waitErr(err)
+		if err := wait(); err != nil {
+			if p.closed.Load() {
+				return errSockClosed
+			}
+			return err
 		}
 	}
+}
+
+// waitReadable parks until the socket is readable. Arming after a read
+// found nothing loses no datagram: one that came in between makes the
+// re-armed registration ready at once.
+func (p *pollFD) waitReadable() error {
+	if err := p.epc.Control(p.arm); err != nil {
+		return err
+	}
+	return p.epc.Read(p.harvest)
+}
+
+// waitWritable waits, at most writePoll, for room in the send buffer.
+func (p *pollFD) waitWritable() error {
+	pfd := unix.PollFd{Fd: int32(p.fd), Events: unix.POLLOUT}
+	ts := unix.NsecToTimespec(int64(writePoll))
+	_, _, _ = unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	return nil
 }
 
 // armOneShot re-arms the one-shot registration of the socket in ep.
@@ -131,33 +157,6 @@ func (p *pollFD) harvestEvents(ep uintptr) bool {
 			continue
 		}
 		return e != 0 || n > 0
-	}
-}
-
-// waitErr is the error of a wait on ep: a closed Conn's, or the wait's.
-func (p *pollFD) waitErr(err error) error {
-	if p.closed.Load() {
-		return errSockClosed
-	}
-	return err
-}
-
-// Write implements syscall.RawConn: it calls f until f returns true,
-// polling for room in the send buffer in between (rare: the buffer is
-// large, and a full one drains within microseconds on a live link).
-func (p *pollFD) Write(f func(fd uintptr) bool) error {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	for {
-		if p.closed.Load() {
-			return errSockClosed
-		}
-		if f(uintptr(p.fd)) {
-			return nil
-		}
-		pfd := unix.PollFd{Fd: int32(p.fd), Events: unix.POLLOUT}
-		ts := unix.NsecToTimespec(int64(writePoll))
-		_, _, _ = unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 	}
 }
 

@@ -1,0 +1,84 @@
+//go:build linux
+
+package netio
+
+import (
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestPollFDQuiet: datagrams that arrive while no reader parks leave the
+// Conn's epoll instance (the only thing of the Conn in Go's netpoller)
+// quiet, so that they wake no thread; a reader that parks re-arms it and
+// wakes for the next datagram.
+func TestPollFDQuiet(t *testing.T) {
+	a := openUDP(t, lo4, 0, nil)
+	b := openUDP(t, lo4, 0, nil).(*sockConn)
+	epReady := func() bool {
+		t.Helper()
+		ready := false
+		if err := b.pfd.epc.Control(func(ep uintptr) {
+			pfd := []unix.PollFd{{Fd: int32(ep), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, 0)
+			ready = err == nil && n > 0
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ready
+	}
+	send := func(tag uint64) {
+		t.Helper()
+		writeAll(t, a, b.LocalAddr(), 0, testPacket(a.Port(), b.Port(), 100, tag))
+	}
+	pkts := makePackets(8, 2048)
+	drain := func(want int) {
+		t.Helper()
+		got := 0
+		for deadline := time.Now().Add(5 * time.Second); got < want && time.Now().Before(deadline); {
+			n, err := b.TryReadBatch(pkts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+		}
+		if got != want {
+			t.Fatalf("read %d packets, want %d", got, want)
+		}
+	}
+
+	// A reader parks (arming the registration) and the first datagram
+	// wakes it.
+	woke := make(chan error, 1)
+	go func() { woke <- b.WaitReadable() }()
+	time.Sleep(20 * time.Millisecond) // let it park
+	send(1)
+	if err := <-woke; err != nil {
+		t.Fatal(err)
+	}
+	drain(1)
+	// Nobody parks now: five more datagrams, queued on the socket, leave
+	// the instance quiet (loopback queues a datagram before the send
+	// returns).
+	for i := range 5 {
+		send(uint64(2 + i))
+	}
+	if epReady() {
+		t.Fatal("datagrams that came while no reader parked made the epoll instance ready")
+	}
+	drain(5)
+	// The next reader to park re-arms it and wakes.
+	go func() { woke <- b.WaitReadable() }()
+	time.Sleep(20 * time.Millisecond)
+	send(7)
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a parked reader did not wake for a datagram")
+	}
+	drain(1)
+}
