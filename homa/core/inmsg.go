@@ -16,16 +16,19 @@ type span = resend.Span
 // that fills most of its receive buffer is kept in that buffer (no copy:
 // the shell gives the buffer up and reads into a new one), a smaller one
 // is copied into a buffer of its own size. Once a quarter of the message
-// has arrived, a packet that is not kept makes it join: it gets its own
-// whole buffer, the segments are copied into it, and every later packet
-// is copied straight there; so storage is committed for at most four
-// times the bytes that arrived. When the message is complete, a joined
-// message is its whole buffer; otherwise (every packet was kept) the
-// segments are copied into one buffer, unless it came in a single kept
-// packet: then that packet's buffer is the message. So a message's bytes
-// are copied once between the receive buffer and the application, or
-// not at all, except the quarter that small packets bring before a
-// message joins, which is copied twice.
+// has arrived, the next packet makes it join: it gets its own whole
+// buffer, the segments are copied into it, and every later packet is
+// copied straight there; so storage is committed for at most four times
+// the bytes that arrived. When the message is complete, a joined message
+// is its whole buffer; one that came in a single kept packet is that
+// packet's buffer. So a message's bytes are copied once between the
+// receive buffer and the application, or not at all, except the quarter
+// that small packets bring before a message joins, which is copied
+// twice. Joining at a quarter, rather than keeping every large packet
+// and copying them all at the end, spreads the copies over the transfer,
+// while the sender sends the rest, instead of adding them after the last
+// packet: 1 MB echoes between two processes took 407-607 µs (median)
+// instead of 434-681 µs, 8 runs each, alternated.
 const segmentMin = 8 << 10
 
 // segment is a received packet's payload kept for reassembly: data at
@@ -86,7 +89,8 @@ func (m *inMsg) plan(payload, pkt []byte, own bool) (keep bool, need int) {
 	switch {
 	case m.whole != nil:
 		return false, 0
-	case m.length >= segmentMin && own && len(payload) >= segmentMin && 4*len(payload) >= cap(pkt):
+	case m.length >= segmentMin && own && len(payload) >= segmentMin && 4*len(payload) >= cap(pkt) &&
+		(uint32(len(payload)) == m.length || !m.joins(len(payload))):
 		return true, cap(pkt)
 	case m.joins(len(payload)):
 		return false, sizeClass(int(m.length))
@@ -183,9 +187,10 @@ func (m *inMsg) mark(off, end uint32) uint32 {
 // take returns the complete message: its bytes, the buffer that holds
 // them (to go back to Buffers when the application releases them), and
 // the storage it leaves committed (that buffer's capacity). A joined
-// message is its whole buffer; one in several kept segments is copied
-// into a buffer of its own; one that came in a single kept packet is that
-// packet's buffer.
+// message is its whole buffer; one that came in a single kept packet is
+// that packet's buffer. The packet that completes a longer message makes
+// it join (see plan), so the copy of several kept segments into a buffer
+// of their own is only a fallback.
 func (m *inMsg) take(bufs Buffers) (data, backing []byte, mem int) {
 	if b := m.whole; b != nil {
 		m.whole = nil
