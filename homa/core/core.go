@@ -60,6 +60,7 @@ type Core struct {
 	heavyMem   heavy
 	heavyRPCs  heavy
 	seen       map[clientKey]*ack.Seen
+	lastSeen   seenEntry // the entry of seen found last (seen.go)
 	solicited  map[serverKey]solicitation
 	timers     timerHeap
 	rxPkt      wire.Packet

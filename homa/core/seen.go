@@ -57,12 +57,15 @@ const (
 
 func (c *Core) seenFor(addr netip.Addr, port uint16) *ack.Seen {
 	k := clientKey{addr, port}
-	if s := c.seen[k]; s != nil {
+	if s := c.lookupSeen(k); s != nil {
 		return s
 	}
 	if len(c.seen) >= maxSeenClients {
 		for old := range c.seen {
 			delete(c.seen, old)
+			if old == c.lastSeen.k {
+				c.lastSeen = seenEntry{}
+			}
 			break
 		}
 	}
@@ -71,11 +74,31 @@ func (c *Core) seenFor(addr netip.Addr, port uint16) *ack.Seen {
 	return s
 }
 
+// seenEntry is a client port's record of finished ids.
+type seenEntry struct {
+	k clientKey
+	s *ack.Seen
+}
+
+// lookupSeen returns the record of client port k, if any. The one found
+// last is kept at hand: a request and its acknowledgment look it up,
+// and requests from one client port come in runs.
+func (c *Core) lookupSeen(k clientKey) *ack.Seen {
+	if c.lastSeen.s != nil && c.lastSeen.k == k {
+		return c.lastSeen.s
+	}
+	s := c.seen[k]
+	if s != nil {
+		c.lastSeen = seenEntry{k, s}
+	}
+	return s
+}
+
 // stale reports whether a request packet for client id from (addr, port)
 // must not start an RPC: the id is finished here, or below what this
 // server remembers and not solicited (retransmit is the packet's flag).
 func (c *Core) stale(addr netip.Addr, port uint16, id uint64, retransmit bool) bool {
-	s := c.seen[clientKey{addr, port}]
+	s := c.lookupSeen(clientKey{addr, port})
 	if s == nil || !s.Done(id) {
 		return false
 	}
@@ -93,7 +116,7 @@ func (c *Core) stale(addr netip.Addr, port uint16, id uint64, retransmit bool) b
 // for one below the floor, once the solicitation is confirmed (see
 // above).
 func (c *Core) solicit(addr netip.Addr, port uint16, id uint64) bool {
-	s := c.seen[clientKey{addr, port}]
+	s := c.lookupSeen(clientKey{addr, port})
 	if s == nil || !s.Done(id) {
 		return true
 	}
