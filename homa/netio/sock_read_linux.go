@@ -21,6 +21,7 @@ type mmsgs struct {
 	names [maxBatch]unix.RawSockaddrInet6 // large enough for either family
 	cnt   int                             // messages prepared
 	done  int                             // messages received
+	last  int                             // bytes the last call received
 	errno unix.Errno                      // error of the last syscall, 0 if none
 }
 
@@ -47,19 +48,20 @@ type readState struct {
 // system call) started an idle processor of the process every 27 µs or
 // so in traces of homa serve (2,100 starts in 200 1 MB echoes; 290 with
 // raw calls), each a thread competing with the spinners for the CPUs. It
-// never blocks, so the scheduler needs not know. The price: a call that
-// moves a large batch (up to maxBatch datagrams of 64 KB, a few hundred
-// microseconds of copying) holds its processor without the scheduler
-// knowing, and a garbage collection's stop-the-world waits for it.
+// never blocks, so the scheduler needs not know; but see socketCall.
 func (m *mmsgs) recvmmsg(fd uintptr, from int) {
 	for {
-		r, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hs[from])), uintptr(m.cnt-from), unix.MSG_DONTWAIT, 0, 0)
+		r, _, e := socketCall(m.last, unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hs[from])), uintptr(m.cnt-from), unix.MSG_DONTWAIT)
 		if e == unix.EINTR {
 			continue
 		}
 		m.errno = e
+		m.last = 0
 		if e == 0 {
 			m.done = int(r)
+			for i := from; i < from+m.done; i++ {
+				m.last += int(m.hs[i].len)
+			}
 		}
 		return
 	}
@@ -100,6 +102,25 @@ func (r *readState) recv(fd uintptr, wait bool) bool {
 		}
 	}
 	return true
+}
+
+// rawCallMax bounds the bytes a raw socket call may move (see
+// socketCall): about 30 µs of copying.
+const rawCallMax = 256 << 10
+
+// socketCall makes a socket system call that never blocks and moves
+// about bytes (for a receive, as many as the last one did): raw, which
+// the scheduler does not hear of, unless bytes is large. A raw call
+// holds its processor without the scheduler knowing, so that a garbage
+// collection's stop-the-world waits for it: a batch of maxBatch
+// datagrams of 64 KB is a few hundred microseconds of copying, long
+// enough to tell the scheduler, and long enough that telling it costs
+// nothing that matters.
+func socketCall(bytes int, trap, a1, a2, a3, a4 uintptr) (uintptr, uintptr, unix.Errno) {
+	if bytes > rawCallMax {
+		return unix.Syscall6(trap, a1, a2, a3, a4, 0, 0)
+	}
+	return unix.RawSyscall6(trap, a1, a2, a3, a4, 0, 0)
 }
 
 // peekReady reports whether a packet waits in the socket's queue, without

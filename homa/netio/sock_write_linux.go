@@ -31,6 +31,7 @@ type writeState struct {
 	segs  [maxBatch]int                  // packets each message carries
 	iov   [2 * maxSendPackets]unix.Iovec
 	niov  int        // iovecs prepared
+	bytes int        // bytes prepared
 	cnt   int        // messages prepared
 	done  int        // messages sent
 	calls int        // sendmmsg calls that sent something
@@ -58,13 +59,13 @@ type writeState struct {
 // with the socket's pending ICMP error instead of being sent (UDP takes
 // the error on its way out): the message is retried, up to
 // maxSendRefusals times in a row, and the reader is told to look at the
-// error queue, where the report waits. Like recvmmsg it is a raw system
-// call, which never blocks (a full send buffer gives EAGAIN, and the
-// caller waits for room).
+// error queue, where the report waits. Like recvmmsg it never blocks (a
+// full send buffer gives EAGAIN, and the caller waits for room), and is
+// a raw system call unless its batch is large (socketCall).
 func (w *writeState) sendmmsg(fd uintptr) bool {
 	refused := 0
 	for w.done < w.cnt {
-		r, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hs[w.done])), uintptr(w.cnt-w.done), unix.MSG_DONTWAIT, 0, 0)
+		r, _, e := socketCall(w.bytes, unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hs[w.done])), uintptr(w.cnt-w.done), unix.MSG_DONTWAIT)
 		switch {
 		case e == 0:
 			w.done += int(r)
@@ -174,7 +175,7 @@ func (c *sockConn) retryAfter(e unix.Errno) bool {
 // after the messages prepared.
 func (c *sockConn) prepareWrite(pkts []Packet) error {
 	w := &c.wr
-	w.cnt, w.done, w.calls, w.errno, w.niov = 0, 0, 0, 0, 0
+	w.cnt, w.done, w.calls, w.errno, w.niov, w.bytes = 0, 0, 0, 0, 0, 0
 	if w.noCmsg && len(pkts) > 0 {
 		if err := c.setStickyTOS(pkts[0].Priority); err != nil {
 			return err
@@ -233,6 +234,7 @@ func (w *writeState) addIov(p *Packet) {
 	v.Base = &p.Buf[0]
 	v.SetLen(p.N)
 	w.niov++
+	w.bytes += p.N + len(p.Payload)
 	if len(p.Payload) > 0 {
 		v = &w.iov[w.niov]
 		v.Base = &p.Payload[0]
