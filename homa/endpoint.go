@@ -172,10 +172,6 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 // point into data may still be on their way to the socket. Requests
 // below core.ZeroCopyMin bytes, which packets copy anyway, are copied.
 func (e *Endpoint) SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64) (uint64, Borrow, error) {
-	if len(data) < core.ZeroCopyMin {
-		id, err := e.send(dst, data, cookie, false)
-		return id, Borrow{}, err
-	}
 	addr, maxPkt, err := e.checkSend(dst, data)
 	if err != nil {
 		return 0, Borrow{}, err
@@ -202,7 +198,8 @@ func (e *Endpoint) SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64) 
 // Borrow is the endpoint's use of a buffer given to SendBorrowed.
 type Borrow struct{ h *core.Hold }
 
-// Wait returns once the endpoint reads the buffer no more.
+// Wait returns once the endpoint reads the buffer no more (at once when
+// the request was copied).
 func (b Borrow) Wait() {
 	for b.h != nil && !b.h.Done() {
 		runtime.Gosched()
