@@ -83,14 +83,10 @@ type Endpoint struct {
 	spin          spinBudget
 
 	io      ioCounters
-	batches sync.Pool // *txBatch
-	spare   atomic.Pointer[txBatch]
-	// spareWaiter is one waiter kept at hand (what one goroutine in Recv
-	// needs, without the pool's cost), the rest pooled.
-	spareWaiter atomic.Pointer[mailbox.Waiter]
-	waiters     sync.Pool // *mailbox.Waiter
-	done        chan struct{}
-	wg          sync.WaitGroup
+	batches recycler[txBatch]
+	waiters recycler[mailbox.Waiter]
+	done    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // NewEndpoint starts an endpoint on conn, which it owns from now on (Close
@@ -512,17 +508,10 @@ func (e *Endpoint) HandlePacket(pkt []byte, src netip.Addr) {
 // endpoints: a waiter's channel then always belongs to the endpoint's own
 // world (which matters to testing/synctest bubbles).
 func (e *Endpoint) getWaiter() *mailbox.Waiter {
-	if w := e.spareWaiter.Swap(nil); w != nil {
-		return w
-	}
-	if w, _ := e.waiters.Get().(*mailbox.Waiter); w != nil {
+	if w := e.waiters.get(); w != nil {
 		return w
 	}
 	return mailbox.NewWaiter()
 }
 
-func (e *Endpoint) putWaiter(w *mailbox.Waiter) {
-	if !e.spareWaiter.CompareAndSwap(nil, w) {
-		e.waiters.Put(w)
-	}
-}
+func (e *Endpoint) putWaiter(w *mailbox.Waiter) { e.waiters.put(w) }
