@@ -186,17 +186,11 @@ func (m *inMsg) mark(off, end uint32) uint32 {
 
 // take returns the complete message: its bytes, the buffer that holds
 // them (to go back to Buffers when the application releases them), and
-// the storage it leaves committed (that buffer's capacity). A joined
-// message is its whole buffer; one that came in a single kept packet is
-// that packet's buffer. The packet that completes a longer message makes
-// it join (see plan), so the copy of several kept segments into a buffer
-// of their own is only a fallback.
+// the storage it leaves committed (that buffer's capacity). One that
+// came in a single kept packet is that packet's buffer; any other is its
+// whole buffer (the packet that completes a longer message makes it join:
+// see plan).
 func (m *inMsg) take(bufs Buffers) (data, backing []byte, mem int) {
-	if b := m.whole; b != nil {
-		m.whole = nil
-		m.mem = 0
-		return b, b, cap(b)
-	}
 	if len(m.segs) == 1 && uint32(len(m.segs[0].data)) == m.length {
 		s := m.segs[0]
 		clear(m.segs)
@@ -204,11 +198,12 @@ func (m *inMsg) take(bufs Buffers) (data, backing []byte, mem int) {
 		m.mem = 0
 		return s.data, s.backing, cap(s.backing)
 	}
-	b := bufs.Get(int(m.length))
-	for _, s := range m.segs {
-		copy(b[s.off:], s.data)
+	if m.whole == nil {
+		m.join(bufs)
 	}
-	m.release(bufs)
+	b := m.whole
+	m.whole = nil
+	m.mem = 0
 	return b, b, cap(b)
 }
 
