@@ -18,17 +18,20 @@ type span = resend.Span
 // is copied into a buffer of its own size. Once a quarter of the message
 // has arrived, the next packet makes it join: it gets its own whole
 // buffer, the segments are copied into it, and every later packet is
-// copied straight there; so storage is committed for at most four times
-// the bytes that arrived. When the message is complete, a joined message
-// is its whole buffer; one that came in a single kept packet is that
-// packet's buffer. So a message's bytes are copied once between the
-// receive buffer and the application, or not at all, except the quarter
-// that small packets bring before a message joins, which is copied
-// twice. Joining at a quarter, rather than keeping every large packet
-// and copying them all at the end, spreads the copies over the transfer,
-// while the sender sends the rest, instead of adding them after the last
-// packet: 1 MB echoes between two processes took 407-607 µs (median)
-// instead of 434-681 µs, 8 runs each, alternated.
+// copied straight there. So storage is committed for at most four times
+// the bytes that arrived, times the rounding of Buffers (the shell's pool
+// rounds up to a power of two: eight times at worst).
+//
+// When the message is complete, a joined message is its whole buffer;
+// one that came in a single kept packet is that packet's buffer. So a
+// message's bytes are copied once between the receive buffer and the
+// application, or not at all, except the quarter that small packets
+// bring before a message joins, which is copied twice. Joining at a
+// quarter, rather than keeping every large packet and copying them all
+// at the end, spreads the copies over the transfer, while the sender
+// sends the rest, instead of adding them after the last packet: 1 MB
+// echoes between two processes took 407-607 µs (median) instead of
+// 434-681 µs, 8 runs each, alternated.
 const segmentMin = 8 << 10
 
 // segment is a received packet's payload kept for reassembly: data at
