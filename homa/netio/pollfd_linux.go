@@ -60,16 +60,15 @@ func newPollFD(rc syscall.RawConn) (*pollFD, error) {
 		return nil, os.NewSyscallError("epoll_create1", err)
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(fd)}
-	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-		unix.Close(fd)
-		unix.Close(epfd)
-		return nil, os.NewSyscallError("epoll_ctl", err)
+	call, err := "epoll_ctl", unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+	if err == nil {
+		// Non-blocking, os.NewFile hands the instance to the netpoller.
+		call, err = "fcntl", unix.SetNonblock(epfd, true)
 	}
-	// Non-blocking, os.NewFile hands the instance to the netpoller.
-	if err := unix.SetNonblock(epfd, true); err != nil {
+	if err != nil {
 		unix.Close(fd)
 		unix.Close(epfd)
-		return nil, os.NewSyscallError("fcntl", err)
+		return nil, os.NewSyscallError(call, err)
 	}
 	p := &pollFD{fd: fd, ep: os.NewFile(uintptr(epfd), "homa-epoll"), oneShot: ev}
 	if p.epc, err = p.ep.SyscallConn(); err != nil {
