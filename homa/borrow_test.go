@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strconv"
 	"testing"
 	"testing/synctest"
 
@@ -13,13 +14,19 @@ import (
 )
 
 // TestSendBorrowed: a borrowed request is sent from the caller's buffer
-// and answered; the endpoint is done with the buffer once the response
-// came, and never puts it into its buffer pool, even when its capacity
-// is one of the pool's sizes.
+// (or, below core.ZeroCopyMin, copied) and answered; the endpoint is done
+// with the buffer once the response came, and never puts it into its
+// buffer pool, even when its capacity is one of the pool's sizes.
 func TestSendBorrowed(t *testing.T) {
+	for _, size := range []int{100, 100_000} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) { testSendBorrowed(t, size) })
+	}
+}
+
+func testSendBorrowed(t *testing.T, size int) {
 	synctest.Test(t, func(t *testing.T) {
 		p, _ := newMemPair(t, netio.MemConfig{Seed: 41, MTU: 1500}, homa.Config{})
-		req := make([]byte, 100_000, 128<<10) // a pool size class
+		req := make([]byte, size, 128<<10) // a pool size class
 		copy(req, payload(41, len(req)))
 		for range 3 {
 			id, b, err := p.client.SendBorrowed(p.dst, req, 0)

@@ -83,14 +83,10 @@ type Endpoint struct {
 	spin          spinBudget
 
 	io      ioCounters
-	batches sync.Pool // *txBatch
-	spare   atomic.Pointer[txBatch]
-	// spareWaiter is one waiter kept at hand (what one goroutine in Recv
-	// needs, without the pool's cost), the rest pooled.
-	spareWaiter atomic.Pointer[mailbox.Waiter]
-	waiters     sync.Pool // *mailbox.Waiter
-	done        chan struct{}
-	wg          sync.WaitGroup
+	batches recycler[txBatch]
+	waiters recycler[mailbox.Waiter]
+	done    chan struct{}
+	wg      sync.WaitGroup
 }
 
 // NewEndpoint starts an endpoint on conn, which it owns from now on (Close
@@ -172,10 +168,6 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 // point into data may still be on their way to the socket. Requests
 // below core.ZeroCopyMin bytes, which packets copy anyway, are copied.
 func (e *Endpoint) SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64) (uint64, Borrow, error) {
-	if len(data) < core.ZeroCopyMin {
-		id, err := e.send(dst, data, cookie, false)
-		return id, Borrow{}, err
-	}
 	addr, maxPkt, err := e.checkSend(dst, data)
 	if err != nil {
 		return 0, Borrow{}, err
@@ -202,7 +194,8 @@ func (e *Endpoint) SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64) 
 // Borrow is the endpoint's use of a buffer given to SendBorrowed.
 type Borrow struct{ h *core.Hold }
 
-// Wait returns once the endpoint reads the buffer no more.
+// Wait returns once the endpoint reads the buffer no more (at once when
+// the request was copied).
 func (b Borrow) Wait() {
 	for b.h != nil && !b.h.Done() {
 		runtime.Gosched()
@@ -515,17 +508,10 @@ func (e *Endpoint) HandlePacket(pkt []byte, src netip.Addr) {
 // endpoints: a waiter's channel then always belongs to the endpoint's own
 // world (which matters to testing/synctest bubbles).
 func (e *Endpoint) getWaiter() *mailbox.Waiter {
-	if w := e.spareWaiter.Swap(nil); w != nil {
-		return w
-	}
-	if w, _ := e.waiters.Get().(*mailbox.Waiter); w != nil {
+	if w := e.waiters.get(); w != nil {
 		return w
 	}
 	return mailbox.NewWaiter()
 }
 
-func (e *Endpoint) putWaiter(w *mailbox.Waiter) {
-	if !e.spareWaiter.CompareAndSwap(nil, w) {
-		e.waiters.Put(w)
-	}
-}
+func (e *Endpoint) putWaiter(w *mailbox.Waiter) { e.waiters.put(w) }

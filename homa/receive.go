@@ -133,9 +133,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 		if *stop == nil && ctx.Done() != nil {
 			*stop = context.AfterFunc(ctx, e.waker.Wake)
 		}
-		if e.idleWork.Load() {
-			e.idle(b)
-		}
+		e.idle(b)
 		e.allocRx()
 		n, err := e.readConn(e.rxPkts)
 		e.mu.Lock()
@@ -204,9 +202,7 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 		if at := e.dueAt.Load(); at != 0 && now >= time.Duration(at) {
 			e.runDue(now, b)
 		}
-		if e.idleWork.Load() {
-			e.idle(b)
-		}
+		e.idle(b)
 		if turn++; turn%e.spin.yieldEvery == 0 {
 			runtime.Gosched()
 		}
@@ -241,9 +237,7 @@ func (e *Endpoint) rxLoop() {
 				}
 				continue
 			}
-			if e.idleWork.Load() {
-				e.idle(b)
-			}
+			e.idle(b)
 			e.rxParked.Store(true)
 			err = e.poller.WaitReadable()
 			e.rxParked.Store(false)
@@ -258,9 +252,7 @@ func (e *Endpoint) rxLoop() {
 			}
 		} else {
 			e.rxTok.Lock()
-			if e.idleWork.Load() {
-				e.idle(b)
-			}
+			e.idle(b)
 			err = e.readBatch(b, nil, e.readConn)
 		}
 		if err != nil {
@@ -452,8 +444,12 @@ func (e *Endpoint) process(pkts []netio.Packet, now time.Duration, b *txBatch, s
 }
 
 // idle lets the core do the work it put off the path of messages (see
-// core.Idle): called when the endpoint has nothing to read.
+// core.Idle), if there is any: called when the endpoint has nothing to
+// read.
 func (e *Endpoint) idle(b *txBatch) {
+	if !e.idleWork.Load() {
+		return
+	}
 	e.mu.Lock()
 	if !e.closed {
 		e.core.Idle(e.now(), &e.out)

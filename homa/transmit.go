@@ -22,23 +22,15 @@ func (b *txBatch) take(out *core.Output) {
 	b.holds = append(b.holds, out.Holds...)
 }
 
-// getBatch and putBatch recycle batches: one kept at hand (what a lone
-// goroutine sending needs, without the pool's cost), the rest pooled.
+// getBatch and putBatch recycle batches.
 func (e *Endpoint) getBatch() *txBatch {
-	if b := e.spare.Swap(nil); b != nil {
-		return b
-	}
-	if b, _ := e.batches.Get().(*txBatch); b != nil {
+	if b := e.batches.get(); b != nil {
 		return b
 	}
 	return &txBatch{}
 }
 
-func (e *Endpoint) putBatch(b *txBatch) {
-	if !e.spare.CompareAndSwap(nil, b) {
-		e.batches.Put(b)
-	}
-}
+func (e *Endpoint) putBatch(b *txBatch) { e.batches.put(b) }
 
 // sendBatch writes a batch from getBatch and returns it to the pool.
 func (e *Endpoint) sendBatch(b *txBatch) {

@@ -59,7 +59,9 @@ type Limits struct {
 	// RecvMemory bounds the payload bytes of incoming messages: those
 	// arriving, and complete requests the application has not taken yet.
 	// Memory is committed as bytes arrive (at most four times what a
-	// message has brought), never from the length a sender claims, and
+	// message has brought, times the rounding of the buffer pool's size
+	// classes, which is below two), never from the length a sender
+	// claims, and
 	// grants are given only while it lasts.
 	// Default 64 MiB.
 	RecvMemory int

@@ -208,7 +208,7 @@ func (c *Core) Send(dst netip.AddrPort, data []byte, cookie uint64, maxPacket in
 // while the RPC lasts (and packets that point into it wait to be
 // written) but never recycles it. The returned Hold is Done once nothing
 // reads data any more. Below ZeroCopyMin bytes, where packets copy the
-// message anyway, the core copies data at once and the Hold is Done.
+// message anyway, the core copies data at once and returns no Hold.
 func (c *Core) SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64, maxPacket int, now time.Duration, out *Output) (uint64, *Hold, error) {
 	if len(data) < ZeroCopyMin && len(data) > 0 {
 		own := c.bufs.Get(len(data))
@@ -217,9 +217,7 @@ func (c *Core) SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64, maxP
 		if err != nil {
 			c.bufs.Put(own)
 		}
-		h := new(Hold)
-		h.free.Store(true)
-		return id, h, err
+		return id, nil, err
 	}
 	return c.send(dst, data, cookie, maxPacket, true, now, out)
 }

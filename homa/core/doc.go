@@ -21,7 +21,8 @@
 //
 // Nothing a peer says sizes what the core holds. Receive storage is
 // committed as bytes arrive (at most four times what a message has
-// brought), never from a claimed length, and
+// brought, times the rounding of Buffers' size classes), never from a
+// claimed length, and
 // counted against Limits.RecvMemory, globally and per peer host; server
 // RPCs are counted while their request arrives and while it awaits a
 // reply, globally and per host; the peer table is bounded and evicts

@@ -18,17 +18,20 @@ type span = resend.Span
 // is copied into a buffer of its own size. Once a quarter of the message
 // has arrived, the next packet makes it join: it gets its own whole
 // buffer, the segments are copied into it, and every later packet is
-// copied straight there; so storage is committed for at most four times
-// the bytes that arrived. When the message is complete, a joined message
-// is its whole buffer; one that came in a single kept packet is that
-// packet's buffer. So a message's bytes are copied once between the
-// receive buffer and the application, or not at all, except the quarter
-// that small packets bring before a message joins, which is copied
-// twice. Joining at a quarter, rather than keeping every large packet
-// and copying them all at the end, spreads the copies over the transfer,
-// while the sender sends the rest, instead of adding them after the last
-// packet: 1 MB echoes between two processes took 407-607 µs (median)
-// instead of 434-681 µs, 8 runs each, alternated.
+// copied straight there. So storage is committed for at most four times
+// the bytes that arrived, times the rounding of Buffers (the shell's pool
+// rounds up to a power of two: eight times at worst).
+//
+// When the message is complete, a joined message is its whole buffer;
+// one that came in a single kept packet is that packet's buffer. So a
+// message's bytes are copied once between the receive buffer and the
+// application, or not at all, except the quarter that small packets
+// bring before a message joins, which is copied twice. Joining at a
+// quarter, rather than keeping every large packet and copying them all
+// at the end, spreads the copies over the transfer, while the sender
+// sends the rest, instead of adding them after the last packet: 1 MB
+// echoes between two processes took 407-607 µs (median) instead of
+// 434-681 µs, 8 runs each, alternated.
 const segmentMin = 8 << 10
 
 // segment is a received packet's payload kept for reassembly: data at
@@ -186,17 +189,11 @@ func (m *inMsg) mark(off, end uint32) uint32 {
 
 // take returns the complete message: its bytes, the buffer that holds
 // them (to go back to Buffers when the application releases them), and
-// the storage it leaves committed (that buffer's capacity). A joined
-// message is its whole buffer; one that came in a single kept packet is
-// that packet's buffer. The packet that completes a longer message makes
-// it join (see plan), so the copy of several kept segments into a buffer
-// of their own is only a fallback.
+// the storage it leaves committed (that buffer's capacity). One that
+// came in a single kept packet is that packet's buffer; any other is its
+// whole buffer (the packet that completes a longer message makes it join:
+// see plan).
 func (m *inMsg) take(bufs Buffers) (data, backing []byte, mem int) {
-	if b := m.whole; b != nil {
-		m.whole = nil
-		m.mem = 0
-		return b, b, cap(b)
-	}
 	if len(m.segs) == 1 && uint32(len(m.segs[0].data)) == m.length {
 		s := m.segs[0]
 		clear(m.segs)
@@ -204,11 +201,12 @@ func (m *inMsg) take(bufs Buffers) (data, backing []byte, mem int) {
 		m.mem = 0
 		return s.data, s.backing, cap(s.backing)
 	}
-	b := bufs.Get(int(m.length))
-	for _, s := range m.segs {
-		copy(b[s.off:], s.data)
+	if m.whole == nil {
+		m.join(bufs)
 	}
-	m.release(bufs)
+	b := m.whole
+	m.whole = nil
+	m.mem = 0
 	return b, b, cap(b)
 }
 

@@ -59,19 +59,20 @@ func newPollFD(rc syscall.RawConn) (*pollFD, error) {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("epoll_create1", err)
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(fd)}
-	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	// Registered disarmed: only a reader about to park arms it.
+	ev := unix.EpollEvent{Events: unix.EPOLLONESHOT, Fd: int32(fd)}
+	call, err := "epoll_ctl", unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev)
+	if err == nil {
+		// Non-blocking, os.NewFile hands the instance to the netpoller.
+		call, err = "fcntl", unix.SetNonblock(epfd, true)
+	}
+	if err != nil {
 		unix.Close(fd)
 		unix.Close(epfd)
-		return nil, os.NewSyscallError("epoll_ctl", err)
+		return nil, os.NewSyscallError(call, err)
 	}
-	// Non-blocking, os.NewFile hands the instance to the netpoller.
-	if err := unix.SetNonblock(epfd, true); err != nil {
-		unix.Close(fd)
-		unix.Close(epfd)
-		return nil, os.NewSyscallError("fcntl", err)
-	}
-	p := &pollFD{fd: fd, ep: os.NewFile(uintptr(epfd), "homa-epoll"), oneShot: ev}
+	p := &pollFD{fd: fd, ep: os.NewFile(uintptr(epfd), "homa-epoll")}
+	p.oneShot = unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(fd)}
 	if p.epc, err = p.ep.SyscallConn(); err != nil {
 		p.ep.Close()
 		unix.Close(fd)

@@ -9,10 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestPollFDQuiet: datagrams that arrive while no reader parks leave the
-// Conn's epoll instance (the only thing of the Conn in Go's netpoller)
-// quiet, so that they wake no thread; a reader that parks re-arms it and
-// wakes for the next datagram.
+// TestPollFDQuiet: datagrams that arrive while no reader parks (before
+// the first one, and after one woke) leave the Conn's epoll instance (the
+// only thing of the Conn in Go's netpoller) quiet, so that they wake no
+// thread; a reader that parks arms it and wakes for the next datagram.
 func TestPollFDQuiet(t *testing.T) {
 	a := openUDP(t, lo4, 0, nil)
 	b := openUDP(t, lo4, 0, nil).(*sockConn)
@@ -47,6 +47,13 @@ func TestPollFDQuiet(t *testing.T) {
 			t.Fatalf("read %d packets, want %d", got, want)
 		}
 	}
+
+	// A fresh Conn's instance is quiet until a reader parks.
+	send(0)
+	if epReady() {
+		t.Fatal("a datagram made a fresh Conn's epoll instance ready")
+	}
+	drain(1)
 
 	// A reader parks (arming the registration) and the first datagram
 	// wakes it.

@@ -158,8 +158,9 @@ func (c *sockConn) ReadBorrowed(pkts []Packet) (int, error) { return c.read(pkts
 func (c *sockConn) TryReadBorrowed(pkts []Packet) (int, error) { return c.read(pkts, false, true) }
 
 // WaitReadable implements Poller: it parks (see pollFD) until a packet
-// (or, with reports on, an error) is queued, and leaves it there. It returns at once while packets of an earlier receive wait in
-// the Conn's receive area.
+// (or, with reports on, an error) is queued, and leaves it there. It
+// returns at once while packets of an earlier receive wait in the Conn's
+// receive area.
 func (c *sockConn) WaitReadable() error {
 	if c.closed.Load() {
 		return errSockClosed
