@@ -239,6 +239,18 @@ func (c *sockConn) report(i int, p *Packet) bool {
 		return false
 	}
 	n := int(r.hs[i].len)
+	if c.hdrincl {
+		// The kernel quotes a header-including socket's packet from its
+		// IP header on.
+		if n < ipv4HeaderLen || n > len(p.Buf) {
+			return false
+		}
+		ihl := int(p.Buf[0]&0x0f) * 4
+		if ihl < ipv4HeaderLen || n < ihl {
+			return false
+		}
+		n = copy(p.Buf, p.Buf[ihl:n])
+	}
 	if c.udp && n < reportMinLen && len(p.Buf) >= reportMinLen {
 		// The ICMP message quoted only the UDP header (RFC 792's
 		// minimum). Its ports are the Homa ports: the kernel matched the
