@@ -117,13 +117,13 @@ func (r *readState) recvErrs(fd uintptr, limit int) {
 			return
 		}
 		i := q.n
-		h := &r.hs[i].hdr
 		q.hdr = unix.Msghdr{
 			Name:    (*byte)(unsafe.Pointer(&r.names[i])),
 			Namelen: unix.SizeofSockaddrInet6,
-			// The last iovec of the slot is the packet buffer: the error
-			// queue gives the quoted packet without its IP header.
-			Iov:     &r.iov[2*i+int(h.Iovlen)-1],
+			// The quote goes into the slot's whole buffer, in one
+			// piece: no IP header scratch in front (report strips
+			// the header a quote may have) and no landing.
+			Iov:     &r.quote[i],
 			Control: &q.ctl[0],
 		}
 		q.hdr.SetIovlen(1)
