@@ -57,7 +57,8 @@ func (l *ledger) find(b []byte) *ledgerBuf {
 
 // TestLendProperties drives a server core with reads of random packets
 // of several messages (in order and not, duplicated, from two clients,
-// some from the wrong port), landed where Lend says, with packets
+// some from the wrong port, some corrupted, some garbage), landed where
+// Lend says, with packets
 // handled outside reads, RPCs freed and messages released in between,
 // and checks that:
 //   - a read never lands in a buffer the core does not hold (back in the
@@ -75,7 +76,8 @@ func TestLendProperties(t *testing.T) {
 			id     uint64
 			length int
 			seg    int
-			next   int // next offset sent in order
+			next   int  // next offset sent in order
+			forged bool // a corrupted packet of it was sent: its sender is not to be trusted
 		}
 		var msgs []*msg
 		for i := range rapid.IntRange(1, 4).Draw(t, "messages") {
@@ -102,8 +104,17 @@ func TestLendProperties(t *testing.T) {
 				m.next += m.seg
 			}
 			port := uint16(40000)
-			if rapid.IntRange(0, 9).Draw(t, "forged") == 0 {
+			switch rapid.IntRange(0, 19).Draw(t, "forged") {
+			case 0:
 				port = 40001
+			case 1: // anything at all: short, of another type, inconsistent
+				return rapid.SliceOfN(rapid.Byte(), 0, 12_000).Draw(t, "garbage"), m.host
+			case 2: // the message's header, with the length or offset changed
+				m.forged = true
+				pkt := packet(m, off, port)
+				i := rapid.IntRange(28, 55).Draw(t, "corrupted")
+				pkt[i] ^= byte(rapid.IntRange(1, 255).Draw(t, "xor"))
+				return pkt, m.host
 			}
 			return packet(m, off, port), m.host
 		}
@@ -116,10 +127,13 @@ func TestLendProperties(t *testing.T) {
 						src = x
 					}
 				}
-				if src == nil || len(m.Data) != src.length {
+				if src == nil || len(m.Data) != src.length && !src.forged {
 					t.Fatalf("message %d from %v of %d bytes delivered", m.ID, m.Peer, len(m.Data))
 				}
 				for i, b := range m.Data {
+					if src.forged {
+						break // what its sender claimed may be anything
+					}
 					if b != byteOf(src, i) {
 						t.Fatalf("message %d from %v: byte %d is %#x, want %#x", m.ID, m.Peer, i, b, byteOf(src, i))
 					}
