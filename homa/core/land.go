@@ -249,7 +249,10 @@ func (c *Core) storing(m *inMsg) {
 }
 
 // leaveLoan moves m, whose buffer is on loan to a read in progress, to a
-// copy of it; the loan returns the buffer when it ends.
+// copy of it; the loan returns the buffer when it ends. The copy is of
+// the same length, so of the same size in Buffers: m's storage, as
+// counted, does not change (and while the read lasts, the buffer on
+// loan is not counted: at most one buffer is).
 func (c *Core) leaveLoan(m *inMsg) {
 	l := &c.land
 	l.msg, l.free = nil, true
