@@ -60,6 +60,8 @@ type Endpoint struct {
 	readConn   readFunc     // ReadBatch, or ReadBorrowed
 	tryRead    readFunc     // the Poller's TryReadBatch or TryReadBorrowed; nil without a Poller
 	rxOwn      bool         // rxPkts' buffers are the endpoint's (not borrowed): the core may keep them
+	lands      bool         // reads land payloads where the core lends (receiving in place)
+	lent       [][]byte     // the core's last loan (lands only)
 	rxTok      sync.Mutex
 	rxPkts     []netio.Packet
 	rxBlocked  *mailbox.Waiter // a goroutine in Recv parked reading the socket (under mu)

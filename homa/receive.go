@@ -372,7 +372,8 @@ type readFunc func([]netio.Packet) (int, error)
 // copies them into message storage instead, where otherwise it could
 // keep a buffer of one large packet). Other Conns read straight into the
 // endpoint's buffers, which the core keeps as message storage where it
-// pays.
+// pays, and, where the Conn can, put the payloads of the packets the
+// core expects straight into their messages (core.Lend).
 func (e *Endpoint) chooseReads() {
 	e.readConn, e.rxOwn = e.conn.ReadBatch, true
 	if e.poller != nil {
@@ -381,6 +382,9 @@ func (e *Endpoint) chooseReads() {
 	br, ok := e.conn.(netio.BorrowReader)
 	sc, _ := e.conn.(netio.StatsConn)
 	if !ok || sc == nil || !sc.Stats().GRO {
+		if l, ok := e.conn.(netio.Lander); ok && l.Lands() {
+			e.lands, e.lent = true, make([][]byte, rxBatch)
+		}
 		return
 	}
 	e.readConn, e.rxOwn = br.ReadBorrowed, false
@@ -424,7 +428,8 @@ func (e *Endpoint) process(pkts []netio.Packet, now time.Duration, b *txBatch, s
 	e.rxNow = now
 	in := e.rxIn[:0]
 	for i := range pkts {
-		in = append(in, core.Inbound{Buf: pkts[i].Bytes(), Addr: pkts[i].Addr, Unreachable: unreachability(pkts[i].Unreachable), Own: e.rxOwn})
+		p := &pkts[i]
+		in = append(in, core.Inbound{Buf: p.Bytes(), Land: p.Land[:p.Landed], Addr: p.Addr, Unreachable: unreachability(p.Unreachable), Own: e.rxOwn})
 	}
 	e.mu.Lock()
 	if !e.closed {
@@ -432,6 +437,9 @@ func (e *Endpoint) process(pkts []netio.Packet, now time.Duration, b *txBatch, s
 		e.core.HandleBatch(in, now, &e.out)
 		e.settle(b)
 		e.rxSelf = nil
+		if e.lands {
+			e.lend()
+		}
 	}
 	e.mu.Unlock()
 	for i := range in {
@@ -441,6 +449,21 @@ func (e *Endpoint) process(pkts []netio.Packet, now time.Duration, b *txBatch, s
 	}
 	clear(in)
 	e.flush(b)
+}
+
+// lend points the next read's packets at where the core expects their
+// payloads (core.Lend): the first packets at the regions lent, in turn,
+// the others nowhere. The caller holds mu and rxTok.
+func (e *Endpoint) lend() {
+	n := e.core.Lend(e.lent)
+	for i := range e.rxPkts {
+		p := &e.rxPkts[i]
+		p.Land, p.Landed = nil, 0
+		if i < n {
+			p.Land = e.lent[i]
+		}
+	}
+	clear(e.lent[:n])
 }
 
 // idle lets the core do the work it put off the path of messages (see

@@ -200,6 +200,12 @@ var definitions = []definition{
 		}},
 	counter("duplicate_packets_total", "Received DATA packets that carried no new bytes.",
 		func(s *homa.Stats) uint64 { return s.DuplicatePackets }),
+	{name: "landed_packets_total", help: "DATA packets whose payload a read put where the socket expected the next packet of a message: where they belong (in_place, not copied again) or not (moved).",
+		typ: prometheus.CounterValue, labels: []string{"placed"},
+		read: func(s *homa.Stats, emit emitFunc) {
+			emit(u(s.LandedPackets), "in_place")
+			emit(u(s.MovedPackets), "moved")
+		}},
 	counter("retransmissions_total", "Retransmissions of message data (one per range asked for by a RESEND, or restart of a request).",
 		func(s *homa.Stats) uint64 { return s.Retransmits }),
 	counter("resent_packets_total", "DATA packets sent again by retransmissions.",

@@ -231,6 +231,7 @@ func fakeStats() homa.Stats {
 		Reclaimed: 30, CutoffsSent: 31,
 		RequestBytesSent: 32, RequestBytesReceived: 33, ResponseBytesSent: 34, ResponseBytesReceived: 35,
 		ClientRPCs: 36, ServerRPCs: 37, Peers: 38, RTTSamples: 90, ResendsDeferred: 91,
+		LandedPackets: 92, MovedPackets: 93,
 	}
 	s.Grants.GrantedBytes, s.Grants.FIFOGrants, s.Grants.FIFOBytes, s.Grants.Grantable, s.Grants.Incoming = 39, 40, 41, 42, 43
 	s.Pacer.Queued, s.Pacer.QueuedBytes, s.Pacer.Sends, s.Pacer.SentBytes, s.Pacer.Throttled, s.Pacer.FIFOPicks = 44, 45, 46, 47, 48, 49
@@ -273,6 +274,8 @@ func TestEveryField(t *testing.T) {
 		{"homa_packets_dropped_total", `reason="stale"`, 12},
 		{"homa_packets_dropped_total", `reason="limit"`, 0},
 		{"homa_duplicate_packets_total", ``, 13},
+		{"homa_landed_packets_total", `placed="in_place"`, 92},
+		{"homa_landed_packets_total", `placed="moved"`, 93},
 		{"homa_grants_sent_total", ``, 14},
 		{"homa_retransmissions_total", ``, 15},
 		{"homa_resent_packets_total", ``, 16},

@@ -25,6 +25,7 @@
 //	homa_priority_packets_sent_total{priority} packets sent per network priority, "0" (lowest) to "7"
 //	homa_packets_dropped_total{reason}         received packets dropped
 //	homa_duplicate_packets_total               DATA packets received that carried no new bytes
+//	homa_landed_packets_total{placed}          DATA payloads a read put where the next packet of a message was expected: "in_place" (not copied again) or "moved"
 //	homa_retransmissions_total                 retransmissions (one per range a RESEND asked for, or restarted request)
 //	homa_resent_packets_total                  DATA packets those retransmissions sent
 //	homa_resends_issued_total                  RESEND packets issued to ask for missing data

@@ -145,6 +145,7 @@ func (c *Core) shedMessage(p *peer, keep *rpc) bool {
 			c.stats.Shed++
 			if v.isClient() {
 				c.unschedule(v)
+				c.letGo(&v.in)
 				c.charge(v, -v.in.reset(c.bufs))
 				v.parked = true
 			} else {

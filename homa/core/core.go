@@ -70,6 +70,12 @@ type Core struct {
 	lateAcks  []lateAck
 	lateFrees []*rpc
 	spare     *Message
+	// Receiving in place (land.go): the buffer lent to the next read,
+	// and the message expected to go on.
+	land       landing
+	landHint   landHint
+	landScore  int    // packets landed in place less those moved, bounded
+	landProbes uint32 // calls of Lend while landScore is negative
 
 	// The RESEND budget (see resendq.go): peers with RPCs waiting for a
 	// slot, the timer that serves them, and what is left of the budget
@@ -366,6 +372,8 @@ func (c *Core) Close(now time.Duration, out *Output) {
 	for _, r := range c.servers.all() {
 		c.freeServer(r, false)
 	}
+	c.landHint = landHint{}
+	c.endLoan()
 }
 
 // Next returns the earliest time the core has something to do, if any:

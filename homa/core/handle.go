@@ -34,27 +34,35 @@ func (c *Core) Handle(pkt []byte, src netip.Addr, now time.Duration, out *Output
 // message it belongs to, rather than copy the payload out of it: the
 // core then sets Buf to nil, and the buffer goes back to Buffers when
 // the message is done with it.
+//
+// Land, when not empty, is the part of the packet the read put in one
+// of the regions Lend returned: the packet is then Buf[:wire.DataLen],
+// Land, and the rest of Buf (see land.go). Buf must have room for the
+// whole packet.
 type Inbound struct {
 	Buf         []byte
+	Land        []byte
 	Addr        netip.Addr
 	Unreachable Unreachability
 	Own         bool
 }
 
 // HandleBatch processes several packets at once: grant decisions and
-// pacing are taken once for the batch.
+// pacing are taken once for the batch. It ends the loan of Lend.
 func (c *Core) HandleBatch(pkts []Inbound, now time.Duration, out *Output) {
+	defer c.endLoan()
 	if c.closed {
 		return
 	}
 	c.begin(now, out)
+	c.settleLanding(pkts)
 	for i := range pkts {
 		p := &pkts[i]
 		if p.Unreachable != 0 {
 			c.unreachable(p.Unreachable, p.Buf, c.canon(p.Addr))
 			continue
 		}
-		c.rx = rxPacket{buf: p.Buf, own: p.Own}
+		c.rx = rxPacket{buf: p.Buf, land: p.Land, own: p.Own}
 		c.handle(p.Buf, c.canon(p.Addr))
 		if c.rx.kept {
 			p.Buf = nil
@@ -68,6 +76,7 @@ func (c *Core) HandleBatch(pkts []Inbound, now time.Duration, out *Output) {
 // keep it, and whether it did.
 type rxPacket struct {
 	buf       []byte
+	land      []byte // the payload, received in place (see land.go)
 	own, kept bool
 }
 
@@ -85,9 +94,12 @@ func (c *Core) handle(pkt []byte, src netip.Addr) {
 		c.drop(dropReasonOf(err))
 		return
 	}
-	c.stats.countRx(p.Type, len(pkt))
+	c.stats.countRx(p.Type, len(pkt)+len(c.rx.land))
 	switch p.Type {
 	case wire.TypeData:
+		if c.rx.land != nil {
+			p.Data.Payload = c.rx.land
+		}
 		c.handleData(&p.Data, src)
 	case wire.TypeGrant:
 		c.handleGrant(&p.Grant, src)
@@ -186,9 +198,11 @@ func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 		}
 		return
 	}
+	c.storing(&r.in)
 	_, committed := r.in.store(off, d.Payload, c.rx.buf, keep, c.bufs)
 	c.charge(r, committed)
 	c.rx.kept = keep
+	c.landed(r, off, end)
 	r.rs.Progress(c.tick)
 	c.arrived(r, off, d.Retransmit != 0)
 	if !whole {
@@ -248,6 +262,7 @@ func (c *Core) completeIn(r *rpc) {
 	c.stopReceiving(r)
 	r.parked = false
 	old := r.in.mem
+	c.handOver(&r.in)
 	data, backing, mem := r.in.take(c.bufs)
 	m := c.newMessage()
 	*m = Message{ID: r.id, Peer: r.peerAddrPort(), Data: data, backing: backing, pool: c.bufs}

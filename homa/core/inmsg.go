@@ -131,7 +131,7 @@ func (m *inMsg) store(off uint32, payload, pkt []byte, keep bool, bufs Buffers) 
 		m.segs = append(m.segs, segment{off: off, data: b[:copy(b, payload)], backing: b})
 		m.mem += cap(b)
 	}
-	if m.whole != nil {
+	if m.whole != nil && &m.whole[off] != &payload[0] { // not received in place (land.go)
 		copy(m.whole[off:end], payload)
 	}
 	return m.mark(off, end), m.mem - before
@@ -145,6 +145,19 @@ func (m *inMsg) join(bufs Buffers) {
 	}
 	m.releaseSegs(bufs)
 	m.mem = cap(m.whole)
+}
+
+// anyReceived reports whether any byte of [off, end) has arrived.
+func (m *inMsg) anyReceived(off, end uint32) bool {
+	for _, s := range m.have {
+		if s.Start >= end {
+			return false
+		}
+		if s.End > off {
+			return true
+		}
+	}
+	return false
 }
 
 // mark records [off, end) as received and returns how many of its bytes

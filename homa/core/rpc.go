@@ -110,6 +110,7 @@ const maxFreeRPCs = 1024
 // free list after freeing its buffers.
 func (c *Core) recycle(r *rpc) {
 	c.releaseOut(&r.out)
+	c.letGo(&r.in)
 	c.charge(r, -r.in.release(c.bufs))
 	segs := r.in.segs[:0] // keep the capacity
 	*r = rpc{}

@@ -88,6 +88,8 @@ type counters struct {
 	Unreachable        uint64
 	RTTSamples         uint64
 	ResendsDeferred    uint64
+	LandedPackets      uint64
+	MovedPackets       uint64
 
 	hist histograms
 }
@@ -115,7 +117,12 @@ type Stats struct {
 	Drops      map[DropReason]uint64
 	// DuplicatePackets counts DATA that brought no new bytes.
 	DuplicatePackets uint64
-	GrantsSent       uint64
+	// LandedPackets counts the packets a read put where they belong in
+	// their message (received in place, see Lend); MovedPackets those
+	// it put where another was expected, whose bytes were moved back.
+	LandedPackets uint64
+	MovedPackets  uint64
+	GrantsSent    uint64
 	// Retransmits counts retransmissions (one per range asked for or
 	// restarted), ResentPackets the DATA packets they sent, and
 	// ResendsIgnored the RESENDs left unanswered because what they asked
@@ -216,6 +223,8 @@ func (c *Core) Stats() Stats {
 		TxBytes:           make(map[wire.Type]uint64),
 		Drops:             make(map[DropReason]uint64),
 		DuplicatePackets:  k.DuplicatePackets,
+		LandedPackets:     k.LandedPackets,
+		MovedPackets:      k.MovedPackets,
 		GrantsSent:        k.GrantsSent,
 		Retransmits:       k.Retransmits,
 		ResentPackets:     k.ResentPackets,

@@ -117,13 +117,13 @@ func (r *readState) recvErrs(fd uintptr, limit int) {
 			return
 		}
 		i := q.n
-		h := &r.hs[i].hdr
 		q.hdr = unix.Msghdr{
 			Name:    (*byte)(unsafe.Pointer(&r.names[i])),
 			Namelen: unix.SizeofSockaddrInet6,
-			// The last iovec of the slot is the packet buffer: the error
-			// queue gives the quoted packet without its IP header.
-			Iov:     &r.iov[2*i+int(h.Iovlen)-1],
+			// The quote goes into the slot's whole buffer, in one
+			// piece: no IP header scratch in front (report strips
+			// the header a quote may have) and no landing.
+			Iov:     &r.quote[i],
 			Control: &q.ctl[0],
 		}
 		q.hdr.SetIovlen(1)
@@ -239,6 +239,18 @@ func (c *sockConn) report(i int, p *Packet) bool {
 		return false
 	}
 	n := int(r.hs[i].len)
+	if c.hdrincl {
+		// The kernel quotes a header-including socket's packet from its
+		// IP header on.
+		if n < ipv4HeaderLen || n > len(p.Buf) {
+			return false
+		}
+		ihl := int(p.Buf[0]&0x0f) * 4
+		if ihl < ipv4HeaderLen || n < ihl {
+			return false
+		}
+		n = copy(p.Buf, p.Buf[ihl:n])
+	}
 	if c.udp && n < reportMinLen && len(p.Buf) >= reportMinLen {
 		// The ICMP message quoted only the UDP header (RFC 792's
 		// minimum). Its ports are the Homa ports: the kernel matched the

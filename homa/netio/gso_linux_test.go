@@ -233,7 +233,7 @@ func TestGSODSCP(t *testing.T) {
 				t.Fatalf("WriteBatch = %d, %v", k, err)
 			}
 			for i, p := range prios {
-				if got, want := recvTOS(t, fd, v6, true, uint64(0x500+i)), DefaultDSCP.TOS(p); got != want {
+				if got, want := recvTOS(t, fd, v6, true, uint64(0x500+i))[1], DefaultDSCP.TOS(p); got != want {
 					t.Errorf("packet %d, priority %d: TOS %#x, want %#x", i, p, got, want)
 				}
 			}

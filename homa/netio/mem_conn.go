@@ -105,6 +105,10 @@ func (c *memConn) TryReadBatch(pkts []Packet) (int, error) { return c.tryRead(pk
 // the packets.
 func (c *memConn) InProcess() bool { return true }
 
+// Lands implements Lander: TryReadBatch and ReadBatch copy each packet
+// as a socket Conn's kernel would scatter it (see Packet.scatter).
+func (c *memConn) Lands() bool { return true }
+
 // ReadBorrowed implements BorrowReader.
 func (c *memConn) ReadBorrowed(pkts []Packet) (int, error) {
 	for {
@@ -161,16 +165,13 @@ func (c *memConn) tryRead(pkts []Packet, borrow bool) (int, error) {
 			c.finish(m, borrow)
 			continue
 		}
-		if m.n > len(p.Buf) {
+		if borrow {
+			p.N, p.Landed = m.n, 0
+		} else if !p.scatter(m.buf[:m.n]) {
 			n.stats.DroppedTruncated++
 			c.stats.discarded.Add(1)
 			n.release(m)
 			continue
-		}
-		if !borrow {
-			p.N = copy(p.Buf, m.buf[:m.n])
-		} else {
-			p.N = m.n
 		}
 		p.Payload = nil
 		p.Addr = m.src

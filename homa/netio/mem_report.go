@@ -38,7 +38,7 @@ func (c *memConn) readReport(m *memPacket, p *Packet) bool {
 		c.stats.reportsDiscarded.Add(1)
 		return false
 	}
-	p.N = copy(p.Buf, m.buf[:k])
+	p.N, p.Landed = copy(p.Buf, m.buf[:k]), 0
 	p.Addr = m.dst.Addr()
 	p.Unreachable = m.report
 	return true

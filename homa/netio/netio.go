@@ -29,6 +29,18 @@
 // BorrowReader, which avoids the copy that splitting costs). ConnStats
 // counts the system calls and datagrams behind the packets.
 //
+// A read may put the payload of a DATA packet straight where it belongs
+// (see Packet.Land and Lander): the engine points Land into the message
+// it expects the next packet of, and the read puts the datagram's first
+// LandAt bytes, the DATA header, into Buf and what follows into Land.
+// Socket Conns give the kernel Buf[:LandAt], Land and Buf[LandAt:] as
+// iovecs, so the payload is copied once, by the kernel, from the socket
+// into the message; the in-memory network copies the same way. The read
+// does not know whose packet comes next: the engine must check that a
+// packet belongs to the message its Land points into. Reads through a
+// Conn's own receive area (UDP with GRO, borrowed reads) ignore Land;
+// there the engine decodes packets in place instead.
+//
 // A Conn serves exactly one local Homa port. Raw Conns reserve their port
 // host-wide (per IP family, see OpenRaw) so that two processes never hold
 // the same one; UDP Conns get the same guarantee from the UDP bind.
@@ -102,6 +114,11 @@ const (
 	MaxPort = 65535
 )
 
+// LandAt is where a landing read (see Packet.Land) splits a datagram:
+// the length of a Homa DATA header (the common header and the DATA
+// fields), after which comes the payload.
+const LandAt = 56
+
 // Packet is one datagram crossing a Conn.
 type Packet struct {
 	// Buf holds the packet. ReadBatch fills Buf[:N]; len(Buf) is the room
@@ -116,6 +133,18 @@ type Packet struct {
 	// read, and read methods leave it nil in the packets they return.
 	// The Conn does not keep it after WriteBatch returns.
 	Payload []byte
+	// Land, when set on a packet given to ReadBatch or TryReadBatch of a
+	// Conn that lands (see Lander), is where the read puts the bytes of
+	// the datagram that follow its first LandAt (the payload of a Homa
+	// DATA packet): up to len(Land) of them, the rest going on into
+	// Buf[LandAt:]. Landed is how many went to Land; the packet is then
+	// Buf[:LandAt], Land[:Landed], Buf[LandAt:N], in that order (N counts
+	// only the bytes in Buf). A read that does not land a packet (a Conn
+	// that cannot, a datagram of LandAt bytes or fewer, one the Conn had
+	// to rearrange) leaves it whole in Buf[:N] with Landed 0. Writes
+	// ignore both.
+	Land   []byte
+	Landed int
 	// Addr is the peer host: the source on read, the destination on write.
 	Addr netip.Addr
 	// Priority (0..7, 7 highest) is the network priority of a written
@@ -132,8 +161,9 @@ type Packet struct {
 	Unreachable Unreachable
 }
 
-// Bytes returns the valid part of Buf: the whole packet as read, or the
-// part of a written packet that precedes its Payload.
+// Bytes returns the valid part of Buf: the whole packet as read (less
+// what a landing read put in Land), or the part of a written packet that
+// precedes its Payload.
 func (p *Packet) Bytes() []byte { return p.Buf[:p.N] }
 
 // Len is the size of the packet on the wire (Homa header onward):
@@ -149,8 +179,10 @@ type Conn interface {
 	// ReadBatch blocks until at least one packet arrives, then fills
 	// pkts[:n] with as many as are ready. It discards (and counts) packets
 	// shorter than the Homa common header, packets for another port and
-	// packets larger than the Buf offered; when it does, it may exchange
-	// Buf slices among the elements of pkts (it never drops or adds one).
+	// packets larger than the Buf offered (with its Land, when the read
+	// lands: see Packet.Land); when it does, it may exchange Buf slices,
+	// each with its Land, among the elements of pkts (it never drops or
+	// adds one).
 	// With reports enabled (Options.ReportUnreachable), a report of an
 	// undelivered packet counts as a packet: see Packet.Unreachable.
 	ReadBatch(pkts []Packet) (n int, err error)
@@ -193,6 +225,12 @@ type InProcess interface {
 	InProcess() bool
 }
 
+// Lander is an optional Conn capability: Lands reports whether ReadBatch
+// and TryReadBatch honour Packet.Land.
+type Lander interface {
+	Lands() bool
+}
+
 // BorrowReader is an optional Conn capability: reads that lend the
 // Conn's own receive buffers instead of filling the caller's, for a
 // receiver that decodes packets in place. It matters most to UDP Conns
@@ -207,7 +245,8 @@ type InProcess interface {
 // or Close, whichever comes first; then the Conn reuses its memory. Its
 // Buf is a slice of the Conn's memory with len(Buf) == N: the Buf
 // offered in pkts is ignored and replaced, so a caller that mixes both
-// kinds of read must give ReadBatch Bufs of its own again. Otherwise the
+// kinds of read must give ReadBatch Bufs of its own again. These reads
+// land nothing: they ignore Packet.Land and set Landed to 0. Otherwise the
 // methods behave as ReadBatch and Poller.TryReadBatch do: the same
 // discards, reports and errors. Every Conn of this package has it; a
 // socket Conn without GRO reads into buffers of its own (1 MB, at the
@@ -335,7 +374,7 @@ type Options struct {
 	// through the stack and fewer system calls, most of all when the
 	// sender uses GSO. The Conn then reads into buffers of its own (one
 	// MB, allocated at the first read) and ReadBatch copies each packet
-	// into the caller's Buf; BorrowReader avoids that copy. Raw Conns
-	// ignore it.
+	// into the caller's Buf; BorrowReader avoids that copy. It lands no
+	// packet either (see Lander). Raw Conns ignore it.
 	DisableGRO bool
 }

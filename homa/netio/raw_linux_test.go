@@ -388,14 +388,15 @@ func sniffTOS(t *testing.T, v6 bool) func(tag uint64) uint8 {
 		t.Fatal(err)
 	}
 	return func(tag uint64) uint8 {
-		return recvTOS(t, fd, v6, v6, tag)
+		return recvTOS(t, fd, v6, v6, tag)[1]
 	}
 }
 
 // recvTOS reads from fd until a packet tagged tag arrives and returns its
-// TOS / traffic class: from the control message when fromCmsg, else from
-// the IPv4 header in front of the packet.
-func recvTOS(t *testing.T, fd int, v6, fromCmsg bool, tag uint64) uint8 {
+// TOS / traffic class in the second byte: from the control message when
+// fromCmsg, else as the IPv4 header in front of the packet, which it
+// returns whole.
+func recvTOS(t *testing.T, fd int, v6, fromCmsg bool, tag uint64) []byte {
 	t.Helper()
 	buf := make([]byte, 1<<16)
 	oob := make([]byte, 64)
@@ -415,7 +416,7 @@ func recvTOS(t *testing.T, fd int, v6, fromCmsg bool, tag uint64) uint8 {
 			continue // someone else's packet
 		}
 		if !fromCmsg {
-			return buf[1]
+			return buf[:ipv4HeaderLen]
 		}
 		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
 		if err != nil {
@@ -425,9 +426,9 @@ func recvTOS(t *testing.T, fd int, v6, fromCmsg bool, tag uint64) uint8 {
 			if (v6 && m.Header.Level == unix.IPPROTO_IPV6 && m.Header.Type == unix.IPV6_TCLASS) ||
 				(!v6 && m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_TOS) {
 				if len(m.Data) >= 4 { // IPV6_TCLASS: a host-order int
-					return uint8(binary.NativeEndian.Uint32(m.Data))
+					return []byte{0, uint8(binary.NativeEndian.Uint32(m.Data))}
 				}
-				return m.Data[0] // IP_TOS: one byte
+				return []byte{0, m.Data[0]} // IP_TOS: one byte
 			}
 		}
 		t.Fatal("no TOS / traffic class control message")
@@ -480,8 +481,12 @@ func TestRawDSCP(t *testing.T) {
 					}
 				}
 				readN(t, b, len(prios))
-				if sc := a.(*sockConn); (mode == "cmsg") == sc.wr.noCmsg {
-					t.Errorf("noCmsg = %v after sending in %s mode", sc.wr.noCmsg, mode)
+				// A header-including socket (raw IPv4) writes the TOS
+				// in its headers and never tries a control message.
+				sc := a.(*sockConn)
+				want := mode == "setsockopt" || (mode == "rejected" && !sc.hdrincl)
+				if sc.wr.noCmsg != want {
+					t.Errorf("noCmsg = %v after sending in %s mode, want %v", sc.wr.noCmsg, mode, want)
 				}
 			})
 		}
@@ -613,4 +618,72 @@ func checkUnprivileged(t *testing.T) {
 		t.Fatalf("OpenUDP without privileges: %v", err)
 	}
 	u.Close()
+}
+
+// A raw IPv4 Conn writes its own IP headers (IP_HDRINCL): they must be
+// what the kernel would have written, and the kernel must fill in what
+// it is left (length and checksum; the id of a Don't Fragment datagram
+// may stay 0, RFC 6864).
+func TestRawHeaderIncluded(t *testing.T) {
+	a := openRaw(t, lo4, 0, nil)
+	b := openRaw(t, lo4, 0, nil)
+	if !a.(*sockConn).hdrincl {
+		t.Fatal("a raw IPv4 Conn does not write its own headers")
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, ipProtoHoma)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	tv := unix.NsecToTimeval(int64(safetyTimeout))
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	ttl, err := os.ReadFile("/proc/sys/net/ipv4/ip_default_ttl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := uint64(time.Now().UnixNano()) << 8
+	payload := bytes.Repeat([]byte{0xa5}, 3000)
+	hdr := testPacket(a.Port(), b.Port(), 64, tag)
+	pkts := []Packet{{Buf: hdr, N: 64, Payload: payload, Addr: lo4, Priority: 5}}
+	if n, err := a.WriteBatch(pkts); n != 1 || err != nil {
+		t.Fatalf("WriteBatch = %d, %v", n, err)
+	}
+	h := recvTOS(t, fd, false, false, tag)
+	if h[0] != 0x45 {
+		t.Errorf("version and length %#x, want 0x45", h[0])
+	}
+	if got, want := h[1], DefaultDSCP.TOS(5); got != want {
+		t.Errorf("TOS %#x, want %#x", got, want)
+	}
+	if got, want := binary.BigEndian.Uint16(h[2:]), uint16(ipv4HeaderLen+64+len(payload)); got != want {
+		t.Errorf("total length %d, want %d", got, want)
+	}
+	if got := binary.BigEndian.Uint16(h[6:]); got != 0x4000 {
+		t.Errorf("flags and fragment offset %#x, want Don't Fragment", got)
+	}
+	if got := strconv.Itoa(int(h[8])); got != strings.TrimSpace(string(ttl)) {
+		t.Errorf("TTL %s, want the default %s", got, ttl)
+	}
+	if h[9] != ipProtoHoma {
+		t.Errorf("protocol %d", h[9])
+	}
+	var sum uint32
+	for i := 0; i < ipv4HeaderLen; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(h[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	if sum != 0xffff {
+		t.Errorf("header checksum does not verify (sum %#x)", sum)
+	}
+	if src, dst := netip.AddrFrom4([4]byte(h[12:16])), netip.AddrFrom4([4]byte(h[16:20])); src != lo4 || dst != lo4 {
+		t.Errorf("addresses %v -> %v, want %v both", src, dst, lo4)
+	}
+	got := readN(t, b, 1)[0]
+	if !bytes.Equal(got.data[64:], payload) {
+		t.Error("payload changed on the way")
+	}
 }

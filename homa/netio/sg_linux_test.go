@@ -118,7 +118,8 @@ func TestSockPayloadChecks(t *testing.T) {
 }
 
 // TestSockAllocs checks that writing and reading cost no allocation per
-// packet, for every kind of socket Conn and both kinds of read.
+// packet, for every kind of socket Conn and both kinds of read, with
+// Land on every other Packet read into.
 func TestSockAllocs(t *testing.T) {
 	for _, kind := range sockKinds {
 		for _, borrow := range []bool{false, true} {
@@ -130,6 +131,9 @@ func TestSockAllocs(t *testing.T) {
 				a, b := kind.open(t, lo4), kind.open(t, lo4)
 				_, out := payloadBatch(a.Port(), b.Port(), lo4, 9000, 1)
 				in := makePackets(16, 1<<16)
+				for i := 0; i < len(in); i += 2 {
+					in[i].Land = make([]byte, 4096)
+				}
 				read := tryReader(b, borrow)
 				step := func() {
 					if k, err := a.WriteBatch(out); k != len(out) || err != nil {

@@ -47,9 +47,9 @@ func (c *sockConn) prepareArea(cnt int) {
 		a.buf = make([]byte, areaSlots*areaSlotLen)
 	}
 	for i := range cnt {
-		iov := &r.iov[2*i]
-		iov.Base = &a.buf[i*areaSlotLen]
-		iov.SetLen(areaSlotLen)
+		iov := &r.iov[4*i]
+		setIov(iov, a.buf[i*areaSlotLen:(i+1)*areaSlotLen])
+		r.quote[i] = *iov
 		h := &r.hs[i]
 		h.len = 0
 		h.hdr = unix.Msghdr{
@@ -87,7 +87,8 @@ func (c *sockConn) landed() {
 
 // handOut fills pkts with the packets behind the area's cursor, copied
 // into their Bufs or, with borrow, lent, and returns how many. It
-// discards and counts what ReadBatch discards.
+// discards and counts what ReadBatch discards. It lands nothing: the
+// packets it fills have Landed 0, whatever their Land.
 func (c *sockConn) handOut(pkts []Packet, borrow bool) int {
 	r := &c.rd
 	a := &r.area
@@ -116,7 +117,7 @@ func (c *sockConn) handOut(pkts []Packet, borrow bool) int {
 			c.stats.discarded.Add(1)
 			continue
 		}
-		p.Payload = nil
+		p.Payload, p.Landed = nil, 0
 		p.Addr = c.sockaddrAddr(&r.names[i])
 		p.Unreachable = NotUnreachable
 		k++
@@ -195,7 +196,7 @@ func (c *sockConn) handReport(i int, slot []byte, p *Packet, borrow bool) bool {
 		c.stats.reportsDiscarded.Add(1)
 		return false
 	}
-	p.Payload = nil
+	p.Payload, p.Landed = nil, 0
 	p.Addr, p.Unreachable = q.Addr, q.Unreachable
 	return true
 }

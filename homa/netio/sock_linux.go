@@ -53,6 +53,8 @@ type sockConn struct {
 	v6      bool
 	udp     bool
 	ipHdrIn bool        // raw IPv4: received packets start with the IP header
+	hdrincl bool        // raw IPv4 with IP_HDRINCL: sent packets carry the header ttl and the TOS of their priority
+	ttl     uint8       // the TTL of the headers written with hdrincl
 	gro     bool        // UDP_GRO is on: datagrams may carry several packets
 	mtu     int         // Options.MTU, or 0 to ask the route
 	maxLen  int         // the largest packet one datagram carries
@@ -111,6 +113,9 @@ func newSockConn(pc net.PacketConn, laddr netip.Addr, port uint16, udp bool, lea
 		}
 		if udp && !opt.DisableGRO {
 			c.gro = enableGRO(int(fd))
+		}
+		if c.ipHdrIn {
+			c.ttl, c.hdrincl = setHdrincl(int(fd))
 		}
 		if r.errq.on {
 			serr = setRecvErr(int(fd), c.v6)

@@ -14,10 +14,13 @@ import (
 
 // mmsgs is a reusable recvmmsg argument block. Its callbacks are bound
 // once, so a syscall through syscall.RawConn does not allocate. Slot i
-// uses iovecs 2i and 2i+1.
+// uses iovecs 4i to 4i+3: the raw IPv4 header scratch (raw IPv4 only),
+// then Buf, or for a landing read Buf[:LandAt], Land and Buf[LandAt:]
+// (see prepareRead).
 type mmsgs struct {
 	hs    [maxBatch]mmsghdr
-	iov   [2 * maxBatch]unix.Iovec
+	iov   [4 * maxBatch]unix.Iovec
+	quote [maxBatch]unix.Iovec            // each slot's whole buffer, where an error-queue message goes
 	names [maxBatch]unix.RawSockaddrInet6 // large enough for either family
 	cnt   int                             // messages prepared
 	done  int                             // messages received
@@ -137,8 +140,11 @@ func (m *mmsgs) clear(n int) {
 		m.hs[i].hdr.Iov = nil
 		m.hs[i].hdr.Control = nil
 	}
-	for i := range 2 * n {
+	for i := range 4 * n {
 		m.iov[i].Base = nil
+	}
+	for i := range n {
+		m.quote[i].Base = nil
 	}
 }
 
@@ -149,6 +155,11 @@ func (c *sockConn) ReadBatch(pkts []Packet) (int, error) { return c.read(pkts, t
 // goroutine is inside a read. It does not wait for the descriptor's read
 // lock, so it runs while another goroutine is parked in WaitReadable.
 func (c *sockConn) TryReadBatch(pkts []Packet) (int, error) { return c.read(pkts, false, false) }
+
+// Lands implements Lander: reads straight into the caller's Bufs land;
+// those through the receive area (GRO on, and borrowed reads) do not. A
+// Conn with GRO is read borrowed, where landing is moot.
+func (c *sockConn) Lands() bool { return !c.gro }
 
 // ReadBorrowed implements BorrowReader: the packets stay in the Conn's
 // receive area (see rxArea).
@@ -274,20 +285,30 @@ func (c *sockConn) read(pkts []Packet, wait, borrow bool) (int, error) {
 }
 
 // prepareRead sets the batch up to receive into the Bufs of pkts, none
-// of them empty.
+// of them empty: each datagram into its Buf, or, for a packet that lands
+// (see Packet.Land), its first LandAt bytes into Buf, then Land, then the
+// rest of Buf. A raw IPv4 header goes to a scratch buffer before them.
 func (c *sockConn) prepareRead(pkts []Packet) {
 	r := &c.rd
 	for i := range pkts {
-		buf := pkts[i].Buf
-		iov := r.iov[2*i : 2*i+2]
+		p := &pkts[i]
+		iov := r.iov[4*i : 4*i+4]
 		k := 0
 		if c.ipHdrIn {
 			iov[0].Base = &r.iphdr[i][0]
 			iov[0].SetLen(ipv4HeaderLen)
 			k = 1
 		}
-		iov[k].Base = &buf[0]
-		iov[k].SetLen(len(buf))
+		if p.lands() {
+			setIov(&iov[k], p.Buf[:LandAt])
+			setIov(&iov[k+1], p.Land)
+			setIov(&iov[k+2], p.Buf[LandAt:])
+			k += 3
+		} else {
+			setIov(&iov[k], p.Buf)
+			k++
+		}
+		setIov(&r.quote[i], p.Buf)
 		h := &r.hs[i]
 		h.len = 0
 		h.hdr = unix.Msghdr{
@@ -295,9 +316,15 @@ func (c *sockConn) prepareRead(pkts []Packet) {
 			Namelen: unix.SizeofSockaddrInet6,
 			Iov:     &iov[0],
 		}
-		h.hdr.SetIovlen(k + 1)
+		h.hdr.SetIovlen(k)
 	}
 	r.cnt, r.done, r.errno = len(pkts), 0, 0
+}
+
+// setIov points v at b, which is not empty.
+func setIov(v *unix.Iovec, b []byte) {
+	v.Base = &b[0]
+	v.SetLen(len(b))
 }
 
 // collect turns received messages (reports, then datagrams) into
@@ -311,7 +338,7 @@ func (c *sockConn) collect(pkts []Packet) int {
 			c.stats.reportsDiscarded.Add(1)
 			continue
 		}
-		pkts[i].Payload = nil
+		pkts[i].Payload, pkts[i].Landed = nil, 0
 		if w != i {
 			pkts[w], pkts[i] = pkts[i], pkts[w]
 		}
@@ -322,14 +349,28 @@ func (c *sockConn) collect(pkts []Packet) int {
 		p := &pkts[i]
 		n := int(r.hs[i].len)
 		ok := r.hs[i].hdr.Flags&unix.MSG_TRUNC == 0
+		land := p.lands()
 		if c.ipHdrIn {
+			if land && ok && n > ipv4HeaderLen+LandAt && r.iphdr[i][0]&0x0f > ipv4HeaderLen/4 {
+				// IP options came first and pushed the packet along:
+				// its header is not where LandAt expected it. Put the
+				// datagram back together in Buf, where stripIPv4 moves
+				// the packet down over the options; one that does not
+				// fit there is discarded like a truncated one.
+				p.split(n - ipv4HeaderLen)
+				ok, land = p.gather(), false
+			}
 			n, ok = stripIPv4(r.iphdr[i][:], p.Buf, n, ok)
 		}
 		if !ok || n < homaHeaderLen || dstPort(p.Buf) != c.port {
 			c.stats.discarded.Add(1)
 			continue
 		}
-		p.N = n
+		if land {
+			p.split(n)
+		} else {
+			p.N, p.Landed = n, 0
+		}
 		p.Payload = nil
 		p.Addr = c.sockaddrAddr(&r.names[i])
 		p.Unreachable = NotUnreachable
@@ -345,7 +386,8 @@ func (c *sockConn) collect(pkts []Packet) int {
 
 // stripIPv4 removes the IPv4 header of a packet received as hdr (the
 // first ipv4HeaderLen bytes) then buf (the rest), total bytes in all. IP
-// options, rare, spill into buf and are moved out of the way.
+// options, rare, spill into buf and are moved out of the way. A landing
+// read must have gathered the datagram into buf first.
 func stripIPv4(hdr, buf []byte, total int, ok bool) (int, bool) {
 	if total < ipv4HeaderLen {
 		return 0, false

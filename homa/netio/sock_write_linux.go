@@ -30,12 +30,13 @@ type writeState struct {
 	ctl   [maxBatch][sendCtlWords]uint64 // control messages (8-byte aligned)
 	segs  [maxBatch]int                  // packets each message carries
 	iov   [2 * maxSendPackets]unix.Iovec
-	niov  int        // iovecs prepared
-	bytes int        // bytes prepared
-	cnt   int        // messages prepared
-	done  int        // messages sent
-	calls int        // sendmmsg calls that sent something
-	errno unix.Errno // error of the last syscall, 0 if none
+	iph   [maxBatch][ipv4HeaderLen]byte // IP headers, with hdrincl
+	niov  int                           // iovecs prepared
+	bytes int                           // bytes prepared
+	cnt   int                           // messages prepared
+	done  int                           // messages sent
+	calls int                           // sendmmsg calls that sent something
+	errno unix.Errno                    // error of the last syscall, 0 if none
 	send  func(fd uintptr) bool
 	// batch is the most messages one sendmmsg carries: maxBatch, which
 	// benchmarks lower.
@@ -176,15 +177,16 @@ func (c *sockConn) retryAfter(e unix.Errno) bool {
 func (c *sockConn) prepareWrite(pkts []Packet) error {
 	w := &c.wr
 	w.cnt, w.done, w.calls, w.errno, w.niov, w.bytes = 0, 0, 0, 0, 0, 0
-	if w.noCmsg && len(pkts) > 0 {
+	sticky := w.noCmsg && !c.hdrincl // the TOS is set on the socket
+	if sticky && len(pkts) > 0 {
 		if err := c.setStickyTOS(pkts[0].Priority); err != nil {
 			return err
 		}
 	}
 	gso := w.gso.Load()
-	for i := 0; i < len(pkts) && w.cnt < w.batch && w.niov+2 <= len(w.iov); {
+	for i := 0; i < len(pkts) && w.cnt < w.batch && w.niov+3 <= len(w.iov); {
 		p := &pkts[i]
-		if w.noCmsg && c.tos[p.Priority&7] != uint8(w.sticky) {
+		if sticky && c.tos[p.Priority&7] != uint8(w.sticky) {
 			break // sent after a setsockopt in the next round
 		}
 		size, err := checkWrite(p, c.maxLen)
@@ -197,6 +199,13 @@ func (c *sockConn) prepareWrite(pkts []Packet) error {
 			return err
 		}
 		first := w.niov
+		if c.hdrincl {
+			c.ipv4Header(&w.iph[m], size, p.Addr.Unmap().As4(), c.tos[p.Priority&7])
+			v := &w.iov[w.niov]
+			v.Base = &w.iph[m][0]
+			v.SetLen(ipv4HeaderLen)
+			w.niov++
+		}
 		w.addIov(p)
 		k := 1
 		if gso {
@@ -211,7 +220,7 @@ func (c *sockConn) prepareWrite(pkts []Packet) error {
 		}
 		h.hdr.SetIovlen(w.niov - first)
 		ctl := unsafe.Slice((*byte)(unsafe.Pointer(&w.ctl[m][0])), 8*sendCtlWords)[:0]
-		if !w.noCmsg {
+		if !w.noCmsg && !c.hdrincl {
 			ctl = append(ctl, c.cmsg[p.Priority&7]...)
 		}
 		if k > 1 {

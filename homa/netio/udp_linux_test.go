@@ -156,7 +156,7 @@ func TestUDPDSCP(t *testing.T) {
 					t.Fatalf("WriteBatch = %d, %v", n, err)
 				}
 				for i, p := range prios {
-					if got, want := recvTOS(t, fd, v6, true, tag+uint64(i)), DefaultDSCP.TOS(p); got != want {
+					if got, want := recvTOS(t, fd, v6, true, tag+uint64(i))[1], DefaultDSCP.TOS(p); got != want {
 						t.Errorf("priority %d: TOS %#x, want %#x", p, got, want)
 					}
 				}

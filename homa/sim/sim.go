@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa/core"
+	"github.com/homa-go/homa/homa/wire"
 )
 
 // Config describes the network.
@@ -42,6 +43,15 @@ type Config struct {
 	// endpoint come back to its sender as a port-unreachable report, as
 	// a kernel answers ICMP port unreachable.
 	ReportUnreachable bool
+	// ReadBatch, when positive, makes endpoints read as the engine's
+	// shell does: packets wait in an endpoint's queue until a read
+	// ReadDelay (default 1 µs) after the first, which takes up to
+	// ReadBatch of them and hands them to the core in one HandleBatch,
+	// each packet's payload landed where the core expects it
+	// (core.Lend) as a socket read would. 0 hands every packet to the
+	// core as it arrives.
+	ReadBatch int
+	ReadDelay time.Duration
 }
 
 // Stats counts what the network did.
@@ -69,6 +79,9 @@ func New(cfg Config) *Net {
 	}
 	if cfg.MaxPacket <= 0 {
 		cfg.MaxPacket = 1480
+	}
+	if cfg.ReadDelay <= 0 {
+		cfg.ReadDelay = time.Microsecond
 	}
 	return &Net{
 		cfg:       cfg,
@@ -101,6 +114,13 @@ type Endpoint struct {
 	timerAt  time.Duration
 	timerSet bool
 	closed   bool
+
+	// Batched reads (Config.ReadBatch): packets waiting for the read,
+	// whether one is due, and where the core expects the next packets.
+	rxq     []event
+	reading bool
+	lend    [][]byte
+	lent    int
 }
 
 // Listen adds an endpoint at addr (a server port, or any port for a
@@ -284,6 +304,8 @@ func (n *Net) step() {
 		e.settle()
 	case evFunc:
 		ev.fn()
+	case evRead:
+		n.read(ev.ep)
 	}
 }
 
@@ -299,8 +321,61 @@ func (n *Net) arrive(ev event) {
 		return
 	}
 	n.stats.Delivered++
+	if n.cfg.ReadBatch > 0 {
+		e.rxq = append(e.rxq, ev)
+		if !e.reading {
+			e.reading = true
+			n.push(event{at: n.now + n.cfg.ReadDelay, kind: evRead, ep: e})
+		}
+		return
+	}
 	e.Core.Handle(ev.pkt, ev.src.Addr(), n.now, &e.out)
 	e.settle()
+}
+
+// read hands the core up to ReadBatch queued packets, as one read of a
+// socket would: the payload of the packet in slot i goes to the i-th
+// region the core lent (see core.Lend), the rest of it behind its header.
+func (n *Net) read(e *Endpoint) {
+	e.reading = false
+	if e.closed {
+		e.rxq = nil
+		return
+	}
+	k := min(len(e.rxq), n.cfg.ReadBatch)
+	in := make([]core.Inbound, k)
+	for i, ev := range e.rxq[:k] {
+		in[i] = core.Inbound{Buf: ev.pkt, Addr: ev.src.Addr()}
+		if i < e.lent {
+			in[i].Buf, in[i].Land = land(ev.pkt, e.lend[i])
+		}
+	}
+	e.rxq = append(e.rxq[:0], e.rxq[k:]...)
+	e.Core.HandleBatch(in, n.now, &e.out)
+	e.settle()
+	if len(e.lend) < n.cfg.ReadBatch {
+		e.lend = make([][]byte, n.cfg.ReadBatch)
+	}
+	e.lent = e.Core.Lend(e.lend)
+	if len(e.rxq) > 0 {
+		e.reading = true
+		n.push(event{at: n.now + n.cfg.ReadDelay, kind: evRead, ep: e})
+	}
+}
+
+// land splits pkt as a landing read does: its first DataLen bytes, then
+// as much as region holds into region, the rest behind the header. It
+// returns the header buffer (with room for the whole packet) and the
+// part of region used.
+func land(pkt, region []byte) (buf, landed []byte) {
+	if len(pkt) <= wire.DataLen {
+		return pkt, nil
+	}
+	k := copy(region, pkt[wire.DataLen:])
+	buf = make([]byte, len(pkt)-k, len(pkt))
+	copy(buf, pkt[:wire.DataLen])
+	copy(buf[wire.DataLen:], pkt[wire.DataLen+k:])
+	return buf, region[:k]
 }
 
 type evKind uint8
@@ -309,6 +384,7 @@ const (
 	evPacket evKind = iota
 	evTimer
 	evFunc
+	evRead
 )
 
 type event struct {

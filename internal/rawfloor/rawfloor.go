@@ -33,7 +33,10 @@
 // the message buffer at the place of the next packet in order. A packet
 // that belongs elsewhere (which loopback, keeping the order, never
 // delivers) is moved to its place and counted in Stats.Moved. Packets
-// are sent with sendmsg(2) from the header and a slice of the message.
+// are sent with sendmsg(2) from the header and a slice of the message;
+// an IPv4 socket writes its own IP header too (IP_HDRINCL), as the
+// engine's raw Conns do, so that the kernel copies the packet plainly
+// instead of checksumming it as it copies.
 //
 // What arrives is checked, not trusted: a packet whose offset, length
 // and total do not fit the layout above, whose total exceeds MaxMessage

@@ -3,6 +3,7 @@
 package rawfloor
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -21,7 +22,14 @@ type socket struct {
 	fd        int
 	v6        bool
 	tag, kind uint32
+	// iph is the IPv4 header an IPv4 socket writes itself (IP_HDRINCL),
+	// as the Homa engine's raw Conns do: the kernel then copies a packet
+	// plainly instead of summing it as it copies (see homa/netio).
+	iph *[ipv4HeaderLen]byte
 }
+
+// ipv4HeaderLen is the length of an IPv4 header without options.
+const ipv4HeaderLen = 20
 
 // openSocket opens a raw socket of protocol Protocol on host, connected
 // to host, that receives only packets carrying tag and kind.
@@ -70,6 +78,15 @@ func (s *socket) setup(host netip.Addr) error {
 	}
 	if err := unix.Connect(s.fd, sa); err != nil {
 		return fmt.Errorf("rawfloor: connect %v: %w", host, err)
+	}
+	if !s.v6 {
+		if err := unix.SetsockoptInt(s.fd, unix.IPPROTO_IP, unix.IP_HDRINCL, 1); err != nil {
+			return fmt.Errorf("rawfloor: IP_HDRINCL: %w", err)
+		}
+		a := host.As4()
+		s.iph = &[ipv4HeaderLen]byte{0: 0x45, 6: 0x40, 8: 64, 9: Protocol} // Don't Fragment, TTL 64
+		copy(s.iph[12:], a[:])
+		copy(s.iph[16:], a[:])
 	}
 	var b [1]byte
 	for {
@@ -163,13 +180,20 @@ func (s *socket) recv(head, body, spill []byte) (int, error) {
 // send writes one packet, head and then payload, to the connected
 // address. It returns errBusy if the socket has no room for it now.
 func (s *socket) send(head, payload []byte) error {
-	var iov [2]unix.Iovec
-	iov[0].Base = &head[0]
-	iov[0].SetLen(len(head))
-	k := 1
+	var iov [3]unix.Iovec
+	k := 0
+	if s.iph != nil {
+		binary.BigEndian.PutUint16(s.iph[2:], uint16(ipv4HeaderLen+len(head)+len(payload)))
+		iov[0].Base = &s.iph[0]
+		iov[0].SetLen(ipv4HeaderLen)
+		k++
+	}
+	iov[k].Base = &head[0]
+	iov[k].SetLen(len(head))
+	k++
 	if len(payload) > 0 {
-		iov[1].Base = &payload[0]
-		iov[1].SetLen(len(payload))
+		iov[k].Base = &payload[0]
+		iov[k].SetLen(len(payload))
 		k++
 	}
 	var msg unix.Msghdr
