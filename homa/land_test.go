@@ -22,12 +22,13 @@ func TestReceiveInPlace(t *testing.T) {
 			checkInPlace(t, p)
 		})
 	})
-	lo := netip.MustParseAddr("127.0.0.1")
+	lo, lo6 := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")
 	for _, tc := range []struct {
 		name string
 		open func(port uint16) (netio.Conn, error)
 	}{
 		{"raw", func(port uint16) (netio.Conn, error) { return netio.OpenRaw(lo, port, nil) }},
+		{"raw6", func(port uint16) (netio.Conn, error) { return netio.OpenRaw(lo6, port, nil) }},
 		{"udp", func(port uint16) (netio.Conn, error) {
 			return netio.OpenUDP(lo, port, &netio.Options{DisableGRO: true})
 		}},
