@@ -160,25 +160,17 @@ func testLanding(t *testing.T, a, b Conn, addr netip.Addr) {
 // TestMemLand checks landing reads on the in-memory network, both
 // families, and reports, which land nothing.
 func TestMemLand(t *testing.T) {
-	for _, fam := range []struct {
-		name string
-		a, b netip.Addr
-	}{{"ipv4", hostA, hostB}, {"ipv6", hostA6, netip.MustParseAddr("fd00::2")}} {
-		t.Run(fam.name, func(t *testing.T) {
-			n := NewMemNetwork(MemConfig{MTU: 9000, ReportUnreachable: true})
-			defer n.Close()
-			a, b := memOpen(t, n, fam.a, 0), memOpen(t, n, fam.b, 0)
-			testLanding(t, a, b, fam.b)
-			lost := testPacket(a.Port(), b.Port()+1, 1000, 0xdead)
-			writeAll(t, a, fam.b, 0, lost)
-			p := []Packet{{Buf: make([]byte, 2048), Land: make([]byte, landLen), Landed: 3}}
-			readInto(t, a, p)
-			if p[0].Unreachable != UnreachablePort || p[0].Landed != 0 || p[0].N < reportMinLen || !bytes.Equal(p[0].Bytes(), lost[:p[0].N]) {
-				t.Errorf("report: %v, N %d, Landed %d, tag %#x; want UnreachablePort quoting the packet, Landed 0",
-					p[0].Unreachable, p[0].N, p[0].Landed, tagOf(p[0].Bytes()))
-			}
-		})
-	}
+	memPairs(t, MemConfig{MTU: 9000, ReportUnreachable: true}, func(t *testing.T, a, b Conn, _, dst netip.Addr) {
+		testLanding(t, a, b, dst)
+		lost := testPacket(a.Port(), b.Port()+1, 1000, 0xdead)
+		writeAll(t, a, dst, 0, lost)
+		p := []Packet{{Buf: make([]byte, 2048), Land: make([]byte, landLen), Landed: 3}}
+		readInto(t, a, p)
+		if p[0].Unreachable != UnreachablePort || p[0].Landed != 0 || p[0].N < reportMinLen || !bytes.Equal(p[0].Bytes(), lost[:p[0].N]) {
+			t.Errorf("report: %v, N %d, Landed %d, tag %#x; want UnreachablePort quoting the packet, Landed 0",
+				p[0].Unreachable, p[0].N, p[0].Landed, tagOf(p[0].Bytes()))
+		}
+	})
 }
 
 // TestScatter checks how a datagram is copied into a Packet with Land,

@@ -26,6 +26,21 @@ func memOpen(t testing.TB, n *MemNetwork, addr netip.Addr, port uint16) Conn {
 	return c
 }
 
+// memPairs runs f, as a subtest per address family, with two Conns a
+// (on src) and b (on dst) of a new in-memory network of cfg.
+func memPairs(t *testing.T, cfg MemConfig, f func(t *testing.T, a, b Conn, src, dst netip.Addr)) {
+	for _, fam := range []struct {
+		name     string
+		src, dst netip.Addr
+	}{{"ipv4", hostA, hostB}, {"ipv6", hostA6, netip.MustParseAddr("fd00::2")}} {
+		t.Run(fam.name, func(t *testing.T) {
+			n := NewMemNetwork(cfg)
+			defer n.Close()
+			f(t, memOpen(t, n, fam.src, 0), memOpen(t, n, fam.dst, 0), fam.src, fam.dst)
+		})
+	}
+}
+
 // drain reads everything c has ready and returns the tags in order.
 func drain(t testing.TB, c Conn) []uint64 {
 	t.Helper()

@@ -13,31 +13,23 @@ import (
 // header and payload arrive as one packet, byte for byte, on both
 // families; the network copied both parts.
 func TestMemPayload(t *testing.T) {
-	for _, fam := range []struct {
-		name string
-		a, b netip.Addr
-	}{{"ipv4", hostA, hostB}, {"ipv6", hostA6, netip.MustParseAddr("fd00::2")}} {
-		t.Run(fam.name, func(t *testing.T) {
-			n := NewMemNetwork(MemConfig{MTU: 9000})
-			defer n.Close()
-			a, b := memOpen(t, n, fam.a, 0), memOpen(t, n, fam.b, 0)
-			whole, pkts := payloadBatch(a.Port(), b.Port(), fam.b, a.MaxPacket(fam.b), 0x100)
-			if k, err := a.WriteBatch(pkts); k != len(pkts) || err != nil {
-				t.Fatalf("WriteBatch = %d, %v", k, err)
+	memPairs(t, MemConfig{MTU: 9000}, func(t *testing.T, a, b Conn, src, dst netip.Addr) {
+		whole, pkts := payloadBatch(a.Port(), b.Port(), dst, a.MaxPacket(dst), 0x100)
+		if k, err := a.WriteBatch(pkts); k != len(pkts) || err != nil {
+			t.Fatalf("WriteBatch = %d, %v", k, err)
+		}
+		want := make([][]byte, len(whole))
+		for i := range whole {
+			want[i] = bytes.Clone(whole[i])
+		}
+		for i := range pkts { // the network has its own copy
+			pkts[i].Buf[0] ^= 0xff
+			if k := len(pkts[i].Payload); k > 0 {
+				pkts[i].Payload[k-1] ^= 0xff
 			}
-			want := make([][]byte, len(whole))
-			for i := range whole {
-				want[i] = bytes.Clone(whole[i])
-			}
-			for i := range pkts { // the network has its own copy
-				pkts[i].Buf[0] ^= 0xff
-				if k := len(pkts[i].Payload); k > 0 {
-					pkts[i].Payload[k-1] ^= 0xff
-				}
-			}
-			checkReceived(t, readN(t, b, len(want)), want, fam.a)
-		})
-	}
+		}
+		checkReceived(t, readN(t, b, len(want)), want, src)
+	})
 }
 
 // TestMemPayloadChecks checks that the size limit counts the payload and

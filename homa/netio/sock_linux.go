@@ -38,10 +38,11 @@ const (
 )
 
 // sockConn is a raw (IP protocol 146) or UDP Conn on a kernel socket. The
-// two differ in a few places, each keyed on udp or ipHdrIn: received
-// raw IPv4 packets start with an IP header; UDP destinations carry the
-// Homa destination port; MaxPacket subtracts the UDP header; only UDP
-// has the GSO and GRO offloads.
+// two differ in a few places, each keyed on udp, ipHdrIn or hdrincl:
+// received raw IPv4 packets start with an IP header, and sent ones
+// carry one the Conn writes; UDP destinations carry the Homa
+// destination port; MaxPacket subtracts the UDP header; only UDP has
+// the GSO and GRO offloads.
 //
 // Its receive side is in sock_read_linux.go and sock_area_linux.go, its
 // transmit side in sock_write_linux.go.
@@ -53,7 +54,7 @@ type sockConn struct {
 	v6      bool
 	udp     bool
 	ipHdrIn bool        // raw IPv4: received packets start with the IP header
-	hdrincl bool        // raw IPv4 with IP_HDRINCL: sent packets carry the header ttl and the TOS of their priority
+	hdrincl bool        // raw IPv4 with IP_HDRINCL: the Conn writes each packet's IP header (hdrincl_linux.go)
 	ttl     uint8       // the TTL of the headers written with hdrincl
 	gro     bool        // UDP_GRO is on: datagrams may carry several packets
 	mtu     int         // Options.MTU, or 0 to ask the route
