@@ -44,6 +44,7 @@ type pollFD struct {
 	// stayRegistered leaves the socket registered in ep between waits
 	// (Options.ParkOften).
 	stayRegistered bool
+	armErr         error              // the last registration's failure (the parking reader's)
 	events         [1]unix.EpollEvent // Read's harvest of ep (under ep's read lock)
 	oneShot        unix.EpollEvent    // the registration of fd in ep (read-only)
 	// The functions of waits, bound once.
@@ -137,6 +138,9 @@ func (p *pollFD) waitReadable() error {
 	if err := p.epc.Control(p.arm); err != nil {
 		return err
 	}
+	if p.armErr != nil {
+		return p.armErr // parking now would wait for a wake-up that cannot come
+	}
 	err := p.epc.Read(p.harvest)
 	_ = p.epc.Control(p.disarm) // fails only once ep is closed, which took the registration with it
 	return err
@@ -151,11 +155,17 @@ func (p *pollFD) waitWritable() error {
 }
 
 // register puts the one-shot registration of the socket in ep (or
-// re-arms it, should a wait have left it in). It cannot fail while both
-// are open.
+// re-arms it, should a wait have left it in), and sets armErr to what
+// failed: the kernel may refuse a registration (fs.epoll.max_user_watches,
+// memory), and the wait then fails rather than park.
 func (p *pollFD) register(ep uintptr) {
-	if unix.EpollCtl(int(ep), unix.EPOLL_CTL_ADD, p.fd, &p.oneShot) == unix.EEXIST {
-		_ = unix.EpollCtl(int(ep), unix.EPOLL_CTL_MOD, p.fd, &p.oneShot)
+	err := unix.EpollCtl(int(ep), unix.EPOLL_CTL_ADD, p.fd, &p.oneShot)
+	if err == unix.EEXIST {
+		err = unix.EpollCtl(int(ep), unix.EPOLL_CTL_MOD, p.fd, &p.oneShot)
+	}
+	p.armErr = nil
+	if err != nil {
+		p.armErr = os.NewSyscallError("epoll_ctl", err)
 	}
 }
 

@@ -147,3 +147,30 @@ func TestPollFDRegistration(t *testing.T) {
 		}
 	}
 }
+
+// TestPollFDRegistrationRefused: a reader whose registration the kernel
+// refuses (fs.epoll.max_user_watches, memory) does not park, since
+// nothing would wake it: its wait fails, and the Conn reads without
+// waiting, with sleeps in between, until the datagram comes.
+func TestPollFDRegistrationRefused(t *testing.T) {
+	a := openUDP(t, lo4, 0, nil)
+	b := openUDP(t, lo4, 0, nil).(*sockConn)
+	var sleeps []time.Duration
+	b.rd.sleep = func(d time.Duration) { sleeps = append(sleeps, d) }
+	refused := 0
+	b.pfd.arm = func(uintptr) {
+		refused++
+		b.pfd.armErr = os.NewSyscallError("epoll_ctl", unix.ENOSPC)
+		if refused == 3 {
+			writeAll(t, a, b.LocalAddr(), 0, testPacket(a.Port(), b.Port(), 100, 0x45))
+		}
+	}
+	pkts := makePackets(4, 2048)
+	n, err := b.ReadBatch(pkts)
+	if err != nil || n != 1 || tagOf(pkts[0].Bytes()) != 0x45 {
+		t.Fatalf("ReadBatch = %d, %v; want the packet", n, err)
+	}
+	if refused != 3 || len(sleeps) != 2 {
+		t.Errorf("%d refused registrations, %d sleeps; want 3 and 2", refused, len(sleeps))
+	}
+}
