@@ -268,9 +268,9 @@ func (f *benchFlags) checkTarget(c *benchConfig) error {
 	if f.proto == "" || len(c.protos) != 1 {
 		return errors.New("--target needs exactly one protocol in --proto")
 	}
-	if p := c.protos[0]; p.oneAtATime() {
+	if p := c.protos[0]; p.loopbackOnly() {
 		return fmt.Errorf("--target: %s has no remote server (remote protocols: %s)", p.name,
-			protocolNames(func(p protocol) bool { return !p.oneAtATime() }))
+			protocolNames(func(p protocol) bool { return !p.loopbackOnly() }))
 	}
 	if _, _, err := splitHostPort(f.target); err != nil {
 		return fmt.Errorf("--target %q: %w", f.target, err)
@@ -491,13 +491,13 @@ func (c *benchConfig) unsupported(p protocol) string {
 		largest = c.replySize // a workload's largest requests are clipped
 	}
 	limit := p.maxSize
-	if p.oneAtATime() && c.mode == modeThroughput {
+	if p.loopbackOnly() && c.mode == modeThroughput {
 		limit = p.rateMaxSize
 	}
 	if largest > limit {
 		return fmt.Sprintf("%d-byte messages exceed its %d-byte limit", largest, limit)
 	}
-	if c.replySize > 0 && p.oneAtATime() {
+	if c.replySize > 0 && p.loopbackOnly() {
 		return "it echoes only (no --reply-size)"
 	}
 	if p.maxClients > 0 && c.clients > p.maxClients {

@@ -35,8 +35,8 @@ func openFloorRate(_ context.Context, host netip.Addr, clients int) (client, err
 	return &rateFloor{r: r, clients: clients}, nil
 }
 
-// call makes one RPC on the first socket (the warmup's): the response
-// is copied into the lane's buffer.
+// call makes one RPC on the first socket (warmup and calibration make
+// theirs so): the response is copied into the lane's buffer.
 func (f *rateFloor) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
 	var resp []byte
 	err := f.start(0, req, func(_ int, r []byte, err error) {

@@ -55,14 +55,14 @@ type protocol struct {
 	rateMaxSize int
 }
 
-// oneAtATime reports whether the protocol is measured on loopback in
-// bench's process only, in latency mode (and throughput mode, with rate),
-// with no server of its own for serve or --target.
-func (p protocol) oneAtATime() bool { return p.loopback != nil }
+// loopbackOnly reports whether the protocol is measured on loopback in
+// bench's process only, with no server of its own for serve or --target:
+// one RPC at a time, and in throughput mode too when it has rate.
+func (p protocol) loopbackOnly() bool { return p.loopback != nil }
 
 // measuredIn reports whether the protocol can be measured in mode.
 func (p protocol) measuredIn(mode string) bool {
-	return !p.oneAtATime() || mode == modeLatency || mode == modeThroughput && p.rate != nil
+	return !p.loopbackOnly() || mode == modeLatency || mode == modeThroughput && p.rate != nil
 }
 
 // serverOptions configure the servers of bench and serve.
@@ -90,7 +90,7 @@ type server interface {
 }
 
 // client is the client side of a protocol. Unless the protocol is
-// oneAtATime, any number of goroutines may call at once, each with its
+// loopbackOnly, any number of goroutines may call at once, each with its
 // own lane.
 type client interface {
 	// call sends req and returns the response, valid until the lane's

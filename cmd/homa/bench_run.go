@@ -44,7 +44,7 @@ type rig struct {
 
 // openRig starts the server and dials the clients of p.
 func openRig(ctx context.Context, p protocol, cfg *benchConfig, stderr io.Writer) (*rig, error) {
-	if p.oneAtATime() {
+	if p.loopbackOnly() {
 		open := p.loopback
 		if cfg.mode == modeThroughput {
 			open = func(ctx context.Context, host netip.Addr) (client, error) { return p.rate(ctx, host, cfg.clients) }

@@ -290,7 +290,7 @@ func serveProtos() []string {
 	var protos []string
 	raw := rawPermitted()
 	for _, p := range protocols {
-		if !p.oneAtATime() && (raw || !p.raw) {
+		if !p.loopbackOnly() && (raw || !p.raw) {
 			protos = append(protos, p.name)
 		}
 	}
