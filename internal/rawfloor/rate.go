@@ -128,7 +128,8 @@ func (r *Rate) Client(i int) *RateClient { return r.clients[i] }
 // Served counts the requests the server has answered.
 func (r *Rate) Served() uint64 { return r.served.Load() }
 
-// Dropped counts the malformed packets either side dropped.
+// Dropped counts the malformed packets either side dropped, and the
+// responses the server could not send.
 func (r *Rate) Dropped() uint64 { return r.dropped.Load() }
 
 // serve answers the requests of each batch it reads with one batch.
@@ -155,10 +156,16 @@ func (r *Rate) serve() {
 		r.served.Add(uint64(out.n))
 		for sent := 0; sent < out.n && !r.stop.Load(); {
 			k, err := r.server.sendBatch(out.io, out.pkt[sent:out.n], out.pay[sent:out.n])
-			if err != nil {
-				runtime.Gosched() // no room now (errBusy), or nothing the floor can do
-			}
 			sent += k
+			switch {
+			case errors.Is(err, errBusy):
+				runtime.Gosched() // no room now
+			case err != nil:
+				// Nothing the floor can do: those responses are lost, and
+				// their clients wait until their contexts end.
+				r.dropped.Add(uint64(out.n - sent))
+				sent = out.n
+			}
 		}
 	}
 }
