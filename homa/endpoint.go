@@ -71,6 +71,7 @@ type Endpoint struct {
 	stealing   atomic.Int32    // goroutines in Recv waking the background reader for rxTok
 	lastRead   atomic.Int64    // when a goroutine in Recv last stopped reading (e.now)
 	rxNow      time.Duration   // when the holder of rxTok last processed packets
+	rxYielded  time.Duration   // when the holder of rxTok last yielded its processor while spinning
 	// The background reader waits for the goroutines in Recv to leave
 	// the socket alone for readerGrace (see rxLoop): rxIdle is set while
 	// it waits, and the grace timer (armed while graceArmed) tells it

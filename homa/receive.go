@@ -188,6 +188,9 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 			now := e.now()
 			e.process(e.rxPkts[:n], now, b, w)
 			deadline = now + budget
+			if e.yieldDue(now) {
+				runtime.Gosched()
+			}
 			continue
 		case err != nil && (errors.Is(err, net.ErrClosed) || e.isClosed()):
 			return nil, false
@@ -204,9 +207,33 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 		}
 		e.idle(b)
 		if turn++; turn%e.spin.yieldEvery == 0 {
+			e.rxYielded = now
 			runtime.Gosched()
 		}
 	}
+}
+
+// busyYield is the longest a reader that keeps finding packets goes
+// without yielding its processor. Without it a reader whose packets keep
+// coming (a client with many RPCs in flight, back in Recv as soon as it
+// has sent the next request; the background reader working through a
+// backlog) would yield only when the runtime preempts it, after 10 ms,
+// and hold up the other goroutines of its processor as long: with 4
+// endpoints keeping 32 RPCs each in flight on 2 processors, 1% of the
+// RPCs took 7.5-8.0 ms, against 5.5-5.8 ms with it (median 125-128 µs
+// against 290-305: the RPCs share the processors more evenly), at the
+// same rate.
+const busyYield = 100 * time.Microsecond
+
+// yieldDue reports whether the holder of rxTok, which processed packets
+// at now, has gone busyYield without yielding its processor; if so it
+// takes the yield as done.
+func (e *Endpoint) yieldDue(now time.Duration) bool {
+	if now-e.rxYielded < busyYield {
+		return false
+	}
+	e.rxYielded = now
+	return true
 }
 
 // rxLoop reads and dispatches packets until the Conn closes, whenever no
@@ -356,10 +383,16 @@ func (e *Endpoint) readerWait() time.Duration {
 func (e *Endpoint) readBatch(b *txBatch, self *mailbox.Waiter, read readFunc) error {
 	e.allocRx()
 	n, err := read(e.rxPkts)
+	yield := false
 	if n > 0 {
-		e.process(e.rxPkts[:n], e.now(), b, self)
+		now := e.now()
+		e.process(e.rxPkts[:n], now, b, self)
+		yield = e.yieldDue(now)
 	}
 	e.rxTok.Unlock()
+	if yield {
+		runtime.Gosched()
+	}
 	return err
 }
 

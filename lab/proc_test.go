@@ -1,8 +1,10 @@
 package lab
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLastLines(t *testing.T) {
@@ -53,5 +55,30 @@ func TestProcNetDrops(t *testing.T) {
 	}
 	if _, err := procNetDrops("header\n 1: a b c\n"); err == nil {
 		t.Error("a table without a drops column was accepted")
+	}
+}
+
+// TestCommandLines checks that the engine settings of an experiment reach
+// both the server's and the clients' command lines.
+func TestCommandLines(t *testing.T) {
+	l := &Lab{Hosts: []*Host{{Index: 1, Addr: netip.MustParseAddr("10.147.0.1")}}}
+	e := &Experiment{Exe: "homa", Proto: "homa", Workload: "w4", Port: 4000, LinkMbps: 1000, UnschedBytes: 9000}
+	for _, tc := range []struct {
+		polling string
+		want    string
+	}{
+		{"", ""},
+		{"never", " --polling never"},
+		{"always", " --polling always"},
+	} {
+		e.Polling = tc.polling
+		serve := strings.Join(l.serveArgs(e), " ")
+		bench := strings.Join(l.benchArgs(e, 1, time.Second), " ")
+		for _, line := range []string{serve, bench} {
+			polls := strings.Count(line, "--polling")
+			if !strings.Contains(line, " --unsched-bytes 9000") || !strings.HasSuffix(line, tc.want) || polls != strings.Count(tc.want, "--polling") {
+				t.Errorf("polling %q: %q", tc.polling, line)
+			}
+		}
 	}
 }

@@ -38,6 +38,9 @@ type Experiment struct {
 	// UnschedBytes sets the Homa engine's unscheduled bytes on every
 	// host (0: the engine's default).
 	UnschedBytes int
+	// Polling is the Homa engine's --polling mode on every host
+	// (always, adaptive or never; empty: the engine's default).
+	Polling string
 	// LoadMbps is the offered load of request bytes into host 1, shared
 	// evenly by the clients.
 	LoadMbps float64
@@ -131,9 +134,7 @@ func (l *Lab) startServer(ctx context.Context, e *Experiment) (*Proc, error) {
 	addr := l.ServerAddr(e).String()
 	l.logf(e, "%s: starting the server in h1 on %s", e.Proto, addr)
 	srv, err := l.Start(l.Hosts[0], Command{
-		Args: []string{e.Exe, "serve", "--proto", e.Proto, "--addr", addr,
-			"--reply-size", strconv.Itoa(e.ReplySize), "--link-mbps", strconv.Itoa(int(e.LinkMbps)),
-			"--unsched-bytes", strconv.Itoa(e.UnschedBytes)},
+		Args:  l.serveArgs(e),
 		Ready: ServerReady,
 		Log:   e.Log,
 	})
@@ -167,14 +168,29 @@ func (l *Lab) loadCounted(ctx context.Context, e *Experiment, s *Samples) error 
 	return err
 }
 
+// serveArgs returns the server's command line.
+func (l *Lab) serveArgs(e *Experiment) []string {
+	return append([]string{e.Exe, "serve", "--proto", e.Proto, "--addr", l.ServerAddr(e).String(),
+		"--reply-size", strconv.Itoa(e.ReplySize), "--link-mbps", strconv.Itoa(int(e.LinkMbps)),
+		"--unsched-bytes", strconv.Itoa(e.UnschedBytes)}, e.pollingArgs()...)
+}
+
 // benchArgs returns the bench command line shared by both phases; the
 // client gives up after timeout.
 func (l *Lab) benchArgs(e *Experiment, seed uint64, timeout time.Duration) []string {
-	return []string{e.Exe, "bench", "--mode", "workload", "--proto", e.Proto,
+	return append([]string{e.Exe, "bench", "--mode", "workload", "--proto", e.Proto,
 		"--target", l.ServerAddr(e).String(), "--workload", e.Workload,
 		"--reply-size", strconv.Itoa(e.ReplySize), "--seed", strconv.FormatUint(seed, 10),
 		"--link-mbps", strconv.Itoa(int(e.LinkMbps)), "--unsched-bytes", strconv.Itoa(e.UnschedBytes),
-		"--timeout", timeout.String()}
+		"--timeout", timeout.String()}, e.pollingArgs()...)
+}
+
+// pollingArgs returns the --polling flag of serve and bench, if set.
+func (e *Experiment) pollingArgs() []string {
+	if e.Polling == "" {
+		return nil
+	}
+	return []string{"--polling", e.Polling}
 }
 
 // calibrate runs Calibrate RPCs one at a time from host 2.

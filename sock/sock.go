@@ -168,6 +168,7 @@ func openEngine(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 	// ErrNoListener and ErrHostUnreachable.
 	opt := cfg.Net
 	opt.ReportUnreachable = true
+	opt.ParkOften = cfg.Polling == PollNever || cfg.PollDuration < 0
 	if addr.Addr().IsLoopback() {
 		// Loopback packets are already 64 KB: UDP GRO would coalesce
 		// nothing and cost a copy of every packet.

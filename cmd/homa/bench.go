@@ -234,7 +234,7 @@ func (f *benchFlags) checkProtocols(c *benchConfig) error {
 		c.protos, err = parseProtocols("--vs", "homa,homa-udp,"+f.vs)
 	default:
 		for _, p := range protocols {
-			if !p.layer && (c.mode == modeLatency || !p.oneAtATime()) {
+			if !p.layer && p.measuredIn(c.mode) {
 				c.protos = append(c.protos, p)
 			}
 		}
@@ -242,12 +242,10 @@ func (f *benchFlags) checkProtocols(c *benchConfig) error {
 	if err != nil {
 		return err
 	}
-	if c.mode != modeLatency {
-		for _, p := range c.protos {
-			if p.oneAtATime() {
-				return fmt.Errorf("%s is measured in latency mode only (%s mode takes %s)", p.name, c.mode,
-					protocolNames(func(p protocol) bool { return !p.oneAtATime() }))
-			}
+	for _, p := range c.protos {
+		if !p.measuredIn(c.mode) {
+			return fmt.Errorf("%s is not measured in %s mode (which takes %s)", p.name, c.mode,
+				protocolNames(func(p protocol) bool { return p.measuredIn(c.mode) }))
 		}
 	}
 	if f.target != "" {
@@ -270,9 +268,9 @@ func (f *benchFlags) checkTarget(c *benchConfig) error {
 	if f.proto == "" || len(c.protos) != 1 {
 		return errors.New("--target needs exactly one protocol in --proto")
 	}
-	if p := c.protos[0]; p.oneAtATime() {
+	if p := c.protos[0]; p.loopbackOnly() {
 		return fmt.Errorf("--target: %s has no remote server (remote protocols: %s)", p.name,
-			protocolNames(func(p protocol) bool { return !p.oneAtATime() }))
+			protocolNames(func(p protocol) bool { return !p.loopbackOnly() }))
 	}
 	if _, _, err := splitHostPort(f.target); err != nil {
 		return fmt.Errorf("--target %q: %w", f.target, err)
@@ -492,10 +490,14 @@ func (c *benchConfig) unsupported(p protocol) string {
 	if p.clip && c.size == 0 {
 		largest = c.replySize // a workload's largest requests are clipped
 	}
-	if largest > p.maxSize {
-		return fmt.Sprintf("%d-byte messages exceed its %d-byte limit", largest, p.maxSize)
+	limit := p.maxSize
+	if p.loopbackOnly() && c.mode == modeThroughput {
+		limit = p.rateMaxSize
 	}
-	if c.replySize > 0 && p.oneAtATime() {
+	if largest > limit {
+		return fmt.Sprintf("%d-byte messages exceed its %d-byte limit", largest, limit)
+	}
+	if c.replySize > 0 && p.loopbackOnly() {
 		return "it echoes only (no --reply-size)"
 	}
 	if p.maxClients > 0 && c.clients > p.maxClients {

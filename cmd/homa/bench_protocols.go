@@ -47,11 +47,23 @@ type protocol struct {
 	// closing the client stops the server. A protocol with loopback
 	// takes one RPC at a time and plain echoes only.
 	loopback func(ctx context.Context, host netip.Addr) (client, error)
+	// rate, for a loopback protocol measured in throughput mode too,
+	// starts a server on host and returns an asyncClient of it with
+	// clients sockets; closing it stops the server. rateMaxSize is the
+	// longest message it carries.
+	rate        func(ctx context.Context, host netip.Addr, clients int) (client, error)
+	rateMaxSize int
 }
 
-// oneAtATime reports whether the protocol is measured in latency mode
-// only.
-func (p protocol) oneAtATime() bool { return p.loopback != nil }
+// loopbackOnly reports whether the protocol is measured on loopback in
+// bench's process only, with no server of its own for serve or --target:
+// one RPC at a time, and in throughput mode too when it has rate.
+func (p protocol) loopbackOnly() bool { return p.loopback != nil }
+
+// measuredIn reports whether the protocol can be measured in mode.
+func (p protocol) measuredIn(mode string) bool {
+	return !p.loopbackOnly() || mode == modeLatency || mode == modeThroughput && p.rate != nil
+}
 
 // serverOptions configure the servers of bench and serve.
 type serverOptions struct {
@@ -78,7 +90,7 @@ type server interface {
 }
 
 // client is the client side of a protocol. Unless the protocol is
-// oneAtATime, any number of goroutines may call at once, each with its
+// loopbackOnly, any number of goroutines may call at once, each with its
 // own lane.
 type client interface {
 	// call sends req and returns the response, valid until the lane's
@@ -135,8 +147,11 @@ var protocols = []protocol{
 	},
 	{
 		name: "floor", maxSize: rawfloor.MaxMessage, raw: true,
-		desc:     "raw IP protocol 253 ping-pong, both ends busy-polling, no protocol logic (the floor for raw sockets)",
+		desc: "raw IP protocol 253, no protocol logic, both ends busy-polling in one process (the floor for raw sockets): " +
+			"one round trip at a time; in throughput mode one packet each way per RPC, up to 64 packets per system call, " +
+			"one goroutine driving every client socket",
 		loopback: openFloor,
+		rate:     openFloorRate, rateMaxSize: rawfloor.MaxRatePayload,
 	},
 }
 

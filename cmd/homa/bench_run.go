@@ -44,8 +44,12 @@ type rig struct {
 
 // openRig starts the server and dials the clients of p.
 func openRig(ctx context.Context, p protocol, cfg *benchConfig, stderr io.Writer) (*rig, error) {
-	if p.oneAtATime() {
-		c, err := p.loopback(ctx, cfg.host)
+	if p.loopbackOnly() {
+		open := p.loopback
+		if cfg.mode == modeThroughput {
+			open = func(ctx context.Context, host netip.Addr) (client, error) { return p.rate(ctx, host, cfg.clients) }
+		}
+		c, err := open(ctx, cfg.host)
 		if err != nil {
 			return nil, err
 		}

@@ -38,7 +38,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--mode", "throughput", "--clients", "0"},
 		{"--mode", "throughput", "--outstanding", "-3"},
 		{"--mode", "throughput", "--proto", "udp"},
-		{"--mode", "throughput", "--vs", "floor"},
+		{"--mode", "workload", "--load-mbps", "1", "--vs", "floor"},
 		{"--mode", "throughput", "--load-mbps", "5"},
 		{"--mode", "workload"}, // no load
 		{"--mode", "workload", "--load-mbps", "-1", "--duration", "0"},
@@ -145,7 +145,7 @@ func TestBenchLatencyWorkloadSizes(t *testing.T) {
 func TestBenchThroughput(t *testing.T) {
 	rep, _ := benchJSON(t, "--mode", "throughput", "--count", "300", "--clients", "2", "--outstanding", "4",
 		"--calibrate", "20", "--warmup", "5", "--size", "2000")
-	checkRows(t, rep, []string{"homa", "homa-udp", "tcp", "grpc"}, 300)
+	checkRows(t, rep, []string{"homa", "homa-udp", "tcp", "grpc", "floor"}, 300)
 	if rep.Clients != 2 || rep.Outstanding != 4 || rep.Calibrate != 20 {
 		t.Errorf("report header %+v", rep)
 	}
@@ -153,6 +153,14 @@ func TestBenchThroughput(t *testing.T) {
 		if b := r.Buckets[0]; b.Slowdown50 <= 0 || b.Slowdown99 < b.Slowdown50 {
 			t.Errorf("%s: slowdowns %+v", r.Protocol, b)
 		}
+	}
+	if !rawPermitted() {
+		return
+	}
+	// The floor carries 8192 bytes at most in throughput mode.
+	_, errOut := benchJSON(t, "--mode", "throughput", "--proto", "tcp,floor", "--size", "9000", "--count", "3", "--warmup", "0")
+	if want := "homa: 9000-byte messages exceed its 8192-byte limit; skipping floor ("; !strings.HasPrefix(errOut, want) {
+		t.Errorf("stderr %q does not say %q", errOut, want)
 	}
 }
 
@@ -216,6 +224,7 @@ func TestBenchSkips(t *testing.T) {
 	if len(rep.Skipped) != 1 || rep.Skipped[0].Protocol != "udp" {
 		t.Errorf("skipped %+v, want udp", rep.Skipped)
 	}
+
 	code, out, errOut := runHoma(context.Background(), "bench", "--proto", "udp", "--size", "70000", "--count", "3")
 	if code != 1 || out != "" || !strings.HasSuffix(errOut, "homa bench: no protocol could be measured\n") {
 		t.Errorf("nothing measurable: exit %d, stdout %q, stderr %q; want 1 and no report", code, out, errOut)
@@ -281,7 +290,7 @@ func serveProtos() []string {
 	var protos []string
 	raw := rawPermitted()
 	for _, p := range protocols {
-		if !p.oneAtATime() && (raw || !p.raw) {
+		if !p.loopbackOnly() && (raw || !p.raw) {
 			protos = append(protos, p.name)
 		}
 	}

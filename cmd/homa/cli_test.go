@@ -90,11 +90,14 @@ func refuseRaw(t *testing.T) {
 		}
 		return orig(a, cfg)
 	}
-	origFloor := openFloorPair
+	origFloor, origRate := openFloorPair, openRateFloor
 	openFloorPair = func(a netip.Addr) (*rawfloor.Pair, error) {
 		return nil, fmt.Errorf("open floor on %v: %w", a, rawfloor.ErrPermission)
 	}
-	t.Cleanup(func() { openSocket, openFloorPair = orig, origFloor })
+	openRateFloor = func(a netip.Addr, _ int) (*rawfloor.Rate, error) {
+		return nil, fmt.Errorf("open rate floor on %v: %w", a, rawfloor.ErrPermission)
+	}
+	t.Cleanup(func() { openSocket, openFloorPair, openRateFloor = orig, origFloor, origRate })
 }
 
 // freePort returns a Homa server port whose UDP port is free now.

@@ -46,8 +46,13 @@ func (f *engineFlags) check() error {
 	case f.unschedBytes < 0 || f.unschedBytes > homa.MaxMessage:
 		return fmt.Errorf("--unsched-bytes %d: must be 0..%d", f.unschedBytes, homa.MaxMessage)
 	}
-	if _, ok := pollingModes[f.polling]; !ok {
-		return fmt.Errorf("--polling %q: must be always, adaptive or never", f.polling)
+	return checkPolling(f.polling)
+}
+
+// checkPolling checks a --polling value.
+func checkPolling(name string) error {
+	if _, ok := pollingModes[name]; !ok {
+		return fmt.Errorf("--polling %q: must be always, adaptive or never", name)
 	}
 	return nil
 }

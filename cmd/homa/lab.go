@@ -47,6 +47,7 @@ type labOptions struct {
 	duration     time.Duration
 	replySize    int
 	unschedBytes int
+	polling      string
 	calibrate    int
 	timeout      time.Duration
 	seed         uint64
@@ -74,6 +75,7 @@ func parseLab(args []string, stderr io.Writer) (*labOptions, int) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of the loaded phase of each protocol")
 	fs.IntVar(&o.replySize, "reply-size", 100, "response `bytes` (0: echo the request)")
 	fs.IntVar(&o.unschedBytes, "unsched-bytes", 0, "Homa: `bytes` of each message sent before grants, on every host (0: the engine's default, 40000, sized for 25 Gbit/s links)")
+	fs.StringVar(&o.polling, "polling", "never", "Homa: whether receivers spin, on every host: `never` (park at once: the hosts share this machine's CPUs, and a host that spins takes them from the others), adaptive or always (the engine's default)")
 	fs.IntVar(&o.calibrate, "calibrate", 2000, "unloaded RPCs, one at a time, behind each protocol's slowdown baseline")
 	fs.DurationVar(&o.timeout, "timeout", lab.DefaultTimeout, "a client gives up this long after its phase should have ended (calibration: after this long)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the clients' sizes and arrivals (client hK uses seed+K)")
@@ -125,6 +127,8 @@ func (o *labOptions) check() error {
 		return fmt.Errorf("--duration %v: must be positive", o.duration)
 	case o.unschedBytes < 0 || o.unschedBytes > workload.MaxMessage:
 		return fmt.Errorf("--unsched-bytes %d: want 0..%d", o.unschedBytes, workload.MaxMessage)
+	case checkPolling(o.polling) != nil:
+		return checkPolling(o.polling)
 	case o.replySize < 0 || o.replySize > workload.MaxMessage:
 		return fmt.Errorf("--reply-size %d: want 0..%d", o.replySize, workload.MaxMessage)
 	case o.timeout <= 0:
@@ -275,6 +279,7 @@ func measureAll(ctx context.Context, l *lab.Lab, o *labOptions, exe string, stde
 			ReplySize:    o.replySize,
 			LinkMbps:     o.serverRate().Mbps(),
 			UnschedBytes: o.unschedBytes,
+			Polling:      o.polling,
 			LoadMbps:     o.loadMbps(),
 			Duration:     o.duration,
 			Calibrate:    o.calibrate,
@@ -332,6 +337,7 @@ type labReport struct {
 	LoadMbps    float64          `json:"load_mbps"`
 	Duration    string           `json:"duration"`
 	ReplySize   int              `json:"reply_size"`
+	Polling     string           `json:"polling"`
 	Results     []lab.Summary    `json:"results"`
 	Comparisons []lab.Comparison `json:"comparisons,omitempty"`
 }
@@ -350,6 +356,7 @@ func writeLabReport(w io.Writer, o *labOptions, args []string, sums []lab.Summar
 		LoadMbps:    o.loadMbps(),
 		Duration:    o.duration.String(),
 		ReplySize:   o.replySize,
+		Polling:     o.polling,
 		Results:     sums,
 		Comparisons: labComparisons(sums),
 	}
@@ -358,8 +365,8 @@ func writeLabReport(w io.Writer, o *labOptions, args []string, sums []lab.Summar
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	}
-	fmt.Fprintf(w, "%s\n%d hosts, h1 downlink %s (others %s), MTU %d, %d B per priority queue; workload %s at load %g: %.0f Mbit/s of requests into h1 from h2..h%d for %s\n",
-		r.Command, r.Hosts, r.ServerRate, r.Rate, r.MTU, r.Buffer, r.Workload, r.Load, r.LoadMbps, r.Hosts, r.Duration)
+	fmt.Fprintf(w, "%s\n%d hosts, h1 downlink %s (others %s), MTU %d, %d B per priority queue; workload %s at load %g: %.0f Mbit/s of requests into h1 from h2..h%d for %s; Homa polling %s\n",
+		r.Command, r.Hosts, r.ServerRate, r.Rate, r.MTU, r.Buffer, r.Workload, r.Load, r.LoadMbps, r.Hosts, r.Duration, r.Polling)
 	for _, s := range sums {
 		if s.Error != "" {
 			fmt.Fprintf(w, "\n%s: FAILED: %s\n", s.Proto, s.Error)

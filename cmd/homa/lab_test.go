@@ -55,6 +55,8 @@ func TestLabUsage(t *testing.T) {
 		{"--reply-size", "-1"},
 		{"--mtu", "100"},
 		{"--buffer", "1000"},
+		{"--polling", "sometimes"},
+		{"--polling", ""},
 		{"extra"},
 	} {
 		code, _, stderr := runHoma(context.Background(), append([]string{"lab"}, args...)...)
@@ -71,8 +73,11 @@ func TestLabUsage(t *testing.T) {
 		t.Errorf("--protos grpc,homa: parsed %v (exit %d)", o.protos, code)
 	}
 	o, code := parseLab([]string{"--proto", "HOMA, grpc", "--rate", "10gbit", "--rate-host1", "1gbit", "--load", "0.5"}, &bytes.Buffer{})
-	if code >= 0 || !slices.Equal(o.protos, []string{"homa", "grpc"}) || o.loadMbps() != 500 || o.rate != 10e9 {
+	if code >= 0 || !slices.Equal(o.protos, []string{"homa", "grpc"}) || o.loadMbps() != 500 || o.rate != 10e9 || o.polling != "never" {
 		t.Errorf("parsed %+v (exit %d)", o, code)
+	}
+	if o, code := parseLab([]string{"--polling", "always"}, &bytes.Buffer{}); code >= 0 || o.polling != "always" {
+		t.Errorf("--polling always: parsed %q (exit %d)", o.polling, code)
 	}
 }
 
@@ -103,6 +108,7 @@ func TestLabReport(t *testing.T) {
 		"homa lab --proto tcp,homa,grpc\n",
 		"shortest 20% (<= 1000 B): p50/p99 slowdown, homa 2.00/4.00 vs tcp 6.00/80.00: homa's 3.0x/20.0x lower (RTT p50/p99 100/400 µs vs 300/8000 µs: 3.0x/20.0x)",
 		"homa 2.00/4.00 vs grpc 8.00/100.00: homa's 4.0x/25.0x lower",
+		"; Homa polling never\n",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("report lacks %q:\n%s", want, text)

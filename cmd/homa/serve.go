@@ -44,7 +44,7 @@ type serveFlags struct {
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.proto, "proto", "", "`protocol` to serve: "+protocolNames(func(p protocol) bool { return !p.oneAtATime() })+
+	fs.StringVar(&f.proto, "proto", "", "`protocol` to serve: "+protocolNames(func(p protocol) bool { return !p.loopbackOnly() })+
 		" (default homa, or homa-udp with --udp)")
 	fs.BoolVar(&f.udp, "udp", false, "carry Homa in UDP datagrams (no CAP_NET_RAW needed; clients must use --udp too); the same as --proto homa-udp")
 	fs.IntVar(&f.replySize, "reply-size", 0, "reply with `N` bytes: the first N of the request, zero-padded (0 echoes the request)")
@@ -64,8 +64,8 @@ func (f *serveFlags) check() error {
 		return fmt.Errorf("--udp and --proto %s disagree", name)
 	}
 	p, ok := lookupProtocol(name)
-	if !ok || p.oneAtATime() {
-		return fmt.Errorf("--proto %q: must be one of %s", name, protocolNames(func(p protocol) bool { return !p.oneAtATime() }))
+	if !ok || p.loopbackOnly() {
+		return fmt.Errorf("--proto %q: must be one of %s", name, protocolNames(func(p protocol) bool { return !p.loopbackOnly() }))
 	}
 	f.p = p
 	switch {
@@ -100,7 +100,7 @@ func (f *serveFlags) announce() (name, suffix string) {
 // runServe is "homa serve": a server of one protocol until ctx ends
 // (SIGINT or SIGTERM).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("serve", "[--proto "+strings.ReplaceAll(protocolNames(func(p protocol) bool { return !p.oneAtATime() }), ",", "|")+
+	fs := newFlags("serve", "[--proto "+strings.ReplaceAll(protocolNames(func(p protocol) bool { return !p.loopbackOnly() }), ",", "|")+
 		"] [--addr HOST:PORT] [--udp] [--reply-size N] [--link-mbps M] [--poll D] [--metrics HOST:PORT]", stderr)
 	addr := fs.String("addr", "127.0.0.1:4000", fmt.Sprintf("local `HOST:PORT` to serve on (Homa server ports 1..32767; port 0 picks a free one, of %d..%d for Homa)", freePortFirst, freePortLast))
 	var sf serveFlags

@@ -377,4 +377,12 @@ type Options struct {
 	// into the caller's Buf; BorrowReader avoids that copy. It lands no
 	// packet either (see Lander). Raw Conns ignore it.
 	DisableGRO bool
+	// ParkOften says that the Conn's readers park at every wait rather
+	// than spin on TryReadBatch first. A socket Conn then keeps its
+	// socket registered for the wake-up between waits, which saves the
+	// two system calls of registering it at each wait and taking it out
+	// after; otherwise the registration is in only while a reader
+	// parks, since while it is in the kernel runs its wake-up callback
+	// for every packet that arrives and every one sent.
+	ParkOften bool
 }

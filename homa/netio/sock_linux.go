@@ -95,6 +95,7 @@ func newSockConn(pc net.PacketConn, laddr netip.Addr, port uint16, udp bool, lea
 		lease.release()
 		return nil, err
 	}
+	pfd.stayRegistered = opt.ParkOften
 	c := &sockConn{pfd: pfd, rc: pfd, laddr: laddr, port: port, lease: lease}
 	c.setup(laddr.Is6(), udp, opt)
 	r, w := &c.rd, &c.wr

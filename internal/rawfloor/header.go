@@ -20,6 +20,15 @@ const (
 	kindResponse = 2
 )
 
+// match says which packets a socket receives: those of tag and kind,
+// and with byClient only those whose off field is client (a Rate's
+// responses to one client).
+type match struct {
+	tag, kind uint32
+	client    uint32
+	byClient  bool
+}
+
 // errShortHeader: fewer than HeaderLen bytes where a header should be.
 var errShortHeader = errors.New("rawfloor: packet shorter than its header")
 

@@ -2,7 +2,8 @@
 // raw IP sockets can reach on a host: a ping-pong between two raw
 // sockets on loopback with no protocol logic at all. Both sides
 // busy-poll their socket with non-blocking reads, as the Homa engine's
-// receive path does.
+// receive path does. A Rate (rate.go) measures the other floor: the
+// most small RPCs per second raw sockets carry with many in flight.
 //
 // A round trip carries a message of up to MaxMessage bytes each way, in
 // packets of up to MaxPayload bytes: packet i carries the bytes from
@@ -147,10 +148,10 @@ func Open(host netip.Addr) (*Pair, error) {
 		requests:  newReceiver(tag, kindRequest, host.Is4(), true),
 	}
 	var err error
-	if p.server, err = openSocket(host, p.tag, kindRequest); err != nil {
+	if p.server, err = openSocket(host, match{tag: p.tag, kind: kindRequest}); err != nil {
 		return nil, err
 	}
-	if p.client, err = openSocket(host, p.tag, kindResponse); err != nil {
+	if p.client, err = openSocket(host, match{tag: p.tag, kind: kindResponse}); err != nil {
 		p.server.close()
 		return nil, err
 	}

@@ -110,7 +110,7 @@ func TestHostilePackets(t *testing.T) {
 			p := open(t, host)
 			ctx := testContext(t)
 			// A socket with another tag, whose filter lets nothing in.
-			inj, err := openSocket(netip.MustParseAddr(host), ^p.tag, kindResponse)
+			inj, err := openSocket(netip.MustParseAddr(host), match{tag: ^p.tag, kind: kindResponse})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,11 +17,12 @@ import (
 )
 
 // socket is one non-blocking raw socket that reads the packets of one
-// Pair and kind, and sends to its own address.
+// Pair and kind (or of one client of a Rate), and sends to its own
+// address.
 type socket struct {
-	fd        int
-	v6        bool
-	tag, kind uint32
+	fd int
+	v6 bool
+	m  match
 	// iph is the IPv4 header an IPv4 socket writes itself (IP_HDRINCL),
 	// as the Homa engine's raw Conns do: the kernel then copies a packet
 	// plainly instead of summing it as it copies (see homa/netio).
@@ -32,10 +33,10 @@ type socket struct {
 const ipv4HeaderLen = 20
 
 // openSocket opens a raw socket of protocol Protocol on host, connected
-// to host, that receives only packets carrying tag and kind.
-func openSocket(host netip.Addr, tag, kind uint32) (*socket, error) {
+// to host, that receives only the packets m matches.
+func openSocket(host netip.Addr, m match) (*socket, error) {
 	host = host.Unmap()
-	s := &socket{v6: host.Is6(), tag: tag, kind: kind}
+	s := &socket{v6: host.Is6(), m: m}
 	family := unix.AF_INET
 	if s.v6 {
 		family = unix.AF_INET6
@@ -115,10 +116,12 @@ func sockaddr(a netip.Addr) unix.Sockaddr {
 	return &unix.SockaddrInet6{Addr: a.As16()}
 }
 
-// filter assembles the socket's BPF program. A raw IPv4 socket's filter
-// sees the packet from the IP header on, a raw IPv6 socket's from the
-// payload on; X is set to the IP header length (the load-MSH idiom) or
-// 0, and the header fields are read at X plus their offsets.
+// filter assembles the socket's BPF program: it passes packets at least
+// HeaderLen long whose tag, kind (and client) are the match's. A raw
+// IPv4 socket's filter sees the packet from the IP header on, a raw
+// IPv6 socket's from the payload on; X is set to the IP header length
+// (the load-MSH idiom) or 0, and the header fields are read at X plus
+// their offsets.
 func (s *socket) filter() ([]unix.SockFilter, error) {
 	const (
 		accept = math.MaxUint32
@@ -128,18 +131,26 @@ func (s *socket) filter() ([]unix.SockFilter, error) {
 	if s.v6 {
 		loadX = bpf.LoadConstant{Dst: bpf.RegX, Val: 0}
 	}
-	f, err := sockfilter.Assemble([]bpf.Instruction{
+	type check struct{ off, val uint32 }
+	checks := []check{{tagOff, s.m.tag}, {kindOff, s.m.kind}}
+	if s.m.byClient {
+		// A Rate's response carries its client's number where a Pair's
+		// packet carries its offset.
+		checks = append(checks, check{offOff, s.m.client})
+	}
+	prog := []bpf.Instruction{
 		loadX,
 		bpf.LoadExtension{Num: bpf.ExtLen},
 		bpf.ALUOpX{Op: bpf.ALUOpSub},
-		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: HeaderLen, SkipFalse: 5},
-		bpf.LoadIndirect{Off: tagOff, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: s.tag, SkipFalse: 3},
-		bpf.LoadIndirect{Off: kindOff, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: s.kind, SkipFalse: 1},
-		bpf.RetConstant{Val: accept},
-		bpf.RetConstant{Val: drop},
-	})
+		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: HeaderLen, SkipFalse: uint8(2*len(checks) + 1)},
+	}
+	for i, c := range checks {
+		prog = append(prog,
+			bpf.LoadIndirect{Off: c.off, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: c.val, SkipFalse: uint8(2*(len(checks)-1-i) + 1)})
+	}
+	prog = append(prog, bpf.RetConstant{Val: accept}, bpf.RetConstant{Val: drop})
+	f, err := sockfilter.Assemble(prog)
 	if err != nil {
 		return nil, fmt.Errorf("rawfloor: socket filter: %w", err)
 	}
@@ -214,3 +225,91 @@ func (s *socket) send(head, payload []byte) error {
 }
 
 func (s *socket) close() error { return unix.Close(s.fd) }
+
+// batchIO is the argument block of one recvmmsg or sendmmsg of up to
+// RateBatch packets, allocated once.
+type batchIO struct {
+	hdrs [RateBatch]mmsghdr
+	iovs [RateBatch][3]unix.Iovec
+	iph  [RateBatch][ipv4HeaderLen]byte // the IPv4 header of each packet sent
+}
+
+// mmsghdr is struct mmsghdr, as Go lays it out on every Linux
+// architecture: a msghdr, then its length.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+}
+
+func newBatchIO() *batchIO { return &batchIO{} }
+
+// recvBatch reads, without waiting, up to len(bufs) packets (at most
+// RateBatch), one into each buf, and sets each one's length in lens (-1
+// for a packet longer than its buf). It returns how many it read: 0
+// when none was queued.
+func (s *socket) recvBatch(b *batchIO, bufs [][]byte, lens []int) int {
+	n := min(len(bufs), len(lens), RateBatch)
+	for i := range n {
+		b.iovs[i][0].Base = &bufs[i][0]
+		b.iovs[i][0].SetLen(len(bufs[i]))
+		b.hdrs[i].hdr = unix.Msghdr{Iov: &b.iovs[i][0]}
+		b.hdrs[i].hdr.SetIovlen(1)
+	}
+	for {
+		r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(n), 0, 0, 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0 // EAGAIN, or an error the floor has no use for
+		}
+		for i := range int(r) {
+			lens[i] = int(b.hdrs[i].len)
+			if b.hdrs[i].hdr.Flags&unix.MSG_TRUNC != 0 {
+				lens[i] = -1
+			}
+		}
+		return int(r)
+	}
+}
+
+// sendBatch sends each heads[i] then payloads[i] as one packet to the
+// connected address, up to RateBatch of them in one system call. It
+// returns how many it sent, and errBusy when the socket had room for
+// none.
+func (s *socket) sendBatch(b *batchIO, heads, payloads [][]byte) (int, error) {
+	n := min(len(heads), len(payloads), RateBatch)
+	for i := range n {
+		iov := &b.iovs[i]
+		k := 0
+		if s.iph != nil {
+			b.iph[i] = *s.iph
+			binary.BigEndian.PutUint16(b.iph[i][2:], uint16(ipv4HeaderLen+len(heads[i])+len(payloads[i])))
+			iov[k].Base = &b.iph[i][0]
+			iov[k].SetLen(ipv4HeaderLen)
+			k++
+		}
+		iov[k].Base = &heads[i][0]
+		iov[k].SetLen(len(heads[i]))
+		k++
+		if len(payloads[i]) > 0 {
+			iov[k].Base = &payloads[i][0]
+			iov[k].SetLen(len(payloads[i]))
+			k++
+		}
+		b.hdrs[i].hdr = unix.Msghdr{Iov: &iov[0]}
+		b.hdrs[i].hdr.SetIovlen(k)
+	}
+	for {
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&b.hdrs[0])), uintptr(n), 0, 0, 0)
+		switch e {
+		case 0:
+			return int(r), nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN, unix.ENOBUFS:
+			return 0, errBusy
+		}
+		return 0, e
+	}
+}

@@ -195,13 +195,17 @@ func newPlan(o *options) []measurement {
 		},
 		{
 			title: "100 B, 4 clients x 32 outstanding",
-			args:  []string{"--mode", "throughput", "--size", "100", "--count", n(o.rateCount), "--proto", "homa,tcp,grpc"},
+			args:  []string{"--mode", "throughput", "--size", "100", "--count", n(o.rateCount), "--proto", "homa,homa-udp,tcp,grpc,floor"},
 			figures: []figure{
 				{proto: "homa", label: "homa (raw IP)", metric: rate},
+				{proto: "homa-udp", label: "homa-udp", metric: rate},
 				{proto: "tcp", label: "Go TCP", metric: rate},
 				{proto: "grpc", label: "gRPC-go (bytes codec)", metric: rate},
+				{proto: "floor", label: "raw-socket floor (one process, 64 packets per system call)", metric: rate},
+				{proto: "homa", den: "floor", label: "homa (raw IP) / floor", metric: rate},
 				{proto: "homa", label: "homa (raw IP)", metric: cpu},
 				{proto: "tcp", label: "Go TCP", metric: cpu},
+				{proto: "floor", label: "raw-socket floor (one process, 64 packets per system call)", metric: cpu},
 			},
 		},
 		{

@@ -157,7 +157,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("no value: %s", line)
 		}
 	}
-	if want := 35; n != want {
+	if want := 39; n != want {
 		t.Errorf("%d figures, want %d:\n%s", n, want, table)
 	}
 	if !strings.Contains(table, "best of 2") || !strings.Contains(table, ". test.") || strings.Count(stderr.String(), "perf: run ") != 10 {

@@ -63,17 +63,20 @@ guest() { python3 "$RIG/guestcmd.py" -t "$1" "$2"; }
 declare -A RESULT
 
 echo "== build (project $(git -C "$ROOT" rev-parse --short HEAD), module $(cat "$RIG/src/COMMIT" 2>/dev/null))"
-(
-	set -e
-	cd "$ROOT"
-	mkdir -p "$RIG/payload"
-	CGO_ENABLED=0 go test -c -o "$RIG/payload/khoma.test" ./internal/khoma
-	CGO_ENABLED=0 go test -c -o "$RIG/payload/sock.test" ./sock
-	"$SHARED_RIG/build-kcli.sh" "$ROOT" "$RIG/payload/kcli" >/dev/null
-	CGO_ENABLED=0 go build -o "$RIG/payload/slowecho" ./scripts/rig/slowecho
-	go test -c -o "$BIN/interop.test" ./interop
-	go build -o "$BIN/homa" ./cmd/homa
-) || { echo "build failed"; exit 1; }
+[ -x "$SHARED_RIG/build-kcli.sh" ] || {
+	echo "build failed: no $SHARED_RIG/build-kcli.sh (set SHARED_RIG to the shared rig directory)"
+	exit 1
+}
+# Each command is checked on its own: set -e has no effect in a subshell
+# whose status is tested, so a failed build would otherwise go unnoticed.
+build() { (cd "$ROOT" && "$@") || { echo "build failed: $*" >&2; exit 1; }; }
+mkdir -p "$RIG/payload" || exit 1
+CGO_ENABLED=0 build go test -c -o "$RIG/payload/khoma.test" ./internal/khoma
+CGO_ENABLED=0 build go test -c -o "$RIG/payload/sock.test" ./sock
+build "$SHARED_RIG/build-kcli.sh" "$ROOT" "$RIG/payload/kcli" >/dev/null
+CGO_ENABLED=0 build go build -o "$RIG/payload/slowecho" ./scripts/rig/slowecho
+build go test -c -o "$BIN/interop.test" ./interop
+build go build -o "$BIN/homa" ./cmd/homa
 
 echo "== guest"
 "$RIG/run-vm.sh" stop >/dev/null
