@@ -15,7 +15,13 @@ type Transport int
 
 const (
 	// Raw sends Homa packets directly in IP (protocol 146), as the Linux
-	// module does. It needs CAP_NET_RAW.
+	// module does. It needs CAP_NET_RAW. Each raw socket is one more
+	// copy of every Homa packet the host receives: the kernel hands
+	// each to every raw socket of the protocol, whose filter keeps only
+	// its own port's (about 2% of the rate of small RPCs per socket on
+	// the machine of docs/performance.md). A host with many Homa sockets
+	// receives more cheaply over UDP, which the kernel demultiplexes by
+	// port.
 	Raw Transport = iota
 	// UDP carries each Homa packet in a UDP datagram whose port equals
 	// the Homa port. It needs no privileges, but both ends must use it.
