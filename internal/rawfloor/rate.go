@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
-	"sync"
 	"sync/atomic"
 )
 
@@ -59,11 +58,7 @@ type Rate struct {
 	server  *socket
 	clients []*RateClient
 
-	stop    atomic.Bool
-	wg      sync.WaitGroup
-	closeMu sync.Mutex
-	closed  bool
-
+	serving
 	served, dropped atomic.Uint64
 }
 
@@ -265,17 +260,7 @@ func (c *RateClient) flush() error {
 
 // Close stops the server and closes every socket. No client may be in
 // use. Close is idempotent.
-func (r *Rate) Close() error {
-	r.closeMu.Lock()
-	defer r.closeMu.Unlock()
-	if r.closed {
-		return nil
-	}
-	r.closed = true
-	r.stop.Store(true)
-	r.wg.Wait()
-	return r.closeSockets()
-}
+func (r *Rate) Close() error { return r.shut(r.closeSockets) }
 
 func (r *Rate) closeSockets() error {
 	err := r.server.close()

@@ -15,19 +15,7 @@ import (
 // (or the address family) are not available.
 func openRate(t *testing.T, host string, clients int) *Rate {
 	t.Helper()
-	r, err := OpenRate(netip.MustParseAddr(host), clients)
-	if errors.Is(err, ErrPermission) {
-		t.Skip("needs raw IP sockets (root or CAP_NET_RAW), which this process may not open")
-	}
-	if err != nil {
-		t.Skipf("no raw socket on %s: %v", host, err)
-	}
-	t.Cleanup(func() {
-		if err := r.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return r
+	return openOrSkip(t, host, func(a netip.Addr) (*Rate, error) { return OpenRate(a, clients) })
 }
 
 // rateRequest is the payload of RPC k of slot s of client c: different

@@ -115,11 +115,31 @@ type Pair struct {
 	responses      *receiver // the client's
 	requests       *receiver // the server's
 
-	stop    atomic.Bool
+	serving
+	served atomic.Uint64
+}
+
+// serving is the goroutine that answers the requests of a Pair or a
+// Rate, and the Close that stops it once.
+type serving struct {
+	stop    atomic.Bool // Close has begun: the server goroutine returns
 	wg      sync.WaitGroup
 	closeMu sync.Mutex
 	closed  bool
-	served  atomic.Uint64
+}
+
+// shut stops the server goroutine and then calls release (which closes
+// the sockets), the first time only.
+func (s *serving) shut(release func() error) error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.stop.Store(true)
+	s.wg.Wait()
+	return release()
 }
 
 // Stats counts what the two ends of a Pair did with the packets they
@@ -294,13 +314,5 @@ func poll(s *socket, r *receiver) (landing, bool) {
 // Close stops the server and closes both sockets. A RoundTrip in
 // progress must have returned first. Close is idempotent.
 func (p *Pair) Close() error {
-	p.closeMu.Lock()
-	defer p.closeMu.Unlock()
-	if p.closed {
-		return nil
-	}
-	p.closed = true
-	p.stop.Store(true)
-	p.wg.Wait()
-	return errors.Join(p.server.close(), p.client.close())
+	return p.shut(func() error { return errors.Join(p.server.close(), p.client.close()) })
 }

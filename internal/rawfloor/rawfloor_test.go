@@ -16,7 +16,15 @@ import (
 // the address family) are not available.
 func open(t *testing.T, host string) *Pair {
 	t.Helper()
-	p, err := Open(netip.MustParseAddr(host))
+	return openOrSkip(t, host, Open)
+}
+
+// openOrSkip opens a Pair or a Rate on host with open, closes it when
+// the test ends, and skips the test where raw sockets (or the address
+// family) are not available.
+func openOrSkip[T interface{ Close() error }](t *testing.T, host string, open func(netip.Addr) (T, error)) T {
+	t.Helper()
+	v, err := open(netip.MustParseAddr(host))
 	if errors.Is(err, ErrPermission) {
 		t.Skip("needs raw IP sockets (root or CAP_NET_RAW), which this process may not open")
 	}
@@ -24,11 +32,11 @@ func open(t *testing.T, host string) *Pair {
 		t.Skipf("no raw socket on %s: %v", host, err)
 	}
 	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
+		if err := v.Close(); err != nil {
 			t.Error(err)
 		}
 	})
-	return p
+	return v
 }
 
 func testContext(t *testing.T) context.Context {
