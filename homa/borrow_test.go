@@ -43,7 +43,7 @@ func testSendBorrowed(t *testing.T, size int) {
 			}
 			m.Release()
 		}
-		if homa.Pooled(req) {
+		if homa.Pooled(req, p.client) {
 			t.Fatal("the borrowed buffer went into the buffer pool")
 		}
 	})

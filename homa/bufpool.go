@@ -69,7 +69,10 @@ func putBuf(b []byte) {
 }
 
 // BufferStats describes the message buffer pool. There is one pool per
-// process, shared by every endpoint.
+// process, shared by every endpoint. Each endpoint also caches a few
+// buffers of its own (bufcache.go): Gets counts those its cache hands
+// out, and Free leaves out those it holds (at most 32 of each size up to
+// 64 KiB, 128 KiB of each).
 type BufferStats struct {
 	// Gets counts the buffers handed out (messages and packets), and
 	// Allocs those of them the pool had to allocate; AllocBytes is the
@@ -85,7 +88,7 @@ type BufferStats struct {
 
 // ReadBufferStats returns a snapshot of the process's buffer pool.
 func ReadBufferStats() BufferStats {
-	var s BufferStats
+	s := BufferStats{Gets: cachedGets()}
 	for c := range bufClasses {
 		bc := &bufClasses[c]
 		size := uint64(1) << (c + minClassShift)

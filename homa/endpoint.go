@@ -44,6 +44,7 @@ type Endpoint struct {
 	mu      sync.Mutex
 	closed  bool
 	core    *core.Core
+	cache   bufCache // the core's buffers in front of the pool (bufcache.go)
 	mb      *mailbox.Mailbox
 	out     core.Output     // what the current core call produced
 	rxSelf  *mailbox.Waiter // the waiter of the goroutine processing packets, if it polls from Recv
@@ -114,8 +115,10 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 		IPv6:    !is4,
 		FirstID: core.FirstID(now.UnixMicro()),
 		Buffers: pool{},
+		Cache:   &e.cache,
 		Seed:    rand.Uint64(),
 	}, cfg.coreConfig())
+	e.cache.register()
 	e.poller, _ = conn.(netio.Poller)
 	if e.poller != nil {
 		e.waker, _ = conn.(netio.Waker)
@@ -224,15 +227,16 @@ func (e *Endpoint) send(dst netip.AddrPort, data []byte, cookie uint64, owned bo
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		e.disown(buf, owned)
+		e.disown(buf, data, owned)
 		e.putBatch(b)
 		return 0, ErrClosed
 	}
+	buf = e.ownLocked(buf, owned)
 	id, err := e.core.Send(netip.AddrPortFrom(addr, dst.Port()), buf, cookie, maxPkt, e.now(), &e.out)
 	if err == nil {
 		e.mb.Expect(id)
 	} else {
-		e.disown(buf, owned)
+		e.disown(buf, data, owned)
 		err = &OpError{Op: "send", Peer: dst, Err: shellErr(err)}
 	}
 	e.settle(b)
@@ -266,13 +270,14 @@ func (e *Endpoint) reply(peer netip.Addr, id uint64, data []byte, owned bool) er
 	e.mu.Lock()
 	var err error = ErrClosed
 	if !e.closed {
+		buf = e.ownLocked(buf, owned)
 		err = e.core.Reply(peer, id, buf, maxPkt, e.now(), &e.out)
 	}
 	e.settle(b)
 	e.mu.Unlock()
 	e.sendBatch(b)
 	if err != nil {
-		e.disown(buf, owned)
+		e.disown(buf, data, owned)
 		if err != ErrClosed {
 			err = &OpError{Op: "reply", Peer: netip.AddrPortFrom(peer, 0), ID: id, Err: shellErr(err)}
 		}
@@ -297,9 +302,11 @@ func (e *Endpoint) checkSend(dst netip.AddrPort, data []byte) (netip.Addr, int, 
 }
 
 // own returns the buffer the core sends a message from: data itself when
-// the caller hands it over, otherwise a pooled copy.
+// the caller hands it over, otherwise a pooled copy. A message below
+// core.ZeroCopyMin bytes is copied later, under mu, by ownLocked: the
+// copy is short, and its buffer then comes from the endpoint's cache.
 func (e *Endpoint) own(data []byte, owned bool) []byte {
-	if owned {
+	if owned || len(data) < core.ZeroCopyMin {
 		return data
 	}
 	buf := getBuf(len(data))
@@ -307,9 +314,20 @@ func (e *Endpoint) own(data []byte, owned bool) []byte {
 	return buf
 }
 
-// disown takes back a buffer from own that the core did not accept.
-func (e *Endpoint) disown(buf []byte, owned bool) {
-	if !owned {
+// ownLocked finishes own for a small message. The caller holds mu.
+func (e *Endpoint) ownLocked(buf []byte, owned bool) []byte {
+	if owned || len(buf) >= core.ZeroCopyMin {
+		return buf
+	}
+	own := e.cache.Get(len(buf))
+	copy(own, buf)
+	return own
+}
+
+// disown takes back a buffer from own or ownLocked that the core did
+// not accept: a copy, that is, not data itself, which is the caller's.
+func (e *Endpoint) disown(buf, data []byte, owned bool) {
+	if !owned && &buf[0] != &data[0] {
 		putBuf(buf)
 	}
 }
@@ -480,6 +498,7 @@ func (e *Endpoint) Close() error {
 	b := e.getBatch()
 	e.core.Close(e.now(), &e.out)
 	e.settle(b) // the acknowledgments
+	e.cache.close()
 	e.mb.Close()
 	e.mu.Unlock()
 	e.sendBatch(b)

@@ -5,17 +5,30 @@ import "time"
 // ReaderWakeups is how many timed waits of e's background reader ended.
 func ReaderWakeups(e *Endpoint) uint64 { return e.readerWakeups.Load() }
 
-// Pooled reports whether the process's buffer pool holds b's memory.
-func Pooled(b []byte) bool {
-	bc := &bufClasses[sizeClass(cap(b))]
-	bc.mu.Lock()
-	defer bc.mu.Unlock()
-	for _, f := range bc.free {
-		if cap(f) > 0 && &f[:1][0] == &b[:1][0] {
+// Pooled reports whether the process's buffer pool, or the cache of one
+// of the endpoints in, holds b's memory.
+func Pooled(b []byte, in ...*Endpoint) bool {
+	c := sizeClass(cap(b))
+	holds := func(free [][]byte) bool {
+		for _, f := range free {
+			if cap(f) > 0 && &f[:1][0] == &b[:1][0] {
+				return true
+			}
+		}
+		return false
+	}
+	for _, e := range in {
+		e.mu.Lock()
+		cached := c < len(e.cache.classes) && holds(e.cache.classes[c].free)
+		e.mu.Unlock()
+		if cached {
 			return true
 		}
 	}
-	return false
+	bc := &bufClasses[c]
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	return holds(bc.free)
 }
 
 // RunDue runs e's timers as a spinning reader would, after d more.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/homa-go/homa/homa"
@@ -95,4 +96,36 @@ func BenchmarkClientPath(b *testing.B) {
 		}
 		m.Release()
 	}
+}
+
+// BenchmarkServerPathParallel is BenchmarkServerPath on one endpoint per
+// goroutine, GOMAXPROCS of them at once: what endpoints on different
+// CPUs share (the buffer pool) shows as the difference.
+func BenchmarkServerPathParallel(b *testing.B) {
+	var port atomic.Uint32
+	port.Store(23000)
+	payload := make([]byte, 100)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		p := uint16(port.Add(1))
+		srv := homa.NewEndpoint(newDiscardConn(serverAddr, p), homa.Config{})
+		defer srv.Close()
+		var prev uint64
+		for i := 0; pb.Next(); i++ {
+			id := uint64(2*i + 2)
+			srv.HandlePacket(onePacket(40000, p, id, prev, payload), clientAddr)
+			prev = id
+			m, err := srv.Recv(ctx, 0)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := srv.Reply(m.Peer.Addr(), m.ID, m.Data); err != nil {
+				b.Error(err)
+				return
+			}
+			m.Release()
+		}
+	})
 }

@@ -23,7 +23,13 @@ type Local struct {
 	// it, in the low 48 bits, with the port in the top 16 (see NewID).
 	FirstID uint64
 	// Buffers supplies packet and message buffers; nil uses the Go heap.
+	// Messages and Holds give theirs back to it from any goroutine.
 	Buffers Buffers
+	// Cache, if set, stands in front of Buffers for the buffers the core
+	// both takes and frees itself (packets, incoming messages' storage,
+	// copies of outgoing messages). Only the core's own calls use it,
+	// which the caller serializes, so it needs no lock.
+	Cache Buffers
 	// Seed keys the hash of the server RPC table, so that peers cannot
 	// choose ids that collide in it: the shell gives a random one. 0
 	// means a fixed seed (tests, simulations).
@@ -36,8 +42,9 @@ type Core struct {
 	cfg    Config
 	port   uint16
 	is4    bool
-	bufs   Buffers
-	nextID uint64 // the low 48 bits of the last client id
+	bufs   Buffers // the core's own: Cache, or Buffers
+	shared Buffers // where Messages and Holds go back: Buffers
+	nextID uint64  // the low 48 bits of the last client id
 
 	// now is the time of the current call and tick its tick count; out
 	// collects its results.
@@ -111,7 +118,8 @@ func New(local Local, cfg Config) *Core {
 		cfg:       cfg.WithDefaults(),
 		port:      local.Port,
 		is4:       !local.IPv6,
-		bufs:      local.Buffers,
+		bufs:      local.Cache,
+		shared:    local.Buffers,
 		nextID:    local.FirstID &^ 1 & idSeqMask,
 		clients:   make(map[uint64]*rpc),
 		servers:   newServers(local.Seed),
@@ -126,8 +134,11 @@ func New(local Local, cfg Config) *Core {
 			func(p *peer) *int8 { return &p.rpcBucket }),
 	}
 	c.resendPeers, c.resendPump = newList(rqPeerLinks), timer{idx: -1}
+	if c.shared == nil {
+		c.shared = heapBuffers{}
+	}
 	if c.bufs == nil {
-		c.bufs = heapBuffers{}
+		c.bufs = c.shared
 	}
 	c.sched = grant.New(c.cfg.Grant)
 	if c.cfg.LinkMbps > 0 {

@@ -265,7 +265,7 @@ func (c *Core) completeIn(r *rpc) {
 	c.handOver(&r.in)
 	data, backing, mem := r.in.take(c.bufs)
 	m := c.newMessage()
-	*m = Message{ID: r.id, Peer: r.peerAddrPort(), Data: data, backing: backing, pool: c.bufs}
+	*m = Message{ID: r.id, Peer: r.peerAddrPort(), Data: data, backing: backing, pool: c.shared}
 	if r.isClient() {
 		// The server had the whole request, so the RPC is over here;
 		// the server may forget it once told. The response is the

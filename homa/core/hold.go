@@ -64,7 +64,7 @@ func (c *Core) holdFor(data []byte) *Hold {
 		h = new(Hold)
 	}
 	h.free.Store(false)
-	h.buf, h.pool = data, c.bufs
+	h.buf, h.pool = data, c.shared
 	h.refs.Store(1)
 	return h
 }

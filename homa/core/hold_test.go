@@ -119,3 +119,54 @@ func TestHoldsRecycled(t *testing.T) {
 		t.Error("the second Hold is not free after its last release")
 	}
 }
+
+// sourceBuffers counts its gets and records its puts.
+type sourceBuffers struct {
+	trackingBuffers
+	gets int
+}
+
+func (b *sourceBuffers) Get(n int) []byte { b.gets++; return b.trackingBuffers.Get(n) }
+
+// TestCacheAndBuffers: with a Cache, the core takes its buffers from it,
+// while Messages and Holds, which other goroutines release, go back to
+// Buffers.
+func TestCacheAndBuffers(t *testing.T) {
+	shared := &sourceBuffers{trackingBuffers: trackingBuffers{put: map[*byte]bool{}}}
+	cache := &sourceBuffers{trackingBuffers: trackingBuffers{put: map[*byte]bool{}}}
+	c := New(Local{Port: 500, Buffers: shared, Cache: cache}, Config{})
+	client := netip.MustParseAddr("10.0.0.2")
+
+	req := wire.Data{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 2},
+		MessageLength: 100, Incoming: 100, SegOffset: wire.OffsetNone, Payload: make([]byte, 100)}
+	var out Output
+	c.Handle(req.Append(nil), client, 0, &out)
+	if len(out.Messages) != 1 {
+		t.Fatalf("%d messages, want the request", len(out.Messages))
+	}
+	if cache.gets == 0 || shared.gets != 0 {
+		t.Fatalf("the core took %d buffers from its cache and %d from Buffers; want some and 0", cache.gets, shared.gets)
+	}
+	m := out.Messages[0]
+	data := unsafe.SliceData(m.Data)
+	m.Release()
+	if !shared.put[data] || cache.put[data] {
+		t.Fatalf("a released message went back to Buffers: %v, to the cache: %v; want true, false", shared.put[data], cache.put[data])
+	}
+
+	big := make([]byte, 100_000)
+	out.Reset()
+	id, err := c.Send(netip.AddrPortFrom(client, 40000), big, 0, 1500, 0, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Abort(id, 0, &Output{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range out.Holds {
+		h.Release()
+	}
+	if !shared.put[&big[0]] || cache.put[&big[0]] {
+		t.Fatalf("a held message went back to Buffers: %v, to the cache: %v; want true, false", shared.put[&big[0]], cache.put[&big[0]])
+	}
+}

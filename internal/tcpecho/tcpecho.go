@@ -156,10 +156,13 @@ func (s *Server) answer(c net.Conn) {
 			reply = AppendReply(reply, buf[Prefix:Prefix+n], s.opts.ReplySize)
 			out = reply
 		}
+		// Counted before the write, so that a client holding its reply
+		// sees it counted; a failed write takes it back.
+		s.served.Add(1)
 		if _, err := c.Write(out); err != nil {
+			s.served.Add(-1)
 			return
 		}
-		s.served.Add(1)
 	}
 }
 
