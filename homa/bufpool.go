@@ -71,8 +71,8 @@ func putBuf(b []byte) {
 // BufferStats describes the message buffer pool. There is one pool per
 // process, shared by every endpoint. Each endpoint also caches a few
 // buffers of its own (bufcache.go): Gets counts those its cache hands
-// out, and Free leaves out those it holds (at most 32 of each size up to
-// 64 KiB, 128 KiB of each).
+// out, and Free leaves out those it holds (of each size up to 64 KiB, at
+// most 32 buffers and 128 KiB).
 type BufferStats struct {
 	// Gets counts the buffers handed out (messages and packets), and
 	// Allocs those of them the pool had to allocate; AllocBytes is the

@@ -325,7 +325,7 @@ var bufferDefs = [6]struct {
 	typ        prometheus.ValueType
 	read       func(s *homa.BufferStats) uint64
 }{
-	{"buffer_gets_total", "Message and packet buffers taken from the pool.", prometheus.CounterValue,
+	{"buffer_gets_total", "Message and packet buffers taken from the pool or from an endpoint's cache in front of it.", prometheus.CounterValue,
 		func(s *homa.BufferStats) uint64 { return s.Gets }},
 	{"buffer_allocations_total", "Buffers the pool had to allocate because its free list was empty.", prometheus.CounterValue,
 		func(s *homa.BufferStats) uint64 { return s.Allocs }},
@@ -333,7 +333,7 @@ var bufferDefs = [6]struct {
 		func(s *homa.BufferStats) uint64 { return s.AllocBytes }},
 	{"buffer_discards_total", "Returned buffers left to the garbage collector because their free list was full.", prometheus.CounterValue,
 		func(s *homa.BufferStats) uint64 { return s.Discards }},
-	{"buffer_pool_buffers", "Buffers in the pool's free lists.", prometheus.GaugeValue,
+	{"buffer_pool_buffers", "Buffers in the pool's free lists (not those in the endpoints' caches).", prometheus.GaugeValue,
 		func(s *homa.BufferStats) uint64 { return s.Free }},
 	{"buffer_pool_bytes", "Capacity of the buffers in the pool's free lists.", prometheus.GaugeValue,
 		func(s *homa.BufferStats) uint64 { return s.FreeBytes }},

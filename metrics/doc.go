@@ -100,10 +100,10 @@
 //
 // # Metrics of the buffer pool
 //
-//	homa_buffer_gets_total                     message and packet buffers taken from the pool
+//	homa_buffer_gets_total                     message and packet buffers taken from the pool or an endpoint's cache
 //	homa_buffer_allocations_total              of which the pool had to allocate
 //	homa_buffer_allocated_bytes_total          capacity of the allocated buffers
 //	homa_buffer_discards_total                 returned buffers dropped because their free list was full
-//	homa_buffer_pool_buffers                   gauge: buffers in the free lists
+//	homa_buffer_pool_buffers                   gauge: buffers in the pool's free lists (not the endpoints' caches)
 //	homa_buffer_pool_bytes                     gauge: their capacity
 package metrics

@@ -22,6 +22,23 @@ func BenchmarkRawPingPongPoll(b *testing.B) {
 	pingPong(b, polling{x}, polling{y}, lo4, lo4)
 }
 
+// BenchmarkEmptyRead is one TryReadBatch of 64 packets on a socket with
+// nothing queued: what each turn of a reader spinning on an idle socket
+// costs.
+func BenchmarkEmptyRead(b *testing.B) {
+	for _, k := range sockKinds {
+		b.Run(k.name, func(b *testing.B) {
+			p := k.open(b, lo4).(Poller)
+			pkts := makePackets(maxBatch, 1<<16)
+			for b.Loop() {
+				if n, err := p.TryReadBatch(pkts); n != 0 || err != nil {
+					b.Fatalf("empty read: %d, %v", n, err)
+				}
+			}
+		})
+	}
+}
+
 func BenchmarkUDPPingPong(b *testing.B) {
 	for _, fam := range families {
 		b.Run(fam.name, func(b *testing.B) {

@@ -46,6 +46,7 @@ func (c *sockConn) prepareArea(cnt int) {
 	if a.buf == nil {
 		a.buf = make([]byte, areaSlots*areaSlotLen)
 	}
+	clear(r.keys[:cnt]) // slots set up for the area, not for a caller's buffers
 	for i := range cnt {
 		iov := &r.iov[4*i]
 		setIov(iov, a.buf[i*areaSlotLen:(i+1)*areaSlotLen])

@@ -19,6 +19,7 @@ import (
 // (see prepareRead).
 type mmsgs struct {
 	hs    [maxBatch]mmsghdr
+	keys  [maxBatch]slotKey // what prepareRead set each slot up for (zero: nothing)
 	iov   [4 * maxBatch]unix.Iovec
 	quote [maxBatch]unix.Iovec            // each slot's whole buffer, where an error-queue message goes
 	names [maxBatch]unix.RawSockaddrInet6 // large enough for either family
@@ -134,8 +135,15 @@ func peekReady(fd uintptr) bool {
 	return e != unix.EAGAIN
 }
 
+// slotKey names the buffers a slot of the batch receives into.
+type slotKey struct {
+	buf, land   *byte
+	nbuf, nland int
+}
+
 // clear drops the references to caller buffers held in the first n slots.
 func (m *mmsgs) clear(n int) {
+	clear(m.keys[:n])
 	for i := range n {
 		m.hs[i].hdr.Iov = nil
 		m.hs[i].hdr.Control = nil
@@ -199,6 +207,7 @@ func (c *sockConn) read(pkts []Packet, wait, borrow bool) (int, error) {
 	}
 	defer r.mu.Unlock()
 	if c.closed.Load() {
+		r.clear(maxBatch) // let go of the caller's buffers
 		return 0, errSockClosed
 	}
 	if !borrow {
@@ -228,9 +237,6 @@ func (c *sockConn) read(pkts []Packet, wait, borrow bool) (int, error) {
 		if wait {
 			if c.wake.take() {
 				_ = c.pfd.SetReadDeadline(time.Time{})
-				if !area {
-					r.clear(len(pkts))
-				}
 				return 0, ErrWoken
 			}
 			err = c.rc.Read(r.wait)
@@ -239,9 +245,6 @@ func (c *sockConn) read(pkts []Packet, wait, borrow bool) (int, error) {
 				continue
 			}
 			if err == ErrWoken {
-				if !area {
-					r.clear(len(pkts))
-				}
 				return 0, err
 			}
 			if c.pollRefused(err) {
@@ -254,9 +257,6 @@ func (c *sockConn) read(pkts []Packet, wait, borrow bool) (int, error) {
 			}
 		} else {
 			err = c.rc.Control(r.now)
-		}
-		if !area {
-			r.clear(len(pkts))
 		}
 		if err != nil {
 			return 0, err
@@ -288,10 +288,30 @@ func (c *sockConn) read(pkts []Packet, wait, borrow bool) (int, error) {
 // of them empty: each datagram into its Buf, or, for a packet that lands
 // (see Packet.Land), its first LandAt bytes into Buf, then Land, then the
 // rest of Buf. A raw IPv4 header goes to a scratch buffer before them.
+//
+// A slot already set up for the same Buf and Land keeps its iovecs: a
+// reader spinning on an empty socket offers the same buffers read after
+// read, and setting up 64 slots (and clearing them after) took three
+// quarters of an empty read (530 of 710 ns). So the slots keep pointing
+// at the caller's buffers between reads, until the next read with other
+// buffers, or one after Close.
 func (c *sockConn) prepareRead(pkts []Packet) {
 	r := &c.rd
 	for i := range pkts {
 		p := &pkts[i]
+		h := &r.hs[i]
+		key := slotKey{buf: unsafe.SliceData(p.Buf), nbuf: len(p.Buf)}
+		if p.lands() {
+			key.land, key.nland = unsafe.SliceData(p.Land), len(p.Land)
+		}
+		if r.keys[i] == key {
+			// Only what the kernel wrote back.
+			h.len = 0
+			h.hdr.Namelen = unix.SizeofSockaddrInet6
+			h.hdr.Flags = 0
+			continue
+		}
+		r.keys[i] = key
 		iov := r.iov[4*i : 4*i+4]
 		k := 0
 		if c.ipHdrIn {
@@ -309,7 +329,6 @@ func (c *sockConn) prepareRead(pkts []Packet) {
 			k++
 		}
 		setIov(&r.quote[i], p.Buf)
-		h := &r.hs[i]
 		h.len = 0
 		h.hdr = unix.Msghdr{
 			Name:    (*byte)(unsafe.Pointer(&r.names[i])),
