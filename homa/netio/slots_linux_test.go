@@ -12,8 +12,9 @@ import (
 // TestReadSlotsFollowBuffers: a socket Conn keeps the batch it set up
 // for one read's buffers for the next read with the same ones (see
 // prepareRead), and sets a slot up again whenever its Buf or Land
-// changes, in place or length: every read lands in the buffers offered
-// to it, and never writes where an earlier read's buffers were.
+// changes, in place or length, or a borrowed read used the slot for the
+// Conn's own area: every read lands in the buffers offered to it, and
+// never writes where an earlier read's buffers were.
 func TestReadSlotsFollowBuffers(t *testing.T) {
 	for _, kind := range landKinds {
 		for _, fam := range families {
@@ -106,4 +107,24 @@ func testReadSlots(t *testing.T, a, b Conn, lo netip.Addr) {
 		t.Fatalf("landed %d bytes without a Land", pkts[0].Landed)
 	}
 	untouched("the Land taken away", land)
+
+	// Borrowed reads go through the Conn's own area, and the next
+	// ordinary read into the same buffer comes back to it.
+	br := b.(BorrowReader)
+	want := send(200, 6)
+	timer := time.AfterFunc(safetyTimeout, func() { b.Close() })
+	defer timer.Stop()
+	if n, err := br.ReadBorrowed(pkts); n != 1 || err != nil || !bytes.Equal(pkts[0].Bytes(), want) {
+		t.Fatalf("borrowed read: %d, %v; packet %d, want %d", n, err, tagOf(pkts[0].Bytes()), tagOf(want))
+	}
+	fill(bufB)
+	pkts[0].Buf = bufB
+	read(send(300, 7))
+	for range 3 {
+		if n, err := br.TryReadBorrowed(pkts); n != 0 || err != nil {
+			t.Fatalf("empty borrowed read: %d, %v", n, err)
+		}
+		pkts[0].Buf = bufB
+	}
+	read(send(400, 8))
 }
