@@ -5,8 +5,11 @@ import (
 	"net/netip"
 	"testing"
 	"testing/synctest"
+	"unsafe"
 
 	"github.com/homa-go/homa/homa/netio"
+
+	"pgregory.net/rapid"
 )
 
 // poolFree is how many buffers the pool's free list of class c holds.
@@ -175,6 +178,57 @@ func TestBufCacheEndpoint(t *testing.T) {
 		cl.Close()
 		if n := cached(cl); n != 0 {
 			t.Fatalf("a closed endpoint's cache holds %d buffers", n)
+		}
+	})
+}
+
+// TestBufCacheProperties runs random gets, puts and flushes through a
+// cache: a buffer is never handed out twice while it is held, every one
+// has the length asked for and its class's capacity, and no class of the
+// cache ever holds more than its limit.
+func TestBufCacheProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var cache bufCache
+		cache.register()
+		defer cache.close()
+		held := map[*byte][]byte{}
+		var order []*byte // held, in the order taken, for Put to draw from
+		sizes := rapid.SampledFrom([]int{1, 100, 256, 257, 1500, 4096, 5000, 40_000, 65_536, 70_000})
+		t.Repeat(map[string]func(*rapid.T){
+			"get": func(t *rapid.T) {
+				n := sizes.Draw(t, "n")
+				b := cache.Get(n)
+				if len(b) != n || cap(b) != 1<<(sizeClass(n)+minClassShift) {
+					t.Fatalf("Get(%d): len %d, cap %d", n, len(b), cap(b))
+				}
+				p := unsafe.SliceData(b)
+				if _, dup := held[p]; dup {
+					t.Fatalf("Get(%d) handed out a buffer that is held", n)
+				}
+				held[p] = b
+				order = append(order, p)
+			},
+			"put": func(t *rapid.T) {
+				if len(order) == 0 {
+					t.Skip("nothing held")
+				}
+				i := rapid.IntRange(0, len(order)-1).Draw(t, "i")
+				p := order[i]
+				order = append(order[:i], order[i+1:]...)
+				cache.Put(held[p])
+				delete(held, p)
+			},
+			"flush": func(*rapid.T) { cache.flush() },
+			"": func(t *rapid.T) {
+				for c := range cache.classes {
+					if k := len(cache.classes[c].free); k > cacheLimit(c) {
+						t.Fatalf("class %d holds %d, more than its limit %d", c, k, cacheLimit(c))
+					}
+				}
+			},
+		})
+		for _, b := range held {
+			putBuf(b)
 		}
 	})
 }

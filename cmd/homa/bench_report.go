@@ -38,6 +38,9 @@ type benchReport struct {
 	// process" or "remote"; CPUAccounting what CPU µs/RPC counts.
 	Servers       string `json:"servers"`
 	CPUAccounting string `json:"cpu_accounting"`
+	// RawHomaSockets counts the raw sockets of IP protocol 146 open on
+	// the host before the run (see rawHomaSockets).
+	RawHomaSockets int `json:"raw_homa_sockets_before,omitempty"`
 
 	Results []benchResult `json:"results"`
 	// Layers are the ratios the RPC layers' goals name, for the pairs of
@@ -102,6 +105,9 @@ func newBenchReport(cfg *benchConfig) *benchReport {
 	}
 	if cfg.size == 0 {
 		r.Workload = cfg.dist.Name()
+	}
+	if n, ok := rawHomaSockets(); ok {
+		r.RawHomaSockets = n
 	}
 	switch {
 	case cfg.target != "":
@@ -205,7 +211,15 @@ func (r *benchReport) write(w io.Writer, asJSON bool) error {
 		return enc.Encode(r)
 	}
 	fmt.Fprintf(w, "homa bench: %s\n", r.title())
-	fmt.Fprintf(w, "servers: %s; CPU µs/RPC is %s\n\n", r.serversLine(), r.CPUAccounting)
+	fmt.Fprintf(w, "servers: %s; CPU µs/RPC is %s\n", r.serversLine(), r.CPUAccounting)
+	if n := r.RawHomaSockets; n > 0 {
+		what := fmt.Sprintf("%d raw sockets of IP protocol 146 were", n)
+		if n == 1 {
+			what = "1 raw socket of IP protocol 146 was"
+		}
+		fmt.Fprintf(w, "host: %s open before the run; the kernel gives a copy of every Homa packet that arrives over raw IP to each, which slows the raw-IP figures\n", what)
+	}
+	fmt.Fprintln(w)
 	r.writeTable(w)
 	if len(r.Layers) > 0 {
 		fmt.Fprintln(w)
