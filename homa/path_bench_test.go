@@ -42,12 +42,75 @@ func (c *discardConn) ReadBatch([]netio.Packet) (int, error) {
 // onePacket is the DATA packet of a whole message from port src to port
 // dst, acknowledging client RPC ackID (0: none).
 func onePacket(src, dst uint16, id, ackID uint64, payload []byte) []byte {
+	return appendPacket(nil, src, dst, id, ackID, payload)
+}
+
+// appendPacket appends onePacket's packet to b.
+func appendPacket(b []byte, src, dst uint16, id, ackID uint64, payload []byte) []byte {
 	d := wire.Data{Common: wire.Common{SrcPort: src, DstPort: dst, SenderID: id},
 		MessageLength: uint32(len(payload)), Incoming: uint32(len(payload)), SegOffset: wire.OffsetNone, Payload: payload}
 	if ackID != 0 {
 		d.Ack = wire.AckEntry{ClientID: ackID, ServerPort: dst}
 	}
-	return d.Append(nil)
+	return d.Append(b)
+}
+
+// TestPathAllocs: in steady state a 100-byte RPC allocates nothing on
+// either side but the Message the application receives, whatever its
+// packets: the receive, send and buffer paths allocate nothing per
+// packet (the paths of BenchmarkServerPath and BenchmarkClientPath,
+// with the test's packets built into one reused buffer).
+func TestPathAllocs(t *testing.T) {
+	payload := make([]byte, 100)
+	ctx := context.Background()
+	var pkt []byte
+
+	srv := homa.NewEndpoint(newDiscardConn(serverAddr, 23000), homa.Config{})
+	defer srv.Close()
+	var id, prev uint64
+	serve := func() {
+		id += 2
+		pkt = appendPacket(pkt[:0], 40000, 23000, id, prev, payload)
+		prev = id
+		srv.HandlePacket(pkt, clientAddr)
+		m, err := srv.Recv(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Reply(m.Peer.Addr(), m.ID, m.Data); err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+	}
+
+	cl := homa.NewEndpoint(newDiscardConn(clientAddr, 40000), homa.Config{})
+	defer cl.Close()
+	dst := netip.AddrPortFrom(serverAddr, 23000)
+	call := func() {
+		id, err := cl.Send(dst, payload, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkt = appendPacket(pkt[:0], 23000, 40000, id|1, 0, payload)
+		cl.HandlePacket(pkt, serverAddr)
+		m, err := cl.Recv(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+	}
+
+	for _, side := range []struct {
+		name string
+		rpc  func()
+	}{{"server", serve}, {"client", call}} {
+		for range 1000 { // steady state: pools, tables and timers warm
+			side.rpc()
+		}
+		if allocs := testing.AllocsPerRun(1000, side.rpc); allocs > 1 {
+			t.Errorf("%s: %v allocations per RPC, want at most 1 (the Message)", side.name, allocs)
+		}
+	}
 }
 
 // BenchmarkServerPath is a server's CPU per 100-byte RPC without I/O: a

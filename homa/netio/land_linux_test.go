@@ -18,14 +18,21 @@ var landKinds = []sockKind{
 // (see testLanding): the kernel scatters each datagram over Buf[:LandAt],
 // Land and Buf[LandAt:] as the rule says, whatever its size.
 func TestSockLand(t *testing.T) {
+	eachLandPair(t, func(t *testing.T, a, b Conn, lo netip.Addr) {
+		testLanding(t, a, b, lo)
+		if s := b.(StatsConn).Stats(); s.RecvDatagrams != s.Read+s.Discarded {
+			t.Errorf("%d datagrams received, %d packets read and %d discarded", s.RecvDatagrams, s.Read, s.Discarded)
+		}
+	})
+}
+
+// eachLandPair runs f, as a subtest, on two Conns a and b of each kind
+// that lands, on the loopback address lo of each family.
+func eachLandPair(t *testing.T, f func(t *testing.T, a, b Conn, lo netip.Addr)) {
 	for _, kind := range landKinds {
 		for _, fam := range families {
 			t.Run(kind.name+"/"+fam.name, func(t *testing.T) {
-				a, b := kind.open(t, fam.lo), kind.open(t, fam.lo)
-				testLanding(t, a, b, fam.lo)
-				if s := b.(StatsConn).Stats(); s.RecvDatagrams != s.Read+s.Discarded {
-					t.Errorf("%d datagrams received, %d packets read and %d discarded", s.RecvDatagrams, s.Read, s.Discarded)
-				}
+				f(t, kind.open(t, fam.lo), kind.open(t, fam.lo), fam.lo)
 			})
 		}
 	}

@@ -15,16 +15,7 @@ import (
 // changes, in place or length, or a borrowed read used the slot for the
 // Conn's own area: every read lands in the buffers offered to it, and
 // never writes where an earlier read's buffers were.
-func TestReadSlotsFollowBuffers(t *testing.T) {
-	for _, kind := range landKinds {
-		for _, fam := range families {
-			t.Run(kind.name+"/"+fam.name, func(t *testing.T) {
-				a, b := kind.open(t, fam.lo), kind.open(t, fam.lo)
-				testReadSlots(t, a, b, fam.lo)
-			})
-		}
-	}
-}
+func TestReadSlotsFollowBuffers(t *testing.T) { eachLandPair(t, testReadSlots) }
 
 func testReadSlots(t *testing.T, a, b Conn, lo netip.Addr) {
 	const sentinel = 0xAA
