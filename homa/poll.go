@@ -61,7 +61,10 @@ import (
 // that RPCs one at a time between two processes took 19-27 µs and 68-115
 // µs of CPU each with PollAdaptive, against 15-21 µs and 52-71 µs with
 // PollAlways (homa bench --polling); with many RPCs outstanding both
-// gave the same rate. So PollAlways is the default.
+// gave the same rate. So PollAlways is the default. With the engine of
+// 2026-11-27 (turns of 335 ns) the two are closer, 6.1 µs and 16.7-19.7
+// µs of CPU against 5.9-6.0 µs and 14.3-16.0, and PollNever, a wake-up
+// per message, takes 54-59 µs and 72-77 µs of CPU.
 
 // Polling selects how a reader spins (Config.Polling).
 type Polling uint8

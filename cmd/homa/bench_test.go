@@ -487,21 +487,24 @@ func TestCheckReply(t *testing.T) {
 		resp           string
 		replySize, cmp int
 		ok             bool
+		where          string // in the error: where the reply differs
 	}{
-		{"abcdefgh", 0, 8, true},
-		{"abcdefgX", 0, 8, false},
-		{"abcdefgX", 0, 4, true}, // only 4 compared
-		{"abcdefg", 0, 8, false},
-		{"abcd", 4, 8, true},
-		{"abcX", 4, 8, false},
-		{"abcdefgh\x00\x00", 10, 10, true},
-		{"abcdefgh\x00\x01", 10, 10, false},
-		{"abcdefgh\x00\x01", 10, 4, true}, // padding not checked
+		{"abcdefgh", 0, 8, true, ""},
+		{"abcdefgX", 0, 8, false, "at byte 7"},
+		{"Xbcdefgh", 0, 8, false, "at byte 0"},
+		{"abcdefgX", 0, 4, true, ""}, // only 4 compared
+		{"abcdefg", 0, 8, false, "got 7 bytes"},
+		{"abcd", 4, 8, true, ""},
+		{"abcX", 4, 8, false, "at byte 3"},
+		{"abcdefgh\x00\x00", 10, 10, true, ""},
+		{"abcdefgh\x00\x01", 10, 10, false, "byte 9 of the padding"},
+		{"abcdefgh\x80\x00", 10, 10, false, "byte 8 of the padding"},
+		{"abcdefgh\x00\x01", 10, 4, true, ""}, // padding not checked
 	}
 	for _, tt := range tests {
 		err := checkReply(req, []byte(tt.resp), tt.replySize, tt.cmp)
-		if (err == nil) != tt.ok || err != nil && !errors.Is(err, errMismatch) {
-			t.Errorf("checkReply(%q, %q, %d, %d) = %v, want ok %v", req, tt.resp, tt.replySize, tt.cmp, err, tt.ok)
+		if (err == nil) != tt.ok || err != nil && (!errors.Is(err, errMismatch) || !strings.Contains(err.Error(), tt.where)) {
+			t.Errorf("checkReply(%q, %q, %d, %d) = %v, want ok %v (%q)", req, tt.resp, tt.replySize, tt.cmp, err, tt.ok, tt.where)
 		}
 	}
 }
