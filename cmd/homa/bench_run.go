@@ -142,9 +142,10 @@ func (r *runner) cpu() (time.Duration, error) {
 // the setup's garbage (a request buffer of up to 1 MB, the samples'
 // slice) first, so that a collection the bench's own allocations would
 // set off does not run in the phase, and returns the CPU time used so
-// far (see cpu). A collection's mark phase took 2-7 ms of a 1 MB run's
-// first RPCs, its worker on a CPU that the spinning receivers of two
-// processes already keep busy on a two-CPU machine.
+// far (see cpu). Without it, a collection's mark phase ran for 5.5-6.5
+// ms among a 1 MB run's first RPCs (GODEBUG=gctrace=1), its worker on a
+// CPU that the spinning receivers of two processes already keep busy on
+// a two-CPU machine.
 func (r *runner) begin() (time.Duration, error) {
 	runtime.GC()
 	return r.cpu()
