@@ -73,14 +73,9 @@ func TestPathAllocs(t *testing.T) {
 		pkt = appendPacket(pkt[:0], 40000, 23000, id, prev, payload)
 		prev = id
 		srv.HandlePacket(pkt, clientAddr)
-		m, err := srv.Recv(ctx, 0)
-		if err != nil {
+		if err := echoNext(ctx, srv); err != nil {
 			t.Fatal(err)
 		}
-		if err := srv.Reply(m.Peer.Addr(), m.ID, m.Data); err != nil {
-			t.Fatal(err)
-		}
-		m.Release()
 	}
 
 	cl := homa.NewEndpoint(newDiscardConn(clientAddr, 40000), homa.Config{})
@@ -113,6 +108,17 @@ func TestPathAllocs(t *testing.T) {
 	}
 }
 
+// echoNext receives the next request on srv and answers it with its own
+// bytes, as an echo server does.
+func echoNext(ctx context.Context, srv *homa.Endpoint) error {
+	m, err := srv.Recv(ctx, 0)
+	if err != nil {
+		return err
+	}
+	defer m.Release()
+	return srv.Reply(m.Peer.Addr(), m.ID, m.Data)
+}
+
 // BenchmarkServerPath is a server's CPU per 100-byte RPC without I/O: a
 // request (acknowledging the previous RPC, as a busy client does)
 // handed to the endpoint, Recv, Reply, and the idle work after it.
@@ -127,14 +133,9 @@ func BenchmarkServerPath(b *testing.B) {
 		id := uint64(2*i + 2)
 		srv.HandlePacket(onePacket(40000, 23000, id, prev, payload), clientAddr)
 		prev = id
-		m, err := srv.Recv(ctx, 0)
-		if err != nil {
+		if err := echoNext(ctx, srv); err != nil {
 			b.Fatal(err)
 		}
-		if err := srv.Reply(m.Peer.Addr(), m.ID, m.Data); err != nil {
-			b.Fatal(err)
-		}
-		m.Release()
 	}
 }
 
@@ -179,16 +180,10 @@ func BenchmarkServerPathParallel(b *testing.B) {
 			id := uint64(2*i + 2)
 			srv.HandlePacket(onePacket(40000, p, id, prev, payload), clientAddr)
 			prev = id
-			m, err := srv.Recv(ctx, 0)
-			if err != nil {
+			if err := echoNext(ctx, srv); err != nil {
 				b.Error(err)
 				return
 			}
-			if err := srv.Reply(m.Peer.Addr(), m.ID, m.Data); err != nil {
-				b.Error(err)
-				return
-			}
-			m.Release()
 		}
 	})
 }
