@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/netio"
 )
@@ -23,7 +24,7 @@ func TestForgedClaimsHeap(t *testing.T) {
 				c, _ := nw.Open(serverAddr, 500)
 				e := homa.NewEndpoint(c, homa.Config{PollDuration: -1})
 				defer e.Close()
-				pkt := func(i int) []byte { return dataPkt(uint64(2+2*i), homa.MaxMessage, 0, make([]byte, 1400)) }
+				pkt := func(i int) []byte { return dataPkt(uint64(2+2*i), contract.MaxMessage, 0, make([]byte, 1400)) }
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
@@ -65,7 +66,7 @@ func TestShortPacketsCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		if st := e.Stats(); st.Drops[homa.DropSocket]+st.Drops[homa.DropShort] != 1 {
+		if st := e.Stats(); st.Drops[contract.DropSocket]+st.Drops[contract.DropShort] != 1 {
 			t.Fatalf("short packet: drops %v, want one socket or short drop", st.Drops)
 		}
 	})

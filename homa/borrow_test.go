@@ -9,6 +9,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/netio"
 )
@@ -67,7 +68,7 @@ func TestSendBorrowedAbort(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.Wait()
-		if _, err := c.Recv(context.Background(), id); !errors.Is(err, homa.ErrUnknownRPC) {
+		if _, err := c.Recv(context.Background(), id); !errors.Is(err, contract.ErrUnknownRPC) {
 			t.Fatalf("Recv after Abort: %v", err)
 		}
 	})

@@ -1,9 +1,13 @@
 package homa
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/homa-go/homa/contract"
+)
 
 func TestBufPool(t *testing.T) {
-	for _, n := range []int{0, 1, 256, 257, 1500, 40000, 65536, MaxMessage} {
+	for _, n := range []int{0, 1, 256, 257, 1500, 40000, 65536, contract.MaxMessage} {
 		b := getBuf(n)
 		if len(b) != n || cap(b) < n {
 			t.Fatalf("getBuf(%d): len %d cap %d", n, len(b), cap(b))

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/grant"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/priority"
@@ -59,14 +60,12 @@ type Config struct {
 	// Limits bound what peers can make the endpoint hold: receive
 	// memory, server RPCs, peers (see core.Limits for the defaults and
 	// what happens at a limit).
-	Limits core.Limits
+	Limits contract.Limits
 }
 
 // Defaults of the shell.
 const (
 	defaultPollDuration = 50 * time.Microsecond
-	// MaxMessage is the largest message Homa carries.
-	MaxMessage = core.MaxMessage
 )
 
 func (c Config) withDefaults() Config {

@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/internal/mailbox"
@@ -183,13 +184,13 @@ func (e *Endpoint) SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64) 
 	if e.closed {
 		e.mu.Unlock()
 		e.putBatch(b)
-		return 0, Borrow{}, ErrClosed
+		return 0, Borrow{}, contract.ErrClosed
 	}
 	id, h, err := e.core.SendBorrowed(netip.AddrPortFrom(addr, dst.Port()), data, cookie, maxPkt, e.now(), &e.out)
 	if err == nil {
 		e.mb.Expect(id)
 	} else {
-		err = &OpError{Op: "send", Peer: dst, Err: shellErr(err)}
+		err = &contract.OpError{Op: "send", Peer: dst, Err: err}
 	}
 	e.settle(b)
 	e.mu.Unlock()
@@ -229,7 +230,7 @@ func (e *Endpoint) send(dst netip.AddrPort, data []byte, cookie uint64, owned bo
 		e.mu.Unlock()
 		e.disown(buf, data, owned)
 		e.putBatch(b)
-		return 0, ErrClosed
+		return 0, contract.ErrClosed
 	}
 	buf = e.ownLocked(buf, owned)
 	id, err := e.core.Send(netip.AddrPortFrom(addr, dst.Port()), buf, cookie, maxPkt, e.now(), &e.out)
@@ -237,7 +238,7 @@ func (e *Endpoint) send(dst netip.AddrPort, data []byte, cookie uint64, owned bo
 		e.mb.Expect(id)
 	} else {
 		e.disown(buf, data, owned)
-		err = &OpError{Op: "send", Peer: dst, Err: shellErr(err)}
+		err = &contract.OpError{Op: "send", Peer: dst, Err: err}
 	}
 	e.settle(b)
 	e.mu.Unlock()
@@ -258,8 +259,8 @@ func (e *Endpoint) ReplyOwned(peer netip.Addr, id uint64, data []byte) error {
 }
 
 func (e *Endpoint) reply(peer netip.Addr, id uint64, data []byte, owned bool) error {
-	if len(data) == 0 || len(data) > MaxMessage {
-		return &OpError{Op: "reply", Peer: netip.AddrPortFrom(peer, 0), ID: id, Err: ErrMessageTooLong}
+	if len(data) == 0 || len(data) > contract.MaxMessage {
+		return &contract.OpError{Op: "reply", Peer: netip.AddrPortFrom(peer, 0), ID: id, Err: contract.ErrMessageTooLong}
 	}
 	if e.is4 {
 		peer = peer.Unmap()
@@ -268,7 +269,7 @@ func (e *Endpoint) reply(peer netip.Addr, id uint64, data []byte, owned bool) er
 	buf := e.own(data, owned)
 	b := e.getBatch()
 	e.mu.Lock()
-	var err error = ErrClosed
+	var err error = contract.ErrClosed
 	if !e.closed {
 		buf = e.ownLocked(buf, owned)
 		err = e.core.Reply(peer, id, buf, maxPkt, e.now(), &e.out)
@@ -278,8 +279,8 @@ func (e *Endpoint) reply(peer netip.Addr, id uint64, data []byte, owned bool) er
 	e.sendBatch(b)
 	if err != nil {
 		e.disown(buf, data, owned)
-		if err != ErrClosed {
-			err = &OpError{Op: "reply", Peer: netip.AddrPortFrom(peer, 0), ID: id, Err: shellErr(err)}
+		if err != contract.ErrClosed {
+			err = &contract.OpError{Op: "reply", Peer: netip.AddrPortFrom(peer, 0), ID: id, Err: err}
 		}
 	}
 	return err
@@ -288,15 +289,15 @@ func (e *Endpoint) reply(peer netip.Addr, id uint64, data []byte, owned bool) er
 // checkSend validates a request to dst and returns dst's address as the
 // core keys it and the largest packet to it.
 func (e *Endpoint) checkSend(dst netip.AddrPort, data []byte) (netip.Addr, int, error) {
-	if len(data) == 0 || len(data) > MaxMessage {
-		return netip.Addr{}, 0, &OpError{Op: "send", Peer: dst, Err: ErrMessageTooLong}
+	if len(data) == 0 || len(data) > contract.MaxMessage {
+		return netip.Addr{}, 0, &contract.OpError{Op: "send", Peer: dst, Err: contract.ErrMessageTooLong}
 	}
 	addr := dst.Addr()
 	if e.is4 {
 		addr = addr.Unmap()
 	}
 	if dst.Port() == 0 || !addr.IsValid() || addr.Is4() != e.is4 {
-		return netip.Addr{}, 0, &OpError{Op: "send", Peer: dst, Err: ErrBadAddress}
+		return netip.Addr{}, 0, &contract.OpError{Op: "send", Peer: dst, Err: contract.ErrBadAddress}
 	}
 	return addr, e.maxPacket(addr), nil
 }
@@ -336,13 +337,13 @@ func (e *Endpoint) disown(buf, data []byte, owned bool) {
 // response; otherwise the response of the client RPC id. It blocks until
 // one is ready, ctx is done, or the endpoint closes. A failed client RPC
 // is returned as a Message with Err set.
-func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
+func (e *Endpoint) Recv(ctx context.Context, id uint64) (*contract.Message, error) {
 	w := e.getWaiter()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		e.putWaiter(w)
-		return nil, ErrClosed
+		return nil, contract.ErrClosed
 	}
 	m, err := e.mb.Take(id, w)
 	if m != nil {
@@ -355,26 +356,26 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*Message, error) {
 	e.mu.Unlock()
 	if m != nil || err != nil {
 		e.putWaiter(w)
-		if err != nil && !errors.Is(err, core.ErrClosed) {
-			err = &OpError{Op: "recv", ID: id, Err: err}
+		if err != nil && !errors.Is(err, contract.ErrClosed) {
+			err = &contract.OpError{Op: "recv", ID: id, Err: err}
 		}
-		return m, shellErr(err)
+		return m, err
 	}
 	return e.wait(ctx, w, id != 0, request)
 }
 
 // received is what Recv returns for a message from a waiter's channel
 // (nil: the endpoint closed).
-func received(m *Message) (*Message, error) {
+func received(m *contract.Message) (*contract.Message, error) {
 	if m == nil {
-		return nil, ErrClosed
+		return nil, contract.ErrClosed
 	}
 	return m, nil
 }
 
 // taken notes that m went to the application: a request's storage is
 // the application's from now on. The caller holds mu.
-func (e *Endpoint) taken(m *Message) {
+func (e *Endpoint) taken(m *contract.Message) {
 	if m.IsRequest() {
 		e.core.Delivered(m.Peer.Addr(), m.ID)
 		e.spin.served.Store(int64(len(m.Data)))
@@ -391,11 +392,11 @@ func (e *Endpoint) Abort(id uint64) error {
 	if e.closed {
 		e.mu.Unlock()
 		e.putBatch(b)
-		return ErrClosed
+		return contract.ErrClosed
 	}
 	failure, err := e.core.Abort(id, e.now(), &e.out)
 	if failure == nil {
-		failure = &Message{ID: id, Err: &OpError{Op: "abort", ID: id, Err: ErrAborted}}
+		failure = &contract.Message{ID: id, Err: &contract.OpError{Op: "abort", ID: id, Err: contract.ErrAborted}}
 	}
 	if e.mb.Abort(id, failure) {
 		err = nil
@@ -405,7 +406,7 @@ func (e *Endpoint) Abort(id uint64) error {
 	e.mu.Unlock()
 	e.sendBatch(b)
 	if err != nil {
-		return &OpError{Op: "abort", ID: id, Err: shellErr(err)}
+		return &contract.OpError{Op: "abort", ID: id, Err: err}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/netio"
 )
@@ -204,7 +205,7 @@ func TestAbortAndCancel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan *homa.Message)
+		done := make(chan *contract.Message)
 		go func() {
 			m, _ := client.Recv(context.Background(), id)
 			done <- m
@@ -217,10 +218,10 @@ func TestAbortAndCancel(t *testing.T) {
 		if err := client.Abort(id); err != nil {
 			t.Fatal(err)
 		}
-		if m := <-done; m == nil || !errors.Is(m.Err, homa.ErrAborted) {
+		if m := <-done; m == nil || !errors.Is(m.Err, contract.ErrAborted) {
 			t.Fatalf("waiter got %+v, want ErrAborted", m)
 		}
-		if err := client.Abort(id); !errors.Is(err, homa.ErrUnknownRPC) {
+		if err := client.Abort(id); !errors.Is(err, contract.ErrUnknownRPC) {
 			t.Fatalf("second abort: %v", err)
 		}
 		// Aborted with nobody waiting for it: forgotten, never received.
@@ -244,19 +245,19 @@ func TestAbortAndCancel(t *testing.T) {
 			t.Fatalf("recv with expired context: %v", err)
 		}
 		// The RPC survives a cancelled Recv and can still be waited for.
-		if _, err := client.Recv(context.Background(), 424242); !errors.Is(err, homa.ErrUnknownRPC) {
+		if _, err := client.Recv(context.Background(), 424242); !errors.Is(err, contract.ErrUnknownRPC) {
 			t.Fatalf("recv unknown id: %v", err)
 		}
-		if _, err := client.Send(dst, nil, 0); !errors.Is(err, homa.ErrMessageTooLong) {
+		if _, err := client.Send(dst, nil, 0); !errors.Is(err, contract.ErrMessageTooLong) {
 			t.Fatalf("empty message: %v", err)
 		}
-		if _, err := client.Send(dst, make([]byte, homa.MaxMessage+1), 0); !errors.Is(err, homa.ErrMessageTooLong) {
+		if _, err := client.Send(dst, make([]byte, contract.MaxMessage+1), 0); !errors.Is(err, contract.ErrMessageTooLong) {
 			t.Fatalf("oversize message: %v", err)
 		}
-		if _, err := client.Send(netip.MustParseAddrPort("[::1]:500"), []byte("z"), 0); !errors.Is(err, homa.ErrBadAddress) {
+		if _, err := client.Send(netip.MustParseAddrPort("[::1]:500"), []byte("z"), 0); !errors.Is(err, contract.ErrBadAddress) {
 			t.Fatalf("IPv6 destination on an IPv4 endpoint: %v", err)
 		}
-		if err := server.Reply(clientAddr, 12345, []byte("r")); !errors.Is(err, homa.ErrUnknownRPC) {
+		if err := server.Reply(clientAddr, 12345, []byte("r")); !errors.Is(err, contract.ErrUnknownRPC) {
 			t.Fatalf("reply to unknown RPC: %v", err)
 		}
 	})
@@ -275,14 +276,14 @@ func TestCloseUnblocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := <-errc; !errors.Is(err, homa.ErrClosed) || !errors.Is(err, net.ErrClosed) {
+		if err := <-errc; !errors.Is(err, contract.ErrClosed) || !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("Recv after Close: %v", err)
 		}
 	}
 	if err := client.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := client.Send(netip.AddrPortFrom(serverAddr, 500), []byte("x"), 0); !errors.Is(err, homa.ErrClosed) {
+	if _, err := client.Send(netip.AddrPortFrom(serverAddr, 500), []byte("x"), 0); !errors.Is(err, contract.ErrClosed) {
 		t.Fatalf("Send after Close: %v", err)
 	}
 }

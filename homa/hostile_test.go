@@ -9,8 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
 )
@@ -46,21 +46,21 @@ func TestMalformedInput(t *testing.T) {
 	cases := []struct {
 		name string
 		pkt  []byte
-		why  homa.DropReason
+		why  contract.DropReason
 	}{
-		{"empty", nil, homa.DropShort},
-		{"10 bytes", valid[:10], homa.DropShort},
-		{"truncated DATA header", valid[:40], homa.DropShort},
-		{"unknown type", unknown, homa.DropUnknownType},
-		{"message_length over 1,000,000", dataPkt(1002, 1_000_001, 0, []byte("x")), homa.DropBadField},
-		{"message_length zero", dataPkt(1004, 0, 0, nil), homa.DropBadField},
-		{"offset past message_length", dataPkt(1006, 100, 100, []byte("x")), homa.DropBadField},
-		{"payload past message_length", dataPkt(1008, 100, 50, make([]byte, 51)), homa.DropBadField},
-		{"offset near 2^32", dataPkt(1010, 100, 0xfffffff0, make([]byte, 32)), homa.DropBadField},
-		{"truncated GRANT", (&wire.Grant{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 3}}).Append(nil)[:30], homa.DropShort},
-		{"GRANT for unknown RPC", (&wire.Grant{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 1013}, Offset: 5}).Append(nil), homa.DropUnknownRPC},
-		{"response for unknown client RPC", dataPkt(1015, 10, 0, make([]byte, 10)), homa.DropUnknownRPC},
-		{"another port", (&wire.Grant{Common: wire.Common{SrcPort: 40000, DstPort: 501, SenderID: 1017}}).Append(nil), homa.DropOtherPort},
+		{"empty", nil, contract.DropShort},
+		{"10 bytes", valid[:10], contract.DropShort},
+		{"truncated DATA header", valid[:40], contract.DropShort},
+		{"unknown type", unknown, contract.DropUnknownType},
+		{"message_length over 1,000,000", dataPkt(1002, 1_000_001, 0, []byte("x")), contract.DropBadField},
+		{"message_length zero", dataPkt(1004, 0, 0, nil), contract.DropBadField},
+		{"offset past message_length", dataPkt(1006, 100, 100, []byte("x")), contract.DropBadField},
+		{"payload past message_length", dataPkt(1008, 100, 50, make([]byte, 51)), contract.DropBadField},
+		{"offset near 2^32", dataPkt(1010, 100, 0xfffffff0, make([]byte, 32)), contract.DropBadField},
+		{"truncated GRANT", (&wire.Grant{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 3}}).Append(nil)[:30], contract.DropShort},
+		{"GRANT for unknown RPC", (&wire.Grant{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 1013}, Offset: 5}).Append(nil), contract.DropUnknownRPC},
+		{"response for unknown client RPC", dataPkt(1015, 10, 0, make([]byte, 10)), contract.DropUnknownRPC},
+		{"another port", (&wire.Grant{Common: wire.Common{SrcPort: 40000, DstPort: 501, SenderID: 1017}}).Append(nil), contract.DropOtherPort},
 	}
 	e := newServer(t)
 	for _, tc := range cases {
@@ -101,12 +101,12 @@ func TestForgedResponse(t *testing.T) {
 	}
 	forge("10.0.0.66", 500) // wrong host
 	forge("10.0.0.1", 501)  // right host, wrong port
-	if st := client.Stats(); st.Drops[homa.DropUnknownRPC] != 2 || st.ClientRPCs != 1 {
+	if st := client.Stats(); st.Drops[contract.DropUnknownRPC] != 2 || st.ClientRPCs != 1 {
 		t.Fatalf("forgeries not dropped as unknown: %+v", st)
 	}
 	// With no real server the RPC can only end by timing out.
 	m, err := client.Recv(withTimeout(t, 10*time.Second), id)
-	if err != nil || !errors.Is(m.Err, homa.ErrPeerTimeout) {
+	if err != nil || !errors.Is(m.Err, contract.ErrPeerTimeout) {
 		t.Fatalf("RPC with only forged answers ended with %v / %+v, want ErrPeerTimeout", err, m)
 	}
 }
@@ -120,7 +120,7 @@ func TestServerRPCLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 11})
 		c, _ := nw.Open(serverAddr, 500)
-		e := homa.NewEndpoint(c, homa.Config{PollDuration: -1, Limits: core.Limits{IncomingRPCs: 50, IncomingRPCsPerPeer: 30}})
+		e := homa.NewEndpoint(c, homa.Config{PollDuration: -1, Limits: contract.Limits{IncomingRPCs: 50, IncomingRPCsPerPeer: 30}})
 		defer e.Close()
 		flood := func(from stdnetip.Addr) {
 			for i := range 200 {
@@ -129,12 +129,12 @@ func TestServerRPCLimit(t *testing.T) {
 			}
 		}
 		flood(clientAddr)
-		if st := e.Stats(); st.ServerRPCs != 30 || st.Drops[homa.DropLimit] != 170 {
-			t.Fatalf("one peer: %d server RPCs, %d refused; want 30 and 170", st.ServerRPCs, st.Drops[homa.DropLimit])
+		if st := e.Stats(); st.ServerRPCs != 30 || st.Drops[contract.DropLimit] != 170 {
+			t.Fatalf("one peer: %d server RPCs, %d refused; want 30 and 170", st.ServerRPCs, st.Drops[contract.DropLimit])
 		}
 		flood(stdnetip.MustParseAddr("10.0.0.3"))
-		if st := e.Stats(); st.ServerRPCs != 50 || st.Drops[homa.DropLimit] != 170+180 {
-			t.Fatalf("two peers: %d server RPCs, %d refused; want 50 and 350", st.ServerRPCs, st.Drops[homa.DropLimit])
+		if st := e.Stats(); st.ServerRPCs != 50 || st.Drops[contract.DropLimit] != 170+180 {
+			t.Fatalf("two peers: %d server RPCs, %d refused; want 50 and 350", st.ServerRPCs, st.Drops[contract.DropLimit])
 		}
 	})
 }
@@ -144,14 +144,14 @@ func TestServerRPCLimit(t *testing.T) {
 func TestForgedSourcesBounded(t *testing.T) {
 	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 14})
 	c, _ := nw.Open(serverAddr, 500)
-	e := homa.NewEndpoint(c, homa.Config{Limits: core.Limits{Peers: 100}})
+	e := homa.NewEndpoint(c, homa.Config{Limits: contract.Limits{Peers: 100}})
 	defer e.Close()
 	for i := range 1000 {
 		src := stdnetip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)})
 		e.HandlePacket(dataPkt(2, 1000, 0, make([]byte, 500)), src)
 	}
-	if st := e.Stats(); st.Peers != 100 || st.ServerRPCs != 100 || st.Drops[homa.DropLimit] != 900 {
-		t.Fatalf("%d peers, %d RPCs, %d refused; want 100, 100, 900", st.Peers, st.ServerRPCs, st.Drops[homa.DropLimit])
+	if st := e.Stats(); st.Peers != 100 || st.ServerRPCs != 100 || st.Drops[contract.DropLimit] != 900 {
+		t.Fatalf("%d peers, %d RPCs, %d refused; want 100, 100, 900", st.Peers, st.ServerRPCs, st.Drops[contract.DropLimit])
 	}
 }
 
@@ -178,7 +178,7 @@ func FuzzHandlePacket(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := homa.NewEndpoint(c, homa.Config{Limits: core.Limits{IncomingRPCs: 64, PendingReplies: 64}})
+		e := homa.NewEndpoint(c, homa.Config{Limits: contract.Limits{IncomingRPCs: 64, PendingReplies: 64}})
 		defer e.Close()
 		for len(in) >= 2 {
 			n := int(binary.BigEndian.Uint16(in))
@@ -230,10 +230,10 @@ func TestGrantAndResendBounds(t *testing.T) {
 	if got != length {
 		t.Fatalf("after a huge GRANT the client sent up to byte %d, want exactly %d", got, length)
 	}
-	drops := client.Stats().Drops[homa.DropBadField]
+	drops := client.Stats().Drops[contract.DropBadField]
 	from(&wire.Resend{Common: hdr, Offset: length, Length: 5000})
 	from(&wire.Resend{Common: hdr, Offset: 0xffff_0000, Length: wire.ResendToEnd})
-	if d := client.Stats().Drops[homa.DropBadField]; d != drops+2 {
+	if d := client.Stats().Drops[contract.DropBadField]; d != drops+2 {
 		t.Fatalf("RESENDs outside the message: bad-field drops %d -> %d, want +2", drops, d)
 	}
 	if r := client.Stats().Retransmits; r != 0 {

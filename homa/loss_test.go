@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
@@ -137,7 +138,7 @@ func TestPeerTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		m, err := client.Recv(ctx, id)
-		if err != nil || !errors.Is(m.Err, homa.ErrPeerTimeout) {
+		if err != nil || !errors.Is(m.Err, contract.ErrPeerTimeout) {
 			t.Fatalf("RPC to a vanished server: %v / %+v, want ErrPeerTimeout", err, m)
 		}
 		if st := client.Stats(); st.PeerTimeouts != 1 || st.ResendsSent != resend.DefaultTimeoutResends || st.ClientRPCs != 0 {
@@ -260,9 +261,9 @@ func TestLateDuplicateRequest(t *testing.T) {
 		p.server.HandlePacket(captured, clientAddr)
 		mu.Unlock()
 		after := p.server.Stats()
-		if after.RequestsReceived != before.RequestsReceived || after.Drops[homa.DropStale] != before.Drops[homa.DropStale]+1 {
+		if after.RequestsReceived != before.RequestsReceived || after.Drops[contract.DropStale] != before.Drops[contract.DropStale]+1 {
 			t.Fatalf("late duplicate: requests %d -> %d, stale drops %d -> %d",
-				before.RequestsReceived, after.RequestsReceived, before.Drops[homa.DropStale], after.Drops[homa.DropStale])
+				before.RequestsReceived, after.RequestsReceived, before.Drops[contract.DropStale], after.Drops[contract.DropStale])
 		}
 	})
 }

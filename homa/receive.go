@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/internal/mailbox"
@@ -31,7 +32,7 @@ import (
 // the socket, so a wake-up always reaches the goroutine that needs it).
 // due says w waits for the response of an RPC it sent, whose request
 // was request bytes long (see Polling).
-func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool, request int) (*Message, error) {
+func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool, request int) (*contract.Message, error) {
 	var stop func() bool // unregisters the wake-up on ctx, once registered
 	defer func() {
 		if stop != nil {
@@ -100,7 +101,7 @@ const stealSpins = 1000
 // releases it. It reports whether it received what was sent on w.C (a
 // message, or nil when the endpoint closed); if not, ctx ended, or the
 // Conn cannot be woken and the reader stepped aside after spinning.
-func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, request int, stop *func() bool) (*Message, bool) {
+func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, request int, stop *func() bool) (*contract.Message, bool) {
 	e.appReading.Store(true)
 	e.disarmGrace()
 	b := e.getBatch()
@@ -167,7 +168,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 // whose response this one just sent) waits for the runtime's periodic
 // network poll instead of the packet. On the in-memory network, whose
 // packets goroutines of this process deliver, it yields at every turn.
-func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, request int, b *txBatch) (*Message, bool) {
+func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, request int, b *txBatch) (*contract.Message, bool) {
 	budget := e.spin.budget(due, request)
 	if budget <= 0 {
 		return nil, false

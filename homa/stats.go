@@ -3,6 +3,7 @@ package homa
 import (
 	"sync/atomic"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
@@ -35,7 +36,7 @@ func (c *ioCounters) countTx(p *netio.Packet) {
 }
 
 // Stats returns a snapshot of the endpoint's counters.
-func (e *Endpoint) Stats() Stats {
+func (e *Endpoint) Stats() contract.Stats {
 	e.mu.Lock()
 	s := e.core.Stats()
 	e.mu.Unlock()
@@ -56,10 +57,10 @@ func (e *Endpoint) Stats() Stats {
 	if sc, ok := e.conn.(netio.StatsConn); ok {
 		cs := sc.Stats()
 		if cs.Discarded > 0 {
-			s.Drops[DropSocket] = cs.Discarded
+			s.Drops[contract.DropSocket] = cs.Discarded
 		}
 		if cs.QueueDrops > 0 {
-			s.Drops[DropQueue] = cs.QueueDrops
+			s.Drops[contract.DropQueue] = cs.QueueDrops
 		}
 	}
 	return s

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
@@ -16,22 +17,22 @@ import (
 // the class and the size bucket (powers of two from 64 B) of each.
 var statsSizes = []struct {
 	n      int
-	class  homa.SizeClass
+	class  contract.SizeClass
 	bucket int
 }{
-	{2, homa.Size1K, 0},          // <= 64
-	{64, homa.Size1K, 0},         // <= 64
-	{65, homa.Size1K, 1},         // <= 128
-	{1000, homa.Size1K, 4},       // <= 1024
-	{1001, homa.Size10K, 4},      // <= 1024
-	{5000, homa.Size10K, 7},      // <= 8192
-	{10_000, homa.Size10K, 8},    // <= 16384
-	{10_001, homa.Size100K, 8},   // <= 16384
-	{50_000, homa.Size100K, 10},  // <= 65536
-	{100_000, homa.Size100K, 11}, // <= 131072
-	{100_001, homa.Size1M, 11},   // <= 131072
-	{200_000, homa.Size1M, 12},   // <= 262144
-	{1_000_000, homa.Size1M, 14}, // <= 1 MiB
+	{2, contract.Size1K, 0},          // <= 64
+	{64, contract.Size1K, 0},         // <= 64
+	{65, contract.Size1K, 1},         // <= 128
+	{1000, contract.Size1K, 4},       // <= 1024
+	{1001, contract.Size10K, 4},      // <= 1024
+	{5000, contract.Size10K, 7},      // <= 8192
+	{10_000, contract.Size10K, 8},    // <= 16384
+	{10_001, contract.Size100K, 8},   // <= 16384
+	{50_000, contract.Size100K, 10},  // <= 65536
+	{100_000, contract.Size100K, 11}, // <= 131072
+	{100_001, contract.Size1M, 11},   // <= 131072
+	{200_000, contract.Size1M, 12},   // <= 262144
+	{1_000_000, contract.Size1M, 14}, // <= 1 MiB
 }
 
 // TestStatsAfterRPCs: after echo RPCs of every size class on a clean
@@ -42,7 +43,7 @@ func TestStatsAfterRPCs(t *testing.T) {
 	p, _ := newMemPair(t, netio.MemConfig{Seed: 11, MTU: 1500}, homa.Config{})
 	const rounds = 2
 	var total uint64
-	perClass := map[homa.SizeClass]uint64{}
+	perClass := map[contract.SizeClass]uint64{}
 	perBucket := map[int]uint64{}
 	for range rounds {
 		for _, s := range statsSizes {
@@ -64,10 +65,10 @@ func TestStatsAfterRPCs(t *testing.T) {
 		"requests received":     ss.RequestsReceived,
 		"server RPCs completed": ss.ServerRPCsCompleted,
 		"client latency count":  sumCounts(cs.Latency[:]),
-		"client requests sent":  cs.MessageSizes[homa.Sent][homa.Request].Count,
-		"client responses":      cs.MessageSizes[homa.Received][homa.Response].Count,
-		"server requests":       ss.MessageSizes[homa.Received][homa.Request].Count,
-		"server responses":      ss.MessageSizes[homa.Sent][homa.Response].Count,
+		"client requests sent":  cs.MessageSizes[contract.Sent][contract.Request].Count,
+		"client responses":      cs.MessageSizes[contract.Received][contract.Response].Count,
+		"server requests":       ss.MessageSizes[contract.Received][contract.Request].Count,
+		"server responses":      ss.MessageSizes[contract.Sent][contract.Response].Count,
 	} {
 		if got != rpcs {
 			t.Errorf("%s: %d, want %d", name, got, rpcs)
@@ -97,7 +98,7 @@ func TestStatsAfterRPCs(t *testing.T) {
 			t.Errorf("%s: %d, want %d", name, got, total)
 		}
 	}
-	for c := range homa.NumSizeClasses {
+	for c := range contract.NumSizeClasses {
 		h := cs.Latency[c]
 		if h.Count != perClass[c] {
 			t.Errorf("latency of class %v: %d RPCs, want %d", c, h.Count, perClass[c])
@@ -106,9 +107,9 @@ func TestStatsAfterRPCs(t *testing.T) {
 			t.Errorf("latency of class %v: sum %d ns", c, h.Sum)
 		}
 	}
-	for _, h := range []homa.Histogram{
-		cs.MessageSizes[homa.Sent][homa.Request], cs.MessageSizes[homa.Received][homa.Response],
-		ss.MessageSizes[homa.Received][homa.Request], ss.MessageSizes[homa.Sent][homa.Response],
+	for _, h := range []contract.Histogram{
+		cs.MessageSizes[contract.Sent][contract.Request], cs.MessageSizes[contract.Received][contract.Response],
+		ss.MessageSizes[contract.Received][contract.Request], ss.MessageSizes[contract.Sent][contract.Response],
 	} {
 		for i, n := range h.Counts {
 			if n != perBucket[i] {
@@ -123,7 +124,7 @@ func TestStatsAfterRPCs(t *testing.T) {
 		// once at the other: the counts by type match across the wire.
 		for _, c := range []struct {
 			name   string
-			tx, rx homa.Stats
+			tx, rx contract.Stats
 		}{{"requests", cs, ss}, {"responses", ss, cs}} {
 			if c.tx.TxPackets[wire.TypeData] != c.rx.RxPackets[wire.TypeData] || c.tx.TxBytes[wire.TypeData] != c.rx.RxBytes[wire.TypeData] {
 				t.Errorf("%s: sent %d DATA packets (%d B), received %d (%d B)", c.name,
@@ -147,14 +148,14 @@ func TestStatsAfterRPCs(t *testing.T) {
 	}
 }
 
-func bound(h homa.Histogram, i int) uint64 {
+func bound(h contract.Histogram, i int) uint64 {
 	if i < len(h.Bounds) {
 		return h.Bounds[i]
 	}
 	return 0
 }
 
-func sumCounts(hs []homa.Histogram) uint64 {
+func sumCounts(hs []contract.Histogram) uint64 {
 	var n uint64
 	for _, h := range hs {
 		for _, c := range h.Counts {
@@ -166,7 +167,7 @@ func sumCounts(hs []homa.Histogram) uint64 {
 
 // checkPacketCounts: packets by priority add up to packets by type, and
 // every type's bytes are at least its header per packet.
-func checkPacketCounts(t *testing.T, who string, s homa.Stats) {
+func checkPacketCounts(t *testing.T, who string, s contract.Stats) {
 	t.Helper()
 	var byType, byPrio uint64
 	for typ, n := range s.TxPackets {
@@ -227,7 +228,7 @@ func TestStatsAbortTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, err := client.Recv(withTimeout(t, 10*time.Second), id)
-	if err != nil || !errors.Is(m.Err, homa.ErrPeerTimeout) {
+	if err != nil || !errors.Is(m.Err, contract.ErrPeerTimeout) {
 		t.Fatalf("RPC to nobody: %v / %+v, want ErrPeerTimeout", err, m)
 	}
 	s := client.Stats()
@@ -238,7 +239,7 @@ func TestStatsAbortTimeout(t *testing.T) {
 	if n := sumCounts(s.Latency[:]); n != 0 {
 		t.Errorf("%d failed RPCs in the latency histograms", n)
 	}
-	if h := s.MessageSizes[homa.Sent][homa.Request]; h.Count != 2 || h.Sum != uint64(len("abort me")+len("time out")) {
+	if h := s.MessageSizes[contract.Sent][contract.Request]; h.Count != 2 || h.Sum != uint64(len("abort me")+len("time out")) {
 		t.Errorf("requests sent: %+v", h)
 	}
 }
@@ -281,9 +282,9 @@ func TestLatencyClass(t *testing.T) {
 		m.Release()
 	}
 	s := client.Stats()
-	for c, want := range []uint64{homa.Size1K: 0, homa.Size10K: 0, homa.Size100K: 1, homa.Size1M: 1} {
+	for c, want := range []uint64{contract.Size1K: 0, contract.Size10K: 0, contract.Size100K: 1, contract.Size1M: 1} {
 		if got := s.Latency[c].Count; got != want {
-			t.Errorf("class %v: %d RPCs, want %d", homa.SizeClass(c), got, want)
+			t.Errorf("class %v: %d RPCs, want %d", contract.SizeClass(c), got, want)
 		}
 	}
 }

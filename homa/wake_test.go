@@ -9,6 +9,7 @@ import (
 
 	"net/netip"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/netio"
 )
@@ -42,7 +43,7 @@ func TestRecvParkedWakes(t *testing.T) {
 		}()
 		synctest.Wait()
 		c.Abort(id)
-		if err := <-done; !errors.Is(err, homa.ErrAborted) {
+		if err := <-done; !errors.Is(err, contract.ErrAborted) {
 			t.Fatalf("Recv after Abort: %v", err)
 		}
 		go func() {
@@ -52,7 +53,7 @@ func TestRecvParkedWakes(t *testing.T) {
 		synctest.Wait()
 		time.Sleep(time.Millisecond)
 		c.Close()
-		if err := <-done; !errors.Is(err, homa.ErrClosed) {
+		if err := <-done; !errors.Is(err, contract.ErrClosed) {
 			t.Fatalf("Recv after Close: %v", err)
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/wire"
 )
@@ -62,7 +63,7 @@ func (s *scene) expectMessage(id uint64, want []byte, ack wire.AckEntry) []rxPac
 func (s *scene) ackOnce(ack []byte, freed uint64) {
 	s.t.Helper()
 	s.peer.send(ack)
-	s.waitStats("server RPC freed after the ACK", func(st homa.Stats) bool {
+	s.waitStats("server RPC freed after the ACK", func(st contract.Stats) bool {
 		return st.ServerRPCsFreed == freed && st.ServerRPCs == 0
 	})
 	s.peer.drain(2 * time.Millisecond)
@@ -335,7 +336,7 @@ func TestSlowServerBusy(t *testing.T) {
 		const id = 2400
 		req := pattern(100, 24)
 		s.peer.send(s.packets(dataSpec{id: id, msg: req, cutoffVer: linuxVersion}, 0, len(req))...)
-		s.waitStats("request handed to the server", func(st homa.Stats) bool { return st.RequestsReceived == 1 })
+		s.waitStats("request handed to the server", func(st contract.Stats) bool { return st.RequestsReceived == 1 })
 		for range 4 {
 			s.peer.send(s.resend(id, 0, wire.ResendToEnd, controlPriority))
 			b, others := s.peer.expect(wire.TypeBusy)
@@ -351,7 +352,7 @@ func TestSlowServerBusy(t *testing.T) {
 
 // callResult is what Recv gave for a client RPC.
 type callResult struct {
-	msg *homa.Message
+	msg *contract.Message
 	err error
 }
 
@@ -431,7 +432,7 @@ func TestClientResendEverything(t *testing.T) {
 	for time.Now().Before(deadline) {
 		select {
 		case r := <-done:
-			if r.err != nil || r.msg == nil || !errors.Is(r.msg.Err, homa.ErrPeerTimeout) {
+			if r.err != nil || r.msg == nil || !errors.Is(r.msg.Err, contract.ErrPeerTimeout) {
 				t.Fatalf("the call ended with %v %+v; want ErrPeerTimeout", r.err, r.msg)
 			}
 			if resends < 2 || uint64(resends) != s.ep.Stats().ResendsSent {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
@@ -370,7 +371,7 @@ func pattern(n int, seed byte) []byte {
 
 // waitStats polls the engine's statistics until ok holds, and fails the
 // test after waitFor.
-func (s *scene) waitStats(what string, ok func(homa.Stats) bool) homa.Stats {
+func (s *scene) waitStats(what string, ok func(contract.Stats) bool) contract.Stats {
 	s.t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for {
@@ -418,7 +419,7 @@ func (e *echoServer) serve() {
 		}
 		err = e.ep.Reply(m.Peer.Addr(), m.ID, m.Data)
 		e.mu.Lock()
-		if err != nil && !errors.Is(err, homa.ErrClosed) {
+		if err != nil && !errors.Is(err, contract.ErrClosed) {
 			e.errs = append(e.errs, err)
 		}
 		e.served++

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
@@ -154,8 +155,8 @@ homa_request_bytes_total{role="server",socket="server"} 100300
 	if v := value(find(mfs, "homa_packets_sent_total"), `socket="server",type="grant"`); v == 0 {
 		t.Error("server sent no GRANTs")
 	}
-	if n := len(find(mfs, "homa_packets_dropped_total")); n != 2*int(homa.NumDropReasons) {
-		t.Errorf("%d series of drops, want %d reasons for each socket", n, homa.NumDropReasons)
+	if n := len(find(mfs, "homa_packets_dropped_total")); n != 2*int(contract.NumDropReasons) {
+		t.Errorf("%d series of drops, want %d reasons for each socket", n, contract.NumDropReasons)
 	}
 	if v := value(find(mfs, "homa_peers"), `socket="client"`); v != 1 {
 		t.Errorf("client knows %v peers, want 1", v)
@@ -212,17 +213,17 @@ func value(ms map[string]*dto.Metric, labels string) float64 {
 
 // fakeStats is a snapshot with a distinct value in every field, to check
 // that each metric reads the right one.
-func fakeStats() homa.Stats {
-	h := func(base uint64) homa.Histogram {
-		return homa.Histogram{Bounds: []uint64{1000, 2_000_000}, Counts: []uint64{base, 1, 2}, Count: base + 3, Sum: base * 1000}
+func fakeStats() contract.Stats {
+	h := func(base uint64) contract.Histogram {
+		return contract.Histogram{Bounds: []uint64{1000, 2_000_000}, Counts: []uint64{base, 1, 2}, Count: base + 3, Sum: base * 1000}
 	}
-	s := homa.Stats{
+	s := contract.Stats{
 		RxPackets:  map[wire.Type]uint64{wire.TypeData: 1, wire.TypeAck: 2},
 		RxBytes:    map[wire.Type]uint64{wire.TypeData: 3, wire.TypeAck: 4},
 		TxPackets:  map[wire.Type]uint64{wire.TypeGrant: 5, wire.TypeNeedAck: 6},
 		TxBytes:    map[wire.Type]uint64{wire.TypeGrant: 7, wire.TypeNeedAck: 8},
 		TxPriority: [8]uint64{9, 0, 0, 0, 0, 0, 0, 10},
-		Drops:      map[homa.DropReason]uint64{homa.DropShort: 11, homa.DropStale: 12},
+		Drops:      map[contract.DropReason]uint64{contract.DropShort: 11, contract.DropStale: 12},
 
 		DuplicatePackets: 13, GrantsSent: 14, Retransmits: 15, ResentPackets: 16,
 		RPCsStarted: 17, RPCsCompleted: 18, RPCsAborted: 19, RPCTimeouts: 20,
@@ -248,7 +249,7 @@ func fakeStats() homa.Stats {
 
 // TestEveryField: each metric reports its own field of the snapshot.
 func TestEveryField(t *testing.T) {
-	c := metrics.NewCollector(func() homa.Stats { return fakeStats() }, nil)
+	c := metrics.NewCollector(func() contract.Stats { return fakeStats() }, nil)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	mfs, err := reg.Gather()
@@ -325,8 +326,8 @@ func TestEveryField(t *testing.T) {
 	if n := len(find(mfs, "homa_packets_sent_total")); n != 9 {
 		t.Errorf("%d packet types, want 9", n)
 	}
-	if n := len(find(mfs, "homa_packets_dropped_total")); n != int(homa.NumDropReasons) {
-		t.Errorf("%d drop reasons, want %d", n, homa.NumDropReasons)
+	if n := len(find(mfs, "homa_packets_dropped_total")); n != int(contract.NumDropReasons) {
+		t.Errorf("%d drop reasons, want %d", n, contract.NumDropReasons)
 	}
 
 	// Histograms: cumulative buckets, nanoseconds in seconds.
@@ -404,7 +405,7 @@ func TestDocumented(t *testing.T) {
 		documented = append(documented, string(m[1]))
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(metrics.NewCollector(func() homa.Stats { return fakeStats() }, nil), metrics.NewBufferCollector(nil))
+	reg.MustRegister(metrics.NewCollector(func() contract.Stats { return fakeStats() }, nil), metrics.NewBufferCollector(nil))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -422,7 +423,7 @@ func TestDocumented(t *testing.T) {
 // TestRegistries: collectors register nowhere by themselves; two sockets
 // in one registry need different constant labels.
 func TestRegistries(t *testing.T) {
-	stats := func() homa.Stats { return fakeStats() }
+	stats := func() contract.Stats { return fakeStats() }
 	if n, err := prometheus.DefaultGatherer.Gather(); err != nil || len(find(n, "homa_peers")) != 0 {
 		t.Fatal("a collector registered itself globally")
 	}

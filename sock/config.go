@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/resend"
 )
@@ -125,7 +125,7 @@ func engineConfig(cfg *Config) homa.Config {
 		Polling:      cfg.Polling,
 		UnschedBytes: cfg.UnschedBytes,
 		LinkMbps:     cfg.LinkMbps,
-		Limits: core.Limits{
+		Limits: contract.Limits{
 			RecvMemory:            cfg.Limits.RecvMemory,
 			RecvMemoryPerPeer:     cfg.Limits.RecvMemoryPerPeer,
 			IncomingRPCs:          cfg.Limits.IncomingRPCs,

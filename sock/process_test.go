@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -38,7 +38,7 @@ func childServer(port string) int {
 	fmt.Println("ready")
 	bufio.NewReader(os.Stdin).ReadString('\n')
 	st := s.Stats()
-	fmt.Printf("requests %d other-port %d\n", st.RequestsReceived, st.Drops[homa.DropOtherPort])
+	fmt.Printf("requests %d other-port %d\n", st.RequestsReceived, st.Drops[contract.DropOtherPort])
 	s.Close()
 	return 0
 }
@@ -106,8 +106,8 @@ func TestTwoProcesses(t *testing.T) {
 		t.Errorf("child: %d requests, %d packets for another port; want %d and 0", requests, other, nChild)
 	}
 	st := parent.Stats()
-	if st.RequestsReceived != nParent || st.Drops[homa.DropOtherPort] != 0 {
+	if st.RequestsReceived != nParent || st.Drops[contract.DropOtherPort] != 0 {
 		t.Errorf("parent: %d requests, %d packets for another port; want %d and 0",
-			st.RequestsReceived, st.Drops[homa.DropOtherPort], nParent)
+			st.RequestsReceived, st.Drops[contract.DropOtherPort], nParent)
 	}
 }

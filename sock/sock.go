@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/netio"
 )
@@ -64,33 +65,33 @@ import (
 //     with errors.Is.
 //
 // IsRequest reports whether it is a request.
-type Message = homa.Message
+type Message = contract.Message
 
 // Stats is a snapshot of a socket's counters: packets and bytes by type,
 // drops by reason, RPCs by role, grants, pacing, resource use, latency
 // and size histograms. Package metrics exports them to Prometheus.
-type Stats = homa.Stats
+type Stats = contract.Stats
 
 // OpError is the error of one RPC: Op (send, reply, recv, abort, call),
 // Peer, ID and the cause Err, which errors.Is matches (ErrPeerTimeout,
 // ErrNoListener, ...). Timeout reports whether the peer timed out, as
 // net errors do.
-type OpError = homa.OpError
+type OpError = contract.OpError
 
 // Errors. Test for them with errors.Is: the errors of RPCs wrap them in
 // an *OpError that says which RPC failed.
 var (
 	// ErrClosed: the socket is closed. It also matches net.ErrClosed.
-	ErrClosed = homa.ErrClosed
+	ErrClosed = contract.ErrClosed
 	// ErrMessageTooLong: a message must hold 1 to 1,000,000 bytes.
-	ErrMessageTooLong = homa.ErrMessageTooLong
+	ErrMessageTooLong = contract.ErrMessageTooLong
 	// ErrUnknownRPC: no RPC with that id exists on this socket.
-	ErrUnknownRPC = homa.ErrUnknownRPC
+	ErrUnknownRPC = contract.ErrUnknownRPC
 	// ErrAborted: the RPC was ended by Abort.
-	ErrAborted = homa.ErrAborted
+	ErrAborted = contract.ErrAborted
 	// ErrPeerTimeout: the peer said nothing about the RPC for
 	// Config.PeerTimeout while being asked. It reports Timeout() true.
-	ErrPeerTimeout = homa.ErrPeerTimeout
+	ErrPeerTimeout = contract.ErrPeerTimeout
 	// ErrNoListener: nothing listens on the peer's Homa port, as the
 	// network reported at once (ICMP port or protocol unreachable). The
 	// engine knows it over UDP, and over raw IP from a peer host with
@@ -98,17 +99,17 @@ var (
 	// unreachable, rate limited by the peer's kernel). A peer host
 	// whose Homa is this engine in another process says nothing for a
 	// port nobody holds: then the RPC ends with ErrPeerTimeout.
-	ErrNoListener = homa.ErrNoListener
+	ErrNoListener = contract.ErrNoListener
 	// ErrHostUnreachable: the network reported the peer host unreachable.
-	ErrHostUnreachable = homa.ErrHostUnreachable
+	ErrHostUnreachable = contract.ErrHostUnreachable
 	// ErrBadAddress: an address or port the socket cannot use (the
 	// error says whether the local or the remote one).
-	ErrBadAddress = homa.ErrBadAddress
+	ErrBadAddress = contract.ErrBadAddress
 	// ErrAlreadyReplied: Reply was called twice for one request.
-	ErrAlreadyReplied = homa.ErrAlreadyReplied
+	ErrAlreadyReplied = contract.ErrAlreadyReplied
 	// ErrBusy: a limit of the socket refused new work for now (too many
 	// RPCs or peers); retry later.
-	ErrBusy = homa.ErrBusy
+	ErrBusy = contract.ErrBusy
 	// ErrPermission: raw sockets need CAP_NET_RAW. Run as root, grant the
 	// capability (setcap cap_net_raw+ep BINARY), or use Transport UDP.
 	ErrPermission = netio.ErrPermission

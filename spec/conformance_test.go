@@ -21,6 +21,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/wire"
 )
@@ -420,7 +421,7 @@ func TestClientResendsBeforeRequestSent(t *testing.T) {
 			}
 		}
 		m, err := cli.Recv(recvCtx(t), id)
-		if err != nil || !errors.Is(m.Err, homa.ErrPeerTimeout) {
+		if err != nil || !errors.Is(m.Err, contract.ErrPeerTimeout) {
 			t.Fatalf("RPC to a silent server: %v / %+v, want ErrPeerTimeout", err, m)
 		}
 	})
@@ -614,7 +615,7 @@ func TestTimeoutKeepsPeerCutoffs(t *testing.T) {
 			Cutoffs: [8]uint32{0, 0, 0, 0, 0, 1_000_000, 2_000, 100}, Version: 9}
 		cli.HandlePacket(c.Append(nil), serverAddr)
 		m, err := cli.Recv(recvCtx(t), id)
-		if err != nil || !errors.Is(m.Err, homa.ErrPeerTimeout) {
+		if err != nil || !errors.Is(m.Err, contract.ErrPeerTimeout) {
 			t.Fatalf("RPC to a silent server: %v / %+v, want ErrPeerTimeout", err, m)
 		}
 		mark := tp.mark()
@@ -677,9 +678,9 @@ func TestServerKeepsStateUntilAcked(t *testing.T) {
 		}
 
 		srv.HandlePacket(req, fakeClient)
-		if st := srv.Stats(); st.RequestsReceived != 1 || st.Drops[homa.DropStale] != 1 {
+		if st := srv.Stats(); st.RequestsReceived != 1 || st.Drops[contract.DropStale] != 1 {
 			t.Fatalf("late copy of the request: %d requests, %d stale drops; want 1 and 1",
-				st.RequestsReceived, st.Drops[homa.DropStale])
+				st.RequestsReceived, st.Drops[contract.DropStale])
 		}
 	})
 }

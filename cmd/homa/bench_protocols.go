@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/internal/grpcecho"
 	"github.com/homa-go/homa/internal/rawfloor"
 	"github.com/homa-go/homa/internal/tcpecho"
@@ -126,12 +126,12 @@ var protocols = []protocol{
 	homaProtocol("homa", sock.Raw),
 	homaProtocol("homa-udp", sock.UDP),
 	{
-		name: "tcp", maxSize: homa.MaxMessage,
+		name: "tcp", maxSize: contract.MaxMessage,
 		desc:  "Go TCP: 4-byte length prefix, a pool of connections per client (one RPC at a time on each), TCP_NODELAY",
 		serve: serveTCP, dial: dialTCP,
 	},
 	{
-		name: "grpc", maxSize: homa.MaxMessage,
+		name: "grpc", maxSize: contract.MaxMessage,
 		desc:  "gRPC-go unary calls with a bytes codec, one HTTP/2 connection per client",
 		serve: serveGRPC, dial: dialGRPC,
 	},
@@ -191,7 +191,7 @@ func over(cfg sock.Config, t sock.Transport) *sock.Config {
 // homaProtocol is Homa over transport t.
 func homaProtocol(name string, t sock.Transport) protocol {
 	return protocol{
-		name: name, maxSize: homa.MaxMessage, homa: true, raw: t == sock.Raw,
+		name: name, maxSize: contract.MaxMessage, homa: true, raw: t == sock.Raw,
 		desc: "Homa over " + transportName(t) + ", engine defaults",
 		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
 			s, err := openHomaServer(addr, over(o.engine, t))

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -43,8 +43,8 @@ func (f *engineFlags) check() error {
 	switch {
 	case f.linkMbps < 0:
 		return fmt.Errorf("--link-mbps %d: must not be negative", f.linkMbps)
-	case f.unschedBytes < 0 || f.unschedBytes > homa.MaxMessage:
-		return fmt.Errorf("--unsched-bytes %d: must be 0..%d", f.unschedBytes, homa.MaxMessage)
+	case f.unschedBytes < 0 || f.unschedBytes > contract.MaxMessage:
+		return fmt.Errorf("--unsched-bytes %d: must be 0..%d", f.unschedBytes, contract.MaxMessage)
 	}
 	return checkPolling(f.polling)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/sim"
 )
@@ -17,7 +18,7 @@ func BenchmarkSimRPC100(b *testing.B) {
 	echo(srv, n, 0, nil)
 	cli := n.Listen(clientAP, core.Config{})
 	done := 0
-	cli.OnMessage = func(*sim.Endpoint, *core.Message) { done++ }
+	cli.OnMessage = func(*sim.Endpoint, *contract.Message) { done++ }
 	req := request(1, 100)
 	b.ReportAllocs()
 	for b.Loop() {

@@ -4,14 +4,11 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/grant"
-	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/priority"
 	"github.com/homa-go/homa/resend"
 )
-
-// MaxMessage is the largest message Homa carries.
-const MaxMessage = wire.MaxMessageLength
 
 // Config tunes a Core. The zero value of every field means the default,
 // which follows the Linux implementation where it has one.
@@ -46,54 +43,7 @@ type Config struct {
 	Ack ack.Config
 
 	// Limits bound what peers can make the core hold.
-	Limits Limits
-}
-
-// Limits bound every resource a peer can make the core hold. Each has a
-// global bound and a share per peer host, so that one host cannot take
-// what others need: when a bound is reached, the core sheds the work of
-// the host (and, within it, of the client port) holding the most, and
-// only refuses a newcomer when it is itself the heaviest. Zero means the
-// default.
-type Limits struct {
-	// RecvMemory bounds the payload bytes of incoming messages: those
-	// arriving, and complete requests the application has not taken yet.
-	// Memory is committed as bytes arrive (at most four times what a
-	// message has brought, times the rounding of the buffer pool's size
-	// classes, which is below two), never from the length a sender
-	// claims, and
-	// grants are given only while it lasts.
-	// Default 64 MiB.
-	RecvMemory int
-	// RecvMemoryPerPeer bounds one host's share. Default RecvMemory/4.
-	RecvMemoryPerPeer int
-	// IncomingRPCs bounds the server RPCs whose request is still
-	// arriving. Default 10,000.
-	IncomingRPCs int
-	// IncomingRPCsPerPeer bounds one host's share. Default 2,000.
-	IncomingRPCsPerPeer int
-	// PendingReplies bounds the server RPCs whose request is complete
-	// and not yet answered by the application. Requests beyond it wait
-	// (their senders retry). Default 10,000.
-	PendingReplies int
-	// PendingRepliesPerPeer bounds one host's share. Default 2,000.
-	PendingRepliesPerPeer int
-	// Peers bounds the peer table; hosts with no RPC are evicted, least
-	// recently used first, to make room. Default 16,384.
-	Peers int
-	// GrantTimeoutTicks is how long (in ticks) an incoming message may
-	// leave granted bytes unsent before it loses its grant, so that
-	// silent senders cannot hold the incoming budget. It gets it back
-	// when bytes arrive again. Default ResendTicks + ResendInterval;
-	// like them, it stretches toward a peer with a longer round trip.
-	GrantTimeoutTicks int
-	// ResendsPerTick bounds the RESENDs the core sends per tick, to all
-	// peers (each peer gets at most one per tick): a RESEND costs a
-	// packet, and forged first packets from many addresses would
-	// otherwise have the core spend its CPU asking silent hosts again.
-	// RPCs over the budget wait for their turn, peers served in turn.
-	// Default 16 (16,000 a second at 1 ms ticks).
-	ResendsPerTick int
+	Limits contract.Limits
 }
 
 // Defaults.
@@ -113,7 +63,7 @@ func (c Config) WithDefaults() Config {
 	if c.UnschedBytes <= 0 {
 		c.UnschedBytes = defaultUnschedBytes
 	}
-	c.UnschedBytes = min(c.UnschedBytes, MaxMessage)
+	c.UnschedBytes = min(c.UnschedBytes, contract.MaxMessage)
 	c.Grant = c.Grant.WithDefaults()
 	if c.Tick <= 0 {
 		c.Tick = defaultTick
@@ -126,11 +76,11 @@ func (c Config) WithDefaults() Config {
 	}
 	// Room for one message of the largest size beside what the grant
 	// scheduler may have outstanding, so that any message can complete.
-	l.RecvMemory = max(l.RecvMemory, MaxMessage+c.Grant.MaxIncoming)
+	l.RecvMemory = max(l.RecvMemory, contract.MaxMessage+c.Grant.MaxIncoming)
 	if l.RecvMemoryPerPeer <= 0 {
 		l.RecvMemoryPerPeer = l.RecvMemory / 4
 	}
-	l.RecvMemoryPerPeer = min(max(l.RecvMemoryPerPeer, MaxMessage+c.Grant.MaxIncoming), l.RecvMemory)
+	l.RecvMemoryPerPeer = min(max(l.RecvMemoryPerPeer, contract.MaxMessage+c.Grant.MaxIncoming), l.RecvMemory)
 	if l.IncomingRPCs <= 0 {
 		l.IncomingRPCs = defaultIncomingRPCs
 	}

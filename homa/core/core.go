@@ -1,11 +1,11 @@
 package core
 
 import (
-	"errors"
 	"net/netip"
 	"time"
 
 	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/grant"
 	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/pacer"
@@ -24,12 +24,12 @@ type Local struct {
 	FirstID uint64
 	// Buffers supplies packet and message buffers; nil uses the Go heap.
 	// Messages and Holds give theirs back to it from any goroutine.
-	Buffers Buffers
+	Buffers contract.Buffers
 	// Cache, if set, stands in front of Buffers for the buffers the core
 	// both takes and frees itself (packets, incoming messages' storage,
 	// copies of outgoing messages). Only the core's own calls use it,
 	// which the caller serializes, so it needs no lock.
-	Cache Buffers
+	Cache contract.Buffers
 	// Seed keys the hash of the server RPC table, so that peers cannot
 	// choose ids that collide in it: the shell gives a random one. 0
 	// means a fixed seed (tests, simulations).
@@ -42,9 +42,9 @@ type Core struct {
 	cfg    Config
 	port   uint16
 	is4    bool
-	bufs   Buffers // the core's own: Cache, or Buffers
-	shared Buffers // where Messages and Holds go back: Buffers
-	nextID uint64  // the low 48 bits of the last client id
+	bufs   contract.Buffers // the core's own: Cache, or Buffers
+	shared contract.Buffers // where Messages and Holds go back: Buffers
+	nextID uint64           // the low 48 bits of the last client id
 
 	// now is the time of the current call and tick its tick count; out
 	// collects its results.
@@ -76,7 +76,7 @@ type Core struct {
 	// Work put off the path of messages until Idle (idle.go).
 	lateAcks  []lateAck
 	lateFrees []*rpc
-	spare     *Message
+	spare     *contract.Message
 	// Receiving in place (land.go): the buffer lent to the next read,
 	// and the message expected to go on.
 	land       landing
@@ -242,19 +242,19 @@ func (c *Core) SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64, maxP
 func (c *Core) send(dst netip.AddrPort, data []byte, cookie uint64, maxPacket int, borrowed bool, now time.Duration, out *Output) (uint64, *Hold, error) {
 	addr := c.canon(dst.Addr())
 	switch {
-	case len(data) == 0 || len(data) > MaxMessage:
-		return 0, nil, ErrMessageTooLong
+	case len(data) == 0 || len(data) > contract.MaxMessage:
+		return 0, nil, contract.ErrMessageTooLong
 	case dst.Port() == 0 || !addr.IsValid() || addr.Is4() != c.is4:
-		return 0, nil, ErrBadAddress
+		return 0, nil, contract.ErrBadAddress
 	case c.closed:
-		return 0, nil, ErrClosed
+		return 0, nil, contract.ErrClosed
 	}
 	c.begin(now, out)
 	defer c.end()
 	p := c.peerFor(addr)
 	if p == nil {
-		c.stats.Drops[DropLimit]++
-		return 0, nil, ErrBusy
+		c.stats.Drops[contract.DropLimit]++
+		return 0, nil, contract.ErrBusy
 	}
 	c.setMaxPacket(p, maxPacket)
 	r := c.newRPC()
@@ -274,7 +274,7 @@ func (c *Core) send(dst netip.AddrPort, data []byte, cookie uint64, maxPacket in
 	c.holdPeer(p)
 	c.clients[r.id] = r
 	c.stats.RPCsStarted++
-	c.stats.hist.message(Sent, Request, len(data))
+	c.stats.hist.message(contract.Sent, contract.Request, len(data))
 	c.sendMore(r)
 	return r.id, h, nil
 }
@@ -287,20 +287,20 @@ func (c *Core) setMaxPacket(p *peer, maxPacket int) {
 // Reply sends data as the response to the request id from the client
 // host peer. The core owns data from now on.
 func (c *Core) Reply(peer netip.Addr, id uint64, data []byte, maxPacket int, now time.Duration, out *Output) error {
-	if len(data) == 0 || len(data) > MaxMessage {
-		return ErrMessageTooLong
+	if len(data) == 0 || len(data) > contract.MaxMessage {
+		return contract.ErrMessageTooLong
 	}
 	if c.closed {
-		return ErrClosed
+		return contract.ErrClosed
 	}
 	c.begin(now, out)
 	defer c.end()
 	r := c.servers.get(c.canon(peer), id)
 	switch {
 	case r == nil || r.state == stateActive:
-		return ErrUnknownRPC
+		return contract.ErrUnknownRPC
 	case r.state != stateServing:
-		return ErrAlreadyReplied
+		return contract.ErrAlreadyReplied
 	}
 	c.setMaxPacket(r.peer, maxPacket)
 	c.setState(r, stateReplying)
@@ -309,7 +309,7 @@ func (c *Core) Reply(peer netip.Addr, id uint64, data []byte, maxPacket int, now
 	r.ak.Start(c.tick)
 	c.armRPC(r, c.at(r.ak.Due(&r.peer.ack)))
 	r.out.init(data, c.cfg.UnschedBytes, r.peer.maxPayload, c.holdFor(data))
-	c.stats.hist.message(Sent, Response, len(data))
+	c.stats.hist.message(contract.Sent, contract.Response, len(data))
 	c.sendMore(r)
 	return nil
 }
@@ -337,18 +337,18 @@ func (c *Core) RequestLength(id uint64) int {
 // Abort ends the client RPC id and returns the failure to hand to a
 // goroutine waiting for it, if any (the core hands it to no one itself).
 // The server is not told.
-func (c *Core) Abort(id uint64, now time.Duration, out *Output) (*Message, error) {
+func (c *Core) Abort(id uint64, now time.Duration, out *Output) (*contract.Message, error) {
 	if c.closed {
-		return nil, ErrClosed
+		return nil, contract.ErrClosed
 	}
 	r := c.clients[id]
 	if r == nil {
-		return nil, ErrUnknownRPC
+		return nil, contract.ErrUnknownRPC
 	}
 	c.begin(now, out)
 	defer c.end()
 	c.stats.RPCsAborted++
-	m := c.failure(r, "abort", ErrAborted)
+	m := c.failure(r, "abort", contract.ErrAborted)
 	c.freeClient(r)
 	return m, nil
 }
@@ -423,9 +423,9 @@ func (c *Core) Tick(now time.Duration, out *Output) (time.Duration, bool) {
 }
 
 // failure builds the Message that reports r's failure with err.
-func (c *Core) failure(r *rpc, op string, err error) *Message {
+func (c *Core) failure(r *rpc, op string, err error) *contract.Message {
 	pa := r.peerAddrPort()
-	return &Message{ID: r.id, Peer: pa, Cookie: r.cookie, Err: &OpError{Op: op, Peer: pa, ID: r.id, Err: err}}
+	return &contract.Message{ID: r.id, Peer: pa, Cookie: r.cookie, Err: &contract.OpError{Op: op, Peer: pa, ID: r.id, Err: err}}
 }
 
 // fail ends the client RPC r with err, handing the failure to the
@@ -470,7 +470,3 @@ func (c *Core) detach(r *rpc) {
 
 // armRPC makes r's timer fire no later than at.
 func (c *Core) armRPC(r *rpc, at time.Duration) { c.timers.arm(&r.timer, at) }
-
-// ErrClosed is returned by calls after Close. The shell reports its own
-// closed error instead.
-var ErrClosed = errors.New("endpoint closed")

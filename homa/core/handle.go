@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/priority"
 )
@@ -82,11 +83,11 @@ type rxPacket struct {
 
 func (c *Core) handle(pkt []byte, src netip.Addr) {
 	if len(pkt) < wire.CommonLen {
-		c.drop(DropShort)
+		c.drop(contract.DropShort)
 		return
 	}
 	if binary.BigEndian.Uint16(pkt[2:4]) != c.port {
-		c.drop(DropOtherPort) // the kernel filter passes only our port; a stray
+		c.drop(contract.DropOtherPort) // the kernel filter passes only our port; a stray
 		return
 	}
 	p := &c.rxPkt
@@ -112,12 +113,12 @@ func (c *Core) handle(pkt []byte, src netip.Addr) {
 	case wire.TypeRPCUnknown, wire.TypeBusy, wire.TypeNeedAck:
 		c.handleBare(&p.Common, src)
 	default: // FREEZE: a Linux debugging aid, ignored
-		c.drop(DropIgnored)
+		c.drop(contract.DropIgnored)
 	}
 	p.Data.Payload = nil // do not keep the receive buffer reachable
 }
 
-func (c *Core) drop(r DropReason) { c.stats.Drops[r]++ }
+func (c *Core) drop(r contract.DropReason) { c.stats.Drops[r]++ }
 
 // lookup finds the RPC a packet from src belongs to: the packet's sender
 // id with the low bit flipped is the local id, and the RPC's peer host
@@ -147,9 +148,9 @@ func (c *Core) lookup(h *wire.Common, src netip.Addr) *rpc {
 
 func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 	off := d.Offset()
-	if d.MessageLength == 0 || d.MessageLength > MaxMessage || len(d.Payload) == 0 ||
+	if d.MessageLength == 0 || d.MessageLength > contract.MaxMessage || len(d.Payload) == 0 ||
 		uint64(off)+uint64(len(d.Payload)) > uint64(d.MessageLength) {
-		c.drop(DropBadField)
+		c.drop(contract.DropBadField)
 		return
 	}
 	if d.Ack.ClientID != 0 && d.SenderID&1 == 0 {
@@ -182,7 +183,7 @@ func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 			c.schedule(r)
 		}
 	} else if d.MessageLength != r.in.length {
-		c.drop(DropBadField)
+		c.drop(contract.DropBadField)
 		return
 	}
 	end := off + uint32(len(d.Payload))
@@ -192,7 +193,7 @@ func (c *Core) handleData(d *wire.Data, src netip.Addr) {
 	}
 	keep, need := r.in.plan(d.Payload, c.rx.buf, c.rx.own)
 	if need > 0 && !c.admitMemory(r, need) {
-		c.drop(DropMemory)
+		c.drop(contract.DropMemory)
 		if !r.isClient() && r.in.received == 0 {
 			c.freeServer(r, false) // nothing of it is held: its client will retry
 		}
@@ -225,22 +226,22 @@ func (c *Core) newServerRPC(d *wire.Data, src netip.Addr, whole bool) *rpc {
 	if id&1 == 0 {
 		// A response for a client RPC we do not have (finished, aborted,
 		// or forged): nothing to do.
-		c.drop(DropUnknownRPC)
+		c.drop(contract.DropUnknownRPC)
 		return nil
 	}
 	if c.servers.get(src, id) != nil {
 		// Same host and id from another port: not the sender's RPC.
-		c.drop(DropBadField)
+		c.drop(contract.DropBadField)
 		return nil
 	}
 	if c.stale(src, d.SrcPort, d.SenderID, d.Retransmit != 0) {
 		// A late duplicate of a request this server already finished.
-		c.drop(DropStale)
+		c.drop(contract.DropStale)
 		return nil
 	}
 	p := c.peerFor(src)
 	if p == nil || !c.admitIncoming(p) {
-		c.drop(DropLimit)
+		c.drop(contract.DropLimit)
 		return nil
 	}
 	r := c.newRPC()
@@ -265,7 +266,8 @@ func (c *Core) completeIn(r *rpc) {
 	c.handOver(&r.in)
 	data, backing, mem := r.in.take(c.bufs)
 	m := c.newMessage()
-	*m = Message{ID: r.id, Peer: r.peerAddrPort(), Data: data, backing: backing, pool: c.shared}
+	*m = contract.Message{ID: r.id, Peer: r.peerAddrPort()}
+	m.SetData(data, backing, c.shared)
 	if r.isClient() {
 		// The server had the whole request, so the RPC is over here;
 		// the server may forget it once told. The response is the
@@ -273,7 +275,7 @@ func (c *Core) completeIn(r *rpc) {
 		m.Cookie = r.cookie
 		c.charge(r, -old)
 		c.stats.RPCsCompleted++
-		c.stats.hist.message(Received, Response, int(r.in.length))
+		c.stats.hist.message(contract.Received, contract.Response, int(r.in.length))
 		c.stats.hist.rpcDone(max(r.out.length, r.in.length), c.now-r.start)
 		p := r.peer
 		if p.addAck(wireAck(r), c.tick) >= ackBacklog {
@@ -292,7 +294,7 @@ func (c *Core) completeIn(r *rpc) {
 	c.leaveIncoming(r)
 	c.setState(r, stateServing)
 	c.stats.RequestsReceived++
-	c.stats.hist.message(Received, Request, int(r.in.length))
+	c.stats.hist.message(contract.Received, contract.Request, int(r.in.length))
 	c.out.Messages = append(c.out.Messages, m)
 }
 
@@ -314,7 +316,7 @@ func (c *Core) flushAcks(p *peer, port uint16) {
 // acknowledgment in an ACK's header.
 func (c *Core) acked(src netip.Addr, a wire.AckEntry) {
 	if a.ServerPort != c.port {
-		c.drop(DropOtherPort)
+		c.drop(contract.DropOtherPort)
 		return
 	}
 	r := c.servers.get(src, a.ClientID|1)
@@ -330,7 +332,7 @@ func (c *Core) acked(src netip.Addr, a wire.AckEntry) {
 func (c *Core) handleGrant(g *wire.Grant, src netip.Addr) {
 	r := c.lookup(&g.Common, src)
 	if r == nil {
-		c.drop(DropUnknownRPC)
+		c.drop(contract.DropUnknownRPC)
 		return
 	}
 	if r.out.data == nil {
@@ -364,7 +366,7 @@ func (c *Core) handleResend(rs *wire.Resend, src netip.Addr) {
 		c.queueBare(wire.TypeRPCUnknown, src, rs.SrcPort, id)
 	case r == nil:
 		if !c.solicit(src, rs.SrcPort, rs.SenderID) {
-			c.drop(DropStale)
+			c.drop(contract.DropStale)
 			return
 		}
 		req := wire.Resend{Common: c.control(rs.SrcPort, id), Length: uint32(c.cfg.UnschedBytes), Priority: controlPriority}
@@ -372,7 +374,7 @@ func (c *Core) handleResend(rs *wire.Resend, src netip.Addr) {
 	case r.out.data == nil:
 		c.queueBare(wire.TypeBusy, src, rs.SrcPort, r.id)
 	case rs.Offset >= r.out.length:
-		c.drop(DropBadField)
+		c.drop(contract.DropBadField)
 	default:
 		c.retransmit(r, rs)
 	}
@@ -410,7 +412,7 @@ func (c *Core) retransmit(r *rpc, rs *wire.Resend) {
 func (c *Core) handleCutoffs(h *wire.Cutoffs, src netip.Addr) {
 	p := c.peers[src]
 	if p == nil {
-		c.drop(DropUnknownRPC)
+		c.drop(contract.DropUnknownRPC)
 		return
 	}
 	p.cutoffs = priority.Cutoffs{Values: h.Cutoffs, Version: h.Version}
@@ -420,7 +422,7 @@ func (c *Core) handleCutoffs(h *wire.Cutoffs, src netip.Addr) {
 // header, then its entries.
 func (c *Core) handleAck(a *wire.Ack, src netip.Addr) {
 	if a.SenderID&1 != 0 {
-		c.drop(DropBadField) // ACKs come from clients
+		c.drop(contract.DropBadField) // ACKs come from clients
 		return
 	}
 	c.acked(src, wire.AckEntry{ClientID: a.SenderID, ServerPort: a.DstPort})
@@ -478,7 +480,7 @@ func (c *Core) handleUnknown(h *wire.Common, src netip.Addr, id uint64) {
 		if id&1 == 1 {
 			c.withdraw(src, id)
 		}
-		c.drop(DropUnknownRPC)
+		c.drop(contract.DropUnknownRPC)
 		return
 	}
 	switch {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"github.com/homa-go/homa/contract"
 	"math/bits"
 	"time"
 )
@@ -8,96 +9,6 @@ import (
 // Histograms of an endpoint: fixed buckets of counters, so that an
 // observation is two additions (its bucket and the sum), with no
 // allocation. The number of observations is the sum of the buckets.
-
-// SizeClass groups RPCs by size for the latency histograms: the larger of
-// the request and the response length, up to 1,000, 10,000, 100,000 and
-// 1,000,000 bytes (MaxMessage). Short RPCs are dominated by software
-// overheads, the longer classes by transmission and grants, so each class
-// has its own latency distribution.
-type SizeClass uint8
-
-// Size classes.
-const (
-	Size1K   SizeClass = iota // up to 1,000 bytes
-	Size10K                   // up to 10,000 bytes
-	Size100K                  // up to 100,000 bytes
-	Size1M                    // up to 1,000,000 bytes
-	NumSizeClasses
-)
-
-var sizeClassNames = [NumSizeClasses]string{"1k", "10k", "100k", "1m"}
-
-// sizeClassLimits are the inclusive upper bounds of the size classes.
-var sizeClassLimits = [NumSizeClasses]uint32{1_000, 10_000, 100_000, MaxMessage}
-
-// String is the class's label value: "1k", "10k", "100k" or "1m".
-func (c SizeClass) String() string {
-	if c < NumSizeClasses {
-		return sizeClassNames[c]
-	}
-	return "invalid"
-}
-
-// Limit is the largest message length in the class.
-func (c SizeClass) Limit() int {
-	if c < NumSizeClasses {
-		return int(sizeClassLimits[c])
-	}
-	return 0
-}
-
-// SizeClassOf returns the class of an RPC whose larger message has n
-// bytes. Lengths beyond MaxMessage fall in the largest class.
-func SizeClassOf(n int) SizeClass {
-	for c := range NumSizeClasses {
-		if n <= int(sizeClassLimits[c]) {
-			return c
-		}
-	}
-	return Size1M
-}
-
-// Direction tells a message the endpoint sent from one it received.
-type Direction uint8
-
-// Directions.
-const (
-	Sent Direction = iota
-	Received
-	NumDirections
-)
-
-// String is the direction's label value: "sent" or "received".
-func (d Direction) String() string {
-	switch d {
-	case Sent:
-		return "sent"
-	case Received:
-		return "received"
-	}
-	return "invalid"
-}
-
-// Kind tells requests from responses.
-type Kind uint8
-
-// Kinds of message.
-const (
-	Request Kind = iota
-	Response
-	NumKinds
-)
-
-// String is the kind's label value: "request" or "response".
-func (k Kind) String() string {
-	switch k {
-	case Request:
-		return "request"
-	case Response:
-		return "response"
-	}
-	return "invalid"
-}
 
 // latencyBounds are the upper bounds of the RPC latency buckets, in
 // nanoseconds: steps of about 1.5x from 5 µs to 1 ms, where RPCs on one
@@ -125,29 +36,6 @@ var sizeBounds = func() []uint64 {
 	return b
 }()
 
-// Histogram is a snapshot of a fixed-bucket histogram.
-type Histogram struct {
-	// Bounds are the inclusive upper bounds of the buckets, ascending:
-	// nanoseconds for latencies, bytes for sizes.
-	Bounds []uint64
-	// Counts are the observations per bucket (not cumulative):
-	// Counts[i] for values in (Bounds[i-1], Bounds[i]], and the last,
-	// len(Bounds), for values above every bound.
-	Counts []uint64
-	// Count is the number of observations, the sum of Counts.
-	Count uint64
-	// Sum is the sum of the observed values.
-	Sum uint64
-}
-
-// Mean is the mean observed value, or 0 without observations.
-func (h *Histogram) Mean() float64 {
-	if h.Count == 0 {
-		return 0
-	}
-	return float64(h.Sum) / float64(h.Count)
-}
-
 // hist is a live histogram. Its buckets are allocated once, by init.
 type hist struct {
 	bounds []uint64 // shared, never modified
@@ -167,8 +55,8 @@ func (h *hist) add(i int, v uint64) {
 }
 
 // snapshot copies the histogram.
-func (h *hist) snapshot() Histogram {
-	s := Histogram{Bounds: h.bounds, Counts: make([]uint64, len(h.counts))}
+func (h *hist) snapshot() contract.Histogram {
+	s := contract.Histogram{Bounds: h.bounds, Counts: make([]uint64, len(h.counts))}
 	for i, n := range h.counts {
 		s.Counts[i] = n
 		s.Count += n
@@ -204,9 +92,9 @@ func sizeBucket(n uint64) int {
 type histograms struct {
 	// latency of client RPCs, Send to the complete response, by size
 	// class.
-	latency [NumSizeClasses]hist
+	latency [contract.NumSizeClasses]hist
 	// sizes of the messages sent and received, by kind.
-	sizes [NumDirections][NumKinds]hist
+	sizes [contract.NumDirections][contract.NumKinds]hist
 }
 
 func (h *histograms) init() {
@@ -224,11 +112,11 @@ func (h *histograms) init() {
 // n bytes.
 func (h *histograms) rpcDone(n uint32, d time.Duration) {
 	v := uint64(max(d, 0))
-	h.latency[SizeClassOf(int(n))].add(bucketOf(latencyBounds, v), v)
+	h.latency[contract.SizeClassOf(int(n))].add(bucketOf(latencyBounds, v), v)
 }
 
 // message records a message of n bytes.
-func (h *histograms) message(dir Direction, k Kind, n int) {
+func (h *histograms) message(dir contract.Direction, k contract.Kind, n int) {
 	v := uint64(n)
 	h.sizes[dir][k].add(sizeBucket(v), v)
 }

@@ -3,6 +3,8 @@ package core
 import (
 	"testing"
 	"time"
+
+	"github.com/homa-go/homa/contract"
 )
 
 // linearBucket is the definition bucketOf implements: the first bound at
@@ -34,7 +36,7 @@ func TestSizeBucket(t *testing.T) {
 	if len(sizeBounds) != 15 || sizeBounds[0] != 64 || sizeBounds[14] != 1<<20 {
 		t.Fatalf("size bounds %v", sizeBounds)
 	}
-	for _, v := range []uint64{0, 1, 63, 64, 65, 100, 127, 128, 129, 1000, 65536, 65537, MaxMessage, 1 << 20, 1<<20 + 1, 1 << 40} {
+	for _, v := range []uint64{0, 1, 63, 64, 65, 100, 127, 128, 129, 1000, 65536, 65537, contract.MaxMessage, 1 << 20, 1<<20 + 1, 1 << 40} {
 		if got, want := sizeBucket(v), linearBucket(sizeBounds, v); got != want {
 			t.Errorf("sizeBucket(%d) = %d, want %d", v, got, want)
 		}
@@ -55,23 +57,23 @@ func TestLatencyBounds(t *testing.T) {
 func TestSizeClassOf(t *testing.T) {
 	for _, tc := range []struct {
 		n    int
-		want SizeClass
+		want contract.SizeClass
 	}{
-		{0, Size1K}, {1, Size1K}, {1000, Size1K}, {1001, Size10K}, {10_000, Size10K},
-		{10_001, Size100K}, {100_000, Size100K}, {100_001, Size1M}, {MaxMessage, Size1M}, {MaxMessage + 1, Size1M},
+		{0, contract.Size1K}, {1, contract.Size1K}, {1000, contract.Size1K}, {1001, contract.Size10K}, {10_000, contract.Size10K},
+		{10_001, contract.Size100K}, {100_000, contract.Size100K}, {100_001, contract.Size1M}, {contract.MaxMessage, contract.Size1M}, {contract.MaxMessage + 1, contract.Size1M},
 	} {
-		if got := SizeClassOf(tc.n); got != tc.want {
+		if got := contract.SizeClassOf(tc.n); got != tc.want {
 			t.Errorf("SizeClassOf(%d) = %v, want %v", tc.n, got, tc.want)
 		}
 	}
 	names := ""
-	for c := range NumSizeClasses {
+	for c := range contract.NumSizeClasses {
 		names += c.String() + " "
 		if c > 0 && c.Limit() <= (c-1).Limit() {
 			t.Errorf("class %v limit %d not above the previous one", c, c.Limit())
 		}
 	}
-	if names != "1k 10k 100k 1m " || NumSizeClasses.String() != "invalid" || NumSizeClasses.Limit() != 0 {
+	if names != "1k 10k 100k 1m " || contract.NumSizeClasses.String() != "invalid" || contract.NumSizeClasses.Limit() != 0 {
 		t.Errorf("class names %q", names)
 	}
 }
@@ -84,7 +86,7 @@ func TestHistSnapshot(t *testing.T) {
 	h.rpcDone(100, 2*time.Second) // beyond every bound
 	h.rpcDone(100, -time.Second)  // a clock oddity counts as zero
 	h.rpcDone(50_000, 4*time.Microsecond)
-	s := h.latency[Size1K].snapshot()
+	s := h.latency[contract.Size1K].snapshot()
 	if s.Count != 4 || s.Sum != uint64(2*12*time.Microsecond+2*time.Second) {
 		t.Fatalf("1k class: count %d sum %d", s.Count, s.Sum)
 	}
@@ -97,15 +99,15 @@ func TestHistSnapshot(t *testing.T) {
 	if got := s.Counts[0]; got != 1 {
 		t.Errorf("first bucket holds %d, want 1", got)
 	}
-	if s := h.latency[Size100K].snapshot(); s.Count != 1 || s.Counts[0] != 1 {
+	if s := h.latency[contract.Size100K].snapshot(); s.Count != 1 || s.Counts[0] != 1 {
 		t.Errorf("100k class: %+v", s)
 	}
-	if s := h.latency[Size10K].snapshot(); s.Count != 0 || s.Mean() != 0 || len(s.Counts) != len(latencyBounds)+1 {
+	if s := h.latency[contract.Size10K].snapshot(); s.Count != 0 || s.Mean() != 0 || len(s.Counts) != len(latencyBounds)+1 {
 		t.Errorf("10k class: %+v", s)
 	}
-	h.message(Received, Request, 100)
-	h.message(Received, Request, 300)
-	if s := h.sizes[Received][Request].snapshot(); s.Count != 2 || s.Sum != 400 || s.Mean() != 200 || s.Counts[1] != 1 || s.Counts[3] != 1 {
+	h.message(contract.Received, contract.Request, 100)
+	h.message(contract.Received, contract.Request, 300)
+	if s := h.sizes[contract.Received][contract.Request].snapshot(); s.Count != 2 || s.Sum != 400 || s.Mean() != 200 || s.Counts[1] != 1 || s.Counts[3] != 1 {
 		t.Errorf("received request sizes: %+v", s)
 	}
 }
@@ -116,17 +118,17 @@ func TestObserveNoAlloc(t *testing.T) {
 	h.init()
 	if n := testing.AllocsPerRun(100, func() {
 		h.rpcDone(200, 30*time.Microsecond)
-		h.message(Sent, Request, 200)
+		h.message(contract.Sent, contract.Request, 200)
 	}); n != 0 {
 		t.Errorf("%v allocations per observation", n)
 	}
 }
 
 func TestLabels(t *testing.T) {
-	if Sent.String() != "sent" || Received.String() != "received" || NumDirections.String() != "invalid" {
+	if contract.Sent.String() != "sent" || contract.Received.String() != "received" || contract.NumDirections.String() != "invalid" {
 		t.Error("direction names")
 	}
-	if Request.String() != "request" || Response.String() != "response" || NumKinds.String() != "invalid" {
+	if contract.Request.String() != "request" || contract.Response.String() != "response" || contract.NumKinds.String() != "invalid" {
 		t.Error("kind names")
 	}
 }

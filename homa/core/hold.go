@@ -1,6 +1,10 @@
 package core
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/homa-go/homa/contract"
+)
 
 // A Hold keeps an outgoing message's bytes alive while packets that point
 // into them (Packet.Payload) wait to be written: the core sends a message
@@ -12,7 +16,7 @@ import "sync/atomic"
 // Output's packets. Release may be called from any goroutine.
 type Hold struct {
 	buf  []byte
-	pool Buffers // nil: the bytes are borrowed (SendBorrowed), not recycled
+	pool contract.Buffers // nil: the bytes are borrowed (SendBorrowed), not recycled
 	refs atomic.Int32
 	// free is set once the last reference is gone and the buffer is back
 	// in pool: the core may then use the Hold again.

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/wire"
 )
 
@@ -97,16 +98,16 @@ func (c *Core) Idle(now time.Duration, out *Output) {
 	c.begin(now, out)
 	c.runLate()
 	if c.spare == nil {
-		c.spare = new(Message)
+		c.spare = new(contract.Message)
 	}
 	c.end()
 }
 
 // newMessage returns a zeroed Message: the one Idle prepared, if any.
-func (c *Core) newMessage() *Message {
+func (c *Core) newMessage() *contract.Message {
 	if m := c.spare; m != nil {
 		c.spare = nil
 		return m
 	}
-	return new(Message)
+	return new(contract.Message)
 }

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"bytes"
 	"net/netip"
 	"testing"
 
@@ -125,30 +124,5 @@ func TestIdleFreesClients(t *testing.T) {
 	c.Idle(0, &out)
 	if len(c.freeRPCs) != free+1 || c.peers[server.Addr()].rpcs != 0 {
 		t.Fatalf("after Idle: %d free RPCs (want %d), peer holds %d RPCs", len(c.freeRPCs), free+1, c.peers[server.Addr()].rpcs)
-	}
-}
-
-// TestTakeData: a message that fills a buffer of its own is handed over
-// as it is; one inside a larger receive buffer is copied into a buffer
-// of its own, and the receive buffer goes back to the pool.
-func TestTakeData(t *testing.T) {
-	bufs := &countingBuffers{}
-	whole := bufs.Get(1000)
-	m := &Message{ID: 3, Data: whole, backing: whole, pool: bufs}
-	if d := m.TakeData(); &d[0] != &whole[0] || m.Data != nil {
-		t.Fatal("a whole buffer was not handed over as it is")
-	}
-	m.Release() // nothing left to release
-	if bufs.held != 1000 {
-		t.Fatalf("%d bytes held after Release of a taken message, want the caller's 1000", bufs.held)
-	}
-	rx := bufs.Get(65536)
-	m = &Message{ID: 3, Data: rx[100:1100], backing: rx, pool: bufs}
-	d := m.TakeData()
-	if &d[0] == &rx[100] || cap(d) != len(d) || !bytes.Equal(d, rx[100:1100]) {
-		t.Fatal("a window of a receive buffer was not copied into a buffer of its own")
-	}
-	if bufs.held != 1000+1000 {
-		t.Fatalf("%d bytes held, want the two messages' 2000 (the receive buffer returned)", bufs.held)
 	}
 }

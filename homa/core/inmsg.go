@@ -3,6 +3,7 @@ package core
 import (
 	"math/bits"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/resend"
 )
 
@@ -116,7 +117,7 @@ func sizeClass(n int) int { return 1 << bits.Len(uint(n-1)) }
 // keeping the receive buffer pkt if keep, and returns how many new bytes
 // it held and how many bytes of storage it committed. The caller has
 // checked that off+len(payload) <= m.length.
-func (m *inMsg) store(off uint32, payload, pkt []byte, keep bool, bufs Buffers) (added uint32, committed int) {
+func (m *inMsg) store(off uint32, payload, pkt []byte, keep bool, bufs contract.Buffers) (added uint32, committed int) {
 	before := m.mem
 	end := off + uint32(len(payload))
 	switch {
@@ -138,7 +139,7 @@ func (m *inMsg) store(off uint32, payload, pkt []byte, keep bool, bufs Buffers) 
 }
 
 // join gives the message its whole buffer and moves the segments into it.
-func (m *inMsg) join(bufs Buffers) {
+func (m *inMsg) join(bufs contract.Buffers) {
 	m.whole = bufs.Get(int(m.length))
 	for _, s := range m.segs {
 		copy(m.whole[s.off:], s.data)
@@ -206,7 +207,7 @@ func (m *inMsg) mark(off, end uint32) uint32 {
 // came in a single kept packet is that packet's buffer; any other is its
 // whole buffer (the packet that completes a longer message makes it join:
 // see plan).
-func (m *inMsg) take(bufs Buffers) (data, backing []byte, mem int) {
+func (m *inMsg) take(bufs contract.Buffers) (data, backing []byte, mem int) {
 	if len(m.segs) == 1 && uint32(len(m.segs[0].data)) == m.length {
 		s := m.segs[0]
 		clear(m.segs)
@@ -224,7 +225,7 @@ func (m *inMsg) take(bufs Buffers) (data, backing []byte, mem int) {
 }
 
 // release frees the storage and returns how many bytes it held.
-func (m *inMsg) release(bufs Buffers) int {
+func (m *inMsg) release(bufs contract.Buffers) int {
 	freed := m.mem
 	if m.whole != nil {
 		bufs.Put(m.whole)
@@ -236,7 +237,7 @@ func (m *inMsg) release(bufs Buffers) int {
 }
 
 // releaseSegs gives the segments' buffers back.
-func (m *inMsg) releaseSegs(bufs Buffers) {
+func (m *inMsg) releaseSegs(bufs contract.Buffers) {
 	for i := range m.segs {
 		bufs.Put(m.segs[i].backing)
 	}
@@ -245,7 +246,7 @@ func (m *inMsg) releaseSegs(bufs Buffers) {
 }
 
 // reset forgets what arrived, keeping the length and grants.
-func (m *inMsg) reset(bufs Buffers) int {
+func (m *inMsg) reset(bufs contract.Buffers) int {
 	freed := m.release(bufs)
 	m.have = m.haveBuf[:0]
 	m.received = 0

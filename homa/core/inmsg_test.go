@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/homa-go/homa/contract"
 	"pgregory.net/rapid"
 )
 
@@ -204,7 +205,7 @@ func TestInMsgJoins(t *testing.T) {
 	// A claim of the largest message with one small packet holds what
 	// the packet brought.
 	var c inMsg
-	c.init(MaxMessage, 40_000)
+	c.init(contract.MaxMessage, 40_000)
 	p := make([]byte, pkt)
 	keep, need := c.plan(p, p, false)
 	if _, committed := c.store(0, p, p, keep, bufs); committed != pkt || need != 2048 || c.whole != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/wire"
 	"pgregory.net/rapid"
 )
@@ -118,7 +119,7 @@ func TestLendProperties(t *testing.T) {
 			}
 			return packet(m, off, port), m.host
 		}
-		var delivered []*Message
+		var delivered []*contract.Message
 		check := func(out *Output) {
 			for _, m := range out.Messages {
 				var src *msg
@@ -169,7 +170,7 @@ func TestLendProperties(t *testing.T) {
 				if len(delivered) > 0 {
 					i := rapid.IntRange(0, len(delivered)-1).Draw(t, "released")
 					m := delivered[i]
-					if lb := l.find(m.backing); lb != nil && lb.where == heldByApp {
+					if lb := l.find(m.Data); lb != nil && lb.where == heldByApp {
 						lb.where = heldByCore // Release puts it back, checked by Put
 					}
 					m.Release()

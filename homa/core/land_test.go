@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/wire"
 )
 
@@ -60,7 +61,7 @@ const landFirst = (landLen/4/landSeg + 2) * landSeg
 
 // startLanding gives a server core the first read of the request and
 // returns the core and its first loan.
-func startLanding(t *testing.T, bufs Buffers) (*Core, [][]byte) {
+func startLanding(t *testing.T, bufs contract.Buffers) (*Core, [][]byte) {
 	t.Helper()
 	c := New(Local{Port: 500, Buffers: bufs}, Config{})
 	var out Output
@@ -112,7 +113,7 @@ func TestLendLandsInPlace(t *testing.T) {
 		}
 	}
 	var out Output
-	var msg *Message
+	var msg *contract.Message
 	for next < landLen {
 		var pkts [][]byte
 		for off := next; off < landLen && len(pkts) < len(regions); off += landSeg {
@@ -182,7 +183,7 @@ func TestLendMisplaced(t *testing.T) {
 			for off := landFirst; off < landLen; off += landSeg {
 				c.Handle(landData(2, 40000, off), landClient, 0, &out)
 			}
-			var msgs []*Message
+			var msgs []*contract.Message
 			for _, m := range out.Messages {
 				if m.Peer.Addr() == landClient && m.ID == 3 {
 					msgs = append(msgs, m)

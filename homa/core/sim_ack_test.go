@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/sim"
 	"github.com/homa-go/homa/homa/wire"
@@ -33,8 +34,8 @@ func TestAcksRideRequests(t *testing.T) {
 	srv := n.Listen(serverAP, core.Config{})
 	echo(srv, n, 0, nil)
 	cli := n.Listen(clientAP, core.Config{})
-	var done []*core.Message
-	cli.OnMessage = func(_ *sim.Endpoint, m *core.Message) { done = append(done, m) }
+	var done []*contract.Message
+	cli.OnMessage = func(_ *sim.Endpoint, m *contract.Message) { done = append(done, m) }
 	for i := range batch {
 		send(t, cli, serverAP, request(uint64(i), 100))
 	}

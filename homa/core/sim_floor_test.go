@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/sim"
 	"github.com/homa-go/homa/homa/wire"
@@ -18,7 +19,7 @@ func pushFloor(t *testing.T, n *sim.Net, cli *sim.Endpoint) {
 	done, next := 0, 0
 	total := ack.DefaultSeenCapacity + 100
 	prev := cli.OnMessage
-	cli.OnMessage = func(e *sim.Endpoint, m *core.Message) {
+	cli.OnMessage = func(e *sim.Endpoint, m *contract.Message) {
 		done++
 		if next < total {
 			send(t, cli, serverAP, request(uint64(1000+next), 8))
@@ -103,7 +104,7 @@ func TestStaleBelowFloor(t *testing.T) {
 	if execs[1] != 1 {
 		t.Fatalf("request executed %d times after stale duplicates", execs[1])
 	}
-	if st := srv.Core.Stats(); st.Drops[core.DropStale] == 0 {
+	if st := srv.Core.Stats(); st.Drops[contract.DropStale] == 0 {
 		t.Fatalf("no stale drop counted: %v", st.Drops)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa/core"
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/sim"
 	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/resend"
@@ -20,7 +20,7 @@ var (
 // echo makes e answer every request with its own bytes, after delay,
 // and counts how often each request (named by its first 8 bytes) ran.
 func echo(e *sim.Endpoint, n *sim.Net, delay time.Duration, execs map[uint64]int) {
-	e.OnMessage = func(e *sim.Endpoint, m *core.Message) {
+	e.OnMessage = func(e *sim.Endpoint, m *contract.Message) {
 		if !m.IsRequest() {
 			return
 		}
@@ -36,11 +36,11 @@ func echo(e *sim.Endpoint, n *sim.Net, delay time.Duration, execs map[uint64]int
 }
 
 // results collects the responses and failures of a client's RPCs by id.
-type results map[uint64]*core.Message
+type results map[uint64]*contract.Message
 
 func collect(e *sim.Endpoint) results {
 	r := results{}
-	e.OnMessage = func(_ *sim.Endpoint, m *core.Message) { r[m.ID] = m }
+	e.OnMessage = func(_ *sim.Endpoint, m *contract.Message) { r[m.ID] = m }
 	return r
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/sim"
 	"github.com/homa-go/homa/homa/wire"
@@ -39,7 +40,7 @@ func TestForgedLengthsBounded(t *testing.T) {
 	lim := srv.Core.Config().Limits
 	forge := func(src netip.Addr, count, size int) {
 		for i := range count {
-			n.Inject(src, serverAP.Addr(), forgedData(40000, uint64(2+2*i), core.MaxMessage, 0, size, 40_000))
+			n.Inject(src, serverAP.Addr(), forgedData(40000, uint64(2+2*i), contract.MaxMessage, 0, size, 40_000))
 			n.Run(n.Now() + 100*time.Nanosecond)
 		}
 		n.Run(n.Now() + 10*time.Microsecond) // the last ones arrive
@@ -56,13 +57,13 @@ func TestForgedLengthsBounded(t *testing.T) {
 	if st.RecvMemory-before > lim.RecvMemoryPerPeer {
 		t.Fatalf("forged lengths hold %d bytes, over the attacker's share of %d", st.RecvMemory, lim.RecvMemoryPerPeer)
 	}
-	if st.Drops[core.DropMemory] == 0 {
+	if st.Drops[contract.DropMemory] == 0 {
 		t.Fatalf("nothing dropped past the attacker's share: %+v", st.Drops)
 	}
 	t.Logf("then 2,000 forged 1 MB claims of 60,000 bytes each from another host: %d bytes held in all (%d RPCs), drops %v", st.RecvMemory, st.IncomingRPCs, st.Drops)
 	cli := n.Listen(clientAP, core.Config{})
 	got := collect(cli)
-	id := send(t, cli, serverAP, request(1, core.MaxMessage))
+	id := send(t, cli, serverAP, request(1, contract.MaxMessage))
 	if !n.RunUntil(func() bool { return got[id] != nil }, n.Now()+time.Second) || got[id].Err != nil {
 		t.Fatalf("legitimate 1 MB RPC during the attack: %+v", got[id])
 	}
@@ -144,8 +145,8 @@ func TestResendAmplification(t *testing.T) {
 	}{
 		{"burst-to-end", 0, wire.ResendToEnd},
 		{"spread-to-end", 5 * time.Millisecond, wire.ResendToEnd},
-		{"burst-whole", 0, core.MaxMessage},
-		{"spread-whole", 5 * time.Millisecond, core.MaxMessage},
+		{"burst-whole", 0, contract.MaxMessage},
+		{"spread-whole", 5 * time.Millisecond, contract.MaxMessage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var silenced bool // the client says nothing more once it has the response
@@ -156,8 +157,8 @@ func TestResendAmplification(t *testing.T) {
 			echo(srv, n, 0, nil)
 			cli := n.Listen(clientAP, core.Config{})
 			got := collect(cli)
-			id := send(t, cli, serverAP, request(1, core.MaxMessage))
-			cli.OnMessage = func(_ *sim.Endpoint, m *core.Message) { got[m.ID] = m; silenced = true }
+			id := send(t, cli, serverAP, request(1, contract.MaxMessage))
+			cli.OnMessage = func(_ *sim.Endpoint, m *contract.Message) { got[m.ID] = m; silenced = true }
 			if !n.RunUntil(func() bool { return got[id] != nil }, time.Second) {
 				t.Fatal("no response")
 			}
@@ -174,7 +175,7 @@ func TestResendAmplification(t *testing.T) {
 			}
 			n.Run(n.Now() + 100*time.Millisecond)
 			out := n.Stats().Bytes[serverAP.Addr()] - before
-			if out > core.MaxMessage*11/10 {
+			if out > contract.MaxMessage*11/10 {
 				t.Fatalf("20 RESENDs (%d bytes) made the server send %d bytes: more than one copy of the 1 MB response", in, out)
 			}
 			t.Logf("20 RESENDs, %d bytes in, %d bytes out: %.0f bytes out per byte in", in, out, float64(out)/float64(in))
@@ -202,7 +203,7 @@ func TestForgedRPCUnknown(t *testing.T) {
 	forge(attacker, unknown.Append(nil))
 	forge(attacker, (&wire.Resend{Common: hdr, Length: wire.ResendToEnd}).Append(nil))
 	n.Run(n.Now() + time.Millisecond)
-	if st := srv.Core.Stats(); st.ServerRPCs != 1 || st.Drops[core.DropUnknownRPC] == 0 {
+	if st := srv.Core.Stats(); st.ServerRPCs != 1 || st.Drops[contract.DropUnknownRPC] == 0 {
 		t.Fatalf("forgeries from another host: %d server RPCs, drops %v", st.ServerRPCs, st.Drops)
 	}
 	forge(clientAP.Addr(), unknown.Append(nil)) // while the handler runs
@@ -224,15 +225,15 @@ func TestForgedRPCUnknown(t *testing.T) {
 // before they were refused for ever.
 func TestPeerTableEvicts(t *testing.T) {
 	n := sim.New(sim.Config{Seed: 12})
-	srv := n.Listen(serverAP, core.Config{Limits: core.Limits{Peers: 100}})
+	srv := n.Listen(serverAP, core.Config{Limits: contract.Limits{Peers: 100}})
 	echo(srv, n, 0, nil)
 	for i := range 1000 {
 		src := netip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)})
 		n.Inject(src, serverAP.Addr(), forgedData(40000, 2, 3000, 0, 1000, 3000))
 	}
 	n.Run(n.Now() + time.Millisecond)
-	if st := srv.Core.Stats(); st.Peers != 100 || st.Drops[core.DropLimit] != 900 {
-		t.Fatalf("%d peers, %d refused; want 100 and 900", st.Peers, st.Drops[core.DropLimit])
+	if st := srv.Core.Stats(); st.Peers != 100 || st.Drops[contract.DropLimit] != 900 {
+		t.Fatalf("%d peers, %d refused; want 100 and 900", st.Peers, st.Drops[contract.DropLimit])
 	}
 	n.Run(n.Now() + time.Second) // the forged RPCs time out
 	cli := n.Listen(clientAP, core.Config{})
@@ -254,7 +255,7 @@ func TestOddPacketsCounted(t *testing.T) {
 	c.Handle(forgedData(40000, 2, 100, 0, 0, 100), attacker, 0, &out)
 	c.Handle(make([]byte, 27), attacker, 0, &out)
 	st := c.Stats()
-	if st.Drops[core.DropBadField] != 1 || st.Drops[core.DropShort] != 1 || st.ServerRPCs != 0 {
+	if st.Drops[contract.DropBadField] != 1 || st.Drops[contract.DropShort] != 1 || st.ServerRPCs != 0 {
 		t.Fatalf("drops %v, %d server RPCs; want one bad field, one short, none", st.Drops, st.ServerRPCs)
 	}
 	if len(out.Packets)+len(out.Messages) != 0 {
@@ -281,7 +282,7 @@ func TestResendBudget(t *testing.T) {
 		return false
 	}})
 	const budget = 16
-	srv := n.Listen(serverAP, core.Config{Limits: core.Limits{ResendsPerTick: budget}})
+	srv := n.Listen(serverAP, core.Config{Limits: contract.Limits{ResendsPerTick: budget}})
 	echo(srv, n, 0, nil)
 	const hosts, each = 500, 4
 	for h := range hosts {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/sim"
 )
@@ -69,7 +70,7 @@ func TestSimLandingMixed(t *testing.T) {
 				cli := n.Listen(netip.AddrPortFrom(host, clientAP.Port()), patient)
 				host = host.Next()
 				clients = append(clients, cli)
-				cli.OnMessage = func(_ *sim.Endpoint, m *core.Message) { got[m.ID] = m }
+				cli.OnMessage = func(_ *sim.Endpoint, m *contract.Message) { got[m.ID] = m }
 				for _, size := range sizes {
 					req := request(name, size)
 					name++
@@ -125,7 +126,7 @@ func TestSimLandingRecovers(t *testing.T) {
 		cli := n.Listen(netip.AddrPortFrom(host, clientAP.Port()), core.Config{})
 		host = host.Next()
 		clients = append(clients, cli)
-		cli.OnMessage = func(_ *sim.Endpoint, m *core.Message) { got[m.ID] = m }
+		cli.OnMessage = func(_ *sim.Endpoint, m *contract.Message) { got[m.ID] = m }
 		send(t, cli, serverAP, request(uint64(i), 1_000_000))
 	}
 	if !n.RunUntil(func() bool { return len(got) == len(clients) }, time.Minute) {

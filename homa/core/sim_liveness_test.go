@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/sim"
 	"github.com/homa-go/homa/homa/wire"
@@ -26,7 +27,7 @@ func TestDeadPortThenSlowHandler(t *testing.T) {
 	if !n.RunUntil(func() bool { return got[dead] != nil }, time.Second) {
 		t.Fatal("RPC to a dead port never ended")
 	}
-	if err := got[dead].Err; !errors.Is(err, core.ErrPeerTimeout) {
+	if err := got[dead].Err; !errors.Is(err, contract.ErrPeerTimeout) {
 		t.Fatalf("RPC to a dead port: %v, want ErrPeerTimeout", err)
 	}
 	for _, size := range []int{100, 500_000} {
@@ -57,8 +58,8 @@ func TestNoListenerReported(t *testing.T) {
 	if !n.RunUntil(func() bool { return got[dead] != nil }, time.Second) {
 		t.Fatal("RPC to a dead port never ended")
 	}
-	var op *core.OpError
-	if err := got[dead].Err; !errors.Is(err, core.ErrNoListener) || !errors.As(err, &op) || op.ID != dead {
+	var op *contract.OpError
+	if err := got[dead].Err; !errors.Is(err, contract.ErrNoListener) || !errors.As(err, &op) || op.ID != dead {
 		t.Fatalf("RPC to a dead port: %v, want an OpError for RPC %d with ErrNoListener", err, dead)
 	}
 	if n.Now() > time.Millisecond {
@@ -106,7 +107,7 @@ func TestLivenessPerRPC(t *testing.T) {
 	if !n.RunUntil(func() bool { return got[stuck] != nil }, 2*time.Second) {
 		t.Fatalf("an RPC whose peer says nothing about it never ended while other RPCs flowed: client %+v", cli.Core.Stats().ResendsSent)
 	}
-	if err := got[stuck].Err; !errors.Is(err, core.ErrPeerTimeout) {
+	if err := got[stuck].Err; !errors.Is(err, contract.ErrPeerTimeout) {
 		t.Fatalf("stuck RPC: %v, want ErrPeerTimeout", err)
 	}
 	if at := n.Now(); at < 100*time.Millisecond || at > 150*time.Millisecond {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/sim"
 )
@@ -17,7 +18,7 @@ func TestSimEcho(t *testing.T) {
 	echo(srv, n, 0, nil)
 	cli := n.Listen(clientAP, core.Config{})
 	got := collect(cli)
-	sizes := []int{1, 100, 1480, 1481, 40_000, 65_536, 65_537, 200_000, core.MaxMessage}
+	sizes := []int{1, 100, 1480, 1481, 40_000, 65_536, 65_537, 200_000, contract.MaxMessage}
 	ids := map[uint64][]byte{}
 	for i, size := range sizes {
 		req := request(uint64(i), size)
@@ -67,7 +68,7 @@ func lossRun(t *testing.T, cfg sim.Config, rpcs int) {
 		start()
 	}
 	done := 0
-	cli.OnMessage = func(_ *sim.Endpoint, m *core.Message) {
+	cli.OnMessage = func(_ *sim.Endpoint, m *contract.Message) {
 		got[m.ID] = m
 		done++
 		if next < rpcs {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/ack"
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/resend"
 )
@@ -86,7 +87,7 @@ func (c *Core) resendDue(r *rpc) (time.Duration, bool) {
 		c.stats.PeerTimeouts++
 		if r.isClient() {
 			c.stats.RPCTimeouts++
-			c.fail(r, ErrPeerTimeout)
+			c.fail(r, contract.ErrPeerTimeout)
 		} else {
 			c.freeServer(r, false)
 		}

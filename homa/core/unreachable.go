@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/wire"
 )
 
@@ -41,13 +42,13 @@ func (c *Core) Unreachable(why Unreachability, quoted []byte, dst netip.Addr, no
 
 func (c *Core) unreachable(why Unreachability, quoted []byte, dst netip.Addr) {
 	if len(quoted) < 4 || binary.BigEndian.Uint16(quoted) != c.port {
-		c.drop(DropOtherPort)
+		c.drop(contract.DropOtherPort)
 		return
 	}
 	port := binary.BigEndian.Uint16(quoted[2:])
-	err := ErrNoListener
+	err := contract.ErrNoListener
 	if why == HostUnreachable {
-		err = ErrHostUnreachable
+		err = contract.ErrHostUnreachable
 	}
 	// The quoted packet names its RPC when the whole common header came
 	// back; a server's response then identifies one server RPC.

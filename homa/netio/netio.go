@@ -104,14 +104,16 @@ package netio
 import (
 	"errors"
 	"net/netip"
+
+	"github.com/homa-go/homa/contract"
 )
 
 // Homa port ranges, as the Linux implementation defines them.
 const (
 	// MinClientPort is the first port assigned automatically to client sockets.
-	MinClientPort = 32768
+	MinClientPort = contract.MinClientPort
 	// MaxPort is the largest Homa port.
-	MaxPort = 65535
+	MaxPort = contract.MaxPort
 )
 
 // LandAt is where a landing read (see Packet.Land) splits a datagram:
@@ -262,9 +264,9 @@ type BorrowReader interface {
 var (
 	// ErrPermission means the process may not open raw sockets. Use UDP
 	// encapsulation, or grant CAP_NET_RAW.
-	ErrPermission = errors.New("netio: raw IP sockets need CAP_NET_RAW (run as root, grant the capability, or use UDP encapsulation)")
+	ErrPermission = contract.ErrPermission
 	// ErrPortInUse means another socket on this host holds the Homa port.
-	ErrPortInUse = errors.New("netio: Homa port in use")
+	ErrPortInUse = contract.ErrPortInUse
 	// ErrNoPorts means every client port is taken.
 	ErrNoPorts = errors.New("netio: no free Homa client port")
 	// ErrBadAddr means an address is invalid, unspecified where a host is

@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/wire"
 )
@@ -106,9 +107,9 @@ type Endpoint struct {
 	// OnMessage receives every complete message and failed client RPC.
 	// Requests are Delivered to the core before it is called. When it is
 	// nil, messages collect in Inbox.
-	OnMessage func(*Endpoint, *core.Message)
+	OnMessage func(*Endpoint, *contract.Message)
 	// Inbox collects the messages when OnMessage is nil.
-	Inbox []*core.Message
+	Inbox []*contract.Message
 
 	out      core.Output
 	timerAt  time.Duration
@@ -147,7 +148,7 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 }
 
 // Reply answers the request m (data is copied).
-func (e *Endpoint) Reply(m *core.Message, data []byte) error {
+func (e *Endpoint) Reply(m *contract.Message, data []byte) error {
 	err := e.Core.Reply(m.Peer.Addr(), m.ID, append([]byte(nil), data...), e.net.cfg.MaxPacket, e.net.now, &e.out)
 	e.settle()
 	return err
@@ -185,7 +186,7 @@ func (e *Endpoint) settle() {
 	for _, h := range e.out.Holds {
 		h.Release()
 	}
-	msgs := append([]*core.Message(nil), e.out.Messages...)
+	msgs := append([]*contract.Message(nil), e.out.Messages...)
 	e.out.Reset()
 	if at, ok := e.Core.Next(); ok && !e.closed && (!e.timerSet || at < e.timerAt) {
 		e.timerAt, e.timerSet = max(at, n.now), true

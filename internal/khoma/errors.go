@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 )
 
 // The module reports the failure of a client RPC through recvmsg: the
@@ -64,15 +64,15 @@ func rpcError(err error) error {
 func rpcCause(errno syscall.Errno) error {
 	switch errno {
 	case syscall.ENOTCONN, syscall.EPROTONOSUPPORT:
-		return homa.ErrNoListener
+		return contract.ErrNoListener
 	case syscall.EHOSTUNREACH, syscall.ENETUNREACH:
-		return homa.ErrHostUnreachable
+		return contract.ErrHostUnreachable
 	case syscall.ETIMEDOUT:
-		return homa.ErrPeerTimeout
+		return contract.ErrPeerTimeout
 	case syscall.ECANCELED:
-		return homa.ErrAborted
+		return contract.ErrAborted
 	case syscall.ESHUTDOWN:
-		return homa.ErrClosed
+		return contract.ErrClosed
 	}
 	return nil
 }
@@ -95,11 +95,11 @@ func sendError(err error) error {
 func sendCause(errno syscall.Errno) error {
 	switch errno {
 	case syscall.EAFNOSUPPORT:
-		return homa.ErrBadAddress
+		return contract.ErrBadAddress
 	case syscall.ESHUTDOWN, syscall.EBADF:
-		return homa.ErrClosed
+		return contract.ErrClosed
 	case syscall.EHOSTUNREACH, syscall.ENETUNREACH:
-		return homa.ErrHostUnreachable
+		return contract.ErrHostUnreachable
 	}
 	return nil
 }
@@ -117,4 +117,4 @@ func (e *errnoError) Error() string   { return e.cause.Error() + ": " + e.errno.
 func (e *errnoError) Unwrap() []error { return []error{e.cause, e.errno} }
 
 // Timeout reports whether the cause is ErrPeerTimeout.
-func (e *errnoError) Timeout() bool { return errors.Is(e.cause, homa.ErrPeerTimeout) }
+func (e *errnoError) Timeout() bool { return errors.Is(e.cause, contract.ErrPeerTimeout) }

@@ -8,13 +8,13 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 )
 
 // sentinels are the errors of package homa that the mappings produce.
 var sentinels = []error{
-	homa.ErrNoListener, homa.ErrHostUnreachable, homa.ErrPeerTimeout,
-	homa.ErrAborted, homa.ErrClosed, homa.ErrBadAddress,
+	contract.ErrNoListener, contract.ErrHostUnreachable, contract.ErrPeerTimeout,
+	contract.ErrAborted, contract.ErrClosed, contract.ErrBadAddress,
 }
 
 // checkMapped checks that err means want (nil: none of the sentinels)
@@ -33,7 +33,7 @@ func checkMapped(t *testing.T, what string, err error, errno syscall.Errno, want
 	}
 	var to interface{ Timeout() bool }
 	timeout := errors.As(err, &to) && to.Timeout()
-	if want != nil && timeout != (want == homa.ErrPeerTimeout) {
+	if want != nil && timeout != (want == contract.ErrPeerTimeout) {
 		t.Errorf("%s %v: Timeout %v", what, errno, timeout)
 	}
 }
@@ -45,13 +45,13 @@ func TestRPCErrorMapping(t *testing.T) {
 		errno syscall.Errno
 		want  error // nil: no error of package homa
 	}{
-		{syscall.ENOTCONN, homa.ErrNoListener},        // ICMP port unreachable
-		{syscall.EPROTONOSUPPORT, homa.ErrNoListener}, // ICMP protocol unreachable
-		{syscall.EHOSTUNREACH, homa.ErrHostUnreachable},
-		{syscall.ENETUNREACH, homa.ErrHostUnreachable},
-		{syscall.ETIMEDOUT, homa.ErrPeerTimeout},
-		{syscall.ECANCELED, homa.ErrAborted},
-		{syscall.ESHUTDOWN, homa.ErrClosed},
+		{syscall.ENOTCONN, contract.ErrNoListener},        // ICMP port unreachable
+		{syscall.EPROTONOSUPPORT, contract.ErrNoListener}, // ICMP protocol unreachable
+		{syscall.EHOSTUNREACH, contract.ErrHostUnreachable},
+		{syscall.ENETUNREACH, contract.ErrHostUnreachable},
+		{syscall.ETIMEDOUT, contract.ErrPeerTimeout},
+		{syscall.ECANCELED, contract.ErrAborted},
+		{syscall.ESHUTDOWN, contract.ErrClosed},
 		{syscall.EFAULT, nil},
 		{syscall.ENOMEM, nil},
 		{syscall.EINVAL, nil},
@@ -75,11 +75,11 @@ func TestSendErrorMapping(t *testing.T) {
 		errno syscall.Errno
 		want  error
 	}{
-		{syscall.EHOSTUNREACH, homa.ErrHostUnreachable}, // an unreachable route
-		{syscall.ENETUNREACH, homa.ErrHostUnreachable},  // no route
-		{syscall.EAFNOSUPPORT, homa.ErrBadAddress},
-		{syscall.ESHUTDOWN, homa.ErrClosed},
-		{syscall.EBADF, homa.ErrClosed},
+		{syscall.EHOSTUNREACH, contract.ErrHostUnreachable}, // an unreachable route
+		{syscall.ENETUNREACH, contract.ErrHostUnreachable},  // no route
+		{syscall.EAFNOSUPPORT, contract.ErrBadAddress},
+		{syscall.ESHUTDOWN, contract.ErrClosed},
+		{syscall.EBADF, contract.ErrClosed},
 		{syscall.ENOTCONN, nil},
 		{syscall.ENOMEM, nil},
 		{syscall.EINVAL, nil},
@@ -97,16 +97,16 @@ func TestFailedRPCMessage(t *testing.T) {
 		want    error
 		timeout bool
 	}{
-		{syscall.ENOTCONN, homa.ErrNoListener, false},
-		{syscall.ETIMEDOUT, homa.ErrPeerTimeout, true},
-		{syscall.EHOSTUNREACH, homa.ErrHostUnreachable, false},
+		{syscall.ENOTCONN, contract.ErrNoListener, false},
+		{syscall.ETIMEDOUT, contract.ErrPeerTimeout, true},
+		{syscall.EHOSTUNREACH, contract.ErrHostUnreachable, false},
 	} {
 		s := &Socket{rargs: RecvmsgArgs{ID: 12, CompletionCookie: 3}}
 		m, ok := s.message(-1, peer, tc.errno)
 		if !ok || m == nil || m.ID != 12 || m.Cookie != 3 || m.Peer != peer || m.Data != nil {
 			t.Fatalf("%v: message = %+v, %v", tc.errno, m, ok)
 		}
-		var op *homa.OpError
+		var op *contract.OpError
 		if !errors.As(m.Err, &op) || op.Op != "recv" || op.ID != 12 || op.Peer != peer {
 			t.Fatalf("%v: Err = %#v, want an OpError of recv rpc 12 with %v", tc.errno, m.Err, peer)
 		}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 )
 
 // fakeHost stands in for a kernel with the Homa module: it connects the
@@ -182,7 +182,7 @@ func (c *fakeConn) recvmsg(a *RecvmsgArgs, pages *Ledger) (int, netip.AddrPort, 
 		select {
 		case <-c.notify:
 		case <-c.closed:
-			return 0, netip.AddrPort{}, fmt.Errorf("%w: fake socket", homa.ErrClosed)
+			return 0, netip.AddrPort{}, fmt.Errorf("%w: fake socket", contract.ErrClosed)
 		}
 	}
 }
@@ -283,7 +283,7 @@ func (c *fakeConn) info(maxRPCs int) (Info, error) {
 	defer h.mu.Unlock()
 	select {
 	case <-c.closed:
-		return Info{}, fmt.Errorf("%w: fake socket", homa.ErrClosed)
+		return Info{}, fmt.Errorf("%w: fake socket", contract.ErrClosed)
 	default:
 	}
 	if c.infoErr != nil {

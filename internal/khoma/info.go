@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 )
 
 // maxInfoRPCs bounds the RPC records one Info holds (SizeofRPCInfo bytes
@@ -205,7 +205,7 @@ func errorMessage(k kernel, u UAPI) string {
 // arriving (Grants: Active, Grantable, Incoming) and the outgoing
 // messages with bytes still to send (Pacer: Queued, QueuedBytes). The
 // RPC counts are left alone when Info does not hold every RPC.
-func (in *Info) fillStats(st *homa.Stats) {
+func (in *Info) fillStats(st *contract.Stats) {
 	var clients, servers int
 	for i := range in.RPCs {
 		r := &in.RPCs[i]

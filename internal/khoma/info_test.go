@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 )
 
 // statsRPCs are the RPCs of a socket in the middle of things.
@@ -28,7 +28,7 @@ var statsRPCs = []RPCInfo{
 
 func TestFillStats(t *testing.T) {
 	in := Info{NumRPCs: len(statsRPCs), RPCs: statsRPCs}
-	var st homa.Stats
+	var st contract.Stats
 	in.fillStats(&st)
 	if st.ClientRPCs != 2 || st.ServerRPCs != 3 {
 		t.Errorf("client and server RPCs %d and %d, want 2 and 3", st.ClientRPCs, st.ServerRPCs)
@@ -44,7 +44,7 @@ func TestFillStats(t *testing.T) {
 
 	// Only some of the RPCs reported: the counts stay as they were.
 	in = Info{NumRPCs: 9, RPCs: statsRPCs[:2]}
-	st = homa.Stats{ClientRPCs: 5, ServerRPCs: 4}
+	st = contract.Stats{ClientRPCs: 5, ServerRPCs: 4}
 	in.fillStats(&st)
 	if st.ClientRPCs != 5 || st.ServerRPCs != 4 || st.Pacer.Queued != 1 {
 		t.Errorf("partial info: %d client, %d server RPCs, %d queued", st.ClientRPCs, st.ServerRPCs, st.Pacer.Queued)
@@ -90,7 +90,7 @@ func TestSocketStats(t *testing.T) {
 	}
 
 	s.Close()
-	if _, err := s.Info(1); !errors.Is(err, homa.ErrClosed) {
+	if _, err := s.Info(1); !errors.Is(err, contract.ErrClosed) {
 		t.Errorf("Info after Close = %v", err)
 	}
 	if st := s.Stats(); st.RPCsStarted != 1 || st.ClientRPCs != 0 {

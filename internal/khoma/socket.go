@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/internal/mailbox"
 )
 
@@ -146,7 +146,7 @@ func (s *Socket) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64, e
 		return 0, err
 	}
 	if s.isClosed() {
-		return 0, homa.ErrClosed
+		return 0, contract.ErrClosed
 	}
 	a := SendmsgArgs{CompletionCookie: cookie}
 	if err := s.c.sendmsg(dst, &a, data); err != nil {
@@ -185,7 +185,7 @@ func (s *Socket) Reply(peer netip.AddrPort, id uint64, data []byte) error {
 	s.mu.Lock()
 	switch _, serving := s.serving[k]; {
 	case s.closed:
-		err = homa.ErrClosed
+		err = contract.ErrClosed
 	case serving:
 		delete(s.serving, k)
 		if len(s.replied) >= maxReplied {
@@ -194,9 +194,9 @@ func (s *Socket) Reply(peer netip.AddrPort, id uint64, data []byte) error {
 		s.replied[k] = struct{}{}
 	default:
 		if _, ok := s.replied[k]; ok {
-			err = homa.ErrAlreadyReplied
+			err = contract.ErrAlreadyReplied
 		} else {
-			err = homa.ErrUnknownRPC
+			err = contract.ErrUnknownRPC
 		}
 	}
 	s.mu.Unlock()
@@ -215,21 +215,21 @@ func (s *Socket) Reply(peer netip.AddrPort, id uint64, data []byte) error {
 // otherwise the response of client RPC id. A failed client RPC comes
 // back as a Message with Err set. Recv returns ctx.Err() when ctx ends
 // first and homa.ErrClosed when the socket closes.
-func (s *Socket) Recv(ctx context.Context, id uint64) (*homa.Message, error) {
+func (s *Socket) Recv(ctx context.Context, id uint64) (*contract.Message, error) {
 	w := s.getWaiter()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		s.waiters.Put(w)
-		return nil, homa.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	m, err := s.mb.Take(id, w)
 	waiting := m == nil && err == nil
 	s.mu.Unlock()
 	if !waiting {
 		s.waiters.Put(w)
-		if errors.Is(err, mailbox.ErrClosed) {
-			err = homa.ErrClosed
+		if errors.Is(err, contract.ErrClosed) {
+			err = contract.ErrClosed
 		}
 		return m, err
 	}
@@ -256,9 +256,9 @@ func (s *Socket) Recv(ctx context.Context, id uint64) (*homa.Message, error) {
 	return nil, ctx.Err()
 }
 
-func received(m *homa.Message) (*homa.Message, error) {
+func received(m *contract.Message) (*contract.Message, error) {
 	if m == nil {
-		return nil, homa.ErrClosed
+		return nil, contract.ErrClosed
 	}
 	return m, nil
 }
@@ -279,14 +279,14 @@ func (s *Socket) Abort(id uint64) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return homa.ErrClosed
+		return contract.ErrClosed
 	}
 	c, inFlight := s.pending[id]
-	failure := &homa.Message{ID: id, Peer: c.peer, Cookie: c.cookie,
-		Err: &homa.OpError{Op: "abort", Peer: c.peer, ID: id, Err: homa.ErrAborted}}
+	failure := &contract.Message{ID: id, Peer: c.peer, Cookie: c.cookie,
+		Err: &contract.OpError{Op: "abort", Peer: c.peer, ID: id, Err: contract.ErrAborted}}
 	if !s.mb.Abort(id, failure) {
 		s.mu.Unlock()
-		return homa.ErrUnknownRPC
+		return contract.ErrUnknownRPC
 	}
 	delete(s.pending, id)
 	if !inFlight {
@@ -337,8 +337,8 @@ func (s *Socket) Close() error {
 // comes from HOMAIOCINFO (see Info.fillStats), or, where that fails, the
 // RPCs come from this side's own records. The rest is zero (and the maps
 // nil).
-func (s *Socket) Stats() homa.Stats {
-	st := homa.Stats{
+func (s *Socket) Stats() contract.Stats {
+	st := contract.Stats{
 		RPCsStarted:      s.stats.rpcsStarted.Load(),
 		RPCsCompleted:    s.stats.rpcsCompleted.Load(),
 		RequestsReceived: s.stats.requestsReceived.Load(),
@@ -375,7 +375,7 @@ func (s *Socket) readLoop() {
 	defer s.wg.Done()
 	for s.awaitDemand() {
 		n, peer, err := s.c.recvmsg(&s.rargs, &s.pages)
-		if errors.Is(err, homa.ErrClosed) {
+		if errors.Is(err, contract.ErrClosed) {
 			return
 		}
 		m, ok := s.message(n, peer, err)
@@ -419,7 +419,7 @@ func (s *Socket) awaitDemand() bool {
 // bytes, copied out of the bpages (which are then queued for return), or
 // the failure of a client RPC. It returns nil for a failed request, which
 // concerns nobody, and ok false for an error of the socket itself.
-func (s *Socket) message(n int, peer netip.AddrPort, err error) (m *homa.Message, ok bool) {
+func (s *Socket) message(n int, peer netip.AddrPort, err error) (m *contract.Message, ok bool) {
 	a := &s.rargs
 	if err != nil {
 		switch {
@@ -428,8 +428,8 @@ func (s *Socket) message(n int, peer netip.AddrPort, err error) (m *homa.Message
 		case a.ID&1 == 1:
 			return nil, true
 		}
-		return &homa.Message{ID: a.ID, Peer: peer, Cookie: a.CompletionCookie,
-			Err: &homa.OpError{Op: "recv", Peer: peer, ID: a.ID, Err: rpcError(err)}}, true
+		return &contract.Message{ID: a.ID, Peer: peer, Cookie: a.CompletionCookie,
+			Err: &contract.OpError{Op: "recv", Peer: peer, ID: a.ID, Err: rpcError(err)}}, true
 	}
 	offs := a.BpageOffsets[:min(int(a.NumBpages), HOMA_MAX_BPAGES)]
 	data := make([]byte, n)
@@ -442,14 +442,14 @@ func (s *Socket) message(n int, peer netip.AddrPort, err error) (m *homa.Message
 		if a.ID&1 == 1 {
 			return nil, false
 		}
-		return &homa.Message{ID: a.ID, Peer: peer, Cookie: a.CompletionCookie, Err: gerr}, true
+		return &contract.Message{ID: a.ID, Peer: peer, Cookie: a.CompletionCookie, Err: gerr}, true
 	}
-	return &homa.Message{ID: a.ID, Peer: peer, Cookie: a.CompletionCookie, Data: data}, true
+	return &contract.Message{ID: a.ID, Peer: peer, Cookie: a.CompletionCookie, Data: data}, true
 }
 
 // dispatch hands a received message to its waiter, or the oldest
 // Recv(Any), or queues it (the mailbox's contract).
-func (s *Socket) dispatch(m *homa.Message) {
+func (s *Socket) dispatch(m *contract.Message) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -477,7 +477,7 @@ func (s *Socket) dispatch(m *homa.Message) {
 
 func checkMessage(data []byte) error {
 	if len(data) == 0 || len(data) > HOMA_MAX_MESSAGE_LENGTH {
-		return homa.ErrMessageTooLong
+		return contract.ErrMessageTooLong
 	}
 	return nil
 }
@@ -490,7 +490,7 @@ func (s *Socket) checkPeer(dst netip.AddrPort) (netip.AddrPort, error) {
 		addr = addr.Unmap()
 	}
 	if dst.Port() == 0 || !addr.IsValid() || addr.Is4() != s.is4 {
-		return dst, fmt.Errorf("%w: %v from a %s socket", homa.ErrBadAddress, dst, family(s.is4))
+		return dst, fmt.Errorf("%w: %v from a %s socket", contract.ErrBadAddress, dst, family(s.is4))
 	}
 	return netip.AddrPortFrom(addr, dst.Port()), nil
 }

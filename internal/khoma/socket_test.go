@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 )
 
 // Sizes around the bpage boundaries, up to the largest message.
@@ -162,7 +162,7 @@ func TestRecvByID(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	var reqs []*homa.Message
+	var reqs []*contract.Message
 	for range 3 {
 		m, err := server.Recv(ctx, 0)
 		if err != nil {
@@ -193,7 +193,7 @@ func TestRecvByID(t *testing.T) {
 	if !got[ids[0]] || !got[ids[2]] {
 		t.Errorf("Recv(Any) returned %v, want %d and %d", got, ids[0], ids[2])
 	}
-	if _, err := client.Recv(ctx, ids[0]); !errors.Is(err, homa.ErrUnknownRPC) {
+	if _, err := client.Recv(ctx, ids[0]); !errors.Is(err, contract.ErrUnknownRPC) {
 		t.Errorf("Recv of a taken response: %v", err)
 	}
 }
@@ -207,18 +207,18 @@ func TestResponseBeforeSendRecords(t *testing.T) {
 	ctx := context.Background()
 	peer := netip.MustParseAddrPort("127.0.0.1:80")
 
-	s.dispatch(&homa.Message{ID: 10, Peer: peer, Data: []byte("a")})
+	s.dispatch(&contract.Message{ID: 10, Peer: peer, Data: []byte("a")})
 	s.started(10, peer, 0)
 	if m, err := s.Recv(ctx, 10); err != nil || string(m.Data) != "a" {
 		t.Fatalf("Recv(10) = %v, %v", m, err)
 	}
 
-	s.dispatch(&homa.Message{ID: 12, Peer: peer, Data: []byte("b")})
+	s.dispatch(&contract.Message{ID: 12, Peer: peer, Data: []byte("b")})
 	if m, err := s.Recv(ctx, 0); err != nil || m.ID != 12 {
 		t.Fatalf("Recv(Any) = %v, %v", m, err)
 	}
 	s.started(12, peer, 0)
-	if _, err := s.Recv(ctx, 12); !errors.Is(err, homa.ErrUnknownRPC) {
+	if _, err := s.Recv(ctx, 12); !errors.Is(err, contract.ErrUnknownRPC) {
 		t.Errorf("Recv(12) after Recv(Any) took it: %v", err)
 	}
 	s.mu.Lock()
@@ -242,7 +242,7 @@ func TestAbort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := make(chan *homa.Message, 1)
+	res := make(chan *contract.Message, 1)
 	go func() {
 		m, _ := client.Recv(ctx, id)
 		res <- m
@@ -251,7 +251,7 @@ func TestAbort(t *testing.T) {
 	if err := client.Abort(id); err != nil {
 		t.Fatal(err)
 	}
-	if m := <-res; m == nil || !errors.Is(m.Err, homa.ErrAborted) || m.ID != id || m.Cookie != 3 {
+	if m := <-res; m == nil || !errors.Is(m.Err, contract.ErrAborted) || m.ID != id || m.Cookie != 3 {
 		t.Fatalf("waiter got %+v", m)
 	}
 
@@ -260,7 +260,7 @@ func TestAbort(t *testing.T) {
 	if err := client.Abort(id2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Recv(ctx, id2); !errors.Is(err, homa.ErrUnknownRPC) {
+	if _, err := client.Recv(ctx, id2); !errors.Is(err, contract.ErrUnknownRPC) {
 		t.Errorf("Recv after Abort: %v", err)
 	}
 	for range 2 {
@@ -277,7 +277,7 @@ func TestAbort(t *testing.T) {
 	if m, err := client.Recv(short, 0); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("the answer to an aborted RPC came out: %+v, %v", m, err)
 	}
-	if err := client.Abort(12345); !errors.Is(err, homa.ErrUnknownRPC) {
+	if err := client.Abort(12345); !errors.Is(err, contract.ErrUnknownRPC) {
 		t.Errorf("Abort(unknown) = %v", err)
 	}
 }
@@ -293,7 +293,7 @@ func TestAbortRace(t *testing.T) {
 	if err := s.Abort(20); err != nil { // the fake kernel knows no RPC 20
 		t.Fatal(err)
 	}
-	s.dispatch(&homa.Message{ID: 20, Peer: peer, Data: []byte("late")})
+	s.dispatch(&contract.Message{ID: 20, Peer: peer, Data: []byte("late")})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mb.Ready() != 0 || len(s.aborted) != 0 || len(s.pending) != 0 {
@@ -331,7 +331,7 @@ func TestRecvContext(t *testing.T) {
 	if n := waiting(s); n != 0 {
 		t.Errorf("%d waiters left", n)
 	}
-	if _, err := s.Recv(context.Background(), 8); !errors.Is(err, homa.ErrUnknownRPC) {
+	if _, err := s.Recv(context.Background(), 8); !errors.Is(err, contract.ErrUnknownRPC) {
 		t.Errorf("Recv(unknown id) = %v", err)
 	}
 }
@@ -352,20 +352,20 @@ func TestCloseWakesWaiters(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := <-errs; !errors.Is(err, homa.ErrClosed) {
+		if err := <-errs; !errors.Is(err, contract.ErrClosed) {
 			t.Errorf("Recv = %v, want ErrClosed", err)
 		}
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close = %v", err)
 	}
-	if _, err := s.Send(netip.MustParseAddrPort("127.0.0.1:81"), []byte("x"), 0); !errors.Is(err, homa.ErrClosed) {
+	if _, err := s.Send(netip.MustParseAddrPort("127.0.0.1:81"), []byte("x"), 0); !errors.Is(err, contract.ErrClosed) {
 		t.Errorf("Send after Close = %v", err)
 	}
-	if err := s.Abort(40); !errors.Is(err, homa.ErrClosed) {
+	if err := s.Abort(40); !errors.Is(err, contract.ErrClosed) {
 		t.Errorf("Abort after Close = %v", err)
 	}
-	if _, err := s.Recv(context.Background(), 0); !errors.Is(err, homa.ErrClosed) {
+	if _, err := s.Recv(context.Background(), 0); !errors.Is(err, contract.ErrClosed) {
 		t.Errorf("Recv after Close = %v", err)
 	}
 }
@@ -376,23 +376,23 @@ func TestArgumentErrors(t *testing.T) {
 	defer s.Close()
 	dst := netip.MustParseAddrPort("127.0.0.1:81")
 	for _, n := range []int{0, HOMA_MAX_MESSAGE_LENGTH + 1} {
-		if _, err := s.Send(dst, make([]byte, n), 0); !errors.Is(err, homa.ErrMessageTooLong) {
+		if _, err := s.Send(dst, make([]byte, n), 0); !errors.Is(err, contract.ErrMessageTooLong) {
 			t.Errorf("Send(%d bytes) = %v", n, err)
 		}
 	}
 	for _, bad := range []string{"[::1]:81", "127.0.0.1:0"} {
-		if _, err := s.Send(netip.MustParseAddrPort(bad), []byte("x"), 0); !errors.Is(err, homa.ErrBadAddress) {
+		if _, err := s.Send(netip.MustParseAddrPort(bad), []byte("x"), 0); !errors.Is(err, contract.ErrBadAddress) {
 			t.Errorf("Send to %s = %v", bad, err)
 		}
 	}
-	if err := s.Reply(dst, 5, []byte("x")); !errors.Is(err, homa.ErrUnknownRPC) {
+	if err := s.Reply(dst, 5, []byte("x")); !errors.Is(err, contract.ErrUnknownRPC) {
 		t.Errorf("Reply(unknown) = %v", err)
 	}
-	s.dispatch(&homa.Message{ID: 5, Peer: dst, Data: []byte("q")})
+	s.dispatch(&contract.Message{ID: 5, Peer: dst, Data: []byte("q")})
 	if err := s.Reply(dst, 5, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Reply(dst, 5, []byte("x")); !errors.Is(err, homa.ErrAlreadyReplied) {
+	if err := s.Reply(dst, 5, []byte("x")); !errors.Is(err, contract.ErrAlreadyReplied) {
 		t.Errorf("second Reply = %v", err)
 	}
 }
@@ -422,11 +422,11 @@ func TestPeerFailure(t *testing.T) {
 		timeout bool
 		op      string // "" when Send fails
 	}{
-		{"closed port", netip.MustParseAddrPort("127.0.0.1:99"), homa.ErrNoListener, syscall.ENOTCONN, false, "recv"},
-		{"host without Homa", noHoma, homa.ErrNoListener, syscall.EPROTONOSUPPORT, false, "recv"},
-		{"unreachable host", unreachable, homa.ErrHostUnreachable, syscall.EHOSTUNREACH, false, "recv"},
-		{"silent peer", silent, homa.ErrPeerTimeout, syscall.ETIMEDOUT, true, "recv"},
-		{"no route", netip.AddrPortFrom(noRoute, 80), homa.ErrHostUnreachable, syscall.ENETUNREACH, false, ""},
+		{"closed port", netip.MustParseAddrPort("127.0.0.1:99"), contract.ErrNoListener, syscall.ENOTCONN, false, "recv"},
+		{"host without Homa", noHoma, contract.ErrNoListener, syscall.EPROTONOSUPPORT, false, "recv"},
+		{"unreachable host", unreachable, contract.ErrHostUnreachable, syscall.EHOSTUNREACH, false, "recv"},
+		{"silent peer", silent, contract.ErrPeerTimeout, syscall.ETIMEDOUT, true, "recv"},
+		{"no route", netip.AddrPortFrom(noRoute, 80), contract.ErrHostUnreachable, syscall.ENETUNREACH, false, ""},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := call(ctx, s, tc.dst, []byte("x"))
@@ -435,7 +435,7 @@ func TestPeerFailure(t *testing.T) {
 		if !errors.Is(err, tc.want) || !errors.As(err, &errno) || errno != tc.errno {
 			t.Errorf("%s: %v, want %v with %v", tc.name, err, tc.want, tc.errno)
 		}
-		for _, other := range []error{homa.ErrNoListener, homa.ErrHostUnreachable, homa.ErrPeerTimeout} {
+		for _, other := range []error{contract.ErrNoListener, contract.ErrHostUnreachable, contract.ErrPeerTimeout} {
 			if other != tc.want && errors.Is(err, other) {
 				t.Errorf("%s: %v matches %v too", tc.name, err, other)
 			}
@@ -443,7 +443,7 @@ func TestPeerFailure(t *testing.T) {
 		if tc.op == "" {
 			continue
 		}
-		var op *homa.OpError
+		var op *contract.OpError
 		if !errors.As(err, &op) || op.Op != tc.op || op.ID == 0 || op.Peer != tc.dst || op.Timeout() != tc.timeout {
 			t.Errorf("%s: %#v, want an OpError %q of the RPC with %v, Timeout %v", tc.name, op, tc.op, tc.dst, tc.timeout)
 		}
@@ -504,7 +504,7 @@ func TestMessageOutcomes(t *testing.T) {
 		t.Errorf("socket error = %+v, %v", m, ok)
 	}
 	s.rargs = RecvmsgArgs{ID: 8}
-	if m, ok := s.message(-1, peer, syscall.ECANCELED); !ok || !errors.Is(m.Err, homa.ErrAborted) {
+	if m, ok := s.message(-1, peer, syscall.ECANCELED); !ok || !errors.Is(m.Err, contract.ErrAborted) {
 		t.Errorf("aborted RPC = %+v, %v", m, ok)
 	}
 }

@@ -14,8 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/contract"
 )
 
 // Open opens a kernel Homa socket on the local address addr: port 0 for
@@ -28,7 +27,7 @@ import (
 // package doc for how the API is found).
 func Open(addr netip.AddrPort, server bool) (*Socket, error) {
 	if !addr.Addr().IsValid() || addr.Port() >= HOMA_MIN_DEFAULT_PORT {
-		return nil, fmt.Errorf("%w: %v: server ports are 1..%d (0 assigns a client port)", homa.ErrBadAddress, addr, HOMA_MIN_DEFAULT_PORT-1)
+		return nil, fmt.Errorf("%w: %v: server ports are 1..%d (0 assigns a client port)", contract.ErrBadAddress, addr, HOMA_MIN_DEFAULT_PORT-1)
 	}
 	ip := addr.Addr().Unmap()
 	if !ip.Is4() {
@@ -260,7 +259,7 @@ func (c *sysConn) free() error {
 // (the poller's "use of closed file").
 func (c *sysConn) closedError(err error) error {
 	if c.closed.Load() || errors.Is(err, os.ErrClosed) {
-		return fmt.Errorf("%w: %w", homa.ErrClosed, err)
+		return fmt.Errorf("%w: %w", contract.ErrClosed, err)
 	}
 	return err
 }
@@ -279,9 +278,9 @@ func socketError(err error) error {
 func bindError(port uint16, err error) error {
 	switch {
 	case errors.Is(err, unix.EADDRINUSE):
-		return fmt.Errorf("%w: port %d: %w", netio.ErrPortInUse, port, err)
+		return fmt.Errorf("%w: port %d: %w", contract.ErrPortInUse, port, err)
 	case errors.Is(err, unix.EINVAL):
-		return fmt.Errorf("%w: port %d: %w", homa.ErrBadAddress, port, err)
+		return fmt.Errorf("%w: port %d: %w", contract.ErrBadAddress, port, err)
 	}
 	return fmt.Errorf("khoma: bind port %d: %w", port, err)
 }

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 )
 
 // kernelHoma reports whether the running kernel can open Homa sockets,
@@ -39,7 +39,7 @@ func TestOpenWithoutModule(t *testing.T) {
 
 func TestOpenBadAddress(t *testing.T) {
 	for _, a := range []netip.AddrPort{{}, netip.MustParseAddrPort("127.0.0.1:32768")} {
-		if _, err := Open(a, true); !errors.Is(err, homa.ErrBadAddress) {
+		if _, err := Open(a, true); !errors.Is(err, contract.ErrBadAddress) {
 			t.Errorf("Open(%v) = %v, want ErrBadAddress", a, err)
 		}
 	}
@@ -140,7 +140,7 @@ func TestKernelAbort(t *testing.T) {
 	if m, err := silent.Recv(ctx, 0); err != nil || string(m.Data) != "never answered" {
 		t.Fatalf("server Recv = %v, %v", m, err)
 	}
-	res := make(chan *homa.Message, 1)
+	res := make(chan *contract.Message, 1)
 	go func() {
 		m, _ := client.Recv(ctx, id)
 		res <- m
@@ -149,10 +149,10 @@ func TestKernelAbort(t *testing.T) {
 	if err := client.Abort(id); err != nil {
 		t.Fatal(err)
 	}
-	if m := <-res; m == nil || !errors.Is(m.Err, homa.ErrAborted) {
+	if m := <-res; m == nil || !errors.Is(m.Err, contract.ErrAborted) {
 		t.Fatalf("Recv of the aborted RPC = %+v", m)
 	}
-	if _, err := client.Recv(ctx, id); !errors.Is(err, homa.ErrUnknownRPC) {
+	if _, err := client.Recv(ctx, id); !errors.Is(err, contract.ErrUnknownRPC) {
 		t.Errorf("Recv after Abort = %v", err)
 	}
 	id2, _ := client.Send(silent.LocalAddr(), []byte("x"), 0)

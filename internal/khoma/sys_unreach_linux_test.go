@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 )
 
 // TestKernelNoListener runs against the kernel module: a request to a
@@ -35,7 +35,7 @@ func TestKernelNoListener(t *testing.T) {
 				if !errors.Is(err, syscall.ENOTCONN) {
 					t.Errorf("%d bytes: err = %v, want the module's ENOTCONN", n, err)
 				}
-				if !errors.Is(err, homa.ErrNoListener) || errors.Is(err, homa.ErrPeerTimeout) {
+				if !errors.Is(err, contract.ErrNoListener) || errors.Is(err, contract.ErrPeerTimeout) {
 					t.Errorf("%d bytes: err = %v, want homa.ErrNoListener (and not ErrPeerTimeout)", n, err)
 				}
 			}

@@ -21,30 +21,17 @@
 package mailbox
 
 import (
-	"errors"
-
-	"github.com/homa-go/homa/homa/core"
+	"github.com/homa-go/homa/contract"
 )
 
 // Any is the id of Recv calls that take any message.
 const Any = 0
 
-// Errors of Take.
-var (
-	// ErrUnknownRPC: no client RPC with that id was announced, or its
-	// response was already taken.
-	ErrUnknownRPC = core.ErrUnknownRPC
-	// ErrAlreadyWaiting: another goroutine already waits for that id.
-	ErrAlreadyWaiting = errors.New("another Recv waits for this RPC")
-	// ErrClosed: the mailbox is closed.
-	ErrClosed = core.ErrClosed
-)
-
 // Waiter is a goroutine blocked in Recv. Exactly one message (nil when
 // the mailbox closes) is sent on C after the waiter is registered and
 // before it is unregistered.
 type Waiter struct {
-	C        chan *core.Message
+	C        chan *contract.Message
 	id       uint64
 	listed   bool // in the list of Recv(Any) waiters
 	awaiting bool // registered for id
@@ -54,11 +41,11 @@ type Waiter struct {
 
 // NewWaiter returns a waiter for Take. Waiters may be reused once they
 // have received their message or been cancelled.
-func NewWaiter() *Waiter { return &Waiter{C: make(chan *core.Message, 1)} }
+func NewWaiter() *Waiter { return &Waiter{C: make(chan *contract.Message, 1)} }
 
 // node is a ready message in the queue.
 type node struct {
-	m          *core.Message
+	m          *contract.Message
 	prev, next *node
 }
 
@@ -105,7 +92,7 @@ func (b *Mailbox) Expect(id uint64) {
 // the goroutine waiting for its id; otherwise self, if it waits for any
 // message; otherwise the oldest goroutine waiting for any. It returns the
 // waiter that took m, or nil when m was queued (or dropped, once closed).
-func (b *Mailbox) Deliver(m *core.Message, self *Waiter) *Waiter {
+func (b *Mailbox) Deliver(m *contract.Message, self *Waiter) *Waiter {
 	if b.closed {
 		m.Release()
 		return nil
@@ -141,10 +128,12 @@ func (b *Mailbox) Deliver(m *core.Message, self *Waiter) *Waiter {
 
 // Take returns the ready message for id (Any: the oldest of all), or
 // registers w to wait for it and returns nil, nil: the message will be
-// sent on w.C.
-func (b *Mailbox) Take(id uint64, w *Waiter) (*core.Message, error) {
+// sent on w.C. It fails with contract.ErrUnknownRPC when no client RPC
+// id was announced (or its response was taken), ErrAlreadyWaiting when
+// another goroutine waits for id, and ErrClosed after Close.
+func (b *Mailbox) Take(id uint64, w *Waiter) (*contract.Message, error) {
 	if b.closed {
-		return nil, ErrClosed
+		return nil, contract.ErrClosed
 	}
 	if id == Any {
 		if n := b.head; n != nil {
@@ -163,14 +152,14 @@ func (b *Mailbox) Take(id uint64, w *Waiter) (*core.Message, error) {
 	e, ok := b.rpcs[id]
 	switch {
 	case !ok:
-		return nil, ErrUnknownRPC
+		return nil, contract.ErrUnknownRPC
 	case e.n != nil:
 		m := e.n.m
 		b.unqueue(e.n)
 		delete(b.rpcs, id)
 		return m, nil
 	case e.w != nil:
-		return nil, ErrAlreadyWaiting
+		return nil, contract.ErrAlreadyWaiting
 	}
 	w.id = id
 	w.awaiting = true
@@ -200,7 +189,7 @@ func (b *Mailbox) Cancel(w *Waiter) bool {
 // Abort ends client RPC id here: a goroutine waiting for it receives
 // failure; otherwise a queued response is released, and the id is
 // forgotten. It reports whether the id was known.
-func (b *Mailbox) Abort(id uint64, failure *core.Message) bool {
+func (b *Mailbox) Abort(id uint64, failure *contract.Message) bool {
 	e, ok := b.rpcs[id]
 	if !ok {
 		return false
@@ -243,7 +232,7 @@ func (b *Mailbox) Close() {
 	}
 }
 
-func (b *Mailbox) push(m *core.Message) *node {
+func (b *Mailbox) push(m *contract.Message) *node {
 	var n *node
 	if k := len(b.free); k > 0 {
 		n = b.free[k-1]

@@ -4,15 +4,15 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/homa-go/homa/homa/core"
+	"github.com/homa-go/homa/contract"
 	"pgregory.net/rapid"
 )
 
-func req(id uint64) *core.Message  { return &core.Message{ID: id | 1} }
-func resp(id uint64) *core.Message { return &core.Message{ID: id &^ 1} }
+func req(id uint64) *contract.Message  { return &contract.Message{ID: id | 1} }
+func resp(id uint64) *contract.Message { return &contract.Message{ID: id &^ 1} }
 
 // got returns what w received, or nil if nothing was sent to it.
-func got(w *Waiter) *core.Message {
+func got(w *Waiter) *contract.Message {
 	select {
 	case m := <-w.C:
 		return m
@@ -43,7 +43,7 @@ func TestContract(t *testing.T) {
 	// Another goroutine's Take for the same id: refused.
 	by12a, by12b := NewWaiter(), NewWaiter()
 	b.Take(12, by12a)
-	if _, err := b.Take(12, by12b); !errors.Is(err, ErrAlreadyWaiting) {
+	if _, err := b.Take(12, by12b); !errors.Is(err, contract.ErrAlreadyWaiting) {
 		t.Fatalf("second waiter for 12: %v", err)
 	}
 	// Cancelled: the id is still expected; its response is then queued.
@@ -60,7 +60,7 @@ func TestContract(t *testing.T) {
 	if b.Deliver(resp(12), nil) != any1 || got(any1) == nil {
 		t.Fatal("a response nobody waits for by id did not go to Recv(Any)")
 	}
-	if _, err := b.Take(12, NewWaiter()); !errors.Is(err, ErrUnknownRPC) {
+	if _, err := b.Take(12, NewWaiter()); !errors.Is(err, contract.ErrUnknownRPC) {
 		t.Fatalf("Take(12) after Recv(Any) took it: %v", err)
 	}
 	// Nobody waiting: queued, oldest first; Take(id) takes a response
@@ -83,7 +83,7 @@ func TestContract(t *testing.T) {
 	b.Expect(18)
 	by18 := NewWaiter()
 	b.Take(18, by18)
-	fail := &core.Message{ID: 18, Err: core.ErrAborted}
+	fail := &contract.Message{ID: 18, Err: contract.ErrAborted}
 	if !b.Abort(18, fail) || got(by18) != fail {
 		t.Fatal("the waiter of an aborted RPC did not get the failure")
 	}
@@ -111,7 +111,7 @@ func TestContract(t *testing.T) {
 	if m, ok := <-w2.C; m != nil || !ok {
 		t.Fatal("Recv(22) not woken by Close")
 	}
-	if _, err := b.Take(Any, NewWaiter()); !errors.Is(err, ErrClosed) || b.Waiting() != 0 {
+	if _, err := b.Take(Any, NewWaiter()); !errors.Is(err, contract.ErrClosed) || b.Waiting() != 0 {
 		t.Fatalf("after Close: %v, %d waiting", err, b.Waiting())
 	}
 }
@@ -124,8 +124,8 @@ func TestExactlyOnce(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		b := New()
 		var waiters []*Waiter
-		received := map[*core.Message]int{}
-		delivered := map[*core.Message]bool{}
+		received := map[*contract.Message]int{}
+		delivered := map[*contract.Message]bool{}
 		nextID := uint64(2)
 		var expected []uint64
 		for range rapid.IntRange(1, 80).Draw(t, "ops") {
@@ -135,7 +135,7 @@ func TestExactlyOnce(t *testing.T) {
 				expected = append(expected, nextID)
 				nextID += 2
 			case 1:
-				var m *core.Message
+				var m *contract.Message
 				if len(expected) > 0 && rapid.Bool().Draw(t, "response") {
 					m = resp(rapid.SampledFrom(expected).Draw(t, "id"))
 				} else {
@@ -176,7 +176,7 @@ func TestExactlyOnce(t *testing.T) {
 				}
 			case 5:
 				if len(expected) > 0 {
-					b.Abort(rapid.SampledFrom(expected).Draw(t, "id"), &core.Message{Err: core.ErrAborted})
+					b.Abort(rapid.SampledFrom(expected).Draw(t, "id"), &contract.Message{Err: contract.ErrAborted})
 				}
 			}
 			live := 0

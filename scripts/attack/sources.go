@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -54,7 +54,7 @@ func sources(ctx context.Context, o *options) result {
 	res.figures = map[string]float64{"received": got, "failed": float64(before.failed + during.failed)}
 	res.measured = fmt.Sprintf("%d sent, %.0f claims received; RPCs before: %v; during: %v (the client sent %d RESENDs, "+
 		"dropped %d responses that came after it gave up); peers %.0f; drops: %s; %s",
-		sent, got, before, during, cs.ResendsSent, cs.Drops[homa.DropUnknownRPC], m.get("homa_peers"),
+		sent, got, before, during, cs.ResendsSent, cs.Drops[contract.DropUnknownRPC], m.get("homa_peers"),
 		m.byLabel("homa_packets_dropped_total", "reason"), r.aftermath(m0, m))
 	if f := append(before.failures, during.failures...); len(f) > 0 {
 		res.measured += "; failures: " + strings.Join(f, "; ")

@@ -1,4 +1,4 @@
-package core
+package contract
 
 import "net/netip"
 
@@ -20,6 +20,15 @@ type Message struct {
 
 	pool    Buffers // where Data goes back on Release (nil: the GC)
 	backing []byte  // the buffer that holds Data (a receive buffer may hold more)
+}
+
+// SetData makes data the message's Data, held in backing (which may be
+// larger: a receive buffer holding one packet's message), a buffer
+// from pool, to which Release returns it. A nil pool leaves the buffer
+// to the garbage collector. It is for backends, which build the
+// messages they deliver; an application has no use for it.
+func (m *Message) SetData(data, backing []byte, pool Buffers) {
+	m.Data, m.backing, m.pool = data, backing, pool
 }
 
 // IsRequest reports whether the message is a request to be answered with
@@ -61,56 +70,11 @@ func (m *Message) TakeData() []byte {
 	return d
 }
 
-// Buffers is where the core gets and returns the byte slices of packets
+// Buffers is where a backend gets and returns the byte slices of packets
 // and messages. It must be safe for concurrent use: the application
 // releases messages from any goroutine. Get(n) returns a slice of length
 // n; Put takes back a slice from Get (any other may be ignored).
 type Buffers interface {
 	Get(n int) []byte
 	Put(b []byte)
-}
-
-// heapBuffers allocates from the Go heap and leaves freed slices to the
-// garbage collector.
-type heapBuffers struct{}
-
-func (heapBuffers) Get(n int) []byte { return make([]byte, n) }
-func (heapBuffers) Put([]byte)       {}
-
-// Packet is a packet the core asks to transmit: Buf, then Payload.
-type Packet struct {
-	// Buf is the packet's Homa header (for DATA) or the whole packet,
-	// from the core's Buffers. The caller owns it once handed over and
-	// returns it with Buffers.Put after sending.
-	Buf []byte
-	// Payload, for DATA, is the message's bytes the packet carries,
-	// sent after Buf in the same datagram: it points into the message,
-	// which one of Output.Holds keeps alive until the caller releases it.
-	Payload []byte
-	// Addr is the destination host.
-	Addr netip.Addr
-	// Priority is the network priority, 0 (lowest) to 7.
-	Priority uint8
-}
-
-// Output collects what one call into the core produced: packets to
-// transmit, in order; messages for the application (complete requests and
-// responses, and failed client RPCs), in order; and the holds on the
-// message buffers the packets point into. The caller drains and reuses
-// it; the core only appends.
-type Output struct {
-	Packets  []Packet
-	Messages []*Message
-	Holds    []*Hold
-}
-
-// Reset empties o, keeping its capacity. The caller has taken the
-// packets and released (or taken) the holds.
-func (o *Output) Reset() {
-	clear(o.Packets)
-	o.Packets = o.Packets[:0]
-	clear(o.Messages)
-	o.Messages = o.Messages[:0]
-	clear(o.Holds)
-	o.Holds = o.Holds[:0]
 }

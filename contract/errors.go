@@ -1,14 +1,18 @@
-package core
+package contract
 
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 )
 
-// Errors of RPCs and of calls into the core. Test for them with
-// errors.Is: a failed RPC's error is an *OpError that wraps one of them.
+// Errors of RPCs and of sockets, the same from either backend. Test for
+// them with errors.Is: a failed RPC's error is an *OpError that wraps one
+// of them.
 var (
+	// ErrClosed is returned after Close. It matches net.ErrClosed.
+	ErrClosed error = closedError{}
 	// ErrMessageTooLong means a message is empty or over MaxMessage bytes.
 	ErrMessageTooLong = errors.New("message length must be 1..1000000 bytes")
 	// ErrUnknownRPC means no RPC with that id (and peer) exists here.
@@ -38,7 +42,22 @@ var (
 	// ErrBusy means a local limit refused new work (too many RPCs in
 	// progress); the call may be retried later.
 	ErrBusy = errors.New("endpoint busy: too many RPCs in progress")
+	// ErrAlreadyWaiting means another goroutine is already in Recv for
+	// the same RPC id.
+	ErrAlreadyWaiting = errors.New("another Recv waits for this RPC")
+	// ErrPermission means the process may not open raw sockets. Use UDP
+	// encapsulation, or grant CAP_NET_RAW.
+	ErrPermission = errors.New("netio: raw IP sockets need CAP_NET_RAW (run as root, grant the capability, or use UDP encapsulation)")
+	// ErrPortInUse means another socket on this host holds the Homa port.
+	ErrPortInUse = errors.New("netio: Homa port in use")
 )
+
+// closedError is ErrClosed: it unwraps to net.ErrClosed, so that code
+// written for the net package's sockets recognizes it.
+type closedError struct{}
+
+func (closedError) Error() string { return "endpoint closed" }
+func (closedError) Unwrap() error { return net.ErrClosed }
 
 // timeoutError is ErrPeerTimeout: a net.Error-style timeout.
 type timeoutError struct{}

@@ -1,0 +1,256 @@
+package contract
+
+import (
+	"github.com/homa-go/homa/grant"
+	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/pacer"
+)
+
+// SizeClass groups RPCs by size for the latency histograms: the larger of
+// the request and the response length, up to 1,000, 10,000, 100,000 and
+// 1,000,000 bytes (MaxMessage). Short RPCs are dominated by software
+// overheads, the longer classes by transmission and grants, so each class
+// has its own latency distribution.
+type SizeClass uint8
+
+// Size classes.
+const (
+	Size1K   SizeClass = iota // up to 1,000 bytes
+	Size10K                   // up to 10,000 bytes
+	Size100K                  // up to 100,000 bytes
+	Size1M                    // up to 1,000,000 bytes
+	NumSizeClasses
+)
+
+var sizeClassNames = [NumSizeClasses]string{"1k", "10k", "100k", "1m"}
+
+// sizeClassLimits are the inclusive upper bounds of the size classes.
+var sizeClassLimits = [NumSizeClasses]uint32{1_000, 10_000, 100_000, MaxMessage}
+
+// String is the class's label value: "1k", "10k", "100k" or "1m".
+func (c SizeClass) String() string {
+	if c < NumSizeClasses {
+		return sizeClassNames[c]
+	}
+	return "invalid"
+}
+
+// Limit is the largest message length in the class.
+func (c SizeClass) Limit() int {
+	if c < NumSizeClasses {
+		return int(sizeClassLimits[c])
+	}
+	return 0
+}
+
+// SizeClassOf returns the class of an RPC whose larger message has n
+// bytes. Lengths beyond MaxMessage fall in the largest class.
+func SizeClassOf(n int) SizeClass {
+	for c := range NumSizeClasses {
+		if n <= int(sizeClassLimits[c]) {
+			return c
+		}
+	}
+	return Size1M
+}
+
+// Direction tells a message the endpoint sent from one it received.
+type Direction uint8
+
+// Directions.
+const (
+	Sent Direction = iota
+	Received
+	NumDirections
+)
+
+// String is the direction's label value: "sent" or "received".
+func (d Direction) String() string {
+	switch d {
+	case Sent:
+		return "sent"
+	case Received:
+		return "received"
+	}
+	return "invalid"
+}
+
+// Kind tells requests from responses.
+type Kind uint8
+
+// Kinds of message.
+const (
+	Request Kind = iota
+	Response
+	NumKinds
+)
+
+// String is the kind's label value: "request" or "response".
+func (k Kind) String() string {
+	switch k {
+	case Request:
+		return "request"
+	case Response:
+		return "response"
+	}
+	return "invalid"
+}
+
+// Histogram is a snapshot of a fixed-bucket histogram.
+type Histogram struct {
+	// Bounds are the inclusive upper bounds of the buckets, ascending:
+	// nanoseconds for latencies, bytes for sizes.
+	Bounds []uint64
+	// Counts are the observations per bucket (not cumulative):
+	// Counts[i] for values in (Bounds[i-1], Bounds[i]], and the last,
+	// len(Bounds), for values above every bound.
+	Counts []uint64
+	// Count is the number of observations, the sum of Counts.
+	Count uint64
+	// Sum is the sum of the observed values.
+	Sum uint64
+}
+
+// Mean is the mean observed value, or 0 without observations.
+func (h *Histogram) Mean() float64 {
+	if h.Count == 0 {
+		return 0
+	}
+	return float64(h.Sum) / float64(h.Count)
+}
+
+// DropReason says why a received packet was discarded.
+type DropReason uint8
+
+// Reasons for dropping a received packet.
+const (
+	DropShort       DropReason = iota // shorter than its type's header
+	DropUnknownType                   // type byte not a Homa type
+	DropBadField                      // a field out of range or inconsistent (an empty DATA among them)
+	DropUnknownRPC                    // no RPC (or peer) matches it
+	DropLimit                         // a limit on RPCs or peers refused new work
+	DropOtherPort                     // addressed to, or acknowledging, another port
+	DropIgnored                       // a type that is read and ignored (FREEZE)
+	DropStale                         // a late duplicate of a finished RPC
+	DropMemory                        // receive memory limit: no room for its bytes
+	DropSocket                        // discarded by the socket layer before parsing (short, other port, too long)
+	DropQueue                         // dropped by the kernel at the socket: its receive queue was full
+	NumDropReasons
+)
+
+var dropNames = [NumDropReasons]string{"short", "unknown_type", "bad_field", "unknown_rpc", "limit", "other_port", "ignored", "stale", "memory", "socket", "queue"}
+
+func (r DropReason) String() string {
+	if r < NumDropReasons {
+		return dropNames[r]
+	}
+	return "invalid"
+}
+
+// Stats is a snapshot of an endpoint's counters and state. Byte counts of
+// packets are Homa packets, header included, without the IP (or UDP)
+// header below. The core fills everything but the transmit and I/O
+// counters, which its shell keeps.
+type Stats struct {
+	RxPackets map[wire.Type]uint64 // received packets by type (valid type byte)
+	RxBytes   map[wire.Type]uint64 // their bytes
+	TxPackets map[wire.Type]uint64 // sent packets by type
+	TxBytes   map[wire.Type]uint64 // their bytes
+	// TxPriority counts sent packets by priority, 0 (lowest) to 7.
+	TxPriority [wire.NumPriorities]uint64
+	Drops      map[DropReason]uint64
+	// DuplicatePackets counts DATA that brought no new bytes.
+	DuplicatePackets uint64
+	// LandedPackets counts the packets a read put where they belong in
+	// their message (received in place, see Lend); MovedPackets those
+	// it put where another was expected, whose bytes were moved back.
+	LandedPackets uint64
+	MovedPackets  uint64
+	GrantsSent    uint64
+	// Retransmits counts retransmissions (one per range asked for or
+	// restarted), ResentPackets the DATA packets they sent, and
+	// ResendsIgnored the RESENDs left unanswered because what they asked
+	// for was retransmitted less than a resend interval before.
+	Retransmits    uint64
+	ResentPackets  uint64
+	ResendsIgnored uint64
+	RPCsStarted    uint64 // client RPCs
+	RPCsCompleted  uint64 // client RPCs whose response arrived
+	RPCsAborted    uint64 // client RPCs ended by Abort
+	RPCTimeouts    uint64 // client RPCs failed with ErrPeerTimeout
+	// RPCsUnreachable counts client RPCs failed by an ICMP report
+	// (ErrNoListener, ErrHostUnreachable).
+	RPCsUnreachable uint64
+	// ServerRPCsStarted counts server RPCs created by a request's first
+	// packet; RequestsReceived those whose request went to the
+	// application, and ServerRPCsCompleted those it answered with Reply.
+	ServerRPCsStarted   uint64
+	RequestsReceived    uint64
+	ServerRPCsCompleted uint64
+	ServerRPCsFreed     uint64 // server RPCs acknowledged and forgotten
+	ReadErrors          uint64
+	WriteErrors         uint64
+	// TimerWakeups counts the times the shell's timer woke the endpoint
+	// to run the core's deadlines: an idle endpoint has none.
+	TimerWakeups uint64
+	ResendsSent  uint64 // RESEND packets this endpoint issued
+	NeedAcksSent uint64
+	// PeerTimeouts counts RPCs (client and server) ended because their
+	// peer stopped answering for them.
+	PeerTimeouts uint64
+	Reclaimed    uint64 // server RPCs forgotten after client silence
+	// RTTSamples counts the round trips measured to stretch a slow
+	// peer's timers (see Config.Resend).
+	RTTSamples uint64
+	// ResendsDeferred counts the RESENDs that waited for a turn because
+	// their peer's budget (one a tick) or the core's
+	// (Limits.ResendsPerTick) was spent.
+	ResendsDeferred uint64
+	CutoffsSent     uint64 // CUTOFFS packets sent to peers with stale versions
+	// Resource accounting: Shed counts incoming messages discarded to
+	// make room for others (the heaviest peer's least active first);
+	// GrantsRevoked the messages that lost their grant because their
+	// sender left granted bytes unsent; GrantsDeferred the grants held
+	// back for lack of receive memory; PeersEvicted the idle peers
+	// dropped from a full peer table.
+	Shed           uint64
+	GrantsRevoked  uint64
+	GrantsDeferred uint64
+	PeersEvicted   uint64
+	// Message bytes: requests sent by clients and received by servers,
+	// responses sent by servers and received by clients (the sums of
+	// MessageSizes).
+	RequestBytesSent, RequestBytesReceived   uint64
+	ResponseBytesSent, ResponseBytesReceived uint64
+	// Current state: RPCs and peers held, receive storage committed
+	// (bytes), server RPCs whose request is arriving, and those whose
+	// request awaits a reply.
+	ClientRPCs, ServerRPCs, Peers int
+	RecvMemory                    int
+	IncomingRPCs, PendingReplies  int
+
+	// Latency is the time from Send to the complete response of client
+	// RPCs (in nanoseconds), by the size class of the larger of request
+	// and response. Failed RPCs are not counted.
+	Latency [NumSizeClasses]Histogram
+	// MessageSizes are the lengths of complete messages (in bytes) by
+	// direction and kind: a client sends requests and receives responses,
+	// a server receives requests and sends responses.
+	MessageSizes [NumDirections][NumKinds]Histogram
+
+	// Grants is the receiver's SRPT scheduler: GRANT decisions, granted
+	// bytes, FIFO grants, messages needing grants and total incoming.
+	Grants grant.Stats
+	// Pacer is the transmit queue (zero when LinkMbps is 0): queued
+	// messages and bytes, packets sent, FIFO picks, throttled waits.
+	Pacer pacer.Stats
+}
+
+// TotalDrops is the sum of Drops.
+func (s *Stats) TotalDrops() uint64 {
+	var n uint64
+	for _, v := range s.Drops {
+		n += v
+	}
+	return n
+}
