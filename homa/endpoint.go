@@ -16,7 +16,6 @@ package homa
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -356,21 +355,9 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*contract.Message, erro
 	e.mu.Unlock()
 	if m != nil || err != nil {
 		e.putWaiter(w)
-		if err != nil && !errors.Is(err, contract.ErrClosed) {
-			err = &contract.OpError{Op: "recv", ID: id, Err: err}
-		}
 		return m, err
 	}
 	return e.wait(ctx, w, id != 0, request)
-}
-
-// received is what Recv returns for a message from a waiter's channel
-// (nil: the endpoint closed).
-func received(m *contract.Message) (*contract.Message, error) {
-	if m == nil {
-		return nil, contract.ErrClosed
-	}
-	return m, nil
 }
 
 // taken notes that m went to the application: a request's storage is

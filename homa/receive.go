@@ -42,28 +42,14 @@ func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool, reques
 	if ctx.Err() == nil && e.poller != nil && e.takeToken(w) {
 		if m, ok := e.read(ctx, w, due, request, &stop); ok {
 			e.putWaiter(w)
-			return received(m)
+			return mailbox.Received(m)
 		}
 	}
 	// Someone else reads and hands the message over (or ctx ended, or
 	// this reader could not park).
-	select {
-	case m := <-w.C:
-		e.putWaiter(w)
-		return received(m)
-	case <-ctx.Done():
-	}
-	e.mu.Lock()
-	registered := e.mb.Cancel(w)
-	e.mu.Unlock()
-	if !registered {
-		// A message was handed over as the context ended: keep it.
-		m := <-w.C
-		e.putWaiter(w)
-		return received(m)
-	}
+	m, err := e.mb.Await(ctx, &e.mu, w)
 	e.putWaiter(w)
-	return nil, ctx.Err()
+	return m, err
 }
 
 // takeToken takes rxTok for the goroutine of w if it is free, or held by

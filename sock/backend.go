@@ -6,7 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/internal/khoma"
+	"github.com/homa-go/homa/khoma"
 )
 
 // Backend selects what implements the Homa protocol under a Socket.

@@ -21,6 +21,9 @@
 package mailbox
 
 import (
+	"context"
+	"sync"
+
 	"github.com/homa-go/homa/contract"
 )
 
@@ -128,9 +131,10 @@ func (b *Mailbox) Deliver(m *contract.Message, self *Waiter) *Waiter {
 
 // Take returns the ready message for id (Any: the oldest of all), or
 // registers w to wait for it and returns nil, nil: the message will be
-// sent on w.C. It fails with contract.ErrUnknownRPC when no client RPC
-// id was announced (or its response was taken), ErrAlreadyWaiting when
-// another goroutine waits for id, and ErrClosed after Close.
+// sent on w.C. It fails with an *OpError (Op "recv") wrapping
+// contract.ErrUnknownRPC when no client RPC id was announced (or its
+// response was taken), or ErrAlreadyWaiting when another goroutine
+// waits for id; and with contract.ErrClosed after Close.
 func (b *Mailbox) Take(id uint64, w *Waiter) (*contract.Message, error) {
 	if b.closed {
 		return nil, contract.ErrClosed
@@ -152,14 +156,14 @@ func (b *Mailbox) Take(id uint64, w *Waiter) (*contract.Message, error) {
 	e, ok := b.rpcs[id]
 	switch {
 	case !ok:
-		return nil, contract.ErrUnknownRPC
+		return nil, &contract.OpError{Op: "recv", ID: id, Err: contract.ErrUnknownRPC}
 	case e.n != nil:
 		m := e.n.m
 		b.unqueue(e.n)
 		delete(b.rpcs, id)
 		return m, nil
 	case e.w != nil:
-		return nil, contract.ErrAlreadyWaiting
+		return nil, &contract.OpError{Op: "recv", ID: id, Err: contract.ErrAlreadyWaiting}
 	}
 	w.id = id
 	w.awaiting = true
@@ -184,6 +188,35 @@ func (b *Mailbox) Cancel(w *Waiter) bool {
 		return true
 	}
 	return false
+}
+
+// Await waits for the message of w, which Take registered, or for ctx to
+// end. mu is the lock that guards b. It returns the message, nil when the
+// mailbox closed, or ctx.Err() when ctx ended first and w was withdrawn;
+// a message handed over as ctx ended is kept rather than lost. Both
+// backends wait this way, so their Recv ends alike.
+func (b *Mailbox) Await(ctx context.Context, mu sync.Locker, w *Waiter) (*contract.Message, error) {
+	select {
+	case m := <-w.C:
+		return Received(m)
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	registered := b.Cancel(w)
+	mu.Unlock()
+	if registered {
+		return nil, ctx.Err()
+	}
+	return Received(<-w.C)
+}
+
+// Received is what Recv returns for a message sent on a waiter's
+// channel: the message, or contract.ErrClosed for the nil of Close.
+func Received(m *contract.Message) (*contract.Message, error) {
+	if m == nil {
+		return nil, contract.ErrClosed
+	}
+	return m, nil
 }
 
 // Abort ends client RPC id here: a goroutine waiting for it receives

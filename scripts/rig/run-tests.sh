@@ -10,7 +10,7 @@
 #   unbound  a request from the netns to guest port 999 (no socket):
 #            tcpdump on tap612 and the guest's ICMP counters show whether
 #            the module answers (first, while the guest is quiet)
-#   khoma    internal/khoma's TestKernel* in the guest (guest loopback)
+#   khoma    khoma's TestKernel* in the guest (guest loopback)
 #   sock     sock's kernel-backend tests in the guest
 #   kcli     sock.Kernel in the guest against `homa serve` in the netns,
 #            and `homa ping` from the netns against sock.Kernel in the guest
@@ -71,7 +71,7 @@ echo "== build (project $(git -C "$ROOT" rev-parse --short HEAD), module $(cat "
 # whose status is tested, so a failed build would otherwise go unnoticed.
 build() { (cd "$ROOT" && "$@") || { echo "build failed: $*" >&2; exit 1; }; }
 mkdir -p "$RIG/payload" || exit 1
-CGO_ENABLED=0 build go test -c -o "$RIG/payload/khoma.test" ./internal/khoma
+CGO_ENABLED=0 build go test -c -o "$RIG/payload/khoma.test" ./khoma
 CGO_ENABLED=0 build go test -c -o "$RIG/payload/sock.test" ./sock
 build "$SHARED_RIG/build-kcli.sh" "$ROOT" "$RIG/payload/kcli" >/dev/null
 CGO_ENABLED=0 build go build -o "$RIG/payload/slowecho" ./scripts/rig/slowecho

@@ -228,39 +228,15 @@ func (s *Socket) Recv(ctx context.Context, id uint64) (*contract.Message, error)
 	s.mu.Unlock()
 	if !waiting {
 		s.waiters.Put(w)
-		if errors.Is(err, contract.ErrClosed) {
-			err = contract.ErrClosed
-		}
 		return m, err
 	}
 	select {
 	case s.wake <- struct{}{}: // the reader reads while someone waits
 	default:
 	}
-	select {
-	case m := <-w.C:
-		s.waiters.Put(w)
-		return received(m)
-	case <-ctx.Done():
-	}
-	s.mu.Lock()
-	registered := s.mb.Cancel(w)
-	s.mu.Unlock()
-	if !registered {
-		// A message was handed over as the context ended: keep it.
-		m := <-w.C
-		s.waiters.Put(w)
-		return received(m)
-	}
+	m, err = s.mb.Await(ctx, &s.mu, w)
 	s.waiters.Put(w)
-	return nil, ctx.Err()
-}
-
-func received(m *contract.Message) (*contract.Message, error) {
-	if m == nil {
-		return nil, contract.ErrClosed
-	}
-	return m, nil
+	return m, err
 }
 
 func (s *Socket) getWaiter() *mailbox.Waiter {
