@@ -254,3 +254,21 @@ func (s *Stats) TotalDrops() uint64 {
 	}
 	return n
 }
+
+// BufferStats describes the user-space engine's message buffer pool.
+// There is one pool per process, shared by every endpoint. Each endpoint
+// also caches a few buffers of its own: Gets counts those its cache hands
+// out, and Free leaves out those it holds (of each size up to 64 KiB, at
+// most 32 buffers and 128 KiB).
+type BufferStats struct {
+	// Gets counts the buffers handed out (messages and packets), and
+	// Allocs those of them the pool had to allocate; AllocBytes is the
+	// capacity of the allocated buffers.
+	Gets, Allocs, AllocBytes uint64
+	// Discards counts returned buffers the pool left to the garbage
+	// collector because their free list was full.
+	Discards uint64
+	// Free and FreeBytes are the buffers held in the free lists now and
+	// their capacity.
+	Free, FreeBytes uint64
+}

@@ -39,6 +39,7 @@ import (
 	"github.com/homa-go/homa/ack"
 	"github.com/homa-go/homa/faultnet"
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/sock"
 )
@@ -142,7 +143,7 @@ func serverRole(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	s := sock.FromEndpoint(homa.NewEndpoint(conn, homa.Config{Ack: ack.Config{ReclaimTicks: *reclaim}}))
+	s := sock.FromEndpoint(homa.NewEndpoint(conn, homa.Config{Config: core.Config{Ack: ack.Config{ReclaimTicks: *reclaim}}}))
 	var o out
 	ex := &execCounter{counts: make(map[uint64]int)}
 	for range *workers {

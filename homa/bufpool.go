@@ -3,6 +3,8 @@ package homa
 import (
 	"math/bits"
 	"sync"
+
+	"github.com/homa-go/homa/contract"
 )
 
 // Message buffers are recycled through bounded free lists, one per
@@ -68,27 +70,9 @@ func putBuf(b []byte) {
 	bc.mu.Unlock()
 }
 
-// BufferStats describes the message buffer pool. There is one pool per
-// process, shared by every endpoint. Each endpoint also caches a few
-// buffers of its own (bufcache.go): Gets counts those its cache hands
-// out, and Free leaves out those it holds (of each size up to 64 KiB, at
-// most 32 buffers and 128 KiB).
-type BufferStats struct {
-	// Gets counts the buffers handed out (messages and packets), and
-	// Allocs those of them the pool had to allocate; AllocBytes is the
-	// capacity of the allocated buffers.
-	Gets, Allocs, AllocBytes uint64
-	// Discards counts returned buffers the pool left to the garbage
-	// collector because their free list was full.
-	Discards uint64
-	// Free and FreeBytes are the buffers held in the free lists now and
-	// their capacity.
-	Free, FreeBytes uint64
-}
-
 // ReadBufferStats returns a snapshot of the process's buffer pool.
-func ReadBufferStats() BufferStats {
-	s := BufferStats{Gets: cachedGets()}
+func ReadBufferStats() contract.BufferStats {
+	s := contract.BufferStats{Gets: cachedGets()}
 	for c := range bufClasses {
 		bc := &bufClasses[c]
 		size := uint64(1) << (c + minClassShift)

@@ -117,7 +117,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 		Buffers: pool{},
 		Cache:   &e.cache,
 		Seed:    rand.Uint64(),
-	}, cfg.coreConfig())
+	}, cfg.Config)
 	e.cache.register()
 	e.poller, _ = conn.(netio.Poller)
 	if e.poller != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
 )
@@ -120,7 +121,7 @@ func TestServerRPCLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 11})
 		c, _ := nw.Open(serverAddr, 500)
-		e := homa.NewEndpoint(c, homa.Config{PollDuration: -1, Limits: contract.Limits{IncomingRPCs: 50, IncomingRPCsPerPeer: 30}})
+		e := homa.NewEndpoint(c, homa.Config{Config: core.Config{Limits: contract.Limits{IncomingRPCs: 50, IncomingRPCsPerPeer: 30}}, PollDuration: -1})
 		defer e.Close()
 		flood := func(from stdnetip.Addr) {
 			for i := range 200 {
@@ -144,7 +145,7 @@ func TestServerRPCLimit(t *testing.T) {
 func TestForgedSourcesBounded(t *testing.T) {
 	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 14})
 	c, _ := nw.Open(serverAddr, 500)
-	e := homa.NewEndpoint(c, homa.Config{Limits: contract.Limits{Peers: 100}})
+	e := homa.NewEndpoint(c, homa.Config{Config: core.Config{Limits: contract.Limits{Peers: 100}}})
 	defer e.Close()
 	for i := range 1000 {
 		src := stdnetip.AddrFrom4([4]byte{10, 9, byte(i >> 8), byte(i)})
@@ -178,7 +179,7 @@ func FuzzHandlePacket(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := homa.NewEndpoint(c, homa.Config{Limits: contract.Limits{IncomingRPCs: 64, PendingReplies: 64}})
+		e := homa.NewEndpoint(c, homa.Config{Config: core.Config{Limits: contract.Limits{IncomingRPCs: 64, PendingReplies: 64}}})
 		defer e.Close()
 		for len(in) >= 2 {
 			n := int(binary.BigEndian.Uint16(in))

@@ -17,6 +17,7 @@ import (
 	"github.com/homa-go/homa/ack"
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/resend"
@@ -25,7 +26,7 @@ import (
 // lossConfig tolerates long runs of lost packets: at 30% loss a RESEND
 // and its answer both get through only half the time, so the Linux
 // default of 5 unanswered RESENDs would time healthy peers out.
-var lossConfig = homa.Config{PollDuration: -1, Resend: resend.Config{TimeoutResends: 40}}
+var lossConfig = homa.Config{Config: core.Config{Resend: resend.Config{TimeoutResends: 40}}, PollDuration: -1}
 
 // countingServer echoes requests and counts how often each request (named
 // by its first 8 bytes) was executed.
@@ -196,7 +197,7 @@ func TestClientGone(t *testing.T) {
 		}})
 		sc, _ := nw.Open(serverAddr, 500)
 		cc, _ := nw.Open(clientAddr, 0)
-		cfg := homa.Config{PollDuration: -1, Ack: ack.Config{ReclaimTicks: 50}}
+		cfg := homa.Config{Config: core.Config{Ack: ack.Config{ReclaimTicks: 50}}, PollDuration: -1}
 		server, client := homa.NewEndpoint(sc, cfg), homa.NewEndpoint(cc, cfg)
 		defer server.Close()
 		if _, err := client.Send(server.LocalAddr(), []byte("bye"), 0); err != nil {
@@ -288,7 +289,7 @@ func TestStalledRPCCompletes(t *testing.T) {
 		}})
 		sc, _ := nw.Open(serverAddr, 500)
 		cc, _ := nw.Open(clientAddr, 0)
-		cfg := homa.Config{PollDuration: -1, Resend: resend.Config{TimeoutResends: 10_000}}
+		cfg := homa.Config{Config: core.Config{Resend: resend.Config{TimeoutResends: 10_000}}, PollDuration: -1}
 		p := startPair(t, homa.NewEndpoint(sc, cfg), homa.NewEndpoint(cc, cfg))
 		ctx := withTimeout(t, 20*time.Second)
 

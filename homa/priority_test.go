@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/priority"
@@ -35,7 +36,7 @@ func TestCutoffs(t *testing.T) {
 		return false
 	}})
 	// A tick that never comes: the once-per-tick rule is then exact.
-	cfg := homa.Config{Tick: time.Hour}
+	cfg := homa.Config{Config: core.Config{Tick: time.Hour}}
 	sc, _ := nw.Open(serverAddr, 500)
 	cc, _ := nw.Open(clientAddr, 0)
 	server, client := homa.NewEndpoint(sc, cfg), homa.NewEndpoint(cc, cfg)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 )
 
@@ -26,7 +27,7 @@ const head = 2 * time.Millisecond
 func shortBehindLong(t *testing.T, mc netio.MemConfig, linkMbps int, separate bool) (short, long time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := netio.NewMemNetwork(mc)
-		cfg := homa.Config{PollDuration: -1, LinkMbps: linkMbps}
+		cfg := homa.Config{Config: core.Config{LinkMbps: linkMbps}, PollDuration: -1}
 		sc, _ := nw.Open(serverAddr, 500)
 		cc, _ := nw.Open(clientAddr, 0)
 		server, client := homa.NewEndpoint(sc, cfg), homa.NewEndpoint(cc, cfg)

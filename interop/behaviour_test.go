@@ -19,6 +19,7 @@ import (
 
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/wire"
 )
 
@@ -496,7 +497,7 @@ func TestWithheldResponsePacket(t *testing.T) {
 // completes when no request has carried them by then; the ticker is
 // slowed down here so that the next request always leaves first.
 func TestClientPiggybacksAcks(t *testing.T) {
-	s := newClientScene(t, homa.Config{Tick: time.Hour})
+	s := newClientScene(t, homa.Config{Config: core.Config{Tick: time.Hour}})
 	var ack wire.AckEntry
 	for i := range 3 {
 		req := pattern(100, byte(9+i))
@@ -684,7 +685,7 @@ func TestUnscheduledOnly(t *testing.T) {
 // after the response; the ticker is slowed down here so that the ACK the
 // test sees can only be the answer to the NEED_ACK.
 func TestClientNeedAck200KB(t *testing.T) {
-	s := newClientScene(t, homa.Config{Tick: time.Hour})
+	s := newClientScene(t, homa.Config{Config: core.Config{Tick: time.Hour}})
 	const n = 200_000
 	req := pattern(n, 10)
 	id, done := s.call(req)

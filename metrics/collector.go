@@ -4,9 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/homa-go/homa/contract"
-	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/sock"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -18,7 +16,7 @@ const namespace = "homa"
 // values of one scrape are consistent with each other (up to RPCs that
 // race with the snapshot). It is safe for concurrent use.
 type Collector struct {
-	stats    func() contract.Stats
+	stats    func() sock.Stats
 	families []family
 	latency  *prometheus.Desc
 	sizes    *prometheus.Desc
@@ -29,7 +27,7 @@ type Collector struct {
 type family struct {
 	desc *prometheus.Desc
 	typ  prometheus.ValueType
-	read func(s *contract.Stats, emit emitFunc)
+	read func(s *sock.Stats, emit emitFunc)
 }
 
 // emitFunc reports one value with its label values, in the order of the
@@ -38,11 +36,11 @@ type emitFunc func(v float64, labelValues ...string)
 
 // NewCollector returns a collector that reads the statistics of one
 // socket or endpoint through stats, for example sock.Socket.Stats or
-// homa.Endpoint.Stats. constLabels are added to every metric; give each
+// sock.Socket.Stats. constLabels are added to every metric; give each
 // socket registered with one registry different ones (such as
 // {"socket": "server"}). The collector registers itself nowhere: the
 // application adds it to the registry of its choice.
-func NewCollector(stats func() contract.Stats, constLabels prometheus.Labels) *Collector {
+func NewCollector(stats func() sock.Stats, constLabels prometheus.Labels) *Collector {
 	c := &Collector{stats: stats}
 	for _, d := range definitions {
 		c.families = append(c.families, family{
@@ -77,11 +75,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(f.desc, f.typ, v, lv...)
 		})
 	}
-	for sc := range contract.NumSizeClasses {
+	for sc := range sock.NumSizeClasses {
 		ch <- constHistogram(c.latency, &s.Latency[sc], 1e9, sc.String())
 	}
-	for d := range contract.NumDirections {
-		for k := range contract.NumKinds {
+	for d := range sock.NumDirections {
+		for k := range sock.NumKinds {
 			ch <- constHistogram(c.sizes, &s.MessageSizes[d][k], 1, d.String(), k.String())
 		}
 	}
@@ -91,7 +89,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // bounds and sum divided by perUnit (1e9 turns nanoseconds into seconds).
 // Prometheus buckets are cumulative; the overflow bucket is the implicit
 // +Inf.
-func constHistogram(desc *prometheus.Desc, h *contract.Histogram, perUnit float64, labelValues ...string) prometheus.Metric {
+func constHistogram(desc *prometheus.Desc, h *sock.Histogram, perUnit float64, labelValues ...string) prometheus.Metric {
 	buckets := make(map[float64]uint64, len(h.Bounds))
 	var cum uint64
 	for i, b := range h.Bounds {
@@ -107,36 +105,36 @@ type definition struct {
 	help   string
 	typ    prometheus.ValueType
 	labels []string
-	read   func(s *contract.Stats, emit emitFunc)
+	read   func(s *sock.Stats, emit emitFunc)
 }
 
 // counter and gauge define a metric without labels.
-func counter(name, help string, v func(s *contract.Stats) uint64) definition {
+func counter(name, help string, v func(s *sock.Stats) uint64) definition {
 	return definition{name: name, help: help, typ: prometheus.CounterValue,
-		read: func(s *contract.Stats, emit emitFunc) { emit(float64(v(s))) }}
+		read: func(s *sock.Stats, emit emitFunc) { emit(float64(v(s))) }}
 }
 
-func gauge(name, help string, v func(s *contract.Stats) float64) definition {
+func gauge(name, help string, v func(s *sock.Stats) float64) definition {
 	return definition{name: name, help: help, typ: prometheus.GaugeValue,
-		read: func(s *contract.Stats, emit emitFunc) { emit(v(s)) }}
+		read: func(s *sock.Stats, emit emitFunc) { emit(v(s)) }}
 }
 
 // byType defines a counter by packet type, read from one of the maps of
 // Stats. Every type is reported, zero or not.
-func byType(name, help string, m func(s *contract.Stats) map[wire.Type]uint64) definition {
+func byType(name, help string, m func(s *sock.Stats) map[sock.PacketType]uint64) definition {
 	return definition{name: name, help: help, typ: prometheus.CounterValue, labels: []string{"type"},
-		read: func(s *contract.Stats, emit emitFunc) {
+		read: func(s *sock.Stats, emit emitFunc) {
 			vals := m(s)
-			for t := wire.TypeData; t <= wire.TypeAck; t++ {
-				emit(float64(vals[t]), typeLabels[t-wire.TypeData])
+			for i, t := range sock.PacketTypes {
+				emit(float64(vals[t]), typeLabels[i])
 			}
 		}}
 }
 
 // byRole defines a metric with the label role, client and server.
-func byRole(name, help string, typ prometheus.ValueType, client, server func(s *contract.Stats) float64) definition {
+func byRole(name, help string, typ prometheus.ValueType, client, server func(s *sock.Stats) float64) definition {
 	return definition{name: name, help: help, typ: typ, labels: []string{"role"},
-		read: func(s *contract.Stats, emit emitFunc) {
+		read: func(s *sock.Stats, emit emitFunc) {
 			emit(client(s), "client")
 			emit(server(s), "server")
 		}}
@@ -146,16 +144,16 @@ func byRole(name, help string, typ prometheus.ValueType, client, server func(s *
 // case.
 var typeLabels = func() []string {
 	var l []string
-	for t := wire.TypeData; t <= wire.TypeAck; t++ {
+	for _, t := range sock.PacketTypes {
 		l = append(l, strings.ToLower(t.String()))
 	}
 	return l
 }()
 
 // dropReasons are every reason a packet is dropped for.
-var dropReasons = func() []contract.DropReason {
-	var l []contract.DropReason
-	for r := range contract.NumDropReasons {
+var dropReasons = func() []sock.DropReason {
+	var l []sock.DropReason
+	for r := range sock.NumDropReasons {
 		l = append(l, r)
 	}
 	return l
@@ -164,7 +162,7 @@ var dropReasons = func() []contract.DropReason {
 // priorityLabels are "0" to "7".
 var priorityLabels = func() []string {
 	var l []string
-	for p := range wire.NumPriorities {
+	for p := range sock.NumPriorities {
 		l = append(l, strconv.Itoa(p))
 	}
 	return l
@@ -178,132 +176,132 @@ func u(v uint64) float64 { return float64(v) }
 var definitions = []definition{
 	// Packets.
 	byType("packets_sent_total", "Homa packets sent, by type.",
-		func(s *contract.Stats) map[wire.Type]uint64 { return s.TxPackets }),
+		func(s *sock.Stats) map[sock.PacketType]uint64 { return s.TxPackets }),
 	byType("packets_received_total", "Homa packets received with a valid type, by type (including those dropped later).",
-		func(s *contract.Stats) map[wire.Type]uint64 { return s.RxPackets }),
+		func(s *sock.Stats) map[sock.PacketType]uint64 { return s.RxPackets }),
 	byType("packet_bytes_sent_total", "Bytes of Homa packets sent (Homa header included, IP header not), by type.",
-		func(s *contract.Stats) map[wire.Type]uint64 { return s.TxBytes }),
+		func(s *sock.Stats) map[sock.PacketType]uint64 { return s.TxBytes }),
 	byType("packet_bytes_received_total", "Bytes of Homa packets received (Homa header included, IP header not), by type.",
-		func(s *contract.Stats) map[wire.Type]uint64 { return s.RxBytes }),
+		func(s *sock.Stats) map[sock.PacketType]uint64 { return s.RxBytes }),
 	{name: "priority_packets_sent_total", help: "Homa packets sent, by network priority (0 lowest, 7 highest).",
 		typ: prometheus.CounterValue, labels: []string{"priority"},
-		read: func(s *contract.Stats, emit emitFunc) {
+		read: func(s *sock.Stats, emit emitFunc) {
 			for p, n := range s.TxPriority {
 				emit(u(n), priorityLabels[p])
 			}
 		}},
 	{name: "packets_dropped_total", help: "Received packets dropped, by reason.",
 		typ: prometheus.CounterValue, labels: []string{"reason"},
-		read: func(s *contract.Stats, emit emitFunc) {
+		read: func(s *sock.Stats, emit emitFunc) {
 			for _, r := range dropReasons {
 				emit(u(s.Drops[r]), r.String())
 			}
 		}},
 	counter("duplicate_packets_total", "Received DATA packets that carried no new bytes.",
-		func(s *contract.Stats) uint64 { return s.DuplicatePackets }),
+		func(s *sock.Stats) uint64 { return s.DuplicatePackets }),
 	{name: "landed_packets_total", help: "DATA packets whose payload a read put where the socket expected the next packet of a message: where they belong (in_place, not copied again) or not (moved).",
 		typ: prometheus.CounterValue, labels: []string{"placed"},
-		read: func(s *contract.Stats, emit emitFunc) {
+		read: func(s *sock.Stats, emit emitFunc) {
 			emit(u(s.LandedPackets), "in_place")
 			emit(u(s.MovedPackets), "moved")
 		}},
 	counter("retransmissions_total", "Retransmissions of message data (one per range asked for by a RESEND, or restart of a request).",
-		func(s *contract.Stats) uint64 { return s.Retransmits }),
+		func(s *sock.Stats) uint64 { return s.Retransmits }),
 	counter("resent_packets_total", "DATA packets sent again by retransmissions.",
-		func(s *contract.Stats) uint64 { return s.ResentPackets }),
+		func(s *sock.Stats) uint64 { return s.ResentPackets }),
 	counter("resends_issued_total", "RESEND packets issued to ask for missing data.",
-		func(s *contract.Stats) uint64 { return s.ResendsSent }),
+		func(s *sock.Stats) uint64 { return s.ResendsSent }),
 	counter("peer_timeouts_total", "RPCs (client and server) ended because their peer said nothing about them through the RESENDs of a timeout.",
-		func(s *contract.Stats) uint64 { return s.PeerTimeouts }),
+		func(s *sock.Stats) uint64 { return s.PeerTimeouts }),
 	counter("resends_ignored_total", "RESENDs left unanswered because what they asked for was retransmitted less than a resend interval before, or the message's retransmission budget was spent.",
-		func(s *contract.Stats) uint64 { return s.ResendsIgnored }),
+		func(s *sock.Stats) uint64 { return s.ResendsIgnored }),
 	counter("timer_wakeups_total", "Times the endpoint's timer woke it to run protocol deadlines (none while idle).",
-		func(s *contract.Stats) uint64 { return s.TimerWakeups }),
+		func(s *sock.Stats) uint64 { return s.TimerWakeups }),
 	{name: "io_errors_total", help: "Errors reading or writing the socket, by operation.",
 		typ: prometheus.CounterValue, labels: []string{"op"},
-		read: func(s *contract.Stats, emit emitFunc) {
+		read: func(s *sock.Stats, emit emitFunc) {
 			emit(u(s.ReadErrors), "read")
 			emit(u(s.WriteErrors), "write")
 		}},
 
 	// RPCs.
 	byRole("rpcs_started_total", "RPCs started: client RPCs sent, server RPCs whose request began to arrive.", prometheus.CounterValue,
-		func(s *contract.Stats) float64 { return u(s.RPCsStarted) },
-		func(s *contract.Stats) float64 { return u(s.ServerRPCsStarted) }),
+		func(s *sock.Stats) float64 { return u(s.RPCsStarted) },
+		func(s *sock.Stats) float64 { return u(s.ServerRPCsStarted) }),
 	byRole("rpcs_completed_total", "RPCs completed: client RPCs whose response arrived whole, server RPCs answered.", prometheus.CounterValue,
-		func(s *contract.Stats) float64 { return u(s.RPCsCompleted) },
-		func(s *contract.Stats) float64 { return u(s.ServerRPCsCompleted) }),
+		func(s *sock.Stats) float64 { return u(s.RPCsCompleted) },
+		func(s *sock.Stats) float64 { return u(s.ServerRPCsCompleted) }),
 	counter("rpc_timeouts_total", "Client RPCs failed because their server stopped answering.",
-		func(s *contract.Stats) uint64 { return s.RPCTimeouts }),
+		func(s *sock.Stats) uint64 { return s.RPCTimeouts }),
 	counter("rpcs_aborted_total", "Client RPCs ended by Abort.",
-		func(s *contract.Stats) uint64 { return s.RPCsAborted }),
+		func(s *sock.Stats) uint64 { return s.RPCsAborted }),
 	counter("rpcs_unreachable_total", "Client RPCs failed at once by an ICMP report (no listener, host unreachable).",
-		func(s *contract.Stats) uint64 { return s.RPCsUnreachable }),
+		func(s *sock.Stats) uint64 { return s.RPCsUnreachable }),
 	counter("requests_delivered_total", "Requests handed whole to the server application.",
-		func(s *contract.Stats) uint64 { return s.RequestsReceived }),
+		func(s *sock.Stats) uint64 { return s.RequestsReceived }),
 	counter("server_rpcs_acked_total", "Answered server RPCs freed on the client's acknowledgment.",
-		func(s *contract.Stats) uint64 { return s.ServerRPCsFreed }),
+		func(s *sock.Stats) uint64 { return s.ServerRPCsFreed }),
 	counter("server_rpcs_reclaimed_total", "Answered server RPCs freed after the client stayed silent.",
-		func(s *contract.Stats) uint64 { return s.Reclaimed }),
+		func(s *sock.Stats) uint64 { return s.Reclaimed }),
 	counter("rtt_samples_total", "Round trips measured to stretch a slow peer's loss-recovery timers.",
-		func(s *contract.Stats) uint64 { return s.RTTSamples }),
+		func(s *sock.Stats) uint64 { return s.RTTSamples }),
 	counter("resends_deferred_total", "RESENDs that waited for a turn: their peer's budget (one a tick) or the socket's was spent.",
-		func(s *contract.Stats) uint64 { return s.ResendsDeferred }),
+		func(s *sock.Stats) uint64 { return s.ResendsDeferred }),
 	byRole("request_bytes_total", "Request bytes: sent by clients, received by servers.", prometheus.CounterValue,
-		func(s *contract.Stats) float64 { return u(s.RequestBytesSent) },
-		func(s *contract.Stats) float64 { return u(s.RequestBytesReceived) }),
+		func(s *sock.Stats) float64 { return u(s.RequestBytesSent) },
+		func(s *sock.Stats) float64 { return u(s.RequestBytesReceived) }),
 	byRole("response_bytes_total", "Response bytes: received by clients, sent by servers.", prometheus.CounterValue,
-		func(s *contract.Stats) float64 { return u(s.ResponseBytesReceived) },
-		func(s *contract.Stats) float64 { return u(s.ResponseBytesSent) }),
+		func(s *sock.Stats) float64 { return u(s.ResponseBytesReceived) },
+		func(s *sock.Stats) float64 { return u(s.ResponseBytesSent) }),
 	byRole("active_rpcs", "RPCs the socket holds now.", prometheus.GaugeValue,
-		func(s *contract.Stats) float64 { return float64(s.ClientRPCs) },
-		func(s *contract.Stats) float64 { return float64(s.ServerRPCs) }),
+		func(s *sock.Stats) float64 { return float64(s.ClientRPCs) },
+		func(s *sock.Stats) float64 { return float64(s.ServerRPCs) }),
 	gauge("peers", "Hosts the socket keeps state for.",
-		func(s *contract.Stats) float64 { return float64(s.Peers) }),
+		func(s *sock.Stats) float64 { return float64(s.Peers) }),
 
 	// Resource accounting.
 	gauge("receive_memory_bytes", "Receive storage committed for incoming messages (arriving, or requests not yet received by the application).",
-		func(s *contract.Stats) float64 { return float64(s.RecvMemory) }),
+		func(s *sock.Stats) float64 { return float64(s.RecvMemory) }),
 	gauge("incoming_server_rpcs", "Server RPCs whose request is still arriving.",
-		func(s *contract.Stats) float64 { return float64(s.IncomingRPCs) }),
+		func(s *sock.Stats) float64 { return float64(s.IncomingRPCs) }),
 	gauge("pending_replies", "Server RPCs whose request is complete and not yet answered.",
-		func(s *contract.Stats) float64 { return float64(s.PendingReplies) }),
+		func(s *sock.Stats) float64 { return float64(s.PendingReplies) }),
 	counter("messages_shed_total", "Incoming messages discarded to make room for others (the heaviest peer's least active first).",
-		func(s *contract.Stats) uint64 { return s.Shed }),
+		func(s *sock.Stats) uint64 { return s.Shed }),
 	counter("grants_revoked_total", "Incoming messages that lost their grant because their sender left granted bytes unsent.",
-		func(s *contract.Stats) uint64 { return s.GrantsRevoked }),
+		func(s *sock.Stats) uint64 { return s.GrantsRevoked }),
 	counter("grants_deferred_total", "Grants held back for lack of receive memory.",
-		func(s *contract.Stats) uint64 { return s.GrantsDeferred }),
+		func(s *sock.Stats) uint64 { return s.GrantsDeferred }),
 	counter("peers_evicted_total", "Idle peers dropped from a full peer table.",
-		func(s *contract.Stats) uint64 { return s.PeersEvicted }),
+		func(s *sock.Stats) uint64 { return s.PeersEvicted }),
 
 	// Grants (receiver side).
 	counter("grants_sent_total", "GRANT packets the SRPT scheduler decided to send.",
-		func(s *contract.Stats) uint64 { return s.GrantsSent }),
+		func(s *sock.Stats) uint64 { return s.GrantsSent }),
 	counter("granted_bytes_total", "Bytes by which grants raised what senders may send (unscheduled bytes not included).",
-		func(s *contract.Stats) uint64 { return s.Grants.GrantedBytes }),
+		func(s *sock.Stats) uint64 { return s.Grants.GrantedBytes }),
 	counter("fifo_grants_total", "Grants made by the FIFO share to the oldest message.",
-		func(s *contract.Stats) uint64 { return s.Grants.FIFOGrants }),
+		func(s *sock.Stats) uint64 { return s.Grants.FIFOGrants }),
 	counter("fifo_granted_bytes_total", "Bytes granted by the FIFO share.",
-		func(s *contract.Stats) uint64 { return s.Grants.FIFOBytes }),
+		func(s *sock.Stats) uint64 { return s.Grants.FIFOBytes }),
 	gauge("grantable_messages", "Incoming messages that still need grants.",
-		func(s *contract.Stats) float64 { return float64(s.Grants.Grantable) }),
+		func(s *sock.Stats) float64 { return float64(s.Grants.Grantable) }),
 	gauge("incoming_bytes", "Bytes granted or sent unscheduled but not yet received, over all incoming messages.",
-		func(s *contract.Stats) float64 { return float64(s.Grants.Incoming) }),
+		func(s *sock.Stats) float64 { return float64(s.Grants.Incoming) }),
 
 	// Pacer (sender side; zero unless the socket paces).
 	gauge("pacer_queue_messages", "Outgoing messages waiting in the pacer's queue.",
-		func(s *contract.Stats) float64 { return float64(s.Pacer.Queued) }),
+		func(s *sock.Stats) float64 { return float64(s.Pacer.Queued) }),
 	gauge("pacer_queue_bytes", "Bytes left to send in the messages of the pacer's queue.",
-		func(s *contract.Stats) float64 { return float64(s.Pacer.QueuedBytes) }),
+		func(s *sock.Stats) float64 { return float64(s.Pacer.QueuedBytes) }),
 	counter("pacer_packets_total", "Packets charged to the pacer's link budget.",
-		func(s *contract.Stats) uint64 { return s.Pacer.Sends }),
+		func(s *sock.Stats) uint64 { return s.Pacer.Sends }),
 	counter("pacer_bytes_total", "Bytes (IP header included) charged to the pacer's link budget.",
-		func(s *contract.Stats) uint64 { return s.Pacer.SentBytes }),
+		func(s *sock.Stats) uint64 { return s.Pacer.SentBytes }),
 	counter("pacer_throttled_total", "Times the pacer held a packet back for the link budget.",
-		func(s *contract.Stats) uint64 { return s.Pacer.Throttled }),
+		func(s *sock.Stats) uint64 { return s.Pacer.Throttled }),
 	counter("pacer_fifo_picks_total", "Packets the pacer sent from the oldest message for its FIFO share.",
-		func(s *contract.Stats) uint64 { return s.Pacer.FIFOPicks }),
+		func(s *sock.Stats) uint64 { return s.Pacer.FIFOPicks }),
 }
 
 // BufferCollector exports the statistics of the process's message buffer
@@ -324,20 +322,20 @@ func NewBufferCollector(constLabels prometheus.Labels) *BufferCollector {
 var bufferDefs = [6]struct {
 	name, help string
 	typ        prometheus.ValueType
-	read       func(s *homa.BufferStats) uint64
+	read       func(s *sock.BufferStats) uint64
 }{
 	{"buffer_gets_total", "Message and packet buffers taken from the pool or from an endpoint's cache in front of it.", prometheus.CounterValue,
-		func(s *homa.BufferStats) uint64 { return s.Gets }},
+		func(s *sock.BufferStats) uint64 { return s.Gets }},
 	{"buffer_allocations_total", "Buffers the pool had to allocate because its free list was empty.", prometheus.CounterValue,
-		func(s *homa.BufferStats) uint64 { return s.Allocs }},
+		func(s *sock.BufferStats) uint64 { return s.Allocs }},
 	{"buffer_allocated_bytes_total", "Capacity of the buffers the pool allocated.", prometheus.CounterValue,
-		func(s *homa.BufferStats) uint64 { return s.AllocBytes }},
+		func(s *sock.BufferStats) uint64 { return s.AllocBytes }},
 	{"buffer_discards_total", "Returned buffers left to the garbage collector because their free list was full.", prometheus.CounterValue,
-		func(s *homa.BufferStats) uint64 { return s.Discards }},
+		func(s *sock.BufferStats) uint64 { return s.Discards }},
 	{"buffer_pool_buffers", "Buffers in the pool's free lists (not those in the endpoints' caches).", prometheus.GaugeValue,
-		func(s *homa.BufferStats) uint64 { return s.Free }},
+		func(s *sock.BufferStats) uint64 { return s.Free }},
 	{"buffer_pool_bytes", "Capacity of the buffers in the pool's free lists.", prometheus.GaugeValue,
-		func(s *homa.BufferStats) uint64 { return s.FreeBytes }},
+		func(s *sock.BufferStats) uint64 { return s.FreeBytes }},
 }
 
 // Describe sends the descriptions of the pool's metrics.
@@ -349,7 +347,7 @@ func (c *BufferCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect sends the pool's metrics.
 func (c *BufferCollector) Collect(ch chan<- prometheus.Metric) {
-	s := homa.ReadBufferStats()
+	s := sock.ReadBufferStats()
 	for i, d := range bufferDefs {
 		ch <- prometheus.MustNewConstMetric(c.descs[i], d.typ, float64(d.read(&s)))
 	}

@@ -88,53 +88,37 @@ type Config struct {
 // whatever they send: a flood from one host costs that host, not the
 // others. At a limit the socket sheds the least active work of the host
 // holding the most, and refuses newcomers only from that host. Zero
-// means the default.
-type Limits struct {
-	// RecvMemory bounds the bytes of incoming messages held: those
-	// arriving and complete requests not yet received by Recv. Memory
-	// is committed as bytes arrive, never from a length a sender claims.
-	// Default 64 MiB.
-	RecvMemory int
-	// RecvMemoryPerPeer bounds one peer host's share. Default RecvMemory/4.
-	RecvMemoryPerPeer int
-	// IncomingRPCs bounds the requests arriving at once; per host,
-	// IncomingRPCsPerPeer. Defaults 10,000 and 2,000.
-	IncomingRPCs, IncomingRPCsPerPeer int
-	// PendingReplies bounds the requests received and not yet answered;
-	// per host, PendingRepliesPerPeer. Defaults 10,000 and 2,000.
-	PendingReplies, PendingRepliesPerPeer int
-	// Peers bounds the hosts the socket keeps state for; idle ones are
-	// forgotten, least recently used first. Default 16,384.
-	Peers int
-}
+// means the default; each field says its own.
+type Limits = contract.Limits
 
 // Polling says how a goroutine waiting in Recv spins before it parks.
-type Polling = homa.Polling
+type Polling uint8
 
 // Polling modes.
 const (
-	PollAlways   = homa.PollAlways
-	PollAdaptive = homa.PollAdaptive
-	PollNever    = homa.PollNever
+	// PollAlways spins for PollDuration after the last packet before it
+	// parks, as Linux Homa polls: the lowest latency. The default.
+	PollAlways Polling = iota
+	// PollAdaptive spins while waiting for a response, and while
+	// waiting for any message only as long as spinning has paid lately:
+	// less CPU on servers whose requests come seldom.
+	PollAdaptive
+	// PollNever parks at once: the least CPU, a wake-up per message.
+	PollNever
 )
+
+// enginePolling maps a Polling mode to the engine's.
+var enginePolling = [...]homa.Polling{PollAlways: homa.PollAlways, PollAdaptive: homa.PollAdaptive, PollNever: homa.PollNever}
 
 // engineConfig is the engine configuration cfg asks for.
 func engineConfig(cfg *Config) homa.Config {
-	c := homa.Config{
-		PollDuration: cfg.PollDuration,
-		Polling:      cfg.Polling,
-		UnschedBytes: cfg.UnschedBytes,
-		LinkMbps:     cfg.LinkMbps,
-		Limits: contract.Limits{
-			RecvMemory:            cfg.Limits.RecvMemory,
-			RecvMemoryPerPeer:     cfg.Limits.RecvMemoryPerPeer,
-			IncomingRPCs:          cfg.Limits.IncomingRPCs,
-			IncomingRPCsPerPeer:   cfg.Limits.IncomingRPCsPerPeer,
-			PendingReplies:        cfg.Limits.PendingReplies,
-			PendingRepliesPerPeer: cfg.Limits.PendingRepliesPerPeer,
-			Peers:                 cfg.Limits.Peers,
-		},
+	c := homa.Config{PollDuration: cfg.PollDuration}
+	if int(cfg.Polling) < len(enginePolling) {
+		c.Polling = enginePolling[cfg.Polling]
 	}
+	c.UnschedBytes = cfg.UnschedBytes
+	c.LinkMbps = cfg.LinkMbps
+	c.Limits = cfg.Limits
 	if cfg.PeerTimeout > 0 {
 		// RESENDs go every ResendInterval ticks after the first
 		// ResendTicks: choose their number to fill the timeout.

@@ -45,80 +45,9 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/netio"
 )
-
-// Message is a complete request or response from Recv, or the failure
-// of a client RPC. Its fields:
-//
-//   - ID is the RPC's id on this socket: even for a request this socket
-//     sent (the Message is its response), odd for a request it received
-//     (answer it with Reply).
-//   - Peer is the other end, host and Homa port.
-//   - Cookie is the value given to Send (responses only).
-//   - Data is the message. It belongs to the receiver; Release returns
-//     it to the socket's buffer pool (optional; it saves an allocation).
-//   - Err is set, and Data nil, when a client RPC failed: an *OpError
-//     whose cause matches ErrPeerTimeout, ErrNoListener, ErrAborted, ...
-//     with errors.Is.
-//
-// IsRequest reports whether it is a request.
-type Message = contract.Message
-
-// Stats is a snapshot of a socket's counters: packets and bytes by type,
-// drops by reason, RPCs by role, grants, pacing, resource use, latency
-// and size histograms. Package metrics exports them to Prometheus.
-type Stats = contract.Stats
-
-// OpError is the error of one RPC: Op (send, reply, recv, abort, call),
-// Peer, ID and the cause Err, which errors.Is matches (ErrPeerTimeout,
-// ErrNoListener, ...). Timeout reports whether the peer timed out, as
-// net errors do.
-type OpError = contract.OpError
-
-// Errors. Test for them with errors.Is: the errors of RPCs wrap them in
-// an *OpError that says which RPC failed.
-var (
-	// ErrClosed: the socket is closed. It also matches net.ErrClosed.
-	ErrClosed = contract.ErrClosed
-	// ErrMessageTooLong: a message must hold 1 to 1,000,000 bytes.
-	ErrMessageTooLong = contract.ErrMessageTooLong
-	// ErrUnknownRPC: no RPC with that id exists on this socket.
-	ErrUnknownRPC = contract.ErrUnknownRPC
-	// ErrAborted: the RPC was ended by Abort.
-	ErrAborted = contract.ErrAborted
-	// ErrPeerTimeout: the peer said nothing about the RPC for
-	// Config.PeerTimeout while being asked. It reports Timeout() true.
-	ErrPeerTimeout = contract.ErrPeerTimeout
-	// ErrNoListener: nothing listens on the peer's Homa port, as the
-	// network reported at once (ICMP port or protocol unreachable). The
-	// engine knows it over UDP, and over raw IP from a peer host with
-	// no Homa at all or with the Linux module (which answers ICMP port
-	// unreachable, rate limited by the peer's kernel). A peer host
-	// whose Homa is this engine in another process says nothing for a
-	// port nobody holds: then the RPC ends with ErrPeerTimeout.
-	ErrNoListener = contract.ErrNoListener
-	// ErrHostUnreachable: the network reported the peer host unreachable.
-	ErrHostUnreachable = contract.ErrHostUnreachable
-	// ErrBadAddress: an address or port the socket cannot use (the
-	// error says whether the local or the remote one).
-	ErrBadAddress = contract.ErrBadAddress
-	// ErrAlreadyReplied: Reply was called twice for one request.
-	ErrAlreadyReplied = contract.ErrAlreadyReplied
-	// ErrBusy: a limit of the socket refused new work for now (too many
-	// RPCs or peers); retry later.
-	ErrBusy = contract.ErrBusy
-	// ErrPermission: raw sockets need CAP_NET_RAW. Run as root, grant the
-	// capability (setcap cap_net_raw+ep BINARY), or use Transport UDP.
-	ErrPermission = netio.ErrPermission
-	// ErrPortInUse: another socket on this host holds the port.
-	ErrPortInUse = netio.ErrPortInUse
-)
-
-// Largest server port; client ports are assigned above it.
-const maxServerPort = netio.MinClientPort - 1
 
 // Socket is a Homa socket.
 type Socket struct {
@@ -134,8 +63,11 @@ func Open(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	if p := addr.Port(); p > maxServerPort {
-		return nil, fmt.Errorf("sock: local address %v: port %d is not a server port (1..%d; 0 assigns a client port): %w", addr, p, maxServerPort, ErrBadAddress)
+	if p := addr.Port(); p > MaxServerPort {
+		return nil, fmt.Errorf("sock: local address %v: port %d is not a server port (1..%d; 0 assigns a client port): %w", addr, p, MaxServerPort, ErrBadAddress)
+	}
+	if int(cfg.Polling) >= len(enginePolling) {
+		return nil, fmt.Errorf("sock: unknown polling mode %d (PollAlways, PollAdaptive or PollNever)", cfg.Polling)
 	}
 	if !addr.Addr().IsValid() {
 		return nil, fmt.Errorf("sock: no local address (use 0.0.0.0 or :: for any): %w", ErrBadAddress)

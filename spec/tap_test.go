@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
 )
@@ -101,7 +102,7 @@ func (t *tap) all() []sent {
 // so that only the packets a test injects cause anything. Tests about
 // timers set Tick back to its default.
 func quiet() homa.Config {
-	return homa.Config{PollDuration: -1, Tick: time.Hour}
+	return homa.Config{Config: core.Config{Tick: time.Hour}, PollDuration: -1}
 }
 
 // ticking is quiet with the default timer tick of 1 ms.

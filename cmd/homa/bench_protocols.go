@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/internal/grpcecho"
 	"github.com/homa-go/homa/internal/rawfloor"
 	"github.com/homa-go/homa/internal/tcpecho"
@@ -126,12 +125,12 @@ var protocols = []protocol{
 	homaProtocol("homa", sock.Raw),
 	homaProtocol("homa-udp", sock.UDP),
 	{
-		name: "tcp", maxSize: contract.MaxMessage,
+		name: "tcp", maxSize: sock.MaxMessage,
 		desc:  "Go TCP: 4-byte length prefix, a pool of connections per client (one RPC at a time on each), TCP_NODELAY",
 		serve: serveTCP, dial: dialTCP,
 	},
 	{
-		name: "grpc", maxSize: contract.MaxMessage,
+		name: "grpc", maxSize: sock.MaxMessage,
 		desc:  "gRPC-go unary calls with a bytes codec, one HTTP/2 connection per client",
 		serve: serveGRPC, dial: dialGRPC,
 	},
@@ -191,7 +190,7 @@ func over(cfg sock.Config, t sock.Transport) *sock.Config {
 // homaProtocol is Homa over transport t.
 func homaProtocol(name string, t sock.Transport) protocol {
 	return protocol{
-		name: name, maxSize: contract.MaxMessage, homa: true, raw: t == sock.Raw,
+		name: name, maxSize: sock.MaxMessage, homa: true, raw: t == sock.Raw,
 		desc: "Homa over " + transportName(t) + ", engine defaults",
 		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
 			s, err := openHomaServer(addr, over(o.engine, t))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -43,8 +42,8 @@ func (f *engineFlags) check() error {
 	switch {
 	case f.linkMbps < 0:
 		return fmt.Errorf("--link-mbps %d: must not be negative", f.linkMbps)
-	case f.unschedBytes < 0 || f.unschedBytes > contract.MaxMessage:
-		return fmt.Errorf("--unsched-bytes %d: must be 0..%d", f.unschedBytes, contract.MaxMessage)
+	case f.unschedBytes < 0 || f.unschedBytes > sock.MaxMessage:
+		return fmt.Errorf("--unsched-bytes %d: must be 0..%d", f.unschedBytes, sock.MaxMessage)
 	}
 	return checkPolling(f.polling)
 }

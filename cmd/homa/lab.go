@@ -15,6 +15,7 @@ import (
 	"github.com/homa-go/homa/internal/benchplot"
 	"github.com/homa-go/homa/internal/workload"
 	"github.com/homa-go/homa/lab"
+	"github.com/homa-go/homa/sock"
 )
 
 // labProtos are the protocols "homa lab" can run, as serve and bench name
@@ -135,8 +136,8 @@ func (o *labOptions) check() error {
 		return fmt.Errorf("--timeout %v: must be positive", o.timeout)
 	case o.calibrate < 1:
 		return fmt.Errorf("--calibrate %d: the slowdown baseline needs at least 1 RPC", o.calibrate)
-	case o.port < 1 || o.port > maxServerPort:
-		return fmt.Errorf("--port %d: want 1..%d (Homa server ports)", o.port, maxServerPort)
+	case o.port < 1 || o.port > sock.MaxServerPort:
+		return fmt.Errorf("--port %d: want 1..%d (Homa server ports)", o.port, sock.MaxServerPort)
 	case len(o.protos) == 0 && !o.keep && !o.cleanup:
 		return errors.New("--proto is empty: nothing to measure (add --keep to only build the lab)")
 	}

@@ -46,8 +46,8 @@ func checkServerAddr(addr string) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("--addr %q: %v", addr, err)
-	case port < 1 || port > maxServerPort:
-		return fmt.Errorf("--addr %s: port %d is not a Homa server port (1..%d)", addr, port, maxServerPort)
+	case port < 1 || port > sock.MaxServerPort:
+		return fmt.Errorf("--addr %s: port %d is not a Homa server port (1..%d)", addr, port, sock.MaxServerPort)
 	}
 	return nil
 }

@@ -13,12 +13,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/sock"
 )
-
-// maxServerPort is the largest Homa server port; ports above it are
-// client ports, which receive no requests.
-const maxServerPort = netio.MinClientPort - 1
 
 // parsePort returns the port of HOST:PORT, which must be a number.
 func parsePort(hostport string) (uint16, error) {
@@ -82,8 +78,8 @@ func (f *serveFlags) checkAddr(addr string) error {
 	if err != nil {
 		return fmt.Errorf("--addr %q: %v", addr, err)
 	}
-	if f.p.homa && port > maxServerPort {
-		return fmt.Errorf("--addr %s: port %d is not a Homa server port (1..%d; 0 picks a free one)", addr, port, maxServerPort)
+	if f.p.homa && port > sock.MaxServerPort {
+		return fmt.Errorf("--addr %s: port %d is not a Homa server port (1..%d; 0 picks a free one)", addr, port, sock.MaxServerPort)
 	}
 	return nil
 }

@@ -25,7 +25,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
-	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/internal/tcpecho"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/homagrpc"
@@ -42,7 +41,7 @@ const (
 	// is left of homa.MaxMessage after the frame of homagrpc (a 28-byte
 	// header and the method name at most) and the protobuf tags and
 	// lengths around the body (at most 10 bytes), with room to spare.
-	MaxHomaPayload = contract.MaxMessage - 256
+	MaxHomaPayload = sock.MaxMessage - 256
 )
 
 // Options configures a server.
