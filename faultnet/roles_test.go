@@ -111,7 +111,7 @@ func (e *execCounter) add(tag uint64) {
 	e.mu.Unlock()
 }
 
-func (e *execCounter) report(s *sock.Socket) serverReport {
+func (e *execCounter) report(s *homa.Endpoint) serverReport {
 	r := serverReport{Stats: s.Stats()}
 	r.ServerRPCs = r.Stats.ServerRPCs
 	e.mu.Lock()
@@ -143,7 +143,9 @@ func serverRole(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	s := sock.FromEndpoint(homa.NewEndpoint(conn, homa.Config{Config: core.Config{Ack: ack.Config{ReclaimTicks: *reclaim}}}))
+	// The engine itself: the reclaim time is a knob of the protocol
+	// that sockets do not offer.
+	s := homa.NewEndpoint(conn, homa.Config{Config: core.Config{Ack: ack.Config{ReclaimTicks: *reclaim}}})
 	var o out
 	ex := &execCounter{counts: make(map[uint64]int)}
 	for range *workers {
@@ -160,7 +162,7 @@ func serverRole(args []string) int {
 }
 
 // serve runs requests until the socket closes.
-func serve(s *sock.Socket, ex *execCounter, o *out) {
+func serve(s *homa.Endpoint, ex *execCounter, o *out) {
 	for {
 		m, err := s.Recv(context.Background(), sock.Any)
 		if err != nil {
@@ -174,7 +176,7 @@ func serve(s *sock.Socket, ex *execCounter, o *out) {
 		ex.add(tag)
 		switch m.Data[tagLen] {
 		case opEcho:
-			s.Reply(m, m.Data)
+			s.Reply(m.Peer.Addr(), m.ID, m.Data)
 			m.Release()
 		case opHang:
 			o.line("got %d", tag)
@@ -182,7 +184,7 @@ func serve(s *sock.Socket, ex *execCounter, o *out) {
 		case opSlow:
 			o.line("got %d", tag)
 			time.AfterFunc(slowReply, func() {
-				s.Reply(m, m.Data)
+				s.Reply(m.Peer.Addr(), m.ID, m.Data)
 				m.Release()
 			})
 		}

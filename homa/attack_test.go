@@ -9,6 +9,7 @@ import (
 
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/netio"
 )
 
@@ -20,7 +21,7 @@ func TestForgedClaimsHeap(t *testing.T) {
 	for _, n := range []int{2000, 10000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				nw := netio.NewMemNetwork(netio.MemConfig{Seed: 15})
+				nw := memnet.New(memnet.Config{Seed: 15})
 				c, _ := nw.Open(serverAddr, 500)
 				e := homa.NewEndpoint(c, homa.Config{PollDuration: -1})
 				defer e.Close()
@@ -55,7 +56,7 @@ func TestForgedClaimsHeap(t *testing.T) {
 // (raw IP and UDP: "socket") or the core does ("short").
 func TestShortPacketsCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 16})
+		nw := memnet.New(memnet.Config{Seed: 16})
 		sc, _ := nw.Open(serverAddr, 500)
 		e := homa.NewEndpoint(sc, homa.Config{PollDuration: -1})
 		defer e.Close()

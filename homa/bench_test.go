@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/netio"
 )
 
@@ -48,7 +49,7 @@ func benchRPCSize(b *testing.B, open func(addr netip.Addr, port uint16) (netio.C
 }
 
 func BenchmarkRPC100Mem(b *testing.B) {
-	nw := netio.NewMemNetwork(netio.MemConfig{})
+	nw := memnet.New(memnet.Config{})
 	benchRPC(b, nw.Open, "10.0.0.1")
 }
 
@@ -64,7 +65,7 @@ func BenchmarkRPC100UDP4(b *testing.B) {
 // packets and a dozen grants per message): allocations per RPC must not
 // grow with the packet count.
 func BenchmarkRPC200KMem(b *testing.B) {
-	nw := netio.NewMemNetwork(netio.MemConfig{MTU: 1500})
+	nw := memnet.New(memnet.Config{MTU: 1500})
 	benchRPCSize(b, nw.Open, "10.0.0.1", 200_000)
 }
 
@@ -95,7 +96,7 @@ func BenchmarkLossMem(b *testing.B) {
 				}
 				var times []time.Duration
 				for b.Loop() {
-					cfg := netio.MemConfig{Seed: 7, MTU: 1500, Loss: loss}
+					cfg := memnet.Config{Seed: 7, MTU: 1500, Loss: loss}
 					times = append(times, lossRun(b, cfg, n, 4, []int{size})...)
 				}
 				slices.Sort(times)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 )
 
 // TestSendBorrowed: a borrowed request is sent from the caller's buffer
@@ -26,7 +26,7 @@ func TestSendBorrowed(t *testing.T) {
 
 func testSendBorrowed(t *testing.T, size int) {
 	synctest.Test(t, func(t *testing.T) {
-		p, _ := newMemPair(t, netio.MemConfig{Seed: 41, MTU: 1500}, homa.Config{})
+		p, _ := newMemPair(t, memnet.Config{Seed: 41, MTU: 1500}, homa.Config{})
 		req := make([]byte, size, 128<<10) // a pool size class
 		copy(req, payload(41, len(req)))
 		for range 3 {
@@ -54,7 +54,7 @@ func testSendBorrowed(t *testing.T, size int) {
 // buffer any more, though the server never answered.
 func TestSendBorrowedAbort(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 42, MTU: 1500})
+		nw := memnet.New(memnet.Config{Seed: 42, MTU: 1500})
 		cc, _ := nw.Open(clientAddr, 0)
 		c := homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
 		defer c.Close()

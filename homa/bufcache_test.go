@@ -7,8 +7,7 @@ import (
 	"testing/synctest"
 	"unsafe"
 
-	"github.com/homa-go/homa/homa/netio"
-
+	"github.com/homa-go/homa/homa/memnet"
 	"pgregory.net/rapid"
 )
 
@@ -135,7 +134,7 @@ func TestBufCacheStats(t *testing.T) {
 // the cache, and the cache is empty once the endpoint is closed.
 func TestBufCacheEndpoint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 7, MTU: 1500})
+		nw := memnet.New(memnet.Config{Seed: 7, MTU: 1500})
 		sc, _ := nw.Open(netip.MustParseAddr("10.0.0.1"), 0)
 		cc, _ := nw.Open(netip.MustParseAddr("10.0.0.2"), 0)
 		srv := NewEndpoint(sc, Config{PollDuration: -1})

@@ -6,7 +6,7 @@ import (
 
 	"github.com/homa-go/homa/contract/contracttest"
 	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 )
 
 // endpointSocket is an Endpoint in the shape of the contract's Socket,
@@ -20,7 +20,7 @@ func (e endpointSocket) Reply(peer netip.AddrPort, id uint64, data []byte) error
 // TestContract: the engine returns the contract's errors as the kernel
 // backend does (khoma.TestContract).
 func TestContract(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 9})
+	nw := memnet.New(memnet.Config{Seed: 9})
 	t.Cleanup(func() { nw.Close() })
 	contracttest.Errors(t, func(t *testing.T, port uint16) contracttest.Socket {
 		c, err := nw.Open(netip.MustParseAddr("10.0.0.1"), port)

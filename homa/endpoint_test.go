@@ -15,7 +15,7 @@ import (
 
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 )
 
 var (
@@ -38,12 +38,12 @@ type pair struct {
 // endpoints do not busy-poll (unless ecfg says otherwise), so that they
 // can run in a synctest bubble, where the clock stands still while a
 // goroutine spins.
-func newMemPair(t testing.TB, cfg netio.MemConfig, ecfg homa.Config) (*pair, *netio.MemNetwork) {
+func newMemPair(t testing.TB, cfg memnet.Config, ecfg homa.Config) (*pair, *memnet.Network) {
 	t.Helper()
 	if ecfg.PollDuration == 0 {
 		ecfg.PollDuration = -1
 	}
-	nw := netio.NewMemNetwork(cfg)
+	nw := memnet.New(cfg)
 	sc, err := nw.Open(serverAddr, 500)
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +124,7 @@ func withTimeout(t testing.TB, d time.Duration) context.Context {
 
 func TestEchoMem(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, _ := newMemPair(t, netio.MemConfig{Seed: 1}, homa.Config{})
+		p, _ := newMemPair(t, memnet.Config{Seed: 1}, homa.Config{})
 		for _, n := range echoSizes {
 			if err := p.call(withTimeout(t, 20*time.Second), t, payload(1, n)); err != nil {
 				t.Fatalf("%d bytes: %v", n, err)
@@ -143,7 +143,7 @@ func TestEchoMem(t *testing.T) {
 // TestEchoMemSmallMTU forces many packets per message (1500-byte MTU).
 func TestEchoMemSmallMTU(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, _ := newMemPair(t, netio.MemConfig{Seed: 2, MTU: 1500}, homa.Config{})
+		p, _ := newMemPair(t, memnet.Config{Seed: 2, MTU: 1500}, homa.Config{})
 		for _, n := range echoSizes {
 			if err := p.call(withTimeout(t, 20*time.Second), t, payload(2, n)); err != nil {
 				t.Fatalf("%d bytes: %v", n, err)
@@ -155,7 +155,7 @@ func TestEchoMemSmallMTU(t *testing.T) {
 // TestConcurrentRPCs runs 1,000 RPCs from 8 goroutines at once.
 func TestConcurrentRPCs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, _ := newMemPair(t, netio.MemConfig{Seed: 3, MTU: 1500}, homa.Config{})
+		p, _ := newMemPair(t, memnet.Config{Seed: 3, MTU: 1500}, homa.Config{})
 		runConcurrent(t, p, 8, 1000, 30*time.Second)
 	})
 }
@@ -176,7 +176,7 @@ func runConcurrent(t *testing.T, p *pair, workers, total int, limit time.Duratio
 // RPC completes with the right bytes, and duplicates are recognised.
 func TestReorderDuplicate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, nw := newMemPair(t, netio.MemConfig{Seed: 4, MTU: 1500, Reorder: 0.05, Duplicate: 0.05}, homa.Config{})
+		p, nw := newMemPair(t, memnet.Config{Seed: 4, MTU: 1500, Reorder: 0.05, Duplicate: 0.05}, homa.Config{})
 		runConcurrent(t, p, 8, 600, 60*time.Second)
 		st := nw.Stats()
 		if st.Duplicated == 0 || st.Reordered == 0 {
@@ -193,7 +193,7 @@ func TestReorderDuplicate(t *testing.T) {
 
 func TestAbortAndCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 5})
+		nw := memnet.New(memnet.Config{Seed: 5})
 		sc, _ := nw.Open(serverAddr, 500) // a server that never answers
 		cc, _ := nw.Open(clientAddr, 0)
 		server, client := homa.NewEndpoint(sc, homa.Config{PollDuration: -1}), homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
@@ -264,7 +264,7 @@ func TestAbortAndCancel(t *testing.T) {
 }
 
 func TestCloseUnblocks(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 6})
+	nw := memnet.New(memnet.Config{Seed: 6})
 	cc, _ := nw.Open(clientAddr, 0)
 	client := homa.NewEndpoint(cc, homa.Config{})
 	id, _ := client.Send(netip.AddrPortFrom(serverAddr, 500), []byte("x"), 0)
@@ -292,7 +292,7 @@ func TestCloseUnblocks(t *testing.T) {
 // Recv(0), and Reply twice is refused.
 func TestRecvAnyGetsResponses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, _ := newMemPair(t, netio.MemConfig{Seed: 7}, homa.Config{})
+		p, _ := newMemPair(t, memnet.Config{Seed: 7}, homa.Config{})
 		want := map[uint64]bool{}
 		for i := range 5 {
 			id, err := p.client.Send(p.dst, []byte{byte(i)}, uint64(100+i))
@@ -344,7 +344,7 @@ func spread(t testing.TB, workers, n int, rpc func(i int) error) {
 // the grace timer never fires: each one that starts reading stops it.
 func TestBusyReaderSleeps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, _ := newMemPair(t, netio.MemConfig{Seed: 9}, homa.Config{})
+		p, _ := newMemPair(t, memnet.Config{Seed: 9}, homa.Config{})
 		if err := p.call(context.Background(), t, payload(1, 100)); err != nil {
 			t.Fatal(err)
 		}
@@ -368,7 +368,7 @@ func TestBusyReaderSleeps(t *testing.T) {
 // server frees the RPC, with no timer wake-up.
 func TestSpinnerRunsTimers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, _ := newMemPair(t, netio.MemConfig{Seed: 10}, homa.Config{})
+		p, _ := newMemPair(t, memnet.Config{Seed: 10}, homa.Config{})
 		if err := p.call(context.Background(), t, payload(1, 100)); err != nil {
 			t.Fatal(err)
 		}
@@ -408,7 +408,7 @@ func TestSpinnerRunsTimers(t *testing.T) {
 // does not poll while a server goroutine waits in Recv.
 func TestIdleEndpointSleeps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p, _ := newMemPair(t, netio.MemConfig{Seed: 8}, homa.Config{})
+		p, _ := newMemPair(t, memnet.Config{Seed: 8}, homa.Config{})
 		time.Sleep(10 * time.Second)
 		if w := p.client.Stats().TimerWakeups + p.server.Stats().TimerWakeups; w != 0 {
 			t.Fatalf("endpoints that never had an RPC woke %d times in 10 s", w)

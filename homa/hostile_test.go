@@ -12,7 +12,7 @@ import (
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/core"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/wire"
 )
 
@@ -28,7 +28,7 @@ func dataPkt(id uint64, msgLen, off uint32, payload []byte) []byte {
 }
 
 func newServer(t *testing.T) *homa.Endpoint {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 9})
+	nw := memnet.New(memnet.Config{Seed: 9})
 	c, err := nw.Open(serverAddr, 500)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestMalformedInput(t *testing.T) {
 // RPC but sent from another host, or from another port of the right host,
 // changes nothing.
 func TestForgedResponse(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 10})
+	nw := memnet.New(memnet.Config{Seed: 10})
 	cc, _ := nw.Open(clientAddr, 0)
 	client := homa.NewEndpoint(cc, homa.Config{})
 	defer client.Close()
@@ -119,7 +119,7 @@ func TestForgedResponse(t *testing.T) {
 // newcomer.)
 func TestServerRPCLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 11})
+		nw := memnet.New(memnet.Config{Seed: 11})
 		c, _ := nw.Open(serverAddr, 500)
 		e := homa.NewEndpoint(c, homa.Config{Config: core.Config{Limits: contract.Limits{IncomingRPCs: 50, IncomingRPCsPerPeer: 30}}, PollDuration: -1})
 		defer e.Close()
@@ -143,7 +143,7 @@ func TestServerRPCLimit(t *testing.T) {
 // TestForgedSourcesBounded: requests from ever new (forged) source
 // addresses stop creating peers at MaxPeers.
 func TestForgedSourcesBounded(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 14})
+	nw := memnet.New(memnet.Config{Seed: 14})
 	c, _ := nw.Open(serverAddr, 500)
 	e := homa.NewEndpoint(c, homa.Config{Config: core.Config{Limits: contract.Limits{Peers: 100}}})
 	defer e.Close()
@@ -173,7 +173,7 @@ func FuzzHandlePacket(f *testing.F) {
 	f.Add(seq((&wire.Resend{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 1000}, Length: wire.ResendToEnd}).Append(nil)))
 	f.Add(seq((&wire.Ack{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 1000}, NumAcks: 9}).Append(nil)))
 	f.Add(seq((&wire.Cutoffs{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 1001}}).Append(nil)))
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 12})
+	nw := memnet.New(memnet.Config{Seed: 12})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		c, err := nw.Open(serverAddr, 0)
 		if err != nil {
@@ -205,7 +205,7 @@ func TestGrantAndResendBounds(t *testing.T) {
 	const length = 100_000
 	var mu sync.Mutex
 	var worst uint64 // highest offset+length of any DATA sent
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 13, MTU: 1500, Drop: func(_, _ stdnetip.Addr, pkt []byte) bool {
+	nw := memnet.New(memnet.Config{Seed: 13, MTU: 1500, Drop: func(_, _ stdnetip.Addr, pkt []byte) bool {
 		var d wire.Data
 		if _, err := d.Parse(pkt); err == nil {
 			mu.Lock()

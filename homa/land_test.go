@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/netio"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestReceiveInPlace(t *testing.T) {
 	t.Run("mem", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, _ := newMemPair(t, netio.MemConfig{Seed: 7, MTU: 65536}, homa.Config{})
+			p, _ := newMemPair(t, memnet.Config{Seed: 7, MTU: 65536}, homa.Config{})
 			checkInPlace(t, p)
 		})
 	})

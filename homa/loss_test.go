@@ -18,7 +18,7 @@ import (
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/core"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/resend"
 )
@@ -58,8 +58,8 @@ func (c *countingServer) serve(e *homa.Endpoint) {
 // goroutines over a network with the given faults and returns their
 // completion times. Every RPC must succeed with its own payload and
 // execute exactly once.
-func lossRun(t testing.TB, cfg netio.MemConfig, n, workers int, sizes []int) []time.Duration {
-	nw := netio.NewMemNetwork(cfg)
+func lossRun(t testing.TB, cfg memnet.Config, n, workers int, sizes []int) []time.Duration {
+	nw := memnet.New(cfg)
 	sc, _ := nw.Open(serverAddr, 500)
 	cc, _ := nw.Open(clientAddr, 0)
 	server, client := homa.NewEndpoint(sc, lossConfig), homa.NewEndpoint(cc, lossConfig)
@@ -116,7 +116,7 @@ func TestLoss(t *testing.T) {
 	for _, loss := range []float64{0.01, 0.10, 0.30} {
 		t.Run(fmt.Sprintf("%.0f%%", loss*100), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cfg := netio.MemConfig{Seed: uint64(loss * 1000), MTU: 1500, Loss: loss, Duplicate: 0.05, Reorder: 0.05}
+				cfg := memnet.Config{Seed: uint64(loss * 1000), MTU: 1500, Loss: loss, Duplicate: 0.05, Reorder: 0.05}
 				lossRun(t, cfg, 2000, 32, []int{100, 100, 100, 5000, 100_000})
 			})
 		})
@@ -127,7 +127,7 @@ func TestLoss(t *testing.T) {
 // with ErrPeerTimeout; a new server on the same address is usable again.
 func TestPeerTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 20})
+		nw := memnet.New(memnet.Config{Seed: 20})
 		sc, _ := nw.Open(serverAddr, 500)
 		cc, _ := nw.Open(clientAddr, 0)
 		server, client := homa.NewEndpoint(sc, homa.Config{PollDuration: -1}), homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
@@ -161,7 +161,7 @@ func TestPeerTimeout(t *testing.T) {
 // answer is not declared dead: it answers RESENDs with BUSY.
 func TestBusyKeepsAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 21})
+		nw := memnet.New(memnet.Config{Seed: 21})
 		sc, _ := nw.Open(serverAddr, 500)
 		cc, _ := nw.Open(clientAddr, 0)
 		server, client := homa.NewEndpoint(sc, homa.Config{PollDuration: -1}), homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
@@ -192,7 +192,7 @@ func TestBusyKeepsAlive(t *testing.T) {
 func TestClientGone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var gone atomic.Bool
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 22, Drop: func(src, _ netip.Addr, _ []byte) bool {
+		nw := memnet.New(memnet.Config{Seed: 22, Drop: func(src, _ netip.Addr, _ []byte) bool {
 			return gone.Load() && src == clientAddr
 		}})
 		sc, _ := nw.Open(serverAddr, 500)
@@ -231,7 +231,7 @@ func TestLateDuplicateRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var captured []byte
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 23, Drop: func(src, dst netip.Addr, pkt []byte) bool {
+		nw := memnet.New(memnet.Config{Seed: 23, Drop: func(src, dst netip.Addr, pkt []byte) bool {
 			mu.Lock()
 			defer mu.Unlock()
 			if dst == serverAddr && captured == nil && len(pkt) > 11 && wire.Type(pkt[11]) == wire.TypeData {
@@ -280,7 +280,7 @@ func TestStalledRPCCompletes(t *testing.T) {
 		var block atomic.Bool
 		var stalled atomic.Uint64 // the RPC whose packets are lost while block
 		block.Store(true)
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 24, Drop: func(_, dst netip.Addr, pkt []byte) bool {
+		nw := memnet.New(memnet.Config{Seed: 24, Drop: func(_, dst netip.Addr, pkt []byte) bool {
 			var p wire.Packet
 			if dst != serverAddr || !block.Load() || p.Parse(pkt) != nil {
 				return false
@@ -330,7 +330,7 @@ func TestLivePeerNotTimedOut(t *testing.T) {
 		var block atomic.Bool
 		var victim atomic.Uint64
 		block.Store(true)
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 25, Drop: func(src, dst netip.Addr, pkt []byte) bool {
+		nw := memnet.New(memnet.Config{Seed: 25, Drop: func(src, dst netip.Addr, pkt []byte) bool {
 			var p wire.Packet
 			if !block.Load() || p.Parse(pkt) != nil {
 				return false

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/wire"
 )
 
@@ -28,7 +28,7 @@ const stalledRPCs = 200
 func TestControlBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var dropAcks atomic.Bool
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 7, Drop: func(_, _ netip.Addr, pkt []byte) bool {
+		nw := memnet.New(memnet.Config{Seed: 7, Drop: func(_, _ netip.Addr, pkt []byte) bool {
 			typ, err := wire.PeekType(pkt)
 			return err == nil && typ == wire.TypeAck && dropAcks.Load()
 		}})

@@ -8,7 +8,7 @@ import (
 
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/core"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/priority"
 )
@@ -21,7 +21,7 @@ func TestCutoffs(t *testing.T) {
 	var mu sync.Mutex
 	var cutoffs []wire.Cutoffs
 	var versions []uint16
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 30, Drop: func(_, _ stdnetip.Addr, pkt []byte) bool {
+	nw := memnet.New(memnet.Config{Seed: 30, Drop: func(_, _ stdnetip.Addr, pkt []byte) bool {
 		var p wire.Packet
 		if p.Parse(pkt) == nil {
 			mu.Lock()

@@ -8,7 +8,7 @@ import (
 
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/core"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 )
 
 // packet1G is the time one full 1500-byte packet takes at 1 Gbit/s.
@@ -24,9 +24,9 @@ const head = 2 * time.Millisecond
 // how long the short message took from its Send, and the long one from
 // its own. Polling is off: a spinning poller would stop the fake clock
 // of the synctest bubble it runs in.
-func shortBehindLong(t *testing.T, mc netio.MemConfig, linkMbps int, separate bool) (short, long time.Duration) {
+func shortBehindLong(t *testing.T, mc memnet.Config, linkMbps int, separate bool) (short, long time.Duration) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(mc)
+		nw := memnet.New(mc)
 		cfg := homa.Config{Config: core.Config{LinkMbps: linkMbps}, PollDuration: -1}
 		sc, _ := nw.Open(serverAddr, 500)
 		cc, _ := nw.Open(clientAddr, 0)
@@ -81,7 +81,7 @@ func shortBehindLong(t *testing.T, mc netio.MemConfig, linkMbps int, separate bo
 // than the long message's (receiver's cutoffs for unscheduled bytes,
 // lowest levels for granted ones), and the switch serves them first.
 func TestShortOvertakesLong(t *testing.T) {
-	short, long := shortBehindLong(t, netio.MemConfig{Seed: 40, MTU: 1500, LinkMbps: 1000}, 0, true)
+	short, long := shortBehindLong(t, memnet.Config{Seed: 40, MTU: 1500, LinkMbps: 1000}, 0, true)
 	// The short one may wait for the packet on the wire and for its own.
 	if short > 3*packet1G {
 		t.Errorf("100-byte message took %v behind the long one, want at most %v", short, 3*packet1G)
@@ -103,7 +103,7 @@ func TestShortOvertakesLong(t *testing.T) {
 // (a 1 Gbit/s uplink without priorities) behind the long one's granted
 // bytes.
 func TestPacer(t *testing.T) {
-	mc := netio.MemConfig{Seed: 41, MTU: 1500, UplinkMbps: 1000, LinkMbps: 1000}
+	mc := memnet.Config{Seed: 41, MTU: 1500, UplinkMbps: 1000, LinkMbps: 1000}
 	paced, pacedLong := shortBehindLong(t, mc, 980, false)
 	unpaced, unpacedLong := shortBehindLong(t, mc, 0, false)
 	if paced > 4*packet1G {

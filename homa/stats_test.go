@@ -9,7 +9,7 @@ import (
 
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/wire"
 )
 
@@ -40,7 +40,7 @@ var statsSizes = []struct {
 // hold exactly what the RPCs did, and the packet counters by type and
 // priority agree with each other.
 func TestStatsAfterRPCs(t *testing.T) {
-	p, _ := newMemPair(t, netio.MemConfig{Seed: 11, MTU: 1500}, homa.Config{})
+	p, _ := newMemPair(t, memnet.Config{Seed: 11, MTU: 1500}, homa.Config{})
 	const rounds = 2
 	var total uint64
 	perClass := map[contract.SizeClass]uint64{}
@@ -191,7 +191,7 @@ func checkPacketCounts(t *testing.T, who string, s contract.Stats) {
 
 // TestStatsResent: under loss, retransmitted DATA is counted in packets.
 func TestStatsResent(t *testing.T) {
-	p, _ := newMemPair(t, netio.MemConfig{Seed: 12, MTU: 1500, Loss: 0.2}, homa.Config{})
+	p, _ := newMemPair(t, memnet.Config{Seed: 12, MTU: 1500, Loss: 0.2}, homa.Config{})
 	ctx := withTimeout(t, 30*time.Second)
 	for i := 0; i < 200 && p.client.Stats().Retransmits+p.server.Stats().Retransmits == 0; i++ {
 		if err := p.call(ctx, t, payload(uint64(i), 20_000)); err != nil {
@@ -211,7 +211,7 @@ func TestStatsResent(t *testing.T) {
 // TestStatsAbortTimeout: an aborted RPC and one that times out are
 // counted, and neither counts as completed or in the latency histograms.
 func TestStatsAbortTimeout(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 13})
+	nw := memnet.New(memnet.Config{Seed: 13})
 	cc, _ := nw.Open(clientAddr, 0)
 	client := homa.NewEndpoint(cc, homa.Config{})
 	defer client.Close()
@@ -247,7 +247,7 @@ func TestStatsAbortTimeout(t *testing.T) {
 // TestLatencyClass: an RPC's size class is that of its larger message,
 // whichever way it goes.
 func TestLatencyClass(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 14, MTU: 1500})
+	nw := memnet.New(memnet.Config{Seed: 14, MTU: 1500})
 	sc, _ := nw.Open(serverAddr, 500)
 	cc, _ := nw.Open(clientAddr, 0)
 	server, client := homa.NewEndpoint(sc, homa.Config{}), homa.NewEndpoint(cc, homa.Config{})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 )
 
 // TestRecvParkedWakes: a goroutine in Recv parked reading the socket
@@ -19,7 +19,7 @@ import (
 // endpoint closes.
 func TestRecvParkedWakes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 30})
+		nw := memnet.New(memnet.Config{Seed: 30})
 		cc, _ := nw.Open(clientAddr, 0)
 		c := homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
 		ctx, cancel := context.WithCancel(context.Background())

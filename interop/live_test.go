@@ -16,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/resend"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -158,6 +161,28 @@ func echo(s *sock.Socket, peer netip.AddrPort, req []byte) error {
 	return nil
 }
 
+// echoEngine is echo on an engine endpoint.
+func echoEngine(e *homa.Endpoint, peer netip.AddrPort, req []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), liveTimeout)
+	defer cancel()
+	id, err := e.Send(peer, req, 0)
+	if err != nil {
+		return err
+	}
+	m, err := e.Recv(ctx, id)
+	if err == nil {
+		err = m.Err
+	}
+	if err != nil {
+		return err
+	}
+	defer m.Release()
+	if !bytes.Equal(m.Data, req) {
+		return fmt.Errorf("echo of %d bytes came back as %d different bytes", len(req), len(m.Data))
+	}
+	return nil
+}
+
 // randomBytes returns n bytes from a generator seeded with seed.
 func randomBytes(n int, seed uint64) []byte {
 	r := rand.New(rand.NewPCG(seed, 0x686f6d61))
@@ -202,17 +227,18 @@ func lossy(t *testing.T, local netip.Addr, peer netip.AddrPort) {
 		t.Fatal(err)
 	}
 	lc := &lossyConn{Conn: conn}
-	// Recovery through RESENDs needs more patience than the default 5.
-	s := sock.OpenConn(lc, &sock.Config{PeerTimeout: 205 * time.Millisecond})
-	defer s.Close()
+	// The engine itself, on the lossy Conn. Recovery through RESENDs
+	// needs more patience than the default 20 RESENDs.
+	e := homa.NewEndpoint(lc, homa.Config{Config: core.Config{Resend: resend.Config{TimeoutResends: 40}}})
+	defer e.Close()
 	sizes := []int{100, 5000, 200_000, 1_000_000}
 	for i := range 16 {
 		n := sizes[i%len(sizes)]
-		if err := echo(s, peer, randomBytes(n, uint64(5000+i))); err != nil {
+		if err := echoEngine(e, peer, randomBytes(n, uint64(5000+i))); err != nil {
 			t.Fatalf("RPC %d (%d bytes) with loss: %v", i, n, err)
 		}
 	}
-	st := s.Stats()
+	st := e.Stats()
 	logStats(t, "lossy client", st)
 	logRawDrops(t, "lossy client")
 	grants, data := lc.dropped[0].Load(), lc.dropped[1].Load()

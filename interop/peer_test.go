@@ -13,6 +13,7 @@ import (
 
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
 )
@@ -79,7 +80,7 @@ type scene struct {
 // with cfg and the peer at peerAddr:peerPort, on a lossless in-memory
 // network with MTU 1500.
 func newScene(t *testing.T, cfg homa.Config, enginePort, peerPort uint16) *scene {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 146, MTU: 1500})
+	nw := memnet.New(memnet.Config{Seed: 146, MTU: 1500})
 	ec, err := nw.Open(moduleAddr, enginePort)
 	if err != nil {
 		t.Fatal(err)

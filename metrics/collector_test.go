@@ -13,7 +13,7 @@ import (
 
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,7 +30,7 @@ type echoPair struct {
 
 func newEchoPair(t *testing.T) *echoPair {
 	t.Helper()
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 1, MTU: 1500})
+	nw := memnet.New(memnet.Config{Seed: 1, MTU: 1500})
 	sc, err := nw.Open(netip.MustParseAddr("10.0.0.1"), 500)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -51,12 +51,16 @@ func TestDefaultBackendIsEngine(t *testing.T) {
 	if s.Backend() != sock.Engine {
 		t.Errorf("Backend() = %v", s.Backend())
 	}
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 1})
-	c, _ := nw.Open(netip.MustParseAddr("10.0.0.1"), 0)
-	m := sock.OpenConn(c, &sock.Config{Backend: sock.Kernel})
+	// An in-memory network has no kernel module: its sockets are the
+	// engine's whatever Backend says.
+	nw := memnet.New(memnet.Config{Seed: 1})
+	m, err := sock.Open(netip.MustParseAddrPort("10.0.0.1:0"), &sock.Config{Backend: sock.Kernel, Network: nw})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer m.Close()
 	if m.Backend() != sock.Engine {
-		t.Errorf("OpenConn Backend() = %v", m.Backend())
+		t.Errorf("Backend() on an in-memory network = %v", m.Backend())
 	}
 }
 

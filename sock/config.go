@@ -6,6 +6,7 @@ import (
 
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/resend"
 )
@@ -81,7 +82,47 @@ type Config struct {
 	// Net tunes the socket underneath (DSCP map, MTU, buffer sizes, UDP
 	// offloads). A UDP socket bound to a loopback address always has GRO
 	// off: loopback packets are already 64 KB, GRO would only add a copy.
-	Net netio.Options
+	Net NetOptions
+	// Network, when set, carries the socket's packets on an in-memory
+	// network instead of the host's (package memnet: for tests, with
+	// loss, reordering and link rates of its choosing). Transport and
+	// Net do not apply then; the backend is the engine.
+	Network *memnet.Network
+}
+
+// NetOptions tune the raw IP or UDP socket under an engine socket. The
+// zero value suits most hosts.
+type NetOptions struct {
+	// DSCP maps each Homa priority (0..7) to the DSCP value its packets
+	// carry; nil means the class selectors, priority p as DSCP 8p (TOS
+	// p<<5), as Linux Homa sends.
+	DSCP *[8]uint8
+	// MTU, when positive, overrides path MTU discovery: every packet is
+	// sized for this MTU (IP header included).
+	MTU int
+	// ReadBuffer and WriteBuffer size the kernel's socket buffers in
+	// bytes; zero picks a size suited to bursts of 1 MB messages.
+	ReadBuffer, WriteBuffer int
+	// DisableGSO and DisableGRO turn off UDP segmentation offload on
+	// transmit and generic receive offload on receive (UDP only; both
+	// are on where the kernel supports them).
+	DisableGSO, DisableGRO bool
+}
+
+// netOptions is the I/O configuration cfg asks for.
+func netOptions(cfg *Config) netio.Options {
+	return netio.Options{
+		DSCP:        (*netio.DSCP)(cfg.Net.DSCP),
+		MTU:         cfg.Net.MTU,
+		ReadBuffer:  cfg.Net.ReadBuffer,
+		WriteBuffer: cfg.Net.WriteBuffer,
+		DisableGSO:  cfg.Net.DisableGSO,
+		DisableGRO:  cfg.Net.DisableGRO,
+		// The engine turns ICMP reports of undelivered packets into
+		// ErrNoListener and ErrHostUnreachable.
+		ReportUnreachable: true,
+		ParkOften:         cfg.Polling == PollNever || cfg.PollDuration < 0,
+	}
 }
 
 // Limits bound the memory and state that peers can make a socket hold,

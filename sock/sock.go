@@ -29,14 +29,27 @@
 // because the module claims every packet of that protocol for its own
 // sockets. Socket.Backend says which one a socket got.
 //
-// On the kernel backend, Transport, Engine and Net in Config do not
-// apply; LocalAddr reports the address given to Open (the module binds
+// On the kernel backend, Transport, Net and the engine's tuning in
+// Config do not apply; LocalAddr reports the address given to Open (the module binds
 // the port on every address); Stats counts RPCs and errors and leaves
 // the packet-level counters zero, since the module keeps those for the
 // whole host (/proc/net/homa_metrics). Messages are copied out of the
 // module's receive buffer region as they arrive, so Message.Data belongs
 // to the application as with the engine, and the region's pages go back
 // to the kernel at once.
+//
+// # Tests
+//
+// A socket whose Config.Network is an in-memory network (package
+// memnet) sends its packets there instead of to the host: a program's
+// tests can run clients and servers in one process, with the loss,
+// duplication, reordering, delay and link rates they choose, and no
+// privileges.
+//
+//	nw := memnet.New(memnet.Config{Loss: 0.01, Seed: 1})
+//	cfg := &sock.Config{Network: nw}
+//	srv, _ := sock.Open(netip.MustParseAddrPort("10.0.0.1:80"), cfg)
+//	cli, _ := sock.Open(netip.MustParseAddrPort("10.0.0.2:0"), cfg)
 package sock
 
 import (
@@ -72,6 +85,9 @@ func Open(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 	if !addr.Addr().IsValid() {
 		return nil, fmt.Errorf("sock: no local address (use 0.0.0.0 or :: for any): %w", ErrBadAddress)
 	}
+	if cfg.Network != nil {
+		return openEngine(addr, cfg) // an in-memory network has no kernel module
+	}
 	switch cfg.Backend {
 	case Engine:
 		return openEngine(addr, cfg)
@@ -91,51 +107,49 @@ func Open(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 	return nil, fmt.Errorf("sock: unknown backend %v", cfg.Backend)
 }
 
-// openEngine opens the transport's socket and an engine on it.
+// openEngine opens the transport's socket, or the in-memory network's,
+// and an engine on it.
 func openEngine(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 	var (
 		conn netio.Conn
 		err  error
 	)
-	// The engine turns ICMP reports of undelivered packets into
-	// ErrNoListener and ErrHostUnreachable.
-	opt := cfg.Net
-	opt.ReportUnreachable = true
-	opt.ParkOften = cfg.Polling == PollNever || cfg.PollDuration < 0
+	opt := netOptions(cfg)
 	if addr.Addr().IsLoopback() {
 		// Loopback packets are already 64 KB: UDP GRO would coalesce
 		// nothing and cost a copy of every packet.
 		opt.DisableGRO = true
 	}
-	switch cfg.Transport {
-	case Raw:
+	switch {
+	case cfg.Network != nil:
+		conn, err = cfg.Network.Open(addr.Addr(), addr.Port())
+	case cfg.Transport == Raw:
 		conn, err = netio.OpenRaw(addr.Addr(), addr.Port(), &opt)
-	case UDP:
+	case cfg.Transport == UDP:
 		conn, err = netio.OpenUDP(addr.Addr(), addr.Port(), &opt)
 	default:
 		return nil, fmt.Errorf("sock: unknown transport %v", cfg.Transport)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sock: open %v socket on local address %v: %w", cfg.Transport, addr, err)
+		what := cfg.Transport.String()
+		if cfg.Network != nil {
+			what = "in-memory"
+		}
+		return nil, fmt.Errorf("sock: open %s socket on local address %v: %w", what, addr, err)
 	}
-	return OpenConn(conn, cfg), nil
+	return &Socket{b: engine{homa.NewEndpoint(conn, engineConfig(cfg))}, kind: Engine}, nil
 }
 
-// OpenConn makes a socket on an already open netio.Conn (for example one
-// of a netio.MemNetwork), which the socket owns from now on. It always
-// uses the Engine backend; Backend, Transport and Net in cfg are ignored.
+// OpenConn makes an engine socket on an already open netio.Conn, which
+// the socket owns from now on.
+//
+// Deprecated: open a socket on an in-memory network with Open and
+// Config.Network.
 func OpenConn(conn netio.Conn, cfg *Config) *Socket {
 	if cfg == nil {
 		cfg = &Config{}
 	}
 	return &Socket{b: engine{homa.NewEndpoint(conn, engineConfig(cfg))}, kind: Engine}
-}
-
-// FromEndpoint makes a socket of an engine endpoint built with
-// homa.NewEndpoint, for tuning beyond Config (package homa's Config
-// exposes every knob of the protocol). The socket owns the endpoint.
-func FromEndpoint(e *homa.Endpoint) *Socket {
-	return &Socket{b: engine{e}, kind: Engine}
 }
 
 // Backend reports what runs the socket: Engine or Kernel (never Auto).

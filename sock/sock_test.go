@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -147,10 +147,8 @@ func TestConcurrent(t *testing.T) {
 }
 
 func TestMem(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 1, MTU: 1500})
-	sc, _ := nw.Open(netip.MustParseAddr("10.1.0.1"), 80)
-	cc, _ := nw.Open(netip.MustParseAddr("10.1.0.2"), 0)
-	server, client := sock.OpenConn(sc, nil), sock.OpenConn(cc, nil)
+	nw := memnet.New(memnet.Config{Seed: 1, MTU: 1500})
+	server, client := memPair(t, nw)
 	defer server.Close()
 	defer client.Close()
 	go serveEcho(server, nil)
@@ -188,10 +186,8 @@ func TestOpenErrors(t *testing.T) {
 // ReplyOwned arrive intact over a lossy network, where retransmissions
 // come from the handed-over buffers too.
 func TestOwned(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 2, MTU: 1500, Loss: 0.02})
-	sc, _ := nw.Open(netip.MustParseAddr("10.1.0.1"), 80)
-	cc, _ := nw.Open(netip.MustParseAddr("10.1.0.2"), 0)
-	server, client := sock.OpenConn(sc, nil), sock.OpenConn(cc, nil)
+	nw := memnet.New(memnet.Config{Seed: 2, MTU: 1500, Loss: 0.02})
+	server, client := memPair(t, nw)
 	defer server.Close()
 	defer client.Close()
 	go func() {
@@ -224,4 +220,20 @@ func TestOwned(t *testing.T) {
 	if _, err := client.SendOwned(server.LocalAddr(), nil, 0); err == nil {
 		t.Error("SendOwned of an empty request succeeded")
 	}
+}
+
+// memPair opens a server socket at 10.1.0.1:80 and a client socket at
+// 10.1.0.2 on nw.
+func memPair(t *testing.T, nw *memnet.Network) (server, client *sock.Socket) {
+	t.Helper()
+	cfg := &sock.Config{Network: nw}
+	server, err := sock.Open(netip.MustParseAddrPort("10.1.0.1:80"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err = sock.Open(netip.MustParseAddrPort("10.1.0.2:0"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return server, client
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/core"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
 )
@@ -114,7 +115,7 @@ func ticking() homa.Config {
 
 // open starts an endpoint on nw at addr:port whose writes go through a
 // tap. The endpoint is closed when the test ends.
-func open(t testing.TB, nw *netio.MemNetwork, addr netip.Addr, port uint16, cfg homa.Config) (*homa.Endpoint, *tap) {
+func open(t testing.TB, nw *memnet.Network, addr netip.Addr, port uint16, cfg homa.Config) (*homa.Endpoint, *tap) {
 	t.Helper()
 	c, err := nw.Open(addr, port)
 	if err != nil {
@@ -128,8 +129,8 @@ func open(t testing.TB, nw *netio.MemNetwork, addr netip.Addr, port uint16, cfg 
 
 // newNet returns an in-memory network with a 1500-byte MTU (1,424 message
 // bytes per DATA packet) and no faults.
-func newNet(seed uint64) *netio.MemNetwork {
-	return netio.NewMemNetwork(netio.MemConfig{Seed: seed, MTU: 1500})
+func newNet(seed uint64) *memnet.Network {
+	return memnet.New(memnet.Config{Seed: seed, MTU: 1500})
 }
 
 // dataPkt builds a DATA packet of RPC id (as its sender knows it) from

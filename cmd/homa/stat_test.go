@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa"
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -35,7 +35,7 @@ type statServer struct {
 }
 
 func newStatServer(t *testing.T, rpcs int) *httptest.Server {
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 1})
+	nw := memnet.New(memnet.Config{Seed: 1})
 	sc, err := nw.Open(netip.MustParseAddr("10.0.0.1"), 500)
 	if err != nil {
 		t.Fatal(err)

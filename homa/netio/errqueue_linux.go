@@ -251,16 +251,16 @@ func (c *sockConn) report(i int, p *Packet) bool {
 		}
 		n = copy(p.Buf, p.Buf[ihl:n])
 	}
-	if c.udp && n < reportMinLen && len(p.Buf) >= reportMinLen {
+	if c.udp && n < ReportMinLen && len(p.Buf) >= ReportMinLen {
 		// The ICMP message quoted only the UDP header (RFC 792's
 		// minimum). Its ports are the Homa ports: the kernel matched the
 		// source port to this socket and gave the destination port as
 		// the address's.
 		binary.BigEndian.PutUint16(p.Buf, c.port)
 		copy(p.Buf[dstPortOff:dstPortOff+2], (*[2]byte)(unsafe.Pointer(&sa.Port))[:])
-		n = reportMinLen
+		n = ReportMinLen
 	}
-	if n < reportMinLen || n > len(p.Buf) || srcPort(p.Buf) != c.port {
+	if n < ReportMinLen || n > len(p.Buf) || srcPort(p.Buf) != c.port {
 		return false
 	}
 	p.N, p.Addr, p.Unreachable = n, c.sockaddrAddr(sa), kind

@@ -233,7 +233,7 @@ func FuzzReport(f *testing.F) {
 		if !c.report(0, &p) {
 			return
 		}
-		if p.N < reportMinLen || p.N > len(p.Buf) || srcPort(p.Buf) != 1000 || p.Unreachable == NotUnreachable {
+		if p.N < ReportMinLen || p.N > len(p.Buf) || srcPort(p.Buf) != 1000 || p.Unreachable == NotUnreachable {
 			t.Fatalf("kept a report with N %d of %d bytes, source port %d, %v", p.N, len(p.Buf), srcPort(p.Buf), p.Unreachable)
 		}
 	})

@@ -12,8 +12,9 @@ import (
 )
 
 var (
-	lo4 = netip.MustParseAddr("127.0.0.1")
-	lo6 = netip.MustParseAddr("::1")
+	lo4   = netip.MustParseAddr("127.0.0.1")
+	lo6   = netip.MustParseAddr("::1")
+	hostA = netip.MustParseAddr("10.0.0.1")
 )
 
 // safetyTimeout ends a test whose packets never come, instead of letting
@@ -191,7 +192,7 @@ func packetCounts(s ConnStats) ConnStats {
 	return ConnStats{Read: s.Read, Written: s.Written, Discarded: s.Discarded, Reports: s.Reports, ReportsDiscarded: s.ReportsDiscarded}
 }
 
-// withPayload splits pkt for a scatter-gather write: its first hdr bytes
+// withPayload splits pkt for a Scatter-gather write: its first hdr bytes
 // in a Buf with spare room (filled with 0xee, which must not be sent),
 // the rest as the Payload.
 func withPayload(pkt []byte, hdr int, dst netip.Addr, prio uint8) Packet {
@@ -203,7 +204,7 @@ func withPayload(pkt []byte, hdr int, dst netip.Addr, prio uint8) Packet {
 	return Packet{Buf: buf, N: hdr, Payload: pkt[hdr:], Addr: dst, Priority: prio}
 }
 
-// payloadBatch builds a batch of scatter-gather packets from src to dst
+// payloadBatch builds a batch of Scatter-gather packets from src to dst
 // port, each a whole packet (as the receiver must see it) and the Packet
 // that writes it: a bare header, a header and one byte, a run of
 // full-size packets closed by a shorter one (a GSO run over UDP), and a
@@ -239,4 +240,44 @@ func checkReceived(t testing.TB, got []received, want [][]byte, addr netip.Addr)
 				i, len(got[i].data), tagOf(got[i].data), got[i].addr, len(want[i]), tagOf(want[i]), addr)
 		}
 	}
+}
+
+// pingPong measures one round trip of a 100-byte packet from x to y
+// and back per op, through WriteBatch and ReadBatch.
+func pingPong(b *testing.B, x, y Conn, xToY, yToX netip.Addr) {
+	ping := []Packet{{Buf: testPacket(x.Port(), y.Port(), 100, 1), N: 100, Addr: xToY}}
+	pong := []Packet{{Buf: testPacket(y.Port(), x.Port(), 100, 2), N: 100, Addr: yToX}}
+	rx, ry := makePackets(1, 2048), makePackets(1, 2048)
+	read := func(c Conn, pkts []Packet) {
+		for {
+			k, err := c.ReadBatch(pkts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if k > 0 {
+				return
+			}
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := x.WriteBatch(ping); err != nil {
+			b.Fatal(err)
+		}
+		read(y, ry)
+		if _, err := y.WriteBatch(pong); err != nil {
+			b.Fatal(err)
+		}
+		read(x, rx)
+	}
+}
+
+// tryReader is c's non-blocking read: into the caller's buffers, or
+// borrowed.
+func tryReader(c Conn, borrow bool) func([]Packet) (int, error) {
+	if borrow {
+		return c.(BorrowReader).TryReadBorrowed
+	}
+	return c.(Poller).TryReadBatch
 }

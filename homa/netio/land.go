@@ -1,9 +1,9 @@
 package netio
 
-// Landing reads (Packet.Land). Socket Conns have the kernel scatter a
+// Landing reads (Packet.Land). Socket Conns have the kernel Scatter a
 // datagram over Buf[:LandAt], Land and Buf[LandAt:] and then only count
 // where its bytes went (split); the in-memory network copies it the same
-// way (scatter). gather undoes a landing, for a datagram that must be
+// way (Scatter). gather undoes a landing, for a datagram that must be
 // rearranged in Buf.
 
 // lands reports whether a read into p lands the datagram: p has a Land
@@ -22,10 +22,10 @@ func (p *Packet) split(h int) {
 	p.N = h - p.Landed
 }
 
-// scatter copies datagram into p as a read does: landed when p lands,
+// Scatter copies datagram into p as a read does: landed when p lands,
 // else whole into Buf. It returns false, leaving N and Landed alone, when
 // the datagram does not fit.
-func (p *Packet) scatter(datagram []byte) bool {
+func (p *Packet) Scatter(datagram []byte) bool {
 	if !p.lands() || len(datagram) <= LandAt {
 		if len(datagram) > len(p.Buf) {
 			return false

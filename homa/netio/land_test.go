@@ -157,22 +157,6 @@ func testLanding(t *testing.T, a, b Conn, addr netip.Addr) {
 	checkLanded(t, "borrowed packet", &p[0], sent, a.LocalAddr())
 }
 
-// TestMemLand checks landing reads on the in-memory network, both
-// families, and reports, which land nothing.
-func TestMemLand(t *testing.T) {
-	memPairs(t, MemConfig{MTU: 9000, ReportUnreachable: true}, func(t *testing.T, a, b Conn, _, dst netip.Addr) {
-		testLanding(t, a, b, dst)
-		lost := testPacket(a.Port(), b.Port()+1, 1000, 0xdead)
-		writeAll(t, a, dst, 0, lost)
-		p := []Packet{{Buf: make([]byte, 2048), Land: make([]byte, landLen), Landed: 3}}
-		readInto(t, a, p)
-		if p[0].Unreachable != UnreachablePort || p[0].Landed != 0 || p[0].N < reportMinLen || !bytes.Equal(p[0].Bytes(), lost[:p[0].N]) {
-			t.Errorf("report: %v, N %d, Landed %d, tag %#x; want UnreachablePort quoting the packet, Landed 0",
-				p[0].Unreachable, p[0].N, p[0].Landed, tagOf(p[0].Bytes()))
-		}
-	})
-}
-
 // TestScatter checks how a datagram is copied into a Packet with Land,
 // and how gather puts it back together in Buf.
 func TestScatter(t *testing.T) {
@@ -203,12 +187,12 @@ func TestScatter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d := testPacket(1, 2, max(tc.size, 4), 0x5c)[:tc.size]
 			p := Packet{Buf: bytes.Repeat([]byte{0xee}, tc.buf), Land: bytes.Repeat([]byte{0xee}, tc.land), N: -1, Landed: -1}
-			if ok := p.scatter(d); ok != tc.ok {
-				t.Fatalf("scatter of %d bytes into Buf %d, Land %d = %v, want %v", tc.size, tc.buf, tc.land, ok, tc.ok)
+			if ok := p.Scatter(d); ok != tc.ok {
+				t.Fatalf("Scatter of %d bytes into Buf %d, Land %d = %v, want %v", tc.size, tc.buf, tc.land, ok, tc.ok)
 			}
 			if !tc.ok {
 				if p.N != -1 || p.Landed != -1 {
-					t.Errorf("a failed scatter set N %d, Landed %d", p.N, p.Landed)
+					t.Errorf("a failed Scatter set N %d, Landed %d", p.N, p.Landed)
 				}
 				return
 			}
@@ -219,7 +203,7 @@ func TestScatter(t *testing.T) {
 			checkLanded(t, "scattered", &p, d, hostA)
 			if slices.ContainsFunc(p.Land[p.Landed:], func(b byte) bool { return b != 0xee }) ||
 				slices.ContainsFunc(p.Buf[p.N:], func(b byte) bool { return b != 0xee }) {
-				t.Error("scatter wrote beyond Land[:Landed] or Buf[:N]")
+				t.Error("Scatter wrote beyond Land[:Landed] or Buf[:N]")
 			}
 			landed := p.Landed
 			if ok := p.gather(); ok != tc.gathers {

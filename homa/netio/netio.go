@@ -47,7 +47,7 @@
 //
 // # Unreachable destinations
 //
-// A Conn opened with Options.ReportUnreachable (or on a MemNetwork with
+// A Conn opened with Options.ReportUnreachable (or on a memnet.Network with
 // MemConfig.ReportUnreachable) also returns, from ReadBatch and
 // TryReadBatch, reports that a packet it sent was not delivered: Packets
 // with Unreachable set, Addr the destination of the undelivered packet and
@@ -129,7 +129,7 @@ type Packet struct {
 	// N is the number of valid bytes in Buf.
 	N int
 	// Payload, when set on a written packet, is sent after Buf[:N] as
-	// part of the same datagram (scatter-gather: the engine puts a
+	// part of the same datagram (Scatter-gather: the engine puts a
 	// packet's header in Buf and points Payload into the message, so the
 	// message is not copied into a staging buffer). It is ignored on
 	// read, and read methods leave it nil in the packets they return.

@@ -33,9 +33,9 @@ const (
 // dstPortOff+2 bytes.
 func dstPort(b []byte) uint16 { return binary.BigEndian.Uint16(b[dstPortOff:]) }
 
-// checkWrite validates a Packet handed to WriteBatch and returns its
+// CheckWrite validates a Packet handed to WriteBatch and returns its
 // size, N plus the length of Payload, which may not exceed limit.
-func checkWrite(p *Packet, limit int) (int, error) {
+func CheckWrite(p *Packet, limit int) (int, error) {
 	if p.N < dstPortOff+2 || p.N > len(p.Buf) {
 		return 0, ErrBadPacket
 	}
@@ -55,8 +55,8 @@ func sameFamily(v6 bool, dst netip.Addr) bool {
 	return dst.Unmap().Is6() == v6
 }
 
-// headerOverhead is the IP (and UDP) header size in front of a Homa packet.
-func headerOverhead(v6, udp bool) int {
+// HeaderOverhead is the IP (and UDP) header size in front of a Homa packet.
+func HeaderOverhead(v6, udp bool) int {
 	n := ipv4HeaderLen
 	if v6 {
 		n = ipv6HeaderLen
@@ -79,7 +79,7 @@ func maxPacketFor(mtu int, v6, udp bool) int {
 	if v6 {
 		limit = maxIPv6Payload - udpLen
 	}
-	return min(mtu-headerOverhead(v6, udp), limit)
+	return min(mtu-HeaderOverhead(v6, udp), limit)
 }
 
 // maxDatagram is the largest Homa packet one IP datagram carries.

@@ -15,7 +15,7 @@ type sockKind struct {
 	opt  Options
 }
 
-// sockKinds are the socket Conns every scatter-gather test runs on: raw
+// sockKinds are the socket Conns every Scatter-gather test runs on: raw
 // IP, UDP with the offloads the kernel has, and UDP without them.
 var sockKinds = []sockKind{
 	{"raw", false, Options{}},
@@ -32,7 +32,7 @@ func (k sockKind) open(t testing.TB, laddr netip.Addr) Conn {
 	return openRaw(t, laddr, 0, &opt)
 }
 
-// TestSockPayload checks scatter-gather writes on raw and UDP Conns, both
+// TestSockPayload checks Scatter-gather writes on raw and UDP Conns, both
 // families: header and payload arrive as one packet, byte for byte and
 // in order, whatever the sizes (a bare header, a run of equal packets
 // that UDP sends as GSO datagrams, the largest packet), read by a copying

@@ -193,7 +193,7 @@ func (c *sockConn) handReport(i int, slot []byte, p *Packet, borrow bool) bool {
 	}
 	if borrow {
 		p.Buf, p.N = slot[:q.N:q.N], q.N
-	} else if p.N = copy(p.Buf, slot[:q.N]); p.N < reportMinLen {
+	} else if p.N = copy(p.Buf, slot[:q.N]); p.N < ReportMinLen {
 		c.stats.reportsDiscarded.Add(1)
 		return false
 	}

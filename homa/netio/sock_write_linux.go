@@ -189,7 +189,7 @@ func (c *sockConn) prepareWrite(pkts []Packet) error {
 		if sticky && c.tos[p.Priority&7] != uint8(w.sticky) {
 			break // sent after a setsockopt in the next round
 		}
-		size, err := checkWrite(p, c.maxLen)
+		size, err := CheckWrite(p, c.maxLen)
 		if err != nil {
 			return err
 		}
@@ -264,7 +264,7 @@ func (c *sockConn) gsoRun(run []Packet, size int) int {
 	k := 1
 	for ; k < limit && w.niov+2 <= len(w.iov); k++ {
 		q := &run[k]
-		qsize, err := checkWrite(q, size)
+		qsize, err := CheckWrite(q, size)
 		if err != nil || q.Addr != p.Addr || c.tos[q.Priority&7] != c.tos[p.Priority&7] || dstPort(q.Buf) != dstPort(p.Buf) {
 			break
 		}

@@ -54,11 +54,11 @@ const (
 	// 576 bytes (IPv4, RFC 1812) or 1280 bytes (IPv6, RFC 4443) with
 	// its own IP and ICMP headers. Less the quoted IP header, that leaves
 	// this much of a Homa packet sent over raw IP.
-	icmpv4QuoteHoma = 576 - ipv4HeaderLen - 8 - ipv4HeaderLen
-	icmpv6QuoteHoma = 1280 - ipv6HeaderLen - 8 - ipv6HeaderLen
+	ICMPv4Quote = 576 - ipv4HeaderLen - 8 - ipv4HeaderLen
+	ICMPv6Quote = 1280 - ipv6HeaderLen - 8 - ipv6HeaderLen
 
-	// reportMinLen is the shortest report returned: the two Homa ports.
-	reportMinLen = 4
+	// ReportMinLen is the shortest report returned: the two Homa ports.
+	ReportMinLen = 4
 )
 
 // classifyICMPv4 maps an ICMP error to the Unreachable it reports, or

@@ -163,9 +163,9 @@ func TestRawUnreachableHost(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			quote := icmpv4QuoteHoma
+			quote := ICMPv4Quote
 			if fam.a.Is6() {
-				quote = icmpv6QuoteHoma
+				quote = ICMPv6Quote
 			}
 			var host int
 			for _, r := range got {

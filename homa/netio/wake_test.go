@@ -1,45 +1,48 @@
-package netio
+package netio_test
 
 import (
 	"errors"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/homa/netio"
 )
 
 // TestWake: a goroutine parked in ReadBatch or WaitReadable returns
-// ErrWoken when Wake is called, on every kind of Conn; a Wake with
+// netio.ErrWoken when Wake is called, on every kind of netio.Conn; a Wake with
 // nobody parked makes the next parked read return at once; reads go on
 // normally afterwards.
 func TestWake(t *testing.T) {
-	nw := NewMemNetwork(MemConfig{Seed: 1})
+	nw := memnet.New(memnet.Config{Seed: 1})
 	defer nw.Close()
-	opens := map[string]func() (Conn, error){
-		"mem": func() (Conn, error) { return nw.Open(netip.MustParseAddr("10.0.0.1"), 0) },
-		"udp": func() (Conn, error) { return OpenUDP(netip.MustParseAddr("127.0.0.1"), 0, nil) },
-		"udp-nogro": func() (Conn, error) {
-			return OpenUDP(netip.MustParseAddr("127.0.0.1"), 0, &Options{DisableGRO: true})
+	opens := map[string]func() (netio.Conn, error){
+		"mem": func() (netio.Conn, error) { return nw.Open(netip.MustParseAddr("10.0.0.1"), 0) },
+		"udp": func() (netio.Conn, error) { return netio.OpenUDP(netip.MustParseAddr("127.0.0.1"), 0, nil) },
+		"udp-nogro": func() (netio.Conn, error) {
+			return netio.OpenUDP(netip.MustParseAddr("127.0.0.1"), 0, &netio.Options{DisableGRO: true})
 		},
-		"udp-reports": func() (Conn, error) {
-			return OpenUDP(netip.MustParseAddr("127.0.0.1"), 0, &Options{ReportUnreachable: true})
+		"udp-reports": func() (netio.Conn, error) {
+			return netio.OpenUDP(netip.MustParseAddr("127.0.0.1"), 0, &netio.Options{ReportUnreachable: true})
 		},
-		"raw": func() (Conn, error) { return OpenRaw(netip.MustParseAddr("127.0.0.1"), 0, nil) },
+		"raw": func() (netio.Conn, error) { return netio.OpenRaw(netip.MustParseAddr("127.0.0.1"), 0, nil) },
 	}
 	for name, open := range opens {
 		t.Run(name, func(t *testing.T) {
 			c, err := open()
-			if errors.Is(err, ErrPermission) {
+			if errors.Is(err, netio.ErrPermission) {
 				t.Skip(err)
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			wk, ok := c.(Waker)
+			wk, ok := c.(netio.Waker)
 			if !ok {
-				t.Fatalf("%T is not a Waker", c)
+				t.Fatalf("%T is not a netio.Waker", c)
 			}
-			pkts := []Packet{{Buf: make([]byte, 2048)}}
+			pkts := []netio.Packet{{Buf: make([]byte, 2048)}}
 			for _, how := range []string{"ReadBatch", "WaitReadable"} {
 				for _, early := range []bool{false, true} {
 					done := make(chan error, 1)
@@ -51,7 +54,7 @@ func TestWake(t *testing.T) {
 						if how == "ReadBatch" {
 							_, err = c.ReadBatch(pkts)
 						} else {
-							err = c.(Poller).WaitReadable()
+							err = c.(netio.Poller).WaitReadable()
 						}
 						done <- err
 					}()
@@ -61,8 +64,8 @@ func TestWake(t *testing.T) {
 					}
 					select {
 					case err := <-done:
-						if !errors.Is(err, ErrWoken) {
-							t.Fatalf("%s (wake before: %v): %v, want ErrWoken", how, early, err)
+						if !errors.Is(err, netio.ErrWoken) {
+							t.Fatalf("%s (wake before: %v): %v, want netio.ErrWoken", how, early, err)
 						}
 					case <-time.After(5 * time.Second):
 						t.Fatalf("%s (wake before: %v) did not return after Wake", how, early)

@@ -13,7 +13,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/internal/tcpecho"
 	"github.com/homa-go/homa/sock"
 )
@@ -29,18 +29,18 @@ type server interface {
 // synctest bubble advances.
 func homaPair(t *testing.T, o Options) (*HomaServer, *Client) {
 	t.Helper()
-	nw := netio.NewMemNetwork(netio.MemConfig{})
+	nw := memnet.New(memnet.Config{})
 	host := netip.MustParseAddr("10.0.0.1")
-	cfg := &sock.Config{PollDuration: -1}
+	cfg := &sock.Config{PollDuration: -1, Network: nw}
 	open := func(port uint16) *sock.Socket {
-		c, err := nw.Open(host, port)
+		s, err := sock.Open(netip.AddrPortFrom(host, port), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sock.OpenConn(c, cfg)
+		return s
 	}
 	srv := ServeHoma(open(4000), o)
-	c := NewHomaClient(open(40000), srv.Addr())
+	c := NewHomaClient(open(0), srv.Addr())
 	t.Cleanup(func() {
 		c.Close()
 		srv.Close()

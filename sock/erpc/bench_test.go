@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/erpc"
 )
@@ -43,7 +43,7 @@ type benchTransport struct {
 
 func benchTransports(b *testing.B) []benchTransport {
 	loop := netip.MustParseAddr("127.0.0.1")
-	nw := netio.NewMemNetwork(netio.MemConfig{})
+	nw := memnet.New(memnet.Config{})
 	b.Cleanup(func() { nw.Close() })
 	loopback := func(name string, tr sock.Transport, base uint16) benchTransport {
 		return benchTransport{

@@ -16,7 +16,7 @@ type Config struct {
 	// defaults (raw IP on the engine).
 	Socket *sock.Config
 	// Open, when set, opens the Homa sockets instead of sock.Open with
-	// Socket: for example on a netio.MemNetwork with sock.OpenConn.
+	// Socket: for example with a sock.Config whose Network is a memnet.Network.
 	Open func(addr netip.AddrPort) (*sock.Socket, error)
 	// RpcPortBase is where the ports of Rpc sockets start: Rpc id i first
 	// tries RpcPortBase+i, then the ports 256, 512, ... above it while

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock/erpc"
 )
 
@@ -38,7 +38,7 @@ func TestConfigTableI(t *testing.T) {
 		{"record bytes", erpc.ExactlyOnceConfig{MaxResponse: 1000, MaxRecordBytes: 999}, "ExactlyOnce.MaxRecordBytes", "at least one response"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nw := netio.NewMemNetwork(netio.MemConfig{})
+			nw := memnet.New(memnet.Config{})
 			defer nw.Close()
 			cfg := memConfig(nw)
 			cfg.ExactlyOnce = tc.eo
@@ -78,7 +78,7 @@ func TestConfigBounds(t *testing.T) {
 		{erpc.Config{RpcPortBase: 40000}, "RpcPortBase"},
 		{erpc.Config{ConnectTimeout: -time.Second}, "ConnectTimeout"},
 	} {
-		nw := netio.NewMemNetwork(netio.MemConfig{})
+		nw := memnet.New(memnet.Config{})
 		cfg := memConfig(nw)
 		open := cfg.Open
 		tc.cfg.Open = open
@@ -94,7 +94,7 @@ func TestConfigBounds(t *testing.T) {
 // TestRegister: background handlers need workers; handlers are fixed once
 // an Rpc exists; Rpc ids are unique.
 func TestRegister(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{})
+	nw := memnet.New(memnet.Config{})
 	defer nw.Close()
 	nx, err := erpc.NewNexus(netip.AddrPortFrom(serverHost, nexusPort), memConfig(nw))
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock/erpc"
 )
 
@@ -52,7 +52,7 @@ func (h *holder) answer(t *testing.T) {
 // attempt gets the response.
 func TestExactlyOnceInProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 30})
+		nw := memnet.New(memnet.Config{Seed: 30})
 		defer nw.Close()
 		var h holder
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
@@ -87,7 +87,7 @@ func TestExactlyOnceInProgress(t *testing.T) {
 func TestExactlyOnceCompleted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var dropReplies atomic.Bool
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 31, Drop: func(src, dst netip.Addr, _ []byte) bool {
+		nw := memnet.New(memnet.Config{Seed: 31, Drop: func(src, dst netip.Addr, _ []byte) bool {
 			return dropReplies.Load() && src == serverHost && dst == clientHost
 		}})
 		defer nw.Close()
@@ -130,7 +130,7 @@ func TestExactlyOnceRecordsFull(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				nw := netio.NewMemNetwork(netio.MemConfig{Seed: 32})
+				nw := memnet.New(memnet.Config{Seed: 32})
 				defer nw.Close()
 				var h holder
 				scfg := memConfig(nw)
@@ -186,7 +186,7 @@ func TestExactlyOnceRecordsFull(t *testing.T) {
 // own acknowledgment, which carries its retry count.
 func TestExactlyOnceAckAboveFloor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 33})
+		nw := memnet.New(memnet.Config{Seed: 33})
 		defer nw.Close()
 		var h holder
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
@@ -219,7 +219,7 @@ func TestExactlyOnceAckAboveFloor(t *testing.T) {
 // as tombstones, then go.
 func TestExactlyOnceRecordTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 34})
+		nw := memnet.New(memnet.Config{Seed: 34})
 		defer nw.Close()
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
 			_ = nx.Register(1, echo, erpc.Dispatch)

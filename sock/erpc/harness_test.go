@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/erpc"
 )
@@ -30,7 +30,7 @@ var (
 const nexusPort = 1000
 
 // memConfig returns a Nexus configuration whose sockets live on nw.
-func memConfig(nw *netio.MemNetwork) *erpc.Config {
+func memConfig(nw *memnet.Network) *erpc.Config {
 	return &erpc.Config{Open: func(a netip.AddrPort) (*sock.Socket, error) {
 		c, err := nw.Open(a.Addr(), a.Port())
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -44,7 +44,7 @@ func (p rawPeer) call(dst netip.AddrPort, msg []byte) (header, []byte) {
 // its ack floor, not under another client id, session or address.
 func TestHostilePeer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 40})
+		nw := memnet.New(memnet.Config{Seed: 40})
 		defer nw.Close()
 		host := netip.MustParseAddr("10.1.0.1")
 		cfg := &Config{Open: func(a netip.AddrPort) (*sock.Socket, error) {

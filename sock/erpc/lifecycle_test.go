@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock/erpc"
 )
 
@@ -16,7 +16,7 @@ import (
 // repeatedly, and refuses to run inside itself.
 func TestRunEventLoopOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 50})
+		nw := memnet.New(memnet.Config{Seed: 50})
 		defer nw.Close()
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
 			_ = nx.Register(1, echo, erpc.Dispatch)
@@ -57,7 +57,7 @@ func TestRunEventLoopOnce(t *testing.T) {
 // TestStopEventLoop: a continuation ends Serve.
 func TestStopEventLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 51})
+		nw := memnet.New(memnet.Config{Seed: 51})
 		defer nw.Close()
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
 			_ = nx.Register(1, echo, erpc.Dispatch)
@@ -89,7 +89,7 @@ func TestStopEventLoop(t *testing.T) {
 // nothing.
 func TestDestroyWhileConnecting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 52, Delay: time.Millisecond})
+		nw := memnet.New(memnet.Config{Seed: 52, Delay: time.Millisecond})
 		defer nw.Close()
 		srv := newServer(t, memConfig(nw), serverHost, nil, nil)
 		defer srv.close()
@@ -123,7 +123,7 @@ func TestDestroyWhileConnecting(t *testing.T) {
 // continuation runs with ErrClosed.
 func TestNexusCloseStopsLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 53})
+		nw := memnet.New(memnet.Config{Seed: 53})
 		defer nw.Close()
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
 			_ = nx.Register(1, func(*erpc.ReqHandle) {}, erpc.Dispatch) // never answers
@@ -153,7 +153,7 @@ func TestNexusCloseStopsLoop(t *testing.T) {
 // they go to, and each request is served by that Rpc's loop.
 func TestManyRpcs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 54})
+		nw := memnet.New(memnet.Config{Seed: 54})
 		defer nw.Close()
 		nx, err := erpc.NewNexus(netip.AddrPortFrom(serverHost, nexusPort), memConfig(nw))
 		if err != nil {

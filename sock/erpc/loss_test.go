@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock/erpc"
 )
 
@@ -44,7 +44,7 @@ func (c *client) load(t *testing.T, sessions []erpc.Session, outstanding, limit 
 // layer must not undo it.
 func TestAtMostOnceUnderLoss(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 20, Loss: 0.1, Duplicate: 0.05, Reorder: 0.05, Delay: 200 * time.Microsecond})
+		nw := memnet.New(memnet.Config{Seed: 20, Loss: 0.1, Duplicate: 0.05, Reorder: 0.05, Delay: 200 * time.Microsecond})
 		defer nw.Close()
 		runs := map[uint64]int{} // request id -> handler runs; the server loop only
 		var mu sync.Mutex
@@ -112,7 +112,7 @@ func TestExactlyOnceCounter(t *testing.T) {
 
 func counterTest(t *testing.T, mode erpc.HandlerMode) {
 	var partitioned atomic.Bool
-	nw := netio.NewMemNetwork(netio.MemConfig{Seed: 21, Loss: 0.1, Delay: time.Millisecond, Drop: func(src, dst netip.Addr, _ []byte) bool {
+	nw := memnet.New(memnet.Config{Seed: 21, Loss: 0.1, Delay: time.Millisecond, Drop: func(src, dst netip.Addr, _ []byte) bool {
 		return partitioned.Load() && (src == serverHost || dst == serverHost)
 	}})
 	defer nw.Close()

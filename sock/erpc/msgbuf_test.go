@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/erpc"
 )
@@ -17,7 +17,7 @@ import (
 // TestMsgBuffer: allocation, resizing within the maximum, reuse from the
 // pool, and the panics that catch misuse.
 func TestMsgBuffer(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{})
+	nw := memnet.New(memnet.Config{})
 	defer nw.Close()
 	nx, err := erpc.NewNexus(netip.AddrPortFrom(serverHost, nexusPort), memConfig(nw))
 	if err != nil {
@@ -74,7 +74,7 @@ func mustPanic(t *testing.T, what string, f func()) {
 // TestBuffersHeldByRequest: the layer refuses buffers a pending request
 // holds, and freeing one panics; the continuation hands them back.
 func TestBuffersHeldByRequest(t *testing.T) {
-	nw := netio.NewMemNetwork(netio.MemConfig{})
+	nw := memnet.New(memnet.Config{})
 	defer nw.Close()
 	cli := newClient(t, memConfig(nw), clientHost)
 	defer cli.close()

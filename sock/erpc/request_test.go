@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/erpc"
 )
@@ -22,7 +22,7 @@ import (
 // server answers them, not the order they were sent.
 func TestOutOfOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 10})
+		nw := memnet.New(memnet.Config{Seed: 10})
 		defer nw.Close()
 		const n = 4
 		var held []*erpc.ReqHandle
@@ -70,7 +70,7 @@ func TestOutOfOrder(t *testing.T) {
 // as earlier ones complete; the queue is bounded.
 func TestWindowAndQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 11})
+		nw := memnet.New(memnet.Config{Seed: 11})
 		defer nw.Close()
 		var atServer, most atomic.Int32
 		var wg sync.WaitGroup
@@ -123,7 +123,7 @@ func TestWindowAndQueue(t *testing.T) {
 // and answers in that request's continuation.
 func TestNested(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 12})
+		nw := memnet.New(memnet.Config{Seed: 12})
 		defer nw.Close()
 		// The back end upper-cases.
 		back := newServer(t, memConfig(nw), otherHost, func(nx *erpc.Nexus) {
@@ -185,7 +185,7 @@ func TestNested(t *testing.T) {
 // worker. A full background queue refuses requests with a retryable error.
 func TestBackground(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 13})
+		nw := memnet.New(memnet.Config{Seed: 13})
 		defer nw.Close()
 		release := make(chan struct{})
 		var started atomic.Int32
@@ -239,7 +239,7 @@ func TestBackground(t *testing.T) {
 func TestServerDeath(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var dead atomic.Bool
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 14, Drop: func(src, dst netip.Addr, _ []byte) bool {
+		nw := memnet.New(memnet.Config{Seed: 14, Drop: func(src, dst netip.Addr, _ []byte) bool {
 			return dead.Load() && (src == serverHost || dst == serverHost)
 		}})
 		defer nw.Close()
@@ -297,7 +297,7 @@ func TestServerDeath(t *testing.T) {
 // transport's.
 func TestErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 15})
+		nw := memnet.New(memnet.Config{Seed: 15})
 		defer nw.Close()
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
 			_ = nx.Register(1, echo, erpc.Dispatch)
@@ -347,7 +347,7 @@ func TestErrors(t *testing.T) {
 // when its context ends.
 func TestCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 16})
+		nw := memnet.New(memnet.Config{Seed: 16})
 		defer nw.Close()
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
 			_ = nx.Register(1, echo, erpc.Dispatch)

@@ -7,7 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/erpc"
 )
@@ -17,7 +17,7 @@ import (
 // server holds a session until DestroySession tells it to let go.
 func TestHandshake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 1})
+		nw := memnet.New(memnet.Config{Seed: 1})
 		defer nw.Close()
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
 			_ = nx.Register(1, echo, erpc.Dispatch)
@@ -69,7 +69,7 @@ func TestHandshake(t *testing.T) {
 // with the transport's error; queued requests fail with it.
 func TestConnectFailedNobodyAnswers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 2})
+		nw := memnet.New(memnet.Config{Seed: 2})
 		defer nw.Close()
 		cli := newClient(t, memConfig(nw), clientHost)
 		defer cli.close()
@@ -104,7 +104,7 @@ func TestConnectFailedNobodyAnswers(t *testing.T) {
 // fails with ErrTimeout, before the transport gives up.
 func TestConnectTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 3})
+		nw := memnet.New(memnet.Config{Seed: 3})
 		defer nw.Close()
 		cfg := memConfig(nw)
 		cfg.ConnectTimeout = 20 * time.Millisecond
@@ -130,7 +130,7 @@ func TestConnectTimeout(t *testing.T) {
 // with the id asked for.
 func TestConnectFailedNoSuchRpc(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 4})
+		nw := memnet.New(memnet.Config{Seed: 4})
 		defer nw.Close()
 		srv := newServer(t, memConfig(nw), serverHost, nil, nil)
 		defer srv.close()
@@ -156,7 +156,7 @@ func TestConnectFailedNoSuchRpc(t *testing.T) {
 // MaxServerSessions, with a retryable error.
 func TestServerSessionLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 5})
+		nw := memnet.New(memnet.Config{Seed: 5})
 		defer nw.Close()
 		scfg := memConfig(nw)
 		scfg.MaxServerSessions = 2
@@ -181,7 +181,7 @@ func TestServerSessionLimit(t *testing.T) {
 // TestClientSessionLimit: CreateSession refuses beyond MaxSessions.
 func TestClientSessionLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 6})
+		nw := memnet.New(memnet.Config{Seed: 6})
 		defer nw.Close()
 		cfg := memConfig(nw)
 		cfg.MaxSessions = 1

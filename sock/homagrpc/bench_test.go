@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/internal/socktest"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/homagrpc"
@@ -298,7 +298,7 @@ func startSockEcho(cfg *sock.Config) (func() error, func(), error) {
 //
 //	go test -run '^$' -bench Mem -benchmem ./sock/homagrpc
 func BenchmarkMem(b *testing.B) {
-	nw := netio.NewMemNetwork(netio.MemConfig{})
+	nw := memnet.New(memnet.Config{})
 	defer nw.Close()
 	cfg := &sock.Config{PollDuration: -1}
 	open := func(addr netip.AddrPort) *sock.Socket {

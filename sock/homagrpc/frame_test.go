@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -219,7 +219,7 @@ func FuzzParseResponse(f *testing.F) {
 func TestMalformedRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := &sock.Config{PollDuration: -1}
-		nw := netio.NewMemNetwork(netio.MemConfig{})
+		nw := memnet.New(memnet.Config{})
 		defer nw.Close()
 		addr := netip.MustParseAddrPort("10.0.0.1:4000")
 		sc, err := nw.Open(addr.Addr(), addr.Port())

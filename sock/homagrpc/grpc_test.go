@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/homagrpc"
 )
@@ -27,7 +27,7 @@ import (
 // payloads of every size up to what one Homa message holds, both ways.
 func TestUnaryRoundTrip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{})
+		w := newMemWorld(t, memnet.Config{}, &testService{})
 		defer w.close(t)
 		c := w.client(t)
 		ctx := context.Background()
@@ -57,7 +57,7 @@ func TestUnaryRoundTrip(t *testing.T) {
 // Many calls at once from several clients each get their own response.
 func TestConcurrentCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{})
+		w := newMemWorld(t, memnet.Config{}, &testService{})
 		defer w.close(t)
 		var wg sync.WaitGroup
 		for range 3 {
@@ -83,7 +83,7 @@ func TestConcurrentCalls(t *testing.T) {
 // values and repeated keys included.
 func TestMetadata(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{})
+		w := newMemWorld(t, memnet.Config{}, &testService{})
 		defer w.close(t)
 		c := w.client(t)
 		bin := string([]byte{0, 1, 2, 0xff, '\n'})
@@ -128,7 +128,7 @@ func TestMetadata(t *testing.T) {
 func TestDeadlinePropagation(t *testing.T) {
 	for _, delay := range []time.Duration{0, 300 * time.Microsecond} {
 		synctest.Test(t, func(t *testing.T) {
-			w := newMemWorld(t, netio.MemConfig{Delay: delay}, &testService{})
+			w := newMemWorld(t, memnet.Config{Delay: delay}, &testService{})
 			defer w.close(t)
 			c := w.client(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -159,7 +159,7 @@ func TestDeadlinePropagation(t *testing.T) {
 // handler's context ends then as well.
 func TestDeadlineExceeded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{delay: 5 * time.Second})
+		w := newMemWorld(t, memnet.Config{}, &testService{delay: 5 * time.Second})
 		defer w.close(t)
 		c := w.client(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -194,7 +194,7 @@ func TestDeadlineExceeded(t *testing.T) {
 // Canceling the caller's context ends the call with Canceled.
 func TestCanceled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{delay: time.Hour})
+		w := newMemWorld(t, memnet.Config{}, &testService{delay: time.Hour})
 		defer w.close(t)
 		c := w.client(t)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -227,7 +227,7 @@ func TestStatus(t *testing.T) {
 			}
 			return h(ctx, req)
 		}
-		w := newMemWorld(t, netio.MemConfig{}, &testService{}, homagrpc.UnaryInterceptor(failing))
+		w := newMemWorld(t, memnet.Config{}, &testService{}, homagrpc.UnaryInterceptor(failing))
 		defer w.close(t)
 		c := w.client(t)
 		for code := codes.Canceled; code <= codes.Unauthenticated; code++ {
@@ -252,7 +252,7 @@ func TestStatus(t *testing.T) {
 // unimplemented, and streaming methods all give Unimplemented.
 func TestUnimplemented(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{})
+		w := newMemWorld(t, memnet.Config{}, &testService{})
 		defer w.close(t)
 		cc := w.dial(t, serverAddr)
 		c := testpb.NewTestServiceClient(cc)
@@ -285,7 +285,7 @@ func TestUnimplemented(t *testing.T) {
 // options, give ResourceExhausted; the transport's error is wrapped.
 func TestMessageTooLong(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{})
+		w := newMemWorld(t, memnet.Config{}, &testService{})
 		defer w.close(t)
 		c := w.client(t)
 		ctx := context.Background()
@@ -309,7 +309,7 @@ func TestMessageTooLong(t *testing.T) {
 // Server-side limits on message sizes.
 func TestServerLimits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{}, homagrpc.MaxRecvMsgSize(100), homagrpc.MaxSendMsgSize(100))
+		w := newMemWorld(t, memnet.Config{}, &testService{}, homagrpc.MaxRecvMsgSize(100), homagrpc.MaxSendMsgSize(100))
 		defer w.close(t)
 		c := w.client(t)
 		_, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{Payload: &testpb.Payload{Body: make([]byte, 200)}})
@@ -323,7 +323,7 @@ func TestServerLimits(t *testing.T) {
 // sock.ErrPeerTimeout.
 func TestDeadServer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{})
+		w := newMemWorld(t, memnet.Config{}, &testService{})
 		defer w.close(t)
 		c := testpb.NewTestServiceClient(w.dial(t, netip.MustParseAddrPort("10.0.0.9:4000")))
 		_, err := c.EmptyCall(context.Background(), &testpb.Empty{})
@@ -352,7 +352,7 @@ func TestInterceptors(t *testing.T) {
 				return inv(metadata.AppendToOutgoingContext(ctx, "x-from", name), method, req, reply, cc, opts...)
 			}
 		}
-		w := newMemWorld(t, netio.MemConfig{}, &testService{},
+		w := newMemWorld(t, memnet.Config{}, &testService{},
 			homagrpc.UnaryInterceptor(srvI("a")), homagrpc.ChainUnaryInterceptor(srvI("b"), srvI("c")))
 		defer w.close(t)
 		c := w.client(t, homagrpc.WithUnaryInterceptor(cliI("x")), homagrpc.WithChainUnaryInterceptor(cliI("y")))
@@ -380,7 +380,7 @@ func TestPeer(t *testing.T) {
 			seen = *p
 			return h(ctx, req)
 		}
-		w := newMemWorld(t, netio.MemConfig{}, &testService{}, homagrpc.UnaryInterceptor(record))
+		w := newMemWorld(t, memnet.Config{}, &testService{}, homagrpc.UnaryInterceptor(record))
 		defer w.close(t)
 		c := w.client(t)
 		var p peer.Peer
@@ -411,7 +411,7 @@ func (c staticCreds) RequireTransportSecurity() bool { return c.secure }
 // security, which Homa does not have.
 func TestPerRPCCredentials(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{})
+		w := newMemWorld(t, memnet.Config{}, &testService{})
 		defer w.close(t)
 		c := w.client(t)
 		if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{}, grpc.PerRPCCredentials(staticCreds{})); err != nil {
@@ -430,7 +430,7 @@ func TestPerRPCCredentials(t *testing.T) {
 func TestMaxConcurrentCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		svc := &testService{gate: make(chan struct{})}
-		w := newMemWorld(t, netio.MemConfig{}, svc, homagrpc.MaxConcurrentCalls(3))
+		w := newMemWorld(t, memnet.Config{}, svc, homagrpc.MaxConcurrentCalls(3))
 		defer w.close(t)
 		c := w.client(t)
 		var wg sync.WaitGroup
@@ -460,7 +460,7 @@ func TestMaxConcurrentCalls(t *testing.T) {
 // OnFinish option hears how each call ended.
 func TestDefaultCallOptions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{})
+		w := newMemWorld(t, memnet.Config{}, &testService{})
 		defer w.close(t)
 		var finished []codes.Code
 		onFinish := grpc.OnFinish(func(err error) { finished = append(finished, status.Code(err)) })

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/homagrpc"
 )
@@ -112,16 +112,16 @@ var (
 
 // memWorld is a gRPC server on an in-memory network.
 type memWorld struct {
-	nw     *netio.MemNetwork
+	nw     *memnet.Network
 	srv    *homagrpc.Server
 	svc    *testService
 	served chan error // Serve's result
 }
 
 // newMemWorld serves svc on an in-memory network; close stops it.
-func newMemWorld(t *testing.T, mc netio.MemConfig, svc *testService, opts ...homagrpc.ServerOption) *memWorld {
+func newMemWorld(t *testing.T, mc memnet.Config, svc *testService, opts ...homagrpc.ServerOption) *memWorld {
 	t.Helper()
-	w := &memWorld{nw: netio.NewMemNetwork(mc), svc: svc, served: make(chan error, 1)}
+	w := &memWorld{nw: memnet.New(mc), svc: svc, served: make(chan error, 1)}
 	conn, err := w.nw.Open(serverAddr.Addr(), serverAddr.Port())
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/mem"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/homagrpc"
 )
@@ -24,7 +24,7 @@ import (
 // the socket; Serve returns nil, and later calls find nobody there.
 func TestGracefulStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{delay: time.Second})
+		w := newMemWorld(t, memnet.Config{}, &testService{delay: time.Second})
 		defer w.nw.Close()
 		c := w.client(t)
 		done := make(chan error)
@@ -55,7 +55,7 @@ func TestGracefulStop(t *testing.T) {
 // grpc.ErrServerStopped and closes the socket it was given.
 func TestStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{delay: time.Hour})
+		w := newMemWorld(t, memnet.Config{}, &testService{delay: time.Hour})
 		defer w.nw.Close()
 		c := w.client(t)
 		done := make(chan error)
@@ -92,7 +92,7 @@ func TestStop(t *testing.T) {
 // closed by someone else.
 func TestServeSocketClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{})
+		nw := memnet.New(memnet.Config{})
 		defer nw.Close()
 		conn, err := nw.Open(serverAddr.Addr(), serverAddr.Port())
 		if err != nil {
@@ -115,7 +115,7 @@ func TestServeSocketClosed(t *testing.T) {
 // they are fatal in grpc-go; GetServiceInfo describes what is there.
 func TestRegister(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{})
+		nw := memnet.New(memnet.Config{})
 		defer nw.Close()
 		conn, err := nw.Open(serverAddr.Addr(), serverAddr.Port())
 		if err != nil {
@@ -163,7 +163,7 @@ func mustPanic(t *testing.T, what string, f func()) {
 // ClientConn made by NewClientConn leaves its socket open.
 func TestClientConnClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{})
+		w := newMemWorld(t, memnet.Config{}, &testService{})
 		defer w.close(t)
 		conn, err := w.nw.Open(clientHost, 0)
 		if err != nil {
@@ -227,7 +227,7 @@ func init() {
 // request and the server uses the same codec for both messages.
 func TestCodecChoice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{})
+		w := newMemWorld(t, memnet.Config{}, &testService{})
 		defer w.close(t)
 		c := w.client(t)
 		before := codecUses.Load()
@@ -262,7 +262,7 @@ func TestCodecChoice(t *testing.T) {
 // sockets is left: the synctest bubble fails the test if one is.
 func TestNoGoroutinesLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t, netio.MemConfig{}, &testService{})
+		w := newMemWorld(t, memnet.Config{}, &testService{})
 		c := w.client(t)
 		for i := range 50 {
 			if _, err := c.UnaryCall(context.Background(), &testpb.SimpleRequest{ResponseSize: int32(i)}); err != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"
 )
@@ -67,7 +67,7 @@ var (
 
 // memWorld is a server and a client on an in-memory network.
 type memWorld struct {
-	nw     *netio.MemNetwork
+	nw     *memnet.Network
 	server *sock.Socket
 	arith  *Arith
 	served chan struct{} // closed when Serve returns
@@ -77,7 +77,7 @@ type memWorld struct {
 // with close.
 func newMemWorld(t *testing.T) *memWorld {
 	t.Helper()
-	w := &memWorld{nw: netio.NewMemNetwork(netio.MemConfig{}), arith: &Arith{}, served: make(chan struct{})}
+	w := &memWorld{nw: memnet.New(memnet.Config{}), arith: &Arith{}, served: make(chan struct{})}
 	conn, err := w.nw.Open(serverAddr.Addr(), serverAddr.Port())
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"
 )
@@ -289,7 +289,7 @@ func TestMalformedRequest(t *testing.T) {
 // keeps working.
 func TestMalformedResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{})
+		nw := memnet.New(memnet.Config{})
 		defer nw.Close()
 		sc, err := nw.Open(serverAddr.Addr(), serverAddr.Port())
 		if err != nil {

@@ -1,4 +1,4 @@
-package netio
+package memnet
 
 import (
 	"math/rand/v2"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/homa-go/homa/homa/netio"
 )
 
 var (
@@ -28,7 +30,7 @@ type arrival struct {
 // read. In a synctest bubble the reader wakes at the instant a packet is
 // delivered, so the times are exact. stop waits until the reader is
 // parked, closes c and returns what was read.
-func record(c Conn) (stop func() []arrival) {
+func record(c netio.Conn) (stop func() []arrival) {
 	start := time.Now()
 	done := make(chan []arrival, 1)
 	go func() {
@@ -55,23 +57,23 @@ func record(c Conn) (stop func() []arrival) {
 
 // memPair returns a network made with cfg and Conns on hosts A and B;
 // the caller closes the network.
-func memPair(t testing.TB, cfg MemConfig) (*MemNetwork, Conn, Conn) {
+func memPair(t testing.TB, cfg Config) (*Network, netio.Conn, netio.Conn) {
 	t.Helper()
-	n := NewMemNetwork(cfg)
+	n := New(cfg)
 	return n, memOpen(t, n, hostA, 0), memOpen(t, n, hostB, 0)
 }
 
 // memTrio returns a network made with cfg and Conns on hosts A, C and B;
 // the caller closes the network.
-func memTrio(t testing.TB, cfg MemConfig) (n *MemNetwork, a, c, b Conn) {
+func memTrio(t testing.TB, cfg Config) (n *Network, a, c, b netio.Conn) {
 	t.Helper()
-	n = NewMemNetwork(cfg)
+	n = New(cfg)
 	return n, memOpen(t, n, hostA, 0), memOpen(t, n, hostC, 0), memOpen(t, n, hostB, 0)
 }
 
 // burst returns count packets of size bytes from c to port dst, tagged
 // first, first+1, ...
-func burst(c Conn, dst uint16, size, count int, first uint64) [][]byte {
+func burst(c netio.Conn, dst uint16, size, count int, first uint64) [][]byte {
 	bufs := make([][]byte, count)
 	for i := range bufs {
 		bufs[i] = testPacket(c.Port(), dst, size, first+uint64(i))
@@ -101,9 +103,9 @@ func tags(got []arrival) []uint64 {
 // count full-size packets (1,500 bytes of IP) from one to the other, all
 // at once when pace is zero, else one every pace, and returns what dst
 // read, with the stats. It must run in a synctest bubble.
-func linkBurst(t *testing.T, cfg MemConfig, src, dst netip.Addr, count int, pace time.Duration) ([]arrival, MemStats) {
+func linkBurst(t *testing.T, cfg Config, src, dst netip.Addr, count int, pace time.Duration) ([]arrival, Stats) {
 	t.Helper()
-	n := NewMemNetwork(cfg)
+	n := New(cfg)
 	defer n.Close()
 	a := memOpen(t, n, src, 0)
 	b := memOpen(t, n, dst, 0)
@@ -137,13 +139,13 @@ func checkEvenly(t *testing.T, got []arrival, count int, first, gap time.Duratio
 	}
 }
 
-// linkMax is the part of MemStats about queueing at links.
+// linkMax is the part of Stats about queueing at links.
 type linkMax struct {
 	queueDelay, upQueueDelay time.Duration
 	backlog, upBacklog       int
 }
 
-func linkMaxOf(s MemStats) linkMax {
+func linkMaxOf(s Stats) linkMax {
 	return linkMax{s.MaxQueueDelay, s.MaxUplinkQueueDelay, s.MaxLinkBacklog, s.MaxUplinkBacklog}
 }
 
@@ -152,7 +154,7 @@ func linkMaxOf(s MemStats) linkMax {
 // first + i*gap.
 type serialCase struct {
 	name       string
-	cfg        MemConfig
+	cfg        Config
 	src, dst   netip.Addr
 	first, gap time.Duration
 }
@@ -189,14 +191,14 @@ func burstQueue(gap time.Duration) (delay time.Duration, backlog int) {
 // the receiver's downlink.
 func TestMemLinkSerialization(t *testing.T) {
 	runSerial(t, []serialCase{
-		{"100Mbps", MemConfig{LinkMbps: 100}, hostA, hostB, fullGap, fullGap},
-		{"100Mbps/IPv6", MemConfig{LinkMbps: 100}, hostA6, hostB6, fullGap, fullGap},
-		{"100Mbps/Delay", MemConfig{LinkMbps: 100, Delay: time.Millisecond}, hostA, hostB, time.Millisecond + fullGap, fullGap},
-		{"1Gbps", MemConfig{LinkMbps: 1000}, hostA, hostB, 12 * time.Microsecond, 12 * time.Microsecond},
-		{"HostOverride", MemConfig{LinkMbps: 1000, HostLinkMbps: map[netip.Addr]int{hostB: 100}}, hostA, hostB, fullGap, fullGap},
-		{"HostInfinite", MemConfig{LinkMbps: 100, HostLinkMbps: map[netip.Addr]int{hostB: 0}}, hostA, hostB, 0, 0},
-		{"NoLink", MemConfig{}, hostA, hostB, 0, 0},
-		{"NoLink/Delay", MemConfig{Delay: time.Millisecond}, hostA, hostB, time.Millisecond, 0},
+		{"100Mbps", Config{LinkMbps: 100}, hostA, hostB, fullGap, fullGap},
+		{"100Mbps/IPv6", Config{LinkMbps: 100}, hostA6, hostB6, fullGap, fullGap},
+		{"100Mbps/Delay", Config{LinkMbps: 100, Delay: time.Millisecond}, hostA, hostB, time.Millisecond + fullGap, fullGap},
+		{"1Gbps", Config{LinkMbps: 1000}, hostA, hostB, 12 * time.Microsecond, 12 * time.Microsecond},
+		{"HostOverride", Config{LinkMbps: 1000, HostLinkMbps: map[netip.Addr]int{hostB: 100}}, hostA, hostB, fullGap, fullGap},
+		{"HostInfinite", Config{LinkMbps: 100, HostLinkMbps: map[netip.Addr]int{hostB: 0}}, hostA, hostB, 0, 0},
+		{"NoLink", Config{}, hostA, hostB, 0, 0},
+		{"NoLink/Delay", Config{Delay: time.Millisecond}, hostA, hostB, time.Millisecond, 0},
 	}, func(tc serialCase) (m linkMax) {
 		m.queueDelay, m.backlog = burstQueue(tc.gap)
 		return m
@@ -209,14 +211,14 @@ func TestMemLinkSerialization(t *testing.T) {
 // the uplink.
 func TestMemUplinkSerialization(t *testing.T) {
 	runSerial(t, []serialCase{
-		{"100Mbps", MemConfig{UplinkMbps: 100}, hostA, hostB, fullGap, fullGap},
-		{"100Mbps/IPv6", MemConfig{UplinkMbps: 100}, hostA6, hostB6, fullGap, fullGap},
-		{"100Mbps/Delay", MemConfig{UplinkMbps: 100, Delay: time.Millisecond}, hostA, hostB, time.Millisecond + fullGap, fullGap},
-		{"1Gbps", MemConfig{UplinkMbps: 1000}, hostA, hostB, 12 * time.Microsecond, 12 * time.Microsecond},
-		{"HostOverride", MemConfig{UplinkMbps: 1000, HostUplinkMbps: map[netip.Addr]int{hostA: 100}}, hostA, hostB, fullGap, fullGap},
-		{"HostOverride/Mapped", MemConfig{HostUplinkMbps: map[netip.Addr]int{netip.AddrFrom16(hostA.As16()): 100}}, hostA, hostB, fullGap, fullGap},
-		{"OtherHost", MemConfig{HostUplinkMbps: map[netip.Addr]int{hostB: 100}}, hostA, hostB, 0, 0},
-		{"HostInfinite", MemConfig{UplinkMbps: 100, HostUplinkMbps: map[netip.Addr]int{hostA: 0}}, hostA, hostB, 0, 0},
+		{"100Mbps", Config{UplinkMbps: 100}, hostA, hostB, fullGap, fullGap},
+		{"100Mbps/IPv6", Config{UplinkMbps: 100}, hostA6, hostB6, fullGap, fullGap},
+		{"100Mbps/Delay", Config{UplinkMbps: 100, Delay: time.Millisecond}, hostA, hostB, time.Millisecond + fullGap, fullGap},
+		{"1Gbps", Config{UplinkMbps: 1000}, hostA, hostB, 12 * time.Microsecond, 12 * time.Microsecond},
+		{"HostOverride", Config{UplinkMbps: 1000, HostUplinkMbps: map[netip.Addr]int{hostA: 100}}, hostA, hostB, fullGap, fullGap},
+		{"HostOverride/Mapped", Config{HostUplinkMbps: map[netip.Addr]int{netip.AddrFrom16(hostA.As16()): 100}}, hostA, hostB, fullGap, fullGap},
+		{"OtherHost", Config{HostUplinkMbps: map[netip.Addr]int{hostB: 100}}, hostA, hostB, 0, 0},
+		{"HostInfinite", Config{UplinkMbps: 100, HostUplinkMbps: map[netip.Addr]int{hostA: 0}}, hostA, hostB, 0, 0},
 	}, func(tc serialCase) (m linkMax) {
 		m.upQueueDelay, m.upBacklog = burstQueue(tc.gap)
 		return m
@@ -264,7 +266,7 @@ func TestMemUplinkDownlink(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cfg := MemConfig{UplinkMbps: tc.up, LinkMbps: tc.down, Delay: tc.delay}
+				cfg := Config{UplinkMbps: tc.up, LinkMbps: tc.down, Delay: tc.delay}
 				got, s := linkBurst(t, cfg, hostA, hostB, count, tc.pace)
 				checkEvenly(t, got, count, tc.first, tc.gap)
 				if got := linkMaxOf(s); got != tc.want {
@@ -279,7 +281,7 @@ func TestMemUplinkDownlink(t *testing.T) {
 // that every sender shares.
 func TestMemLinkPerHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, a, c, b := memTrio(t, MemConfig{LinkMbps: 100})
+		n, a, c, b := memTrio(t, Config{LinkMbps: 100})
 		defer n.Close()
 		toB, toC := record(b), record(c)
 		size := a.MaxPacket(hostB)
@@ -303,7 +305,7 @@ func TestMemLinkPerHost(t *testing.T) {
 func TestMemLinkPriority(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const long, short = 200, 1000 // tags: 1..long, then the short one
-		n, a, c, b := memTrio(t, MemConfig{LinkMbps: 100})
+		n, a, c, b := memTrio(t, Config{LinkMbps: 100})
 		defer n.Close()
 		stop := record(b)
 		size := a.MaxPacket(hostB)
@@ -352,12 +354,12 @@ func TestMemLinkPriorityOrder(t *testing.T) {
 	written := append([]uint64{100}, series(1, 24)...)
 	for _, tc := range []struct {
 		name string
-		cfg  MemConfig
+		cfg  Config
 		want []uint64
 	}{
-		{"Downlink", MemConfig{LinkMbps: 100}, byPriority},
-		{"Uplink", MemConfig{UplinkMbps: 100}, written},
-		{"Both", MemConfig{UplinkMbps: 100, LinkMbps: 100}, written},
+		{"Downlink", Config{LinkMbps: 100}, byPriority},
+		{"Uplink", Config{UplinkMbps: 100}, written},
+		{"Both", Config{UplinkMbps: 100, LinkMbps: 100}, written},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -365,10 +367,10 @@ func TestMemLinkPriorityOrder(t *testing.T) {
 				defer n.Close()
 				stop := record(b)
 				writeAll(t, a, hostB, 0, testPacket(a.Port(), b.Port(), 100, 100)) // on the wire at once
-				pkts := make([]Packet, 24)
+				pkts := make([]netio.Packet, 24)
 				for i := range pkts {
 					buf := testPacket(a.Port(), b.Port(), 100, uint64(i+1))
-					pkts[i] = Packet{Buf: buf, N: len(buf), Addr: hostB, Priority: uint8(i % 8)}
+					pkts[i] = netio.Packet{Buf: buf, N: len(buf), Addr: hostB, Priority: uint8(i % 8)}
 				}
 				if k, err := a.WriteBatch(pkts); k != len(pkts) || err != nil {
 					t.Fatalf("WriteBatch = %d, %v", k, err)
@@ -394,11 +396,11 @@ func TestMemUplinkFIFO(t *testing.T) {
 	const long, short = 51, 1000 // tags: 1..long, then the short one
 	for _, tc := range []struct {
 		name  string
-		cfg   MemConfig
+		cfg   Config
 		index int // position of the short packet among the deliveries
 	}{
-		{"Uplink", MemConfig{UplinkMbps: 100}, long},
-		{"Downlink", MemConfig{LinkMbps: 100}, 1},
+		{"Uplink", Config{UplinkMbps: 100}, long},
+		{"Downlink", Config{LinkMbps: 100}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -430,7 +432,7 @@ func TestMemUplinkFIFO(t *testing.T) {
 // own, which all its Conns share, at its own rate.
 func TestMemUplinkPerHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := NewMemNetwork(MemConfig{UplinkMbps: 100, HostUplinkMbps: map[netip.Addr]int{hostC: 1000}})
+		n := New(Config{UplinkMbps: 100, HostUplinkMbps: map[netip.Addr]int{hostC: 1000}})
 		defer n.Close()
 		a1 := memOpen(t, n, hostA, 0)
 		a2 := memOpen(t, n, hostA, 0)
@@ -463,7 +465,7 @@ func TestMemUplinkPerHost(t *testing.T) {
 func TestMemLinkBuffer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const burstLen, fits = 50, 11 // one on the wire, ten in the buffer
-		n, a, b := memPair(t, MemConfig{LinkMbps: 100, LinkBufferBytes: 10 * 1500})
+		n, a, b := memPair(t, Config{LinkMbps: 100, LinkBufferBytes: 10 * 1500})
 		defer n.Close()
 		size := a.MaxPacket(hostB)
 		for round := range uint64(2) {
@@ -489,7 +491,7 @@ func TestMemLinkBuffer(t *testing.T) {
 // TestMemLinkDeterministic runs a busy two-link network with every fault
 // twice with one seed and once with another.
 func TestMemLinkDeterministic(t *testing.T) {
-	s := checkDeterministic(t, MemConfig{
+	s := checkDeterministic(t, Config{
 		LinkMbps: 200, HostLinkMbps: map[netip.Addr]int{hostC: 50},
 		LinkBufferBytes: 20_000, Loss: 0.02, Duplicate: 0.02, Reorder: 0.05,
 		Delay: 20 * time.Microsecond, Jitter: 10 * time.Microsecond,
@@ -502,7 +504,7 @@ func TestMemLinkDeterministic(t *testing.T) {
 // TestMemUplinkDeterministic does the same with an uplink in front of
 // every sender, one of them slower than the traffic it sends.
 func TestMemUplinkDeterministic(t *testing.T) {
-	s := checkDeterministic(t, MemConfig{
+	s := checkDeterministic(t, Config{
 		UplinkMbps: 1000, HostUplinkMbps: map[netip.Addr]int{hostB: 150},
 		LinkMbps: 200, HostLinkMbps: map[netip.Addr]int{hostC: 50},
 		LinkBufferBytes: 20_000, Loss: 0.02, Duplicate: 0.02, Reorder: 0.05,
@@ -518,13 +520,13 @@ func TestMemUplinkDeterministic(t *testing.T) {
 // cfg and seeds 5, 5 and 6. It checks that the first two runs agree and
 // differ from the third, that every fault and drop of cfg happened, and
 // the accounting. It returns the stats of the first run.
-func checkDeterministic(t *testing.T, cfg MemConfig) MemStats {
+func checkDeterministic(t *testing.T, cfg Config) Stats {
 	t.Helper()
-	run := func(seed uint64) (got []arrival, s MemStats) {
+	run := func(seed uint64) (got []arrival, s Stats) {
 		synctest.Test(t, func(t *testing.T) {
 			cfg := cfg
 			cfg.Seed = seed
-			n := NewMemNetwork(cfg)
+			n := New(cfg)
 			defer n.Close()
 			a := memOpen(t, n, hostA, 0)
 			b := memOpen(t, n, hostB, 0)
@@ -580,13 +582,13 @@ func checkDeterministic(t *testing.T, cfg MemConfig) MemStats {
 func TestMemLinkClose(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		cfg       MemConfig
+		cfg       Config
 		delivered uint64 // by 5 packet times, of 20
 	}{
-		{"Downlink", MemConfig{LinkMbps: 100}, 5}, // one on the wire, 14 queued
-		{"Uplink", MemConfig{UplinkMbps: 100}, 5},
+		{"Downlink", Config{LinkMbps: 100}, 5}, // one on the wire, 14 queued
+		{"Uplink", Config{UplinkMbps: 100}, 5},
 		// Packet 5 has just gone from the uplink onto the downlink.
-		{"Both", MemConfig{UplinkMbps: 100, LinkMbps: 100}, 4},
+		{"Both", Config{UplinkMbps: 100, LinkMbps: 100}, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -616,7 +618,7 @@ func TestMemLinkClose(t *testing.T) {
 // at the uplink: as from a NIC, they still go out.
 func TestMemUplinkSenderClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, a, b := memPair(t, MemConfig{UplinkMbps: 100})
+		n, a, b := memPair(t, Config{UplinkMbps: 100})
 		defer n.Close()
 		stop := record(b)
 		writeAll(t, a, hostB, 0, burst(a, b.Port(), a.MaxPacket(hostB), 20, 1)...)
@@ -634,7 +636,7 @@ func TestMemUplinkSenderClose(t *testing.T) {
 func TestMemLinkSameInstant(t *testing.T) {
 	for _, delay := range []time.Duration{0, time.Millisecond} {
 		synctest.Test(t, func(t *testing.T) {
-			n, a, b := memPair(t, MemConfig{LinkMbps: 100, Delay: delay})
+			n, a, b := memPair(t, Config{LinkMbps: 100, Delay: delay})
 			defer n.Close()
 			stop := record(b)
 			size := a.MaxPacket(hostB)
@@ -651,7 +653,7 @@ func TestMemLinkSameInstant(t *testing.T) {
 	// The same for a packet coming off an uplink as the downlink frees,
 	// though the uplink started on it before the downlink on packet 1.
 	synctest.Test(t, func(t *testing.T) {
-		n, a, c, b := memTrio(t, MemConfig{LinkMbps: 100, UplinkMbps: 100, HostUplinkMbps: map[netip.Addr]int{hostC: 0}})
+		n, a, c, b := memTrio(t, Config{LinkMbps: 100, UplinkMbps: 100, HostUplinkMbps: map[netip.Addr]int{hostC: 0}})
 		defer n.Close()
 		stop := record(b)
 		size := a.MaxPacket(hostB)
@@ -669,17 +671,17 @@ func TestMemLinkSameInstant(t *testing.T) {
 // Conn after it leaves the downlink.
 func TestMemLinkReorder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, a, b := memPair(t, MemConfig{LinkMbps: 100, Reorder: 1})
+		n, a, b := memPair(t, Config{LinkMbps: 100, Reorder: 1})
 		defer n.Close()
 		stop := record(b)
 		writeAll(t, a, hostB, 0, burst(a, b.Port(), a.MaxPacket(hostB), 1, 1)...)
 		time.Sleep(time.Second)
-		if got, want := stop(), []arrival{{1, fullGap + MemReorderHold}}; !slices.Equal(got, want) {
+		if got, want := stop(), []arrival{{1, fullGap + ReorderHold}}; !slices.Equal(got, want) {
 			t.Errorf("got %v, want %v", got, want)
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		n, a, b := memPair(t, MemConfig{Seed: 1, LinkMbps: 100, Reorder: 0.3})
+		n, a, b := memPair(t, Config{Seed: 1, LinkMbps: 100, Reorder: 0.3})
 		defer n.Close()
 		stop := record(b)
 		writeAll(t, a, hostB, 0, burst(a, b.Port(), a.MaxPacket(hostB), 100, 1)...)
@@ -690,8 +692,8 @@ func TestMemLinkReorder(t *testing.T) {
 		}
 		for _, g := range got {
 			// Packet k left the link at k packet times.
-			if left := time.Duration(g.tag) * fullGap; g.at < left || g.at > left+MemReorderHold {
-				t.Errorf("packet %d delivered at %v, want within %v of %v", g.tag, g.at, MemReorderHold, left)
+			if left := time.Duration(g.tag) * fullGap; g.at < left || g.at > left+ReorderHold {
+				t.Errorf("packet %d delivered at %v, want within %v of %v", g.tag, g.at, ReorderHold, left)
 			}
 			// Until the last one is through, a held packet is released
 			// by the next delivery, as a packet leaves the link.
@@ -706,7 +708,7 @@ func TestMemLinkReorder(t *testing.T) {
 // yet, and checks that readers and writers run the events due first.
 func TestMemLinkCatchUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n, a, b := memPair(t, MemConfig{LinkMbps: 100})
+		n, a, b := memPair(t, Config{LinkMbps: 100})
 		defer n.Close()
 		stopTimer := func() {
 			n.mu.Lock()
@@ -738,26 +740,26 @@ func TestMemLinkCatchUp(t *testing.T) {
 func TestMemLinkInFlightLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cfg  MemConfig
+		cfg  Config
 	}{
-		{"Downlink", MemConfig{LinkMbps: 1, MTU: 100}},
-		{"Uplink", MemConfig{UplinkMbps: 1, MTU: 100}},
+		{"Downlink", Config{LinkMbps: 1, MTU: 100}},
+		{"Uplink", Config{UplinkMbps: 1, MTU: 100}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				const count = memMaxInFlight + 100
+				const count = maxInFlight + 100
 				n, a, b := memPair(t, tc.cfg)
 				defer n.Close()
 				pkt := testPacket(a.Port(), b.Port(), homaHeaderLen, 1)
-				pkts := make([]Packet, count)
+				pkts := make([]netio.Packet, count)
 				for i := range pkts {
-					pkts[i] = Packet{Buf: pkt, N: len(pkt), Addr: hostB}
+					pkts[i] = netio.Packet{Buf: pkt, N: len(pkt), Addr: hostB}
 				}
 				if k, err := a.WriteBatch(pkts); k != count || err != nil {
 					t.Fatalf("WriteBatch = %d, %v", k, err)
 				}
-				if s := n.Stats(); s.DroppedInFlight != count-memMaxInFlight {
-					t.Errorf("DroppedInFlight = %d, want %d", s.DroppedInFlight, count-memMaxInFlight)
+				if s := n.Stats(); s.DroppedInFlight != count-maxInFlight {
+					t.Errorf("DroppedInFlight = %d, want %d", s.DroppedInFlight, count-maxInFlight)
 				}
 			})
 		})

@@ -1,4 +1,13 @@
-package netio
+// Package memnet is an in-memory network for Homa sockets: tests run
+// clients and servers in one process, on addresses of their choosing,
+// with seeded loss, duplication, reordering and delay, finite link rates
+// and queues, and reports of packets sent to no listener, as the host's
+// network would give them. Open a socket on it with package sock
+// (Config.Network); the engine's own tests open its Conns directly.
+//
+// Time is the real clock's, so the network runs under testing/synctest
+// as well: inside a bubble, delays and link rates cost no wall time.
+package memnet
 
 import (
 	"container/heap"
@@ -8,11 +17,13 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/homa-go/homa/homa/netio"
 )
 
-// MemConfig describes an in-memory network. The zero value is a perfect
+// Config describes an in-memory network. The zero value is a perfect
 // network: no loss, no delay, infinitely fast links, MTU 1500.
-type MemConfig struct {
+type Config struct {
 	// Seed seeds the generator behind every random choice. Two networks
 	// with the same Seed and configuration, fed the same packets in the
 	// same order, make the same choices. With uplinks (see UplinkMbps)
@@ -23,7 +34,7 @@ type MemConfig struct {
 	// A lost packet is not delivered. A duplicated packet is delivered
 	// twice (each copy with its own delay). A reordered packet is held
 	// back until the next packet for the same Conn has been delivered, or
-	// for MemReorderHold, whichever comes first; with a downlink (see
+	// for ReorderHold, whichever comes first; with a downlink (see
 	// LinkMbps) the hold starts when the packet leaves the downlink.
 	Loss, Duplicate, Reorder float64
 	// Delay is the one-way delay of every packet, plus a uniform random
@@ -45,12 +56,12 @@ type MemConfig struct {
 	LinkMbps int
 	// HostLinkMbps overrides LinkMbps for the downlinks of the hosts it
 	// names; zero or less makes that host's downlink infinitely fast. The
-	// map is copied by NewMemNetwork.
+	// map is copied by New.
 	HostLinkMbps map[netip.Addr]int
 	// LinkBufferBytes bounds the bytes (IP size) waiting for each
 	// downlink, the packet on the wire not included. A packet that would
 	// exceed it is dropped whatever its priority (tail drop) and counted
-	// in MemStats.DroppedBuffer. Zero means unbounded: only the limit on
+	// in Stats.DroppedBuffer. Zero means unbounded: only the limit on
 	// copies held inside the network applies.
 	LinkBufferBytes int
 	// UplinkMbps, when positive, models the network interface of every
@@ -71,7 +82,7 @@ type MemConfig struct {
 	UplinkMbps int
 	// HostUplinkMbps overrides UplinkMbps for the uplinks of the hosts it
 	// names; zero or less makes that host's uplink infinitely fast. The
-	// map is copied by NewMemNetwork.
+	// map is copied by New.
 	HostUplinkMbps map[netip.Addr]int
 	// MTU is the IP MTU; MaxPacket is MTU less 20 (IPv4) or 40 (IPv6)
 	// bytes. Zero means 1500.
@@ -102,31 +113,31 @@ type MemConfig struct {
 
 // Defaults and limits of the in-memory network.
 const (
-	memDefaultMTU      = 1500
-	memDefaultQueueLen = 4096
-	// MemReorderHold is the longest a reordered packet waits for a later
+	defaultMTU      = 1500
+	defaultQueueLen = 4096
+	// ReorderHold is the longest a reordered packet waits for a later
 	// packet to overtake it.
-	MemReorderHold = time.Millisecond
-	// memMaxInFlight bounds the copies held inside the network: delayed,
+	ReorderHold = time.Millisecond
+	// maxInFlight bounds the copies held inside the network: delayed,
 	// held back for reordering, or waiting for or on an uplink or a
 	// downlink.
-	memMaxInFlight = 1 << 16
-	// memMaxFree bounds the list of packet buffers kept for reuse.
-	memMaxFree = 1024
+	maxInFlight = 1 << 16
+	// maxFree bounds the list of packet buffers kept for reuse.
+	maxFree = 1024
 )
 
-// MemStats are the cumulative counts of an in-memory network. Every
+// Stats are the cumulative counts of an in-memory network. Every
 // written packet ends up counted once in Lost, DroppedHook,
 // DroppedNoListener, DroppedQueueFull, DroppedInFlight, DroppedBuffer,
 // DroppedTruncated, read by a Conn, or still in the network; duplicates
 // add one more copy each.
-type MemStats struct {
+type Stats struct {
 	Sent       uint64 // packets written
 	Delivered  uint64 // copies placed in a receive queue
 	Lost       uint64 // dropped at random (Loss)
 	Duplicated uint64 // packets sent twice (Duplicate)
 	Reordered  uint64 // copies held back (Reorder)
-	// DroppedHook counts packets MemConfig.Drop dropped.
+	// DroppedHook counts packets Config.Drop dropped.
 	DroppedHook uint64
 	// DroppedNoListener counts copies for an address and port no Conn
 	// holds (when they arrive), and copies in flight when the last Conn
@@ -139,13 +150,13 @@ type MemStats struct {
 	// downlink).
 	DroppedInFlight uint64
 	// DroppedBuffer counts copies that found their downlink's buffer full
-	// (MemConfig.LinkBufferBytes).
+	// (Config.LinkBufferBytes).
 	DroppedBuffer uint64
 	// DroppedTruncated counts copies discarded by ReadBatch because the
 	// Buf offered was too small.
 	DroppedTruncated uint64
 	// Reported counts reports placed in a writer's receive queue for
-	// copies that found no listener (MemConfig.ReportUnreachable); those
+	// copies that found no listener (Config.ReportUnreachable); those
 	// copies are in DroppedNoListener too. ReportsDropped counts the
 	// reports that found their writer closed or its queue full.
 	Reported, ReportsDropped uint64
@@ -162,7 +173,7 @@ type MemStats struct {
 	// downlink, the packet on the wire not included.
 	MaxLinkBacklog int
 	// MaxUplinkQueueDelay is the longest any packet waited for its
-	// sender's uplink (MemConfig.UplinkMbps), from when it was written to
+	// sender's uplink (Config.UplinkMbps), from when it was written to
 	// its first bit on the wire.
 	MaxUplinkQueueDelay time.Duration
 	// MaxUplinkBacklog is the most bytes (IP size) seen waiting for one
@@ -170,7 +181,7 @@ type MemStats struct {
 	MaxUplinkBacklog int
 }
 
-// MemNetwork is an in-memory network of Conns, each at an address and
+// Network is an in-memory network of Conns, each at an address and
 // Homa port. A written packet goes to the Conn at (destination address,
 // Homa destination port of the packet bytes). It starts no goroutine of
 // its own: delayed packets and the links share one timer, set to the
@@ -180,44 +191,44 @@ type MemStats struct {
 // configuration implies. Whichever goroutine reaches the network first at
 // an instant (a writer, a reader, the timer) runs the events due by then,
 // so the outcome does not depend on goroutine scheduling.
-type MemNetwork struct {
-	cfg    MemConfig
+type Network struct {
+	cfg    Config
 	hook   func(src, dst netip.Addr, pkt []byte) bool
 	maxLen int // largest packet buffer: MTU
 
 	mu      sync.Mutex
 	rng     *rand.Rand
-	conns   map[netip.AddrPort]*memConn
-	flight  flightHeap              // timed copies (delayed, held, on a wire), earliest first
-	seq     uint64                  // tie-break for equal due times: scheduling order
-	timer   *time.Timer             // fires at flight[0].due; nil until first needed
-	links   map[netip.Addr]*memLink // downlinks by receiving host, made on first use
-	uplinks map[netip.Addr]*memLink // uplinks by sending host, made on first use
-	queued  int                     // copies waiting in the queues of links and uplinks
-	free    []*memPacket            // buffers for reuse
-	stats   MemStats
+	conns   map[netip.AddrPort]*conn
+	flight  flightHeap           // timed copies (delayed, held, on a wire), earliest first
+	seq     uint64               // tie-break for equal due times: scheduling order
+	timer   *time.Timer          // fires at flight[0].due; nil until first needed
+	links   map[netip.Addr]*link // downlinks by receiving host, made on first use
+	uplinks map[netip.Addr]*link // uplinks by sending host, made on first use
+	queued  int                  // copies waiting in the queues of links and uplinks
+	free    []*packet            // buffers for reuse
+	stats   Stats
 	closed  bool
 }
 
-// NewMemNetwork returns an empty network.
-func NewMemNetwork(cfg MemConfig) *MemNetwork {
+// New returns an empty network.
+func New(cfg Config) *Network {
 	if cfg.MTU <= 0 {
-		cfg.MTU = memDefaultMTU
+		cfg.MTU = defaultMTU
 	}
 	if cfg.QueueLen <= 0 {
-		cfg.QueueLen = memDefaultQueueLen
+		cfg.QueueLen = defaultQueueLen
 	}
 	cfg.Delay, cfg.Jitter = max(cfg.Delay, 0), max(cfg.Jitter, 0)
 	cfg.HostLinkMbps = unmapHosts(cfg.HostLinkMbps)
 	cfg.HostUplinkMbps = unmapHosts(cfg.HostUplinkMbps)
-	return &MemNetwork{
+	return &Network{
 		cfg:     cfg,
 		hook:    cfg.Drop,
 		maxLen:  cfg.MTU,
 		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		conns:   make(map[netip.AddrPort]*memConn),
-		links:   make(map[netip.Addr]*memLink),
-		uplinks: make(map[netip.Addr]*memLink),
+		conns:   make(map[netip.AddrPort]*conn),
+		links:   make(map[netip.Addr]*link),
+		uplinks: make(map[netip.Addr]*link),
 	}
 }
 
@@ -237,9 +248,9 @@ func unmapHosts(m map[netip.Addr]int) map[netip.Addr]int {
 // Open attaches a Conn at addr (a specific address, the host) and port.
 // Port 0 assigns the first free client port of that address from
 // MinClientPort up; a taken port gives ErrPortInUse.
-func (n *MemNetwork) Open(addr netip.Addr, port uint16) (Conn, error) {
+func (n *Network) Open(addr netip.Addr, port uint16) (netio.Conn, error) {
 	if !addr.IsValid() || addr.IsUnspecified() {
-		return nil, ErrBadAddr
+		return nil, netio.ErrBadAddr
 	}
 	addr = addr.Unmap()
 	n.mu.Lock()
@@ -248,22 +259,22 @@ func (n *MemNetwork) Open(addr netip.Addr, port uint16) (Conn, error) {
 		return nil, fmt.Errorf("netio: mem network: %w", net.ErrClosed)
 	}
 	if port == 0 {
-		for p := MinClientPort; p <= MaxPort; p++ {
+		for p := netio.MinClientPort; p <= netio.MaxPort; p++ {
 			if _, taken := n.conns[netip.AddrPortFrom(addr, uint16(p))]; !taken {
 				port = uint16(p)
 				break
 			}
 		}
 		if port == 0 {
-			return nil, ErrNoPorts
+			return nil, netio.ErrNoPorts
 		}
 	} else if _, taken := n.conns[netip.AddrPortFrom(addr, port)]; taken {
-		return nil, fmt.Errorf("%w: %d", ErrPortInUse, port)
+		return nil, fmt.Errorf("%w: %d", netio.ErrPortInUse, port)
 	}
-	c := &memConn{
+	c := &conn{
 		net:   n,
 		key:   netip.AddrPortFrom(addr, port),
-		rxq:   memQueue{limit: n.cfg.QueueLen},
+		rxq:   queue{limit: n.cfg.QueueLen},
 		ready: make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
@@ -272,17 +283,17 @@ func (n *MemNetwork) Open(addr netip.Addr, port uint16) (Conn, error) {
 }
 
 // Stats returns the counts so far.
-func (n *MemNetwork) Stats() MemStats {
+func (n *Network) Stats() Stats {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.stats
 }
 
 // Close closes every Conn and refuses new ones.
-func (n *MemNetwork) Close() error {
+func (n *Network) Close() error {
 	n.mu.Lock()
 	n.closed = true
-	conns := make([]*memConn, 0, len(n.conns))
+	conns := make([]*conn, 0, len(n.conns))
 	for _, c := range n.conns {
 		conns = append(conns, c)
 	}
@@ -293,9 +304,9 @@ func (n *MemNetwork) Close() error {
 	return nil
 }
 
-// memPacket is one copy of a packet inside the network, or a report that
+// packet is one copy of a packet inside the network, or a report that
 // a copy found no listener, on its way back to the writer.
-type memPacket struct {
+type packet struct {
 	buf   []byte // cap maxLen; buf[:n] is the packet
 	n     int
 	src   netip.Addr
@@ -303,46 +314,46 @@ type memPacket struct {
 	dst   netip.AddrPort
 	// report, when set, makes this a report in its writer's queue: dst
 	// is the destination of the undelivered packet.
-	report Unreachable
+	report netio.Unreachable
 	prio   uint8     // Packet.Priority, 0..7
-	stage  memStage  // what happens at due
+	stage  stage     // what happens at due
 	due    time.Time // in flight: when stage happens; in a link queue: arrival
 	seq    uint64
-	held   *memConn // set while held back for reordering at this Conn
-	idx    int      // index in flight, -1 when not there
-	link   *memLink // the uplink or downlink it is bound for or on, until it leaves
+	held   *conn // set while held back for reordering at this Conn
+	idx    int   // index in flight, -1 when not there
+	link   *link // the uplink or downlink it is bound for or on, until it leaves
 	// reorder marks a copy to hold back at its Conn once it leaves link.
 	reorder bool
 }
 
-// memStage is what happens to a copy in flight when it is due.
-type memStage uint8
+// stage is what happens to a copy in flight when it is due.
+type stage uint8
 
 const (
-	memToConn memStage = iota // delivered to its Conn
-	memToLink                 // arrives at its downlink's port
-	memOnWire                 // its last bit leaves its link (uplink or downlink)
+	memToConn stage = iota // delivered to its Conn
+	memToLink              // arrives at its downlink's port
+	memOnWire              // its last bit leaves its link (uplink or downlink)
 )
 
-func (n *MemNetwork) alloc() *memPacket {
+func (n *Network) alloc() *packet {
 	if k := len(n.free); k > 0 {
 		m := n.free[k-1]
 		n.free[k-1] = nil
 		n.free = n.free[:k-1]
 		return m
 	}
-	return &memPacket{buf: make([]byte, n.maxLen), idx: -1}
+	return &packet{buf: make([]byte, n.maxLen), idx: -1}
 }
 
-func (n *MemNetwork) release(m *memPacket) {
-	*m = memPacket{buf: m.buf, idx: -1}
-	if len(n.free) < memMaxFree {
+func (n *Network) release(m *packet) {
+	*m = packet{buf: m.buf, idx: -1}
+	if len(n.free) < maxFree {
 		n.free = append(n.free, m)
 	}
 }
 
 // fill copies the packet p (Buf[:N], then Payload) into m.
-func (m *memPacket) fill(p *Packet) {
+func (m *packet) fill(p *netio.Packet) {
 	m.n = copy(m.buf, p.Buf[:p.N])
 	m.n += copy(m.buf[m.n:], p.Payload)
 	m.prio = p.Priority & 7
@@ -351,7 +362,7 @@ func (m *memPacket) fill(p *Packet) {
 // send takes m, a packet written by the Conn at from (filled by fill):
 // onto its host's uplink, when it has one, else straight into the
 // network. Called with n.mu held.
-func (n *MemNetwork) send(from netip.AddrPort, m *memPacket, dst netip.AddrPort) {
+func (n *Network) send(from netip.AddrPort, m *packet, dst netip.AddrPort) {
 	n.stats.Sent++
 	now := n.catchUp()
 	up := n.linkFor(from.Addr(), true)
@@ -377,14 +388,14 @@ func (n *MemNetwork) send(from netip.AddrPort, m *memPacket, dst netip.AddrPort)
 // delay, the downlink and the receiving Conn. A zero at (and now) means
 // that nothing was in flight when m was written: the clock is read only
 // if needed. Called with n.mu held.
-func (n *MemNetwork) route(m *memPacket, at, now time.Time) {
+func (n *Network) route(m *packet, at, now time.Time) {
 	cfg := &n.cfg
 	if cfg.Loss > 0 && n.rng.Float64() < cfg.Loss {
 		n.stats.Lost++
 		n.release(m)
 		return
 	}
-	var twin *memPacket
+	var twin *packet
 	if cfg.Duplicate > 0 && n.rng.Float64() < cfg.Duplicate {
 		n.stats.Duplicated++
 		twin = n.alloc()
@@ -418,7 +429,7 @@ func (n *MemNetwork) route(m *memPacket, at, now time.Time) {
 		switch {
 		case link == nil && reorder:
 			// Released early by the next packet for that Conn.
-			n.schedule(m, at.Add(delay+MemReorderHold), n.conns[dst], now)
+			n.schedule(m, at.Add(delay+ReorderHold), n.conns[dst], now)
 		case link == nil:
 			n.schedule(m, at.Add(delay), nil, now)
 		default:
@@ -435,13 +446,13 @@ func (n *MemNetwork) route(m *memPacket, at, now time.Time) {
 
 // full reports whether the network holds as many copies as it may.
 // Called with n.mu held.
-func (n *MemNetwork) full() bool {
-	return len(n.flight)+n.queued >= memMaxInFlight
+func (n *Network) full() bool {
+	return len(n.flight)+n.queued >= maxInFlight
 }
 
 // schedule puts m in flight until due and, when c is not nil, registers it
 // as held back at c. Called with n.mu held.
-func (n *MemNetwork) schedule(m *memPacket, due time.Time, c *memConn, now time.Time) {
+func (n *Network) schedule(m *packet, due time.Time, c *conn, now time.Time) {
 	m.due, m.seq = due, n.seq
 	n.seq++
 	if c != nil {
@@ -456,7 +467,7 @@ func (n *MemNetwork) schedule(m *memPacket, due time.Time, c *memConn, now time.
 
 // deliver puts a copy in its Conn's receive queue, followed by the copies
 // held back for that Conn. Called with n.mu held.
-func (n *MemNetwork) deliver(m *memPacket) {
+func (n *Network) deliver(m *packet) {
 	c := n.conns[m.dst]
 	if c == nil {
 		n.stats.DroppedNoListener++
@@ -479,7 +490,7 @@ func (n *MemNetwork) deliver(m *memPacket) {
 }
 
 // armTimer sets the timer to the earliest due time. Called with n.mu held.
-func (n *MemNetwork) armTimer(now time.Time) {
+func (n *Network) armTimer(now time.Time) {
 	if len(n.flight) == 0 {
 		if n.timer != nil {
 			n.timer.Stop()
@@ -495,7 +506,7 @@ func (n *MemNetwork) armTimer(now time.Time) {
 }
 
 // fire runs every event that is due.
-func (n *MemNetwork) fire() {
+func (n *Network) fire() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	now := time.Now()
@@ -507,7 +518,7 @@ func (n *MemNetwork) fire() {
 // happens at an instant does not depend on whether the timer's goroutine
 // or the caller got the lock first. It returns now, or the zero time when
 // nothing was in flight (the clock was not read). Called with n.mu held.
-func (n *MemNetwork) catchUp() time.Time {
+func (n *Network) catchUp() time.Time {
 	if len(n.flight) == 0 {
 		return time.Time{}
 	}
@@ -520,11 +531,11 @@ func (n *MemNetwork) catchUp() time.Time {
 
 // advance runs, in order, every event due by now and reports whether
 // there was any. Called with n.mu held.
-func (n *MemNetwork) advance(now time.Time) bool {
+func (n *Network) advance(now time.Time) bool {
 	ran := false
 	for len(n.flight) > 0 && !n.flight[0].due.After(now) {
 		ran = true
-		m := heap.Pop(&n.flight).(*memPacket)
+		m := heap.Pop(&n.flight).(*packet)
 		switch m.stage {
 		case memToLink:
 			n.linkArrive(m, m.due, now)
@@ -543,7 +554,7 @@ func (n *MemNetwork) advance(now time.Time) bool {
 
 // detach removes c from the network and, when it was the last Conn,
 // drops everything in flight and stops the timer. Called with n.mu held.
-func (n *MemNetwork) detach(c *memConn) {
+func (n *Network) detach(c *conn) {
 	delete(n.conns, c.key)
 	for _, h := range c.held {
 		h.held = nil
@@ -557,7 +568,7 @@ func (n *MemNetwork) detach(c *memConn) {
 	}
 	for len(n.flight) > 0 {
 		n.stats.DroppedNoListener++
-		n.release(heap.Pop(&n.flight).(*memPacket))
+		n.release(heap.Pop(&n.flight).(*packet))
 	}
 	n.dropLinks()
 	if n.timer != nil {

@@ -1,4 +1,4 @@
-package netio
+package memnet
 
 import (
 	"bytes"
@@ -10,15 +10,17 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/homa-go/homa/homa/netio"
 )
 
 // readAll reads everything c has ready, reports included.
-func readAll(t testing.TB, c Conn) []received {
+func readAll(t testing.TB, c netio.Conn) []received {
 	t.Helper()
 	pkts := makePackets(16, 2048)
 	var got []received
 	for {
-		n, err := c.(Poller).TryReadBatch(pkts)
+		n, err := c.(netio.Poller).TryReadBatch(pkts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +40,7 @@ func readAll(t testing.TB, c Conn) []received {
 // packet whose source port is not the writer's is discarded.
 func TestMemUnreachable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := NewMemNetwork(MemConfig{ReportUnreachable: true, MTU: 9000})
+		n := New(Config{ReportUnreachable: true, MTU: 9000})
 		defer n.Close()
 		a := memOpen(t, n, hostA, 0)
 		b := memOpen(t, n, hostB, 100)
@@ -51,22 +53,22 @@ func TestMemUnreachable(t *testing.T) {
 		big6 := testPacket(a6.Port(), 999, 2000, 5)
 		writeAll(t, a6, netip.MustParseAddr("fd00::2"), 0, big6)
 
-		if got := readAll(t, b); len(got) != 1 || tagOf(got[0].data) != 4 || got[0].unreach != NotUnreachable {
+		if got := readAll(t, b); len(got) != 1 || tagOf(got[0].data) != 4 || got[0].unreach != netio.NotUnreachable {
 			t.Fatalf("b read %+v, want the one packet for it", got)
 		}
 		got := readAll(t, a)
 		want := []received{
-			{lost, hostB, UnreachablePort},
-			{big[:icmpv4QuoteHoma], hostB, UnreachablePort},
+			{lost, hostB, netio.UnreachablePort},
+			{big[:netio.ICMPv4Quote], hostB, netio.UnreachablePort},
 		}
 		if !slices.EqualFunc(got, want, sameReceived) {
 			t.Errorf("a read %v, want %v", summary(got), summary(want))
 		}
 		got6 := readAll(t, a6)
-		if !slices.EqualFunc(got6, []received{{big6[:icmpv6QuoteHoma], netip.MustParseAddr("fd00::2"), UnreachablePort}}, sameReceived) {
-			t.Errorf("a6 read %v, want the report quoting %d bytes", summary(got6), icmpv6QuoteHoma)
+		if !slices.EqualFunc(got6, []received{{big6[:netio.ICMPv6Quote], netip.MustParseAddr("fd00::2"), netio.UnreachablePort}}, sameReceived) {
+			t.Errorf("a6 read %v, want the report quoting %d bytes", summary(got6), netio.ICMPv6Quote)
 		}
-		if s := a.(StatsConn).Stats(); s.Reports != 2 || s.ReportsDiscarded != 1 || s.Read != 0 || s.Written != 4 {
+		if s := a.(netio.StatsConn).Stats(); s.Reports != 2 || s.ReportsDiscarded != 1 || s.Read != 0 || s.Written != 4 {
 			t.Errorf("a stats %+v, want 2 reports, 1 discarded, 4 written", s)
 		}
 		if s := n.Stats(); s.Reported != 4 || s.DroppedNoListener != 4 || s.ReportsDropped != 0 || s.Delivered != 1 {
@@ -80,7 +82,7 @@ func TestMemUnreachable(t *testing.T) {
 // comes back.
 func TestMemUnreachableOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := NewMemNetwork(MemConfig{})
+		n := New(Config{})
 		defer n.Close()
 		a := memOpen(t, n, hostA, 0)
 		writeAll(t, a, hostB, 0, testPacket(a.Port(), 999, 200, 1))
@@ -96,12 +98,12 @@ func TestMemUnreachableOff(t *testing.T) {
 // delay, and that a report for a writer that has closed is dropped.
 func TestMemUnreachableWakes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := NewMemNetwork(MemConfig{ReportUnreachable: true, Delay: time.Millisecond})
+		n := New(Config{ReportUnreachable: true, Delay: time.Millisecond})
 		defer n.Close()
 		a := memOpen(t, n, hostA, 0)
 		woke := make(chan time.Time, 1)
 		go func() {
-			if err := a.(Poller).WaitReadable(); err != nil {
+			if err := a.(netio.Poller).WaitReadable(); err != nil {
 				t.Error(err)
 			}
 			woke <- time.Now()
@@ -112,7 +114,7 @@ func TestMemUnreachableWakes(t *testing.T) {
 		if at := <-woke; at.Sub(start) != time.Millisecond {
 			t.Errorf("WaitReadable woke after %v, want the 1 ms delay", at.Sub(start))
 		}
-		if got := readN(t, a, 1)[0]; got.unreach != UnreachablePort || tagOf(got.data) != 1 {
+		if got := readN(t, a, 1)[0]; got.unreach != netio.UnreachablePort || tagOf(got.data) != 1 {
 			t.Errorf("read %v tag %d, want the report", got.unreach, tagOf(got.data))
 		}
 
@@ -133,7 +135,7 @@ func TestMemUnreachableWakes(t *testing.T) {
 func TestMemManyReports(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const queue, count = 64, 200
-		n := NewMemNetwork(MemConfig{ReportUnreachable: true, QueueLen: queue})
+		n := New(Config{ReportUnreachable: true, QueueLen: queue})
 		defer n.Close()
 		a := memOpen(t, n, hostA, 0)
 		for i := range count {
@@ -141,7 +143,7 @@ func TestMemManyReports(t *testing.T) {
 		}
 		got := readN(t, a, queue)
 		for i, r := range got {
-			if r.unreach != UnreachablePort || tagOf(r.data) != uint64(i) {
+			if r.unreach != netio.UnreachablePort || tagOf(r.data) != uint64(i) {
 				t.Fatalf("report %d: %v tag %d", i, r.unreach, tagOf(r.data))
 			}
 		}
@@ -170,11 +172,11 @@ func TestMemManyReports(t *testing.T) {
 // network where some packets go to closed ports twice with one seed and
 // once with another, and compares what each Conn read, reports included.
 func TestMemUnreachableDeterministic(t *testing.T) {
-	run := func(seed uint64) ([]received, []received, MemStats) {
+	run := func(seed uint64) ([]received, []received, Stats) {
 		var ra, rb []received
-		var stats MemStats
+		var stats Stats
 		synctest.Test(t, func(t *testing.T) {
-			n := NewMemNetwork(MemConfig{Seed: seed, ReportUnreachable: true, Loss: 0.2, Duplicate: 0.2,
+			n := New(Config{Seed: seed, ReportUnreachable: true, Loss: 0.2, Duplicate: 0.2,
 				Reorder: 0.2, Delay: time.Millisecond, Jitter: time.Millisecond})
 			defer n.Close()
 			a := memOpen(t, n, hostA, 0)
@@ -205,7 +207,7 @@ func TestMemUnreachableDeterministic(t *testing.T) {
 		t.Errorf("%d reported, %d without listener, %d read; want them equal and nonzero", s1.Reported, s1.DroppedNoListener, len(a1))
 	}
 	for _, r := range a1 {
-		if r.unreach != UnreachablePort || tagOf(r.data)%3 != 0 {
+		if r.unreach != netio.UnreachablePort || tagOf(r.data)%3 != 0 {
 			t.Fatalf("report %v for tag %d, which went to an open port", r.unreach, tagOf(r.data))
 		}
 	}

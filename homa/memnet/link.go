@@ -1,27 +1,29 @@
-package netio
+package memnet
 
 import (
 	"net/netip"
 	"time"
+
+	"github.com/homa-go/homa/homa/netio"
 )
 
-// memLink is one link of the network, sending one packet at a time at its
+// link is one link of the network, sending one packet at a time at its
 // rate: the downlink of a receiving host (the egress port of the switch
 // in front of it), whose waiting packets sit in one FIFO per priority, or
 // the uplink of a sending host (its NIC), with a single FIFO. Its fields
-// are guarded by MemNetwork.mu.
-type memLink struct {
+// are guarded by Network.mu.
+type link struct {
 	mbps    int64
-	up      bool       // an uplink: one queue, unbounded, leads into the network
-	queue   []memQueue // by priority, the last served first; one for an uplink
-	backlog int        // bytes (IP size) waiting in queue
-	wire    *memPacket // the packet being sent (in flight until done), or nil
-	free    time.Time  // when the last packet sent is (or was) through
+	up      bool      // an uplink: one queue, unbounded, leads into the network
+	queue   []queue   // by priority, the last served first; one for an uplink
+	backlog int       // bytes (IP size) waiting in queue
+	wire    *packet   // the packet being sent (in flight until done), or nil
+	free    time.Time // when the last packet sent is (or was) through
 }
 
 // linkFor returns the uplink of host (up) or the downlink in front of it,
 // or nil when that link is infinitely fast. Called with n.mu held.
-func (n *MemNetwork) linkFor(host netip.Addr, up bool) *memLink {
+func (n *Network) linkFor(host netip.Addr, up bool) *link {
 	links, mbps, hosts, queues := n.links, n.cfg.LinkMbps, n.cfg.HostLinkMbps, 8
 	if up {
 		links, mbps, hosts, queues = n.uplinks, n.cfg.UplinkMbps, n.cfg.HostUplinkMbps, 1
@@ -35,28 +37,28 @@ func (n *MemNetwork) linkFor(host netip.Addr, up bool) *memLink {
 	if mbps <= 0 {
 		return nil
 	}
-	l := &memLink{mbps: int64(mbps), up: up, queue: make([]memQueue, queues)}
+	l := &link{mbps: int64(mbps), up: up, queue: make([]queue, queues)}
 	for i := range l.queue {
-		l.queue[i].limit = memMaxInFlight
+		l.queue[i].limit = maxInFlight
 	}
 	links[host] = l
 	return l
 }
 
 // wireLen is the size of m on a link: the Homa packet and its IP header.
-func (m *memPacket) wireLen() int {
-	return m.n + headerOverhead(m.dst.Addr().Is6(), false)
+func (m *packet) wireLen() int {
+	return m.n + netio.HeaderOverhead(m.dst.Addr().Is6(), false)
 }
 
 // leavingDownlink reports whether m is in flight until its last bit
 // leaves a downlink.
-func (m *memPacket) leavingDownlink() bool {
+func (m *packet) leavingDownlink() bool {
 	return m.stage == memOnWire && !m.link.up
 }
 
 // txTime is how long the link takes to send size bytes, rounded up to
 // the nanosecond so that it never runs faster than its rate.
-func (l *memLink) txTime(size int) time.Duration {
+func (l *link) txTime(size int) time.Duration {
 	bits := int64(size) * 8
 	return time.Duration((bits*int64(time.Microsecond) + l.mbps - 1) / l.mbps)
 }
@@ -66,7 +68,7 @@ func (l *memLink) txTime(size int) time.Duration {
 // wire if the link is idle, else into the queue of its priority (the one
 // queue of an uplink), or dropped when a downlink's buffer is full.
 // Called with n.mu held.
-func (n *MemNetwork) linkArrive(m *memPacket, at, now time.Time) {
+func (n *Network) linkArrive(m *packet, at, now time.Time) {
 	l := m.link
 	m.due, m.stage = at, memToConn
 	if l.wire == nil {
@@ -83,7 +85,7 @@ func (n *MemNetwork) linkArrive(m *memPacket, at, now time.Time) {
 	if !l.up {
 		q = &l.queue[m.prio]
 	}
-	q.push(m) // cannot fail: n.queued < memMaxInFlight
+	q.push(m) // cannot fail: n.queued < maxInFlight
 	l.backlog += size
 	n.queued++
 	if l.up {
@@ -96,7 +98,7 @@ func (n *MemNetwork) linkArrive(m *memPacket, at, now time.Time) {
 // transmit puts m, which reached the idle link l at m.due, on the wire:
 // it starts when both it and the link are there and is in flight until
 // its last bit is through. Called with n.mu held.
-func (n *MemNetwork) transmit(l *memLink, m *memPacket, now time.Time) {
+func (n *Network) transmit(l *link, m *packet, now time.Time) {
 	start := m.due
 	if start.Before(l.free) {
 		start = l.free
@@ -116,14 +118,14 @@ func (n *MemNetwork) transmit(l *memLink, m *memPacket, now time.Time) {
 // first, when marked for reordering). Then the link starts on the next
 // packet waiting, the highest-priority one on a downlink. Called with
 // n.mu held.
-func (n *MemNetwork) linkDone(m *memPacket, now time.Time) {
+func (n *Network) linkDone(m *packet, now time.Time) {
 	l := m.link
 	l.wire, m.link, m.stage = nil, nil, memToConn
 	switch {
 	case l.up:
 		n.route(m, m.due, now)
 	case m.reorder:
-		n.schedule(m, m.due.Add(MemReorderHold), n.conns[m.dst], now)
+		n.schedule(m, m.due.Add(ReorderHold), n.conns[m.dst], now)
 	default:
 		n.deliver(m)
 	}
@@ -140,8 +142,8 @@ func (n *MemNetwork) linkDone(m *memPacket, now time.Time) {
 // dropLinks empties every link queue, counting the copies as having no
 // listener, and forgets the links. The copies on the wires are in flight
 // and must already be gone. Called with n.mu held.
-func (n *MemNetwork) dropLinks() {
-	for _, links := range [...]map[netip.Addr]*memLink{n.links, n.uplinks} {
+func (n *Network) dropLinks() {
+	for _, links := range [...]map[netip.Addr]*link{n.links, n.uplinks} {
 		for _, l := range links {
 			for i := range l.queue {
 				for m := l.queue[i].pop(); m != nil; m = l.queue[i].pop() {

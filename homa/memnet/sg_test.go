@@ -1,4 +1,4 @@
-package netio
+package memnet
 
 import (
 	"bytes"
@@ -7,13 +7,15 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+
+	"github.com/homa-go/homa/homa/netio"
 )
 
-// TestMemPayload checks scatter-gather writes on the in-memory network:
+// TestMemPayload checks Scatter-gather writes on the in-memory network:
 // header and payload arrive as one packet, byte for byte, on both
 // families; the network copied both parts.
 func TestMemPayload(t *testing.T) {
-	memPairs(t, MemConfig{MTU: 9000}, func(t *testing.T, a, b Conn, src, dst netip.Addr) {
+	memPairs(t, Config{MTU: 9000}, func(t *testing.T, a, b netio.Conn, src, dst netip.Addr) {
 		whole, pkts := payloadBatch(a.Port(), b.Port(), dst, a.MaxPacket(dst), 0x100)
 		if k, err := a.WriteBatch(pkts); k != len(pkts) || err != nil {
 			t.Fatalf("WriteBatch = %d, %v", k, err)
@@ -37,7 +39,7 @@ func TestMemPayload(t *testing.T) {
 func TestMemPayloadChecks(t *testing.T) {
 	var mu sync.Mutex
 	var seen [][]byte
-	n := NewMemNetwork(MemConfig{Drop: func(src, dst netip.Addr, pkt []byte) bool {
+	n := New(Config{Drop: func(src, dst netip.Addr, pkt []byte) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, bytes.Clone(pkt))
@@ -49,9 +51,9 @@ func TestMemPayloadChecks(t *testing.T) {
 	fits := testPacket(a.Port(), b.Port(), max, 1)
 	dropped := testPacket(a.Port(), b.Port(), 500, 2)
 	big := testPacket(a.Port(), b.Port(), max+1, 3)
-	pkts := []Packet{withPayload(fits, 60, hostB, 0), withPayload(dropped, 60, hostB, 0), withPayload(big, 60, hostB, 0)}
-	if k, err := a.WriteBatch(pkts); k != 2 || !errors.Is(err, ErrBadPacket) {
-		t.Fatalf("WriteBatch with a packet of MaxPacket+1 bytes = %d, %v; want 2, ErrBadPacket", k, err)
+	pkts := []netio.Packet{withPayload(fits, 60, hostB, 0), withPayload(dropped, 60, hostB, 0), withPayload(big, 60, hostB, 0)}
+	if k, err := a.WriteBatch(pkts); k != 2 || !errors.Is(err, netio.ErrBadPacket) {
+		t.Fatalf("WriteBatch with a packet of MaxPacket+1 bytes = %d, %v; want 2, netio.ErrBadPacket", k, err)
 	}
 	if len(seen) != 2 || !bytes.Equal(seen[0], fits) || !bytes.Equal(seen[1], dropped) {
 		t.Fatalf("the Drop hook saw %d packets, want the 2 whole packets written", len(seen))
@@ -67,17 +69,17 @@ func TestMemPayloadChecks(t *testing.T) {
 // back to the network after it (and at Close).
 func TestMemBorrow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := NewMemNetwork(MemConfig{ReportUnreachable: true})
+		n := New(Config{ReportUnreachable: true})
 		defer n.Close()
 		a, b := memOpen(t, n, hostA, 0), memOpen(t, n, hostB, 0)
-		br := b.(BorrowReader)
+		br := b.(netio.BorrowReader)
 		var sent [][]byte
 		for i := range 10 {
 			sent = append(sent, testPacket(a.Port(), b.Port(), 100+i, uint64(i)))
 		}
 		writeAll(t, a, hostB, 0, sent...)
 		mine := make([]byte, 2048)
-		pkts := []Packet{{Buf: mine}, {Buf: mine}, {Buf: mine}, {Buf: mine}}
+		pkts := []netio.Packet{{Buf: mine}, {Buf: mine}, {Buf: mine}, {Buf: mine}}
 		k, err := br.TryReadBorrowed(pkts)
 		if k != 4 || err != nil {
 			t.Fatalf("TryReadBorrowed = %d, %v", k, err)
@@ -99,34 +101,34 @@ func TestMemBorrow(t *testing.T) {
 		}
 		// Reports are lent too.
 		writeAll(t, a, hostB, 0, testPacket(a.Port(), 7, 100, 0x77))
-		ra := a.(BorrowReader)
+		ra := a.(netio.BorrowReader)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			k, err := ra.ReadBorrowed(pkts[:1])
-			if k != 1 || err != nil || pkts[0].Unreachable != UnreachablePort || tagOf(pkts[0].Bytes()) != 0x77 {
+			if k != 1 || err != nil || pkts[0].Unreachable != netio.UnreachablePort || tagOf(pkts[0].Bytes()) != 0x77 {
 				t.Errorf("ReadBorrowed of a report = %d, %v, %v", k, err, pkts[0].Unreachable)
 			}
 		}()
 		<-done
-		if c := b.(*memConn); len(c.lent) != 0 {
+		if c := b.(*conn); len(c.lent) != 0 {
 			t.Errorf("%d packets still lent after a copying read", len(c.lent))
 		}
 		a.Close()
-		if c := a.(*memConn); len(c.lent) != 0 {
+		if c := a.(*conn); len(c.lent) != 0 {
 			t.Errorf("%d packets still lent after Close", len(c.lent))
 		}
 		if _, err := ra.TryReadBorrowed(pkts); err == nil {
-			t.Error("TryReadBorrowed on a closed Conn succeeded")
+			t.Error("TryReadBorrowed on a closed netio.Conn succeeded")
 		}
 	})
 }
 
-// TestMemWriteAllocs checks that scatter-gather writes and both kinds of
+// TestMemWriteAllocs checks that Scatter-gather writes and both kinds of
 // read, with Land on every other Packet, cost no allocation per packet
 // on the in-memory network.
 func TestMemWriteAllocs(t *testing.T) {
-	n := NewMemNetwork(MemConfig{})
+	n := New(Config{})
 	defer n.Close()
 	a, b := memOpen(t, n, hostA, 0), memOpen(t, n, hostB, 0)
 	_, out := payloadBatch(a.Port(), b.Port(), hostB, a.MaxPacket(hostB), 1)
@@ -157,9 +159,9 @@ func TestMemWriteAllocs(t *testing.T) {
 
 // tryReader is c's non-blocking read: into the caller's buffers, or
 // borrowed.
-func tryReader(c Conn, borrow bool) func([]Packet) (int, error) {
+func tryReader(c netio.Conn, borrow bool) func([]netio.Packet) (int, error) {
 	if borrow {
-		return c.(BorrowReader).TryReadBorrowed
+		return c.(netio.BorrowReader).TryReadBorrowed
 	}
-	return c.(Poller).TryReadBatch
+	return c.(netio.Poller).TryReadBatch
 }

@@ -1,32 +1,42 @@
-package netio
+package memnet
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"net"
 	"net/netip"
 	"slices"
+	"sync/atomic"
+
+	"github.com/homa-go/homa/homa/netio"
 )
 
-// memConn is a Conn on a MemNetwork. Its queue and flags are guarded by
+// conn is a Conn on a Network. Its queue and flags are guarded by
 // net.mu.
-type memConn struct {
-	net    *MemNetwork
+type conn struct {
+	net    *Network
 	key    netip.AddrPort
-	rxq    memQueue
-	held   []*memPacket  // copies held back until the next delivery here
-	lent   []*memPacket  // packets the last borrowed read returned, until the next read
+	rxq    queue
+	held   []*packet     // copies held back until the next delivery here
+	lent   []*packet     // packets the last borrowed read returned, until the next read
 	ready  chan struct{} // signalled (without blocking) when rxq grows
 	done   chan struct{} // closed by Close
 	closed bool
-	stats  connCounters
-	wake   wakeFlag
+	stats  counters
+	wake   atomic.Bool // a Wake not yet taken by a reader
 }
 
-// errMemClosed is returned by a closed memConn.
+// counters back the conn's netio.ConnStats.
+type counters struct {
+	read, written, discarded  atomic.Uint64
+	reports, reportsDiscarded atomic.Uint64
+}
+
+// errMemClosed is returned by a closed conn.
 var errMemClosed = fmt.Errorf("netio: mem conn: %w", net.ErrClosed)
 
-func (c *memConn) enqueue(m *memPacket) {
+func (c *conn) enqueue(m *packet) {
 	if !c.rxq.push(m) {
 		c.net.stats.DroppedQueueFull++
 		c.net.release(m)
@@ -38,14 +48,14 @@ func (c *memConn) enqueue(m *memPacket) {
 	s.DeliveredBytes[m.prio] += uint64(m.n)
 }
 
-func (c *memConn) signal() {
+func (c *conn) signal() {
 	select {
 	case c.ready <- struct{}{}:
 	default:
 	}
 }
 
-func (c *memConn) unhold(m *memPacket) {
+func (c *conn) unhold(m *packet) {
 	for i, h := range c.held {
 		if h == m {
 			c.held = slices.Delete(c.held, i, i+1)
@@ -55,14 +65,14 @@ func (c *memConn) unhold(m *memPacket) {
 }
 
 // ReadBatch implements Conn.
-func (c *memConn) ReadBatch(pkts []Packet) (int, error) {
+func (c *conn) ReadBatch(pkts []netio.Packet) (int, error) {
 	for {
 		n, err := c.TryReadBatch(pkts)
 		if n > 0 || err != nil || len(pkts) == 0 {
 			return n, err
 		}
-		if c.wake.take() {
-			return 0, ErrWoken
+		if c.wake.Swap(false) {
+			return 0, netio.ErrWoken
 		}
 		select {
 		case <-c.ready:
@@ -72,13 +82,13 @@ func (c *memConn) ReadBatch(pkts []Packet) (int, error) {
 }
 
 // Wake implements Waker.
-func (c *memConn) Wake() {
-	c.wake.set()
+func (c *conn) Wake() {
+	c.wake.Store(true)
 	c.signal()
 }
 
 // WaitReadable implements Poller.
-func (c *memConn) WaitReadable() error {
+func (c *conn) WaitReadable() error {
 	for {
 		c.net.mu.Lock()
 		closed, ready := c.closed, c.rxq.len() > 0
@@ -88,8 +98,8 @@ func (c *memConn) WaitReadable() error {
 			return errMemClosed
 		case ready:
 			return nil
-		case c.wake.take():
-			return ErrWoken
+		case c.wake.Swap(false):
+			return netio.ErrWoken
 		}
 		select {
 		case <-c.ready:
@@ -99,18 +109,18 @@ func (c *memConn) WaitReadable() error {
 }
 
 // TryReadBatch implements Poller.
-func (c *memConn) TryReadBatch(pkts []Packet) (int, error) { return c.tryRead(pkts, false) }
+func (c *conn) TryReadBatch(pkts []netio.Packet) (int, error) { return c.tryRead(pkts, false) }
 
 // InProcess reports true: the network's goroutines and timers deliver
 // the packets.
-func (c *memConn) InProcess() bool { return true }
+func (c *conn) InProcess() bool { return true }
 
 // Lands implements Lander: TryReadBatch and ReadBatch copy each packet
 // as a socket Conn's kernel would scatter it (see Packet.scatter).
-func (c *memConn) Lands() bool { return true }
+func (c *conn) Lands() bool { return true }
 
 // ReadBorrowed implements BorrowReader.
-func (c *memConn) ReadBorrowed(pkts []Packet) (int, error) {
+func (c *conn) ReadBorrowed(pkts []netio.Packet) (int, error) {
 	for {
 		n, err := c.TryReadBorrowed(pkts)
 		if n > 0 || err != nil || len(pkts) == 0 {
@@ -125,11 +135,11 @@ func (c *memConn) ReadBorrowed(pkts []Packet) (int, error) {
 
 // TryReadBorrowed implements BorrowReader: the packets returned are the
 // network's own copies, held until the next read.
-func (c *memConn) TryReadBorrowed(pkts []Packet) (int, error) { return c.tryRead(pkts, true) }
+func (c *conn) TryReadBorrowed(pkts []netio.Packet) (int, error) { return c.tryRead(pkts, true) }
 
 // giveBack returns the packets lent by the last borrowed read. Called
 // with net.mu held.
-func (c *memConn) giveBack() {
+func (c *conn) giveBack() {
 	for i, m := range c.lent {
 		c.net.release(m)
 		c.lent[i] = nil
@@ -138,7 +148,7 @@ func (c *memConn) giveBack() {
 }
 
 // tryRead is TryReadBatch, or TryReadBorrowed when borrow is set.
-func (c *memConn) tryRead(pkts []Packet, borrow bool) (int, error) {
+func (c *conn) tryRead(pkts []netio.Packet, borrow bool) (int, error) {
 	n := c.net
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -157,7 +167,7 @@ func (c *memConn) tryRead(pkts []Packet, borrow bool) (int, error) {
 		if borrow {
 			p.Buf = m.buf[:m.n:m.n]
 		}
-		if m.report != NotUnreachable {
+		if m.report != netio.NotUnreachable {
 			if c.readReport(m, p) {
 				reports++
 				k++
@@ -167,7 +177,7 @@ func (c *memConn) tryRead(pkts []Packet, borrow bool) (int, error) {
 		}
 		if borrow {
 			p.N, p.Landed = m.n, 0
-		} else if !p.scatter(m.buf[:m.n]) {
+		} else if !p.Scatter(m.buf[:m.n]) {
 			n.stats.DroppedTruncated++
 			c.stats.discarded.Add(1)
 			n.release(m)
@@ -175,7 +185,7 @@ func (c *memConn) tryRead(pkts []Packet, borrow bool) (int, error) {
 		}
 		p.Payload = nil
 		p.Addr = m.src
-		p.Unreachable = NotUnreachable
+		p.Unreachable = netio.NotUnreachable
 		c.finish(m, borrow)
 		k++
 	}
@@ -190,7 +200,7 @@ func (c *memConn) tryRead(pkts []Packet, borrow bool) (int, error) {
 // finish is the end of a read of m: it goes back to the network's free
 // list, or, read borrowed, is lent until the next read. Called with
 // net.mu held.
-func (c *memConn) finish(m *memPacket, borrow bool) {
+func (c *conn) finish(m *packet, borrow bool) {
 	if borrow {
 		c.lent = append(c.lent, m)
 		return
@@ -200,19 +210,19 @@ func (c *memConn) finish(m *memPacket, borrow bool) {
 
 // WriteBatch implements Conn. The network copies each packet, Buf[:N]
 // then Payload, into a buffer of its own.
-func (c *memConn) WriteBatch(pkts []Packet) (int, error) {
+func (c *conn) WriteBatch(pkts []netio.Packet) (int, error) {
 	src := c.key.Addr()
 	for i := range pkts {
 		p := &pkts[i]
-		if _, err := checkWrite(p, math.MaxInt); err != nil {
+		if _, err := netio.CheckWrite(p, math.MaxInt); err != nil {
 			return i, err
 		}
 		if !sameFamily(src.Is6(), p.Addr) {
-			return i, ErrBadAddr
+			return i, netio.ErrBadAddr
 		}
 		dst := p.Addr.Unmap()
 		if p.Len() > c.MaxPacket(dst) {
-			return i, ErrBadPacket
+			return i, netio.ErrBadPacket
 		}
 		if err := c.write(p, src, netip.AddrPortFrom(dst, dstPort(p.Buf))); err != nil {
 			return i, err
@@ -225,9 +235,9 @@ func (c *memConn) WriteBatch(pkts []Packet) (int, error) {
 // write hands one checked packet to the network: the Drop hook first,
 // without locks, on the whole packet (a copy of it when it has a
 // Payload), then the network.
-func (c *memConn) write(p *Packet, src netip.Addr, dst netip.AddrPort) error {
+func (c *conn) write(p *netio.Packet, src netip.Addr, dst netip.AddrPort) error {
 	n := c.net
-	var m *memPacket
+	var m *packet
 	drop := false
 	if n.hook != nil {
 		pkt := p.Buf[:p.N]
@@ -265,21 +275,29 @@ func (c *memConn) write(p *Packet, src netip.Addr, dst netip.AddrPort) error {
 }
 
 // LocalAddr implements Conn.
-func (c *memConn) LocalAddr() netip.Addr { return c.key.Addr() }
+func (c *conn) LocalAddr() netip.Addr { return c.key.Addr() }
 
 // Port implements Conn.
-func (c *memConn) Port() uint16 { return c.key.Port() }
+func (c *conn) Port() uint16 { return c.key.Port() }
 
 // MaxPacket implements Conn: the configured MTU less the IP header.
-func (c *memConn) MaxPacket(dst netip.Addr) int {
-	return c.net.cfg.MTU - headerOverhead(dst.Unmap().Is6(), false)
+func (c *conn) MaxPacket(dst netip.Addr) int {
+	return c.net.cfg.MTU - netio.HeaderOverhead(dst.Unmap().Is6(), false)
 }
 
 // Stats implements StatsConn.
-func (c *memConn) Stats() ConnStats { return c.stats.snapshot() }
+func (c *conn) Stats() netio.ConnStats {
+	return netio.ConnStats{
+		Read:             c.stats.read.Load(),
+		Written:          c.stats.written.Load(),
+		Discarded:        c.stats.discarded.Load(),
+		Reports:          c.stats.reports.Load(),
+		ReportsDiscarded: c.stats.reportsDiscarded.Load(),
+	}
+}
 
 // Close implements Conn.
-func (c *memConn) Close() error {
+func (c *conn) Close() error {
 	n := c.net
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -292,3 +310,11 @@ func (c *memConn) Close() error {
 	close(c.done)
 	return nil
 }
+
+// sameFamily reports whether dst is reachable from a host of the family
+// v6 (IPv4-mapped addresses count as IPv4).
+func sameFamily(v6 bool, dst netip.Addr) bool { return dst.IsValid() && dst.Unmap().Is6() == v6 }
+
+// dstPort and srcPort read the ports of a Homa common header.
+func dstPort(b []byte) uint16 { return binary.BigEndian.Uint16(b[2:]) }
+func srcPort(b []byte) uint16 { return binary.BigEndian.Uint16(b) }

@@ -1,11 +1,11 @@
-package netio
+package memnet
 
 // flightHeap orders copies in flight by due time, then scheduling order,
 // except that at equal times a downlink finishes its packet first: a
 // packet reaching the port at that instant (after a delay, or straight
 // off an uplink) joins the queue after the link has picked its next
 // packet, as one written at that instant does.
-type flightHeap []*memPacket
+type flightHeap []*packet
 
 func (h flightHeap) Len() int { return len(h) }
 func (h flightHeap) Less(i, j int) bool {
@@ -22,7 +22,7 @@ func (h flightHeap) Swap(i, j int) {
 	h[i].idx, h[j].idx = i, j
 }
 func (h *flightHeap) Push(x any) {
-	m := x.(*memPacket)
+	m := x.(*packet)
 	m.idx = len(*h)
 	*h = append(*h, m)
 }
@@ -35,17 +35,17 @@ func (h *flightHeap) Pop() any {
 	return m
 }
 
-// memQueue is a bounded FIFO of copies: a Conn's receive queue, or one
+// queue is a bounded FIFO of copies: a Conn's receive queue, or one
 // priority level of a downlink's queue.
-type memQueue struct {
-	buf   []*memPacket
+type queue struct {
+	buf   []*packet
 	head  int
 	limit int
 }
 
-func (q *memQueue) len() int { return len(q.buf) - q.head }
+func (q *queue) len() int { return len(q.buf) - q.head }
 
-func (q *memQueue) push(m *memPacket) bool {
+func (q *queue) push(m *packet) bool {
 	if q.len() >= q.limit {
 		return false
 	}
@@ -58,7 +58,7 @@ func (q *memQueue) push(m *memPacket) bool {
 	return true
 }
 
-func (q *memQueue) pop() *memPacket {
+func (q *queue) pop() *packet {
 	if q.head == len(q.buf) {
 		return nil
 	}

@@ -1,0 +1,7 @@
+package netio
+
+// Linux test helpers for the external tests.
+var (
+	OpenRawT   = openRaw
+	ReportOpts = reportOpts
+)
