@@ -3,23 +3,16 @@
 package faultnet
 
 import (
-	"errors"
-	"fmt"
 	"net/netip"
-	"os"
-	"os/exec"
-	"strconv"
-	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 
+	"github.com/homa-go/homa/internal/netns"
 	"github.com/homa-go/homa/internal/syscmd"
 )
 
 const (
 	// Dev is the veth interface's name inside each namespace.
-	Dev = "veth0"
+	Dev = netns.Dev
 	// namePrefix starts the name of every namespace made here:
 	// "hfn-<pid>-<n>-a" and "-b", so that parallel runs never collide and
 	// namespaces left by a dead run can be recognised and deleted.
@@ -32,8 +25,6 @@ var (
 	AddrB = netip.MustParseAddr("10.146.0.2")
 )
 
-const prefixLen = 24
-
 // NS is one network namespace.
 type NS struct {
 	Name string     // as "ip netns" knows it
@@ -43,77 +34,35 @@ type NS struct {
 // Pair is two namespaces joined by a veth pair.
 type Pair struct {
 	A, B *NS
+	p    *netns.Pair
 }
 
-var pairSeq atomic.Int32
-
-// run runs the command args with a bounded time and returns its output,
-// or an error quoting the command and what it printed.
-func run(args ...string) (string, error) { return runInput("", args...) }
-
-// runInput is run with stdin for the command.
+// runInput runs the command args with stdin, in a bounded time, and
+// returns its output, or an error quoting the command and what it printed.
 func runInput(stdin string, args ...string) (string, error) { return syscmd.Run(stdin, args...) }
 
 // Exec runs the command args inside the namespace and returns its output.
-func (ns *NS) Exec(args ...string) (string, error) {
-	return run(append([]string{"ip", "netns", "exec", ns.Name}, args...)...)
-}
+func (ns *NS) Exec(args ...string) (string, error) { return netns.Exec(ns.Name, args...) }
 
 // Available reports why namespaces cannot be made here, or nil if they
 // can: it looks for the ip command and makes and deletes a namespace.
-func Available() error {
-	if _, err := exec.LookPath("ip"); err != nil {
-		return fmt.Errorf("the ip command (iproute2) is not installed: %w", err)
-	}
-	name := fmt.Sprintf("%s%d-probe", namePrefix, os.Getpid())
-	if _, err := run("ip", "netns", "add", name); err != nil {
-		return fmt.Errorf("cannot create network namespaces (needs root): %w", err)
-	}
-	_, err := run("ip", "netns", "del", name)
-	return err
-}
+func Available() error { return netns.Available(namePrefix) }
 
 // NewPair makes two namespaces joined by a veth pair, with lo and veth0
 // up in each. Close deletes them. It first deletes namespaces left behind
 // by runs whose process is gone.
 func NewPair() (*Pair, error) {
-	sweepStale()
-	base := fmt.Sprintf("%s%d-%d-", namePrefix, os.Getpid(), pairSeq.Add(1))
-	p := &Pair{A: &NS{Name: base + "a", Addr: AddrA}, B: &NS{Name: base + "b", Addr: AddrB}}
-	steps := [][]string{
-		{"ip", "netns", "add", p.A.Name},
-		{"ip", "netns", "add", p.B.Name},
-		// Both ends are created inside the namespaces directly, never in
-		// the caller's namespace.
-		{"ip", "-n", p.A.Name, "link", "add", Dev, "type", "veth", "peer", "name", Dev, "netns", p.B.Name},
+	p, err := netns.NewPair(netns.PairConfig{Prefix: namePrefix, A4: AddrA, B4: AddrB})
+	if err != nil {
+		return nil, err
 	}
-	for _, ns := range []*NS{p.A, p.B} {
-		steps = append(steps,
-			[]string{"ip", "-n", ns.Name, "addr", "add", netip.PrefixFrom(ns.Addr, prefixLen).String(), "dev", Dev},
-			[]string{"ip", "-n", ns.Name, "link", "set", "lo", "up"},
-			[]string{"ip", "-n", ns.Name, "link", "set", Dev, "up"})
-	}
-	for _, s := range steps {
-		if _, err := run(s...); err != nil {
-			p.Close()
-			return nil, err
-		}
-	}
-	return p, nil
+	return &Pair{A: &NS{Name: p.A.NS, Addr: AddrA}, B: &NS{Name: p.B.NS, Addr: AddrB}, p: p}, nil
 }
 
 // Close deletes both namespaces, which deletes the veth pair with them.
 // Processes still inside keep a namespace alive until they exit, so stop
 // them first.
-func (p *Pair) Close() error {
-	var errs []error
-	for _, ns := range []*NS{p.A, p.B} {
-		if _, err := run("ip", "netns", "del", ns.Name); err != nil && !strings.Contains(err.Error(), "No such file") {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+func (p *Pair) Close() error { return p.p.Close() }
 
 // Setup makes a Pair for a test or benchmark and deletes it when tb ends.
 // It skips tb, saying why, where namespaces cannot be made.
@@ -132,26 +81,4 @@ func Setup(tb testing.TB) *Pair {
 		}
 	})
 	return p
-}
-
-// sweepStale deletes namespaces named by this package whose creating
-// process no longer exists (a run killed before its cleanup).
-func sweepStale() {
-	out, err := run("ip", "netns", "list")
-	if err != nil {
-		return
-	}
-	for line := range strings.Lines(out) {
-		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-		rest, ok := strings.CutPrefix(name, namePrefix)
-		if !ok {
-			continue
-		}
-		pidText, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidText)
-		if err != nil || syscall.Kill(pid, 0) != syscall.ESRCH {
-			continue
-		}
-		run("ip", "netns", "del", name)
-	}
 }

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/internal/netns"
 	"github.com/homa-go/homa/internal/syscmd"
 )
 
@@ -67,8 +66,6 @@ type Lab struct {
 	logMu sync.Mutex // serializes Command.Log writes
 }
 
-var labSeq atomic.Int32
-
 // ConfigError is a Config New refuses.
 type ConfigError struct{ Reason string }
 
@@ -112,12 +109,10 @@ func Available() error {
 			return fmt.Errorf("lab: the %s command (iproute2) is not installed: %w", c, err)
 		}
 	}
-	name := fmt.Sprintf("%s%d-probe", Prefix, os.Getpid())
-	if _, err := run("", "ip", "netns", "add", name); err != nil {
-		return fmt.Errorf("lab: cannot create network namespaces (needs root): %w", err)
+	if err := netns.Available(Prefix); err != nil {
+		return fmt.Errorf("lab: %w", err)
 	}
-	_, err := run("", "ip", "netns", "del", name)
-	return err
+	return nil
 }
 
 // New builds a Lab. If it fails, or ctx ends while it builds, it deletes
@@ -126,7 +121,7 @@ func New(ctx context.Context, cfg Config) (*Lab, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	name := fmt.Sprintf("%s%d-%d", Prefix, os.Getpid(), labSeq.Add(1))
+	name := netns.Name(Prefix)
 	l := &Lab{Name: name, Switch: name + "-sw", procs: make(map[*Proc]struct{})}
 	for i := 1; i <= cfg.Hosts; i++ {
 		l.Hosts = append(l.Hosts, &Host{
@@ -328,50 +323,16 @@ func (l *Lab) Close() error {
 }
 
 // deleteNS deletes a namespace; one that does not exist is not an error.
-func deleteNS(name string) error {
-	_, err := run("", "ip", "netns", "del", name)
-	if err != nil && strings.Contains(err.Error(), "No such file") {
-		return nil
-	}
-	return err
-}
+func deleteNS(name string) error { return netns.Delete(name) }
 
 // ListNamespaces returns the names of the namespaces that start with
 // Prefix: those of live labs and the leftovers of dead ones.
-func ListNamespaces() ([]string, error) {
-	out, err := run("", "ip", "netns", "list")
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for line := range strings.Lines(out) {
-		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-		if strings.HasPrefix(name, Prefix) {
-			names = append(names, name)
-		}
-	}
-	return names, nil
-}
+func ListNamespaces() ([]string, error) { return netns.List(Prefix) }
 
 // Stale lists the namespaces of labs whose process no longer exists:
 // runs that were killed, or that were asked to keep their lab. Labs of
 // live processes, this one included, are not stale.
-func Stale() ([]string, error) {
-	names, err := ListNamespaces()
-	if err != nil {
-		return nil, err
-	}
-	var stale []string
-	for _, name := range names {
-		pidText, _, _ := strings.Cut(strings.TrimPrefix(name, Prefix), "-")
-		pid, err := strconv.Atoi(pidText)
-		if err != nil || pid == os.Getpid() || pidAlive(pid) {
-			continue // not named by New, or its process is running
-		}
-		stale = append(stale, name)
-	}
-	return stale, nil
-}
+func Stale() ([]string, error) { return netns.Stale(Prefix) }
 
 // Cleanup deletes the Stale namespaces and returns their names.
 func Cleanup() ([]string, error) {

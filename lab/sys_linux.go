@@ -11,8 +11,3 @@ func platformOK() error { return nil }
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
-
-// pidAlive reports whether process pid exists.
-func pidAlive(pid int) bool {
-	return syscall.Kill(pid, 0) != syscall.ESRCH
-}

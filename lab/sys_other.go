@@ -13,5 +13,3 @@ func platformOK() error {
 }
 
 func sysProcAttr() *syscall.SysProcAttr { return nil }
-
-func pidAlive(pid int) bool { return true }
