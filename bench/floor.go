@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -90,4 +90,4 @@ func (f *rateFloor) loop(ctx context.Context, deadline time.Time) error {
 
 func (f *rateFloor) stop() { f.stopped = true }
 
-func (f *rateFloor) close() error { return f.r.Close() }
+func (f *rateFloor) Close() error { return f.r.Close() }

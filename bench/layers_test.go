@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func TestBenchLayersWorkload(t *testing.T) {
 
 // checkLayers checks that rep has exactly the ratios named, each
 // consistent with its rows.
-func checkLayers(t *testing.T, rep *benchReport, want []string) {
+func checkLayers(t *testing.T, rep *Report, want []string) {
 	t.Helper()
 	var got []string
 	for _, l := range rep.Layers {
@@ -78,20 +78,20 @@ func checkLayers(t *testing.T, rep *benchReport, want []string) {
 // TestCompareLayers: each ratio is the two rows' metric, in its mode
 // only, and says whether it meets its goal.
 func TestCompareLayers(t *testing.T) {
-	rows := []benchResult{
+	rows := []Result{
 		{Protocol: "homa", RPCsPerSec: 1000, MedianUS: 10},
 		{Protocol: "erpc", RPCsPerSec: 800, MedianUS: 11},
 		{Protocol: "stub-homa", RPCsPerSec: 500, MedianUS: 20},
 		{Protocol: "stub-tcp", RPCsPerSec: 400, MedianUS: 50},
 	}
-	r := &benchReport{Mode: modeThroughput, Results: rows}
+	r := &Report{Mode: Throughput, Results: rows}
 	r.compareLayers()
-	if len(r.Layers) != 1 || r.Layers[0] != (layerRatio{Ratio: "erpc/homa rate", Value: 0.8, Goal: 0.85, Met: false}) {
+	if len(r.Layers) != 1 || r.Layers[0] != (LayerRatio{Ratio: "erpc/homa rate", Value: 0.8, Goal: 0.85, Met: false}) {
 		t.Errorf("throughput: %+v", r.Layers)
 	}
-	r = &benchReport{Mode: modeLatency, Results: rows}
+	r = &Report{Mode: Latency, Results: rows}
 	r.compareLayers()
-	if len(r.Layers) != 1 || r.Layers[0] != (layerRatio{Ratio: "stub-tcp/stub-homa median", Value: 2.5, Goal: 2, Met: true}) {
+	if len(r.Layers) != 1 || r.Layers[0] != (LayerRatio{Ratio: "stub-tcp/stub-homa median", Value: 2.5, Goal: 2, Met: true}) {
 		t.Errorf("latency: %+v", r.Layers)
 	}
 	var b strings.Builder
@@ -99,7 +99,7 @@ func TestCompareLayers(t *testing.T) {
 	if want := "RPC layers (rows of this run):\n  stub-tcp/stub-homa median  2.50  (goal >= 2: met)\n"; b.String() != want {
 		t.Errorf("printed %q, want %q", b.String(), want)
 	}
-	r = &benchReport{Mode: modeWorkload, Results: rows}
+	r = &Report{Mode: Workload, Results: rows}
 	if r.compareLayers(); len(r.Layers) != 0 {
 		t.Errorf("workload: %+v", r.Layers)
 	}
@@ -109,26 +109,26 @@ func TestCompareLayers(t *testing.T) {
 // a workload's largest sizes are cut to what a layer carries, a fixed
 // size beyond it is not.
 func TestLayerLimits(t *testing.T) {
-	erpcUDP, _ := lookupProtocol("erpc-udp")
-	tcp, _ := lookupProtocol("tcp")
+	erpcUDP, _ := LookupProtocol("erpc-udp")
+	tcp, _ := LookupProtocol("tcp")
 	w5, _ := workload.Named("w5")
 	for _, tt := range []struct {
-		p    protocol
-		cfg  benchConfig
+		p    Protocol
+		cfg  Config
 		skip bool
 	}{
-		{erpcUDP, benchConfig{clients: 257, dist: workload.Fixed(32), size: 32}, true},
-		{erpcUDP, benchConfig{clients: 256, dist: workload.Fixed(32), size: 32}, false},
-		{tcp, benchConfig{clients: 257, dist: workload.Fixed(32), size: 32}, false},
-		{erpcUDP, benchConfig{clients: 1, dist: w5}, false},
-		{erpcUDP, benchConfig{clients: 1, dist: workload.Fixed(1_000_000), size: 1_000_000}, true},
-		{erpcUDP, benchConfig{clients: 1, dist: w5, replySize: 1_000_000}, true},
+		{erpcUDP, Config{clients: 257, dist: workload.Fixed(32), size: 32}, true},
+		{erpcUDP, Config{clients: 256, dist: workload.Fixed(32), size: 32}, false},
+		{tcp, Config{clients: 257, dist: workload.Fixed(32), size: 32}, false},
+		{erpcUDP, Config{clients: 1, dist: w5}, false},
+		{erpcUDP, Config{clients: 1, dist: workload.Fixed(1_000_000), size: 1_000_000}, true},
+		{erpcUDP, Config{clients: 1, dist: w5, replySize: 1_000_000}, true},
 	} {
 		if reason := tt.cfg.unsupported(tt.p); (reason != "") != tt.skip {
 			t.Errorf("%s with %+v: %q, want skipped %v", tt.p.name, tt.cfg, reason, tt.skip)
 		}
 	}
-	r := &runner{cfg: &benchConfig{dist: w5}, p: erpcUDP}
+	r := &runner{cfg: &Config{dist: w5}, p: erpcUDP}
 	rng := rand.New(rand.NewPCG(1, 1))
 	most := 0
 	for range 20000 {
@@ -228,16 +228,16 @@ func (f *fakeAsync) loop(ctx context.Context, deadline time.Time) error {
 
 func (f *fakeAsync) stop()             { f.stopped = true }
 func (f *fakeAsync) singleOwner() bool { return true }
-func (f *fakeAsync) close() error      { f.closed = true; return nil }
+func (f *fakeAsync) Close() error      { f.closed = true; return nil }
 
 // TestThroughputAsync: an asyncClient's lanes are slots of one loop;
 // every RPC asked for is made once, failures are counted, and the sizes
 // are those the same lanes draw for other clients.
 func TestThroughputAsync(t *testing.T) {
 	f := &fakeAsync{failEvery: 4}
-	cfg := &benchConfig{count: 400, outstanding: 8, seed: 3}
+	cfg := &Config{count: 400, outstanding: 8, seed: 3}
 	r := fakeRunner(cfg, f)
-	cfg.dist = workload.Fixed(50)
+	cfg.Dist = workload.Fixed(50)
 	m, err := r.throughput(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -251,9 +251,9 @@ func TestThroughputAsync(t *testing.T) {
 	// as the goroutine lanes of other clients do. The fake completes in
 	// order, so each of the 6 lanes makes 50 of the 300 RPCs.
 	dist, _ := workload.Named("w1")
-	cfg = &benchConfig{count: 300, outstanding: 6, seed: 9}
+	cfg = &Config{count: 300, outstanding: 6, seed: 9}
 	r = &runner{cfg: cfg, clients: []client{&fakeAsync{}}, pattern: makePattern(dist.Max())}
-	cfg.dist = dist
+	cfg.Dist = dist
 	m, err = r.throughput(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +278,7 @@ func TestThroughputAsync(t *testing.T) {
 // TestThroughputAsyncMismatch: a wrong reply ends the phase with an
 // error.
 func TestThroughputAsyncMismatch(t *testing.T) {
-	r := fakeRunner(&benchConfig{count: 1000, outstanding: 4}, &fakeAsync{shorten: true})
+	r := fakeRunner(&Config{count: 1000, outstanding: 4}, &fakeAsync{shorten: true})
 	if _, err := r.throughput(context.Background()); !errors.Is(err, errMismatch) {
 		t.Errorf("err = %v, want a mismatch", err)
 	}
@@ -289,7 +289,7 @@ func TestThroughputAsyncMismatch(t *testing.T) {
 func TestOpenLoopAsync(t *testing.T) {
 	const maxOut = 3
 	f := &fakeAsync{hold: true}
-	r := fakeRunner(&benchConfig{maxOut: maxOut, duration: 20 * time.Millisecond, loadMbps: 100, seed: 1}, f)
+	r := fakeRunner(&Config{maxOut: maxOut, duration: 20 * time.Millisecond, loadMbps: 100, seed: 1}, f)
 	m, err := r.openLoop(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -301,14 +301,14 @@ func TestOpenLoopAsync(t *testing.T) {
 	// Without holding, every arrival is made: the same count as the
 	// goroutine version.
 	plain := &fakeClient{}
-	rp := fakeRunner(&benchConfig{maxOut: 1 << 20, duration: 20 * time.Millisecond, loadMbps: 10, seed: 5}, plain)
+	rp := fakeRunner(&Config{maxOut: 1 << 20, duration: 20 * time.Millisecond, loadMbps: 10, seed: 5}, plain)
 	mp, err := rp.openLoop(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	counted := plain.calls.Load()
 	fa := &fakeAsync{}
-	ra := fakeRunner(&benchConfig{maxOut: 1 << 20, duration: 20 * time.Millisecond, loadMbps: 10, seed: 5}, fa)
+	ra := fakeRunner(&Config{maxOut: 1 << 20, duration: 20 * time.Millisecond, loadMbps: 10, seed: 5}, fa)
 	ma, err := ra.openLoop(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -324,16 +324,16 @@ func TestOpenLoopAsync(t *testing.T) {
 func TestLayerServerSockets(t *testing.T) {
 	ctx := context.Background()
 	for name, want := range map[string]int{"stub-homa-udp": 1, "erpc-udp": 0} {
-		p, _ := lookupProtocol(name)
-		srv, err := p.serve(ctx, netip.MustParseAddrPort("127.0.0.1:0"), serverOptions{})
+		p, _ := LookupProtocol(name)
+		srv, err := p.serve(ctx, netip.MustParseAddrPort("127.0.0.1:0"), ServerOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		socks := serverSockets(srv)
-		if len(socks) != want || want == 1 && socks[0].s.LocalAddr() != srv.addr() {
-			t.Errorf("%s: sockets %+v, want %d at %v", name, socks, want, srv.addr())
+		if len(socks) != want || want == 1 && socks[0].s.LocalAddr() != srv.Addr() {
+			t.Errorf("%s: sockets %+v, want %d at %v", name, socks, want, srv.Addr())
 		}
-		if err := srv.close(); err != nil {
+		if err := srv.Close(); err != nil {
 			t.Error(err)
 		}
 	}
