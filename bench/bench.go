@@ -36,7 +36,7 @@ type Config struct {
 	InProcess bool
 	Host      netip.Addr // loopback address of the servers on this host
 
-	Dist        *workload.Dist // request sizes
+	Dist        *workload.Dist // request sizes; nil: Size
 	Size        int            // the fixed request size, 0 with a workload distribution
 	Count       int            // measured RPCs (latency, throughput)
 	Warmup      int            // unmeasured RPCs first, one at a time
@@ -51,7 +51,7 @@ type Config struct {
 	ReplySize   int           // >0: servers reply with this many bytes, else echo
 	Conns       int           // TCP: connections in each client's pool
 	Engine      sock.Config   // Homa's engine tuning (its transport is set per protocol)
-	Buckets     int           // message-size buckets of the slowdown table
+	Buckets     int           // message-size buckets of the slowdown table (at least 1)
 	Timeout     time.Duration // of each protocol's run, besides Duration
 
 	// Progress prints a line to the run's stderr every Every while a
@@ -76,6 +76,10 @@ type Config struct {
 // first protocol whose measurement fails. Progress goes to stderr.
 func Run(ctx context.Context, cfg *Config, stderr io.Writer) (*Report, error) {
 	c := *cfg
+	if c.Dist == nil {
+		c.Dist = workload.Fixed(c.Size)
+	}
+	c.Buckets = max(c.Buckets, 1)
 	rep := newBenchReport(&c)
 	if err := c.checkRaw(rep, stderr); err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -12,68 +11,6 @@ import (
 
 	"github.com/homa-go/homa/internal/workload"
 )
-
-// layerRows are the rows of "--proto layers", in order.
-var layerRows = []string{"homa", "erpc", "homa-udp", "erpc-udp", "stub-homa", "stub-homa-udp", "stub-tcp"}
-
-// TestBenchLayersLatency runs the RPC layers one call at a time, with
-// servers in child processes, and reports the stub's median ratios.
-func TestBenchLayersLatency(t *testing.T) {
-	rep, _ := benchJSON(t, "--proto", "layers", "--size", "32", "--count", "40", "--warmup", "4")
-	checkRows(t, rep, layerRows, 40)
-	want := []string{"stub-tcp/stub-homa median", "stub-tcp/stub-homa-udp median"}
-	if !rawPermitted() {
-		want = want[1:]
-	}
-	checkLayers(t, rep, want)
-}
-
-// TestBenchLayersThroughput keeps many RPCs in flight through every
-// layer and reports erpc's rate against bare Homa's.
-func TestBenchLayersThroughput(t *testing.T) {
-	rep, _ := benchJSON(t, "--mode", "throughput", "--proto", "layers", "--size", "32", "--count", "400",
-		"--clients", "2", "--outstanding", "20", "--calibrate", "10", "--warmup", "5")
-	checkRows(t, rep, layerRows, 400)
-	want := []string{"erpc/homa rate", "erpc-udp/homa-udp rate"}
-	if !rawPermitted() {
-		want = want[1:]
-	}
-	checkLayers(t, rep, want)
-}
-
-// TestBenchLayersWorkload offers open-loop load to the layers, with
-// workload sizes up to Homa's largest message, which the layers carry
-// cut by the room of their headers.
-func TestBenchLayersWorkload(t *testing.T) {
-	rep, errOut := benchJSON(t, "--mode", "workload", "--proto", "erpc-udp,stub-homa-udp,stub-tcp", "--workload", "w5",
-		"--load-mbps", "200", "--duration", "200ms", "--calibrate", "5", "--clients", "2")
-	checkRows(t, rep, []string{"erpc-udp", "stub-homa-udp", "stub-tcp"}, -1)
-	if len(rep.Skipped) != 0 || errOut != "" {
-		t.Errorf("skipped %+v, stderr %q", rep.Skipped, errOut)
-	}
-	// A fixed size beyond the limit is not cut: the protocol is skipped.
-	rep, errOut = benchJSON(t, "--proto", "erpc-udp,homa-udp", "--size", "1000000", "--count", "2", "--warmup", "0")
-	checkRows(t, rep, []string{"homa-udp"}, 2)
-	if !strings.Contains(errOut, "1000000-byte messages exceed its 999944-byte limit; skipping erpc-udp") {
-		t.Errorf("stderr %q", errOut)
-	}
-}
-
-// checkLayers checks that rep has exactly the ratios named, each
-// consistent with its rows.
-func checkLayers(t *testing.T, rep *Report, want []string) {
-	t.Helper()
-	var got []string
-	for _, l := range rep.Layers {
-		got = append(got, l.Ratio)
-		if l.Value <= 0 || l.Met != (l.Value >= l.Goal) {
-			t.Errorf("ratio %+v", l)
-		}
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("ratios %v, want %v", got, want)
-	}
-}
 
 // TestCompareLayers: each ratio is the two rows' metric, in its mode
 // only, and says whether it meets its goal.
@@ -117,18 +54,18 @@ func TestLayerLimits(t *testing.T) {
 		cfg  Config
 		skip bool
 	}{
-		{erpcUDP, Config{clients: 257, dist: workload.Fixed(32), size: 32}, true},
-		{erpcUDP, Config{clients: 256, dist: workload.Fixed(32), size: 32}, false},
-		{tcp, Config{clients: 257, dist: workload.Fixed(32), size: 32}, false},
-		{erpcUDP, Config{clients: 1, dist: w5}, false},
-		{erpcUDP, Config{clients: 1, dist: workload.Fixed(1_000_000), size: 1_000_000}, true},
-		{erpcUDP, Config{clients: 1, dist: w5, replySize: 1_000_000}, true},
+		{erpcUDP, Config{Clients: 257, Dist: workload.Fixed(32), Size: 32}, true},
+		{erpcUDP, Config{Clients: 256, Dist: workload.Fixed(32), Size: 32}, false},
+		{tcp, Config{Clients: 257, Dist: workload.Fixed(32), Size: 32}, false},
+		{erpcUDP, Config{Clients: 1, Dist: w5}, false},
+		{erpcUDP, Config{Clients: 1, Dist: workload.Fixed(1_000_000), Size: 1_000_000}, true},
+		{erpcUDP, Config{Clients: 1, Dist: w5, ReplySize: 1_000_000}, true},
 	} {
 		if reason := tt.cfg.unsupported(tt.p); (reason != "") != tt.skip {
 			t.Errorf("%s with %+v: %q, want skipped %v", tt.p.name, tt.cfg, reason, tt.skip)
 		}
 	}
-	r := &runner{cfg: &Config{dist: w5}, p: erpcUDP}
+	r := &runner{cfg: &Config{Dist: w5}, p: erpcUDP}
 	rng := rand.New(rand.NewPCG(1, 1))
 	most := 0
 	for range 20000 {
@@ -141,7 +78,7 @@ func TestLayerLimits(t *testing.T) {
 
 // TestProtocolSets: "layers" names its members, in order, among others.
 func TestProtocolSets(t *testing.T) {
-	ps, err := parseProtocols("--proto", "tcp,layers,homa")
+	ps, err := ParseProtocols("--proto", "tcp,layers,homa")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,10 +86,11 @@ func TestProtocolSets(t *testing.T) {
 	for _, p := range ps {
 		names = append(names, p.name)
 	}
-	if want := append([]string{"tcp"}, layerRows...); !slices.Equal(names, want) {
+	want := []string{"tcp", "homa", "erpc", "homa-udp", "erpc-udp", "stub-homa", "stub-homa-udp", "stub-tcp"}
+	if !slices.Equal(names, want) {
 		t.Errorf("protocols %v, want %v", names, want)
 	}
-	if _, err := parseProtocols("--proto", "layer"); err == nil || !strings.Contains(err.Error(), "the set layers") {
+	if _, err := ParseProtocols("--proto", "layer"); err == nil || !strings.Contains(err.Error(), "the set layers") {
 		t.Errorf("unknown name: %v", err)
 	}
 }
@@ -235,7 +173,7 @@ func (f *fakeAsync) Close() error      { f.closed = true; return nil }
 // are those the same lanes draw for other clients.
 func TestThroughputAsync(t *testing.T) {
 	f := &fakeAsync{failEvery: 4}
-	cfg := &Config{count: 400, outstanding: 8, seed: 3}
+	cfg := &Config{Count: 400, Outstanding: 8, Seed: 3}
 	r := fakeRunner(cfg, f)
 	cfg.Dist = workload.Fixed(50)
 	m, err := r.throughput(context.Background())
@@ -251,7 +189,7 @@ func TestThroughputAsync(t *testing.T) {
 	// as the goroutine lanes of other clients do. The fake completes in
 	// order, so each of the 6 lanes makes 50 of the 300 RPCs.
 	dist, _ := workload.Named("w1")
-	cfg = &Config{count: 300, outstanding: 6, seed: 9}
+	cfg = &Config{Count: 300, Outstanding: 6, Seed: 9}
 	r = &runner{cfg: cfg, clients: []client{&fakeAsync{}}, pattern: makePattern(dist.Max())}
 	cfg.Dist = dist
 	m, err = r.throughput(context.Background())
@@ -278,7 +216,7 @@ func TestThroughputAsync(t *testing.T) {
 // TestThroughputAsyncMismatch: a wrong reply ends the phase with an
 // error.
 func TestThroughputAsyncMismatch(t *testing.T) {
-	r := fakeRunner(&Config{count: 1000, outstanding: 4}, &fakeAsync{shorten: true})
+	r := fakeRunner(&Config{Count: 1000, Outstanding: 4}, &fakeAsync{shorten: true})
 	if _, err := r.throughput(context.Background()); !errors.Is(err, errMismatch) {
 		t.Errorf("err = %v, want a mismatch", err)
 	}
@@ -289,7 +227,7 @@ func TestThroughputAsyncMismatch(t *testing.T) {
 func TestOpenLoopAsync(t *testing.T) {
 	const maxOut = 3
 	f := &fakeAsync{hold: true}
-	r := fakeRunner(&Config{maxOut: maxOut, duration: 20 * time.Millisecond, loadMbps: 100, seed: 1}, f)
+	r := fakeRunner(&Config{MaxOut: maxOut, Duration: 20 * time.Millisecond, LoadMbps: 100, Seed: 1}, f)
 	m, err := r.openLoop(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -301,14 +239,14 @@ func TestOpenLoopAsync(t *testing.T) {
 	// Without holding, every arrival is made: the same count as the
 	// goroutine version.
 	plain := &fakeClient{}
-	rp := fakeRunner(&Config{maxOut: 1 << 20, duration: 20 * time.Millisecond, loadMbps: 10, seed: 5}, plain)
+	rp := fakeRunner(&Config{MaxOut: 1 << 20, Duration: 20 * time.Millisecond, LoadMbps: 10, Seed: 5}, plain)
 	mp, err := rp.openLoop(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	counted := plain.calls.Load()
 	fa := &fakeAsync{}
-	ra := fakeRunner(&Config{maxOut: 1 << 20, duration: 20 * time.Millisecond, loadMbps: 10, seed: 5}, fa)
+	ra := fakeRunner(&Config{MaxOut: 1 << 20, Duration: 20 * time.Millisecond, LoadMbps: 10, Seed: 5}, fa)
 	ma, err := ra.openLoop(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -316,25 +254,5 @@ func TestOpenLoopAsync(t *testing.T) {
 	if int64(fa.calls) != counted || len(ma.samples) != len(mp.samples) || ma.dropped != 0 {
 		t.Errorf("async: %d calls, %d samples, %d dropped; goroutines: %d calls, %d samples",
 			fa.calls, len(ma.samples), ma.dropped, counted, len(mp.samples))
-	}
-}
-
-// TestLayerServerSockets: serve --metrics reports the socket of the
-// stub's Homa server; erpc's Nexus keeps its sockets to itself.
-func TestLayerServerSockets(t *testing.T) {
-	ctx := context.Background()
-	for name, want := range map[string]int{"stub-homa-udp": 1, "erpc-udp": 0} {
-		p, _ := LookupProtocol(name)
-		srv, err := p.serve(ctx, netip.MustParseAddrPort("127.0.0.1:0"), ServerOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		socks := serverSockets(srv)
-		if len(socks) != want || want == 1 && socks[0].s.LocalAddr() != srv.Addr() {
-			t.Errorf("%s: sockets %+v, want %d at %v", name, socks, want, srv.Addr())
-		}
-		if err := srv.Close(); err != nil {
-			t.Error(err)
-		}
 	}
 }

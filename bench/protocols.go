@@ -66,6 +66,9 @@ func (p Protocol) MaxSize() int { return p.maxSize }
 // 1..32767.
 func (p Protocol) Homa() bool { return p.homa }
 
+// Raw reports whether the protocol needs raw IP sockets (CAP_NET_RAW).
+func (p Protocol) Raw() bool { return p.raw }
+
 // LoopbackOnly reports whether the protocol is measured on loopback in
 // bench's process only, with no server of its own for Serve or a
 // Target: one RPC at a time, and in throughput mode too when it has a

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/homa-go/homa/internal/rawfloor"
+	"github.com/homa-go/homa/bench"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -83,21 +83,7 @@ func requireRaw(t *testing.T) {
 // refuseRaw makes every raw socket open (Homa's and the floor's) fail as
 // it does without CAP_NET_RAW, for the rest of the test.
 func refuseRaw(t *testing.T) {
-	orig := openSocket
-	openSocket = func(a netip.AddrPort, cfg *sock.Config) (*sock.Socket, error) {
-		if cfg.Transport == sock.Raw {
-			return nil, fmt.Errorf("sock: open raw socket on %v: %w", a, sock.ErrPermission)
-		}
-		return orig(a, cfg)
-	}
-	origFloor, origRate := openFloorPair, openRateFloor
-	openFloorPair = func(a netip.Addr) (*rawfloor.Pair, error) {
-		return nil, fmt.Errorf("open floor on %v: %w", a, rawfloor.ErrPermission)
-	}
-	openRateFloor = func(a netip.Addr, _ int) (*rawfloor.Rate, error) {
-		return nil, fmt.Errorf("open rate floor on %v: %w", a, rawfloor.ErrPermission)
-	}
-	t.Cleanup(func() { openSocket, openFloorPair, openRateFloor = orig, origFloor, origRate })
+	t.Cleanup(bench.DenyRaw())
 }
 
 // freePort returns a Homa server port whose UDP port is free now.
@@ -375,7 +361,7 @@ func TestBenchJSON(t *testing.T) {
 	if !strings.Contains(errOut, "skipping homa (Homa over raw IP") {
 		t.Errorf("stderr %q does not say the raw row is skipped", errOut)
 	}
-	var rep benchReport
+	var rep bench.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v in:\n%s", err, out)
 	}

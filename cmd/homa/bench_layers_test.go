@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/homa-go/homa/bench"
+)
+
+// layerRows are the rows of "--proto layers", in order.
+var layerRows = []string{"homa", "erpc", "homa-udp", "erpc-udp", "stub-homa", "stub-homa-udp", "stub-tcp"}
+
+// TestBenchLayersLatency runs the RPC layers one call at a time, with
+// servers in child processes, and reports the stub's median ratios.
+func TestBenchLayersLatency(t *testing.T) {
+	rep, _ := benchJSON(t, "--proto", "layers", "--size", "32", "--count", "40", "--warmup", "4")
+	checkRows(t, rep, layerRows, 40)
+	want := []string{"stub-tcp/stub-homa median", "stub-tcp/stub-homa-udp median"}
+	if !rawPermitted() {
+		want = want[1:]
+	}
+	checkLayers(t, rep, want)
+}
+
+// TestBenchLayersThroughput keeps many RPCs in flight through every
+// layer and reports erpc's rate against bare Homa's.
+func TestBenchLayersThroughput(t *testing.T) {
+	rep, _ := benchJSON(t, "--mode", "throughput", "--proto", "layers", "--size", "32", "--count", "400",
+		"--clients", "2", "--outstanding", "20", "--calibrate", "10", "--warmup", "5")
+	checkRows(t, rep, layerRows, 400)
+	want := []string{"erpc/homa rate", "erpc-udp/homa-udp rate"}
+	if !rawPermitted() {
+		want = want[1:]
+	}
+	checkLayers(t, rep, want)
+}
+
+// TestBenchLayersWorkload offers open-loop load to the layers, with
+// workload sizes up to Homa's largest message, which the layers carry
+// cut by the room of their headers.
+func TestBenchLayersWorkload(t *testing.T) {
+	rep, errOut := benchJSON(t, "--mode", "workload", "--proto", "erpc-udp,stub-homa-udp,stub-tcp", "--workload", "w5",
+		"--load-mbps", "200", "--duration", "200ms", "--calibrate", "5", "--clients", "2")
+	checkRows(t, rep, []string{"erpc-udp", "stub-homa-udp", "stub-tcp"}, -1)
+	if len(rep.Skipped) != 0 || errOut != "" {
+		t.Errorf("skipped %+v, stderr %q", rep.Skipped, errOut)
+	}
+	// A fixed size beyond the limit is not cut: the protocol is skipped.
+	rep, errOut = benchJSON(t, "--proto", "erpc-udp,homa-udp", "--size", "1000000", "--count", "2", "--warmup", "0")
+	checkRows(t, rep, []string{"homa-udp"}, 2)
+	if !strings.Contains(errOut, "1000000-byte messages exceed its 999944-byte limit; skipping erpc-udp") {
+		t.Errorf("stderr %q", errOut)
+	}
+}
+
+// checkLayers checks that rep has exactly the ratios named, each
+// consistent with its rows.
+func checkLayers(t *testing.T, rep *bench.Report, want []string) {
+	t.Helper()
+	var got []string
+	for _, l := range rep.Layers {
+		got = append(got, l.Ratio)
+		if l.Value <= 0 || l.Met != (l.Value >= l.Goal) {
+			t.Errorf("ratio %+v", l)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("ratios %v, want %v", got, want)
+	}
+}
+
+// TestLayerServerSockets: serve --metrics reports the socket of the
+// stub's Homa server; erpc's Nexus keeps its sockets to itself.
+func TestLayerServerSockets(t *testing.T) {
+	ctx := context.Background()
+	for name, want := range map[string]int{"stub-homa-udp": 1, "erpc-udp": 0} {
+		p, _ := bench.LookupProtocol(name)
+		srv, err := bench.Serve(ctx, p, netip.MustParseAddrPort("127.0.0.1:0"), bench.ServerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		socks := serverSockets(srv)
+		if len(socks) != want || want == 1 && socks[0].s.LocalAddr() != srv.Addr() {
+			t.Errorf("%s: sockets %+v, want %d at %v", name, socks, want, srv.Addr())
+		}
+		if err := srv.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
