@@ -231,7 +231,7 @@ func (r *runner) arrivals(ctx context.Context, cancel context.CancelCauseFunc, c
 			}
 			break
 		}
-		if inFlight.Load() >= int64(cfg.MaxOut) {
+		if inFlight.Load() >= int64(cfg.MaxOutstanding) {
 			dropped.Add(1)
 			continue
 		}

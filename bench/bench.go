@@ -36,23 +36,23 @@ type Config struct {
 	InProcess bool
 	Host      netip.Addr // loopback address of the servers on this host
 
-	Dist        *workload.Dist // request sizes; nil: Size
-	Size        int            // the fixed request size, 0 with a workload distribution
-	Count       int            // measured RPCs (latency, throughput)
-	Warmup      int            // unmeasured RPCs first, one at a time
-	Clients     int
-	Outstanding int           // RPCs in flight per client (throughput)
-	LoadMbps    float64       // offered request payload (workload)
-	Duration    time.Duration // of the loaded phase (workload; throughput: a bound, 0 none)
-	MaxOut      int           // arrivals beyond this many in flight are dropped (workload)
-	Calibrate   int           // unloaded RPCs slowdowns are relative to (throughput, workload)
-	Samples     string        // file for every measured RPC's size and RTT, or ""
-	Seed        uint64        // of the request sizes and arrival times
-	ReplySize   int           // >0: servers reply with this many bytes, else echo
-	Conns       int           // TCP: connections in each client's pool
-	Engine      sock.Config   // Homa's engine tuning (its transport is set per protocol)
-	Buckets     int           // message-size buckets of the slowdown table (at least 1)
-	Timeout     time.Duration // of each protocol's run, besides Duration
+	Dist           *workload.Dist // request sizes; nil: Size
+	Size           int            // the fixed request size, 0 with a workload distribution
+	Count          int            // measured RPCs (latency, throughput)
+	Warmup         int            // unmeasured RPCs first, one at a time
+	Clients        int
+	Outstanding    int           // RPCs in flight per client (throughput)
+	LoadMbps       float64       // offered request payload (workload)
+	Duration       time.Duration // of the loaded phase (workload; throughput: a bound, 0 none)
+	MaxOutstanding int           // arrivals beyond this many in flight are dropped (workload)
+	Calibrate      int           // unloaded RPCs slowdowns are relative to (throughput, workload)
+	Samples        string        // file for every measured RPC's size and RTT, or ""
+	Seed           uint64        // of the request sizes and arrival times
+	ReplySize      int           // >0: servers reply with this many bytes, else echo
+	Conns          int           // TCP: connections in each client's pool
+	Engine         sock.Config   // Homa's engine tuning (its transport is set per protocol)
+	Buckets        int           // message-size buckets of the slowdown table (at least 1)
+	Timeout        time.Duration // of each protocol's run, besides Duration
 
 	// Progress prints a line to the run's stderr every Every while a
 	// phase runs; Verbose also names each server child's process.

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/homa-go/homa/sock"
 )
 
 // By default bench runs each protocol's server as a child process, the
@@ -74,26 +72,6 @@ func AnswerParent(in io.Reader, out io.Writer, stop func()) {
 			fmt.Fprintf(out, "homa: unknown query %q\n", line)
 		}
 	}
-}
-
-// pollingModes name the engine's Polling modes.
-var pollingModes = map[string]sock.Polling{"adaptive": sock.PollAdaptive, "always": sock.PollAlways, "never": sock.PollNever}
-
-// PollingName is the name of a polling mode ("always", "adaptive",
-// "never"), as "serve --polling" takes it.
-func PollingName(mode sock.Polling) string {
-	for name, m := range pollingModes {
-		if m == mode {
-			return name
-		}
-	}
-	return "always"
-}
-
-// ParsePolling is the polling mode of a name PollingName gives.
-func ParsePolling(name string) (sock.Polling, bool) {
-	m, ok := pollingModes[name]
-	return m, ok
 }
 
 // childServer is a server running in a child process.

@@ -25,7 +25,8 @@
 //   - Workload: open loop, RPCs sent at the times of a Poisson process
 //     whose rate puts LoadMbps of request payload on the wire, sizes
 //     drawn from a workload distribution (W1-W5), whatever the replies
-//     do; arrivals beyond MaxOut in flight are dropped and counted.
+//     do; arrivals beyond MaxOutstanding in flight are dropped and
+//     counted.
 //
 // A row has RTT percentiles, RPCs/s, Gbit/s of request payload, CPU time
 // per RPC, ratios to the tcp row, and percentiles and slowdowns (RTT over

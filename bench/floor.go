@@ -23,7 +23,7 @@ type rateFloor struct {
 	stopped bool
 }
 
-// openRateFloor is the floor's rate form; tests replace it to play a
+// openRateFloor is the floor's rate form; DenyRaw replaces it to play a
 // host that refuses raw sockets.
 var openRateFloor = rawfloor.OpenRate
 

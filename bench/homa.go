@@ -26,6 +26,26 @@ func TransportName(t sock.Transport) string {
 	return "raw IP protocol 146"
 }
 
+// pollingModes name the engine's Polling modes.
+var pollingModes = map[string]sock.Polling{"adaptive": sock.PollAdaptive, "always": sock.PollAlways, "never": sock.PollNever}
+
+// PollingName is the name of a polling mode ("always", "adaptive",
+// "never"), as "serve --polling" takes it.
+func PollingName(mode sock.Polling) string {
+	for name, m := range pollingModes {
+		if m == mode {
+			return name
+		}
+	}
+	return "always"
+}
+
+// ParsePolling is the polling mode of a name PollingName gives.
+func ParsePolling(name string) (sock.Polling, bool) {
+	m, ok := pollingModes[name]
+	return m, ok
+}
+
 // echoWorkers is how many goroutines serve requests concurrently.
 const echoWorkers = 4
 

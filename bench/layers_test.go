@@ -227,7 +227,7 @@ func TestThroughputAsyncMismatch(t *testing.T) {
 func TestOpenLoopAsync(t *testing.T) {
 	const maxOut = 3
 	f := &fakeAsync{hold: true}
-	r := fakeRunner(&Config{MaxOut: maxOut, Duration: 20 * time.Millisecond, LoadMbps: 100, Seed: 1}, f)
+	r := fakeRunner(&Config{MaxOutstanding: maxOut, Duration: 20 * time.Millisecond, LoadMbps: 100, Seed: 1}, f)
 	m, err := r.openLoop(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -239,14 +239,14 @@ func TestOpenLoopAsync(t *testing.T) {
 	// Without holding, every arrival is made: the same count as the
 	// goroutine version.
 	plain := &fakeClient{}
-	rp := fakeRunner(&Config{MaxOut: 1 << 20, Duration: 20 * time.Millisecond, LoadMbps: 10, Seed: 5}, plain)
+	rp := fakeRunner(&Config{MaxOutstanding: 1 << 20, Duration: 20 * time.Millisecond, LoadMbps: 10, Seed: 5}, plain)
 	mp, err := rp.openLoop(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	counted := plain.calls.Load()
 	fa := &fakeAsync{}
-	ra := fakeRunner(&Config{MaxOut: 1 << 20, Duration: 20 * time.Millisecond, LoadMbps: 10, Seed: 5}, fa)
+	ra := fakeRunner(&Config{MaxOutstanding: 1 << 20, Duration: 20 * time.Millisecond, LoadMbps: 10, Seed: 5}, fa)
 	ma, err := ra.openLoop(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -204,9 +204,9 @@ func DefaultProtocols(mode string) []Protocol {
 	return out
 }
 
-// Set is the comma-separated list of the members of the protocol set
+// ProtocolSet is the comma-separated list of the members of the protocol set
 // name (for ParseProtocols), or "".
-func Set(name string) string { return protocolSets[name] }
+func ProtocolSet(name string) string { return protocolSets[name] }
 
 // protocolSets are names --proto takes for several protocols at once.
 var protocolSets = map[string]string{
@@ -370,7 +370,7 @@ func (s *serialClient) Close() error { return s.p.Close() }
 // floorPinger is the raw-socket floor as a pinger.
 type floorPinger struct{ p *rawfloor.Pair }
 
-// openFloorPair starts the floor; tests replace it to play a host that
+// openFloorPair starts the floor; DenyRaw replaces it to play a host that
 // refuses raw sockets.
 var openFloorPair = rawfloor.Open
 

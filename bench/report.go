@@ -133,7 +133,7 @@ func newBenchReport(cfg *Config) *Report {
 		r.Count, r.Outstanding, r.Calibrate = cfg.Count, cfg.Outstanding, cfg.Calibrate
 		r.DurationS = cfg.Duration.Seconds()
 	case Workload:
-		r.Calibrate, r.LoadMbps, r.MaxInFlight = cfg.Calibrate, cfg.LoadMbps, cfg.MaxOut
+		r.Calibrate, r.LoadMbps, r.MaxInFlight = cfg.Calibrate, cfg.LoadMbps, cfg.MaxOutstanding
 		r.OfferedRate = workload.RatePerSecond(cfg.Dist, cfg.LoadMbps)
 		r.DurationS = cfg.Duration.Seconds()
 	}

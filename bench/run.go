@@ -389,8 +389,8 @@ func (r *runner) lane(ctx context.Context, cancel context.CancelCauseFunc, c cli
 // cfg.LoadMbps of request payload on the wire, for cfg.Duration,
 // whatever the replies do: each RPC runs in its own goroutine, spread
 // over the clients in turn (asyncClients: from each client's event
-// loop). An arrival that finds cfg.MaxOut RPCs in flight is dropped and
-// counted.
+// loop). An arrival that finds cfg.MaxOutstanding RPCs in flight is
+// dropped and counted.
 func (r *runner) openLoop(ctx context.Context) (measured, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -452,7 +452,7 @@ func (r *runner) arrive(ctx context.Context, cancel context.CancelCauseFunc, sta
 			break
 		}
 		size := r.sample(rng)
-		if inFlight.Load() >= int64(cfg.MaxOut) {
+		if inFlight.Load() >= int64(cfg.MaxOutstanding) {
 			dropped.Add(1)
 			continue
 		}

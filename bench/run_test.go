@@ -90,7 +90,7 @@ func TestThroughputMismatch(t *testing.T) {
 func TestOpenLoopDrops(t *testing.T) {
 	const maxOut, duration = 3, 20 * time.Millisecond
 	f := &fakeClient{hold: make(chan struct{}), started: make(chan struct{}, maxOut)}
-	r := fakeRunner(&Config{MaxOut: maxOut, Duration: duration, LoadMbps: 100, Seed: 1}, f)
+	r := fakeRunner(&Config{MaxOutstanding: maxOut, Duration: duration, LoadMbps: 100, Seed: 1}, f)
 	go func() {
 		for range maxOut {
 			<-f.started

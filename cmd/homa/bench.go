@@ -52,7 +52,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	f.load.register(fs, 10000)
 	fs.StringVar(&f.mode, "mode", bench.Latency, "`mode`: latency (one RPC at a time), throughput (clients x outstanding, closed loop), workload (open-loop Poisson arrivals)")
 	fs.StringVar(&f.proto, "proto", "", "comma-separated `protocols` to run: "+bench.ProtocolNames(all)+
-		"; \"layers\" is "+bench.Set("layers")+" (default: the transports the mode supports, the RPC layers left out)")
+		"; \"layers\" is "+bench.ProtocolSet("layers")+" (default: the transports the mode supports, the RPC layers left out)")
 	fs.StringVar(&f.vs, "vs", "", "comma-separated `baselines` to run after homa and homa-udp (the older form of --proto)")
 	hide(fs, "vs")
 	fs.StringVar(&f.target, "target", "", "`HOST:PORT` of a remote server (homa serve --proto P); no server in this process; one --proto")
@@ -93,7 +93,7 @@ func (f *benchFlags) check(fs *flag.FlagSet) (*bench.Config, error) {
 	}
 	c := &bench.Config{Mode: f.mode, Count: f.load.count, Warmup: f.load.warmup, Timeout: f.load.timeout,
 		Target: f.target, InProcess: f.inProcess, Samples: f.samples, Seed: f.seed, ReplySize: f.replySize, Conns: f.conns, Engine: f.engine.config(),
-		MaxOut: f.maxOut, Calibrate: f.calibrate, LoadMbps: f.loadMbps, Executable: serverExecutable, ChildStarted: childStarted}
+		MaxOutstanding: f.maxOut, Calibrate: f.calibrate, LoadMbps: f.loadMbps, Executable: serverExecutable, ChildStarted: childStarted}
 	for _, step := range []func(*bench.Config) error{f.checkMode, f.checkSizes, f.checkProtocols, f.checkLimits, f.checkOutput} {
 		if err := step(c); err != nil {
 			return nil, err
