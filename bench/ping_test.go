@@ -38,7 +38,7 @@ func testLoad(size, count, warmup int, timeout time.Duration) Load {
 	return Load{Size: size, Count: count, Warmup: warmup, Timeout: timeout}
 }
 
-func TestMeasureCounts(t *testing.T) {
+func TestPingCounts(t *testing.T) {
 	f := &fakePinger{bad: -1, stall: -1}
 	s, err := Ping(context.Background(), f, testLoad(10, 50, 7, time.Minute))
 	if err != nil {
@@ -52,7 +52,7 @@ func TestMeasureCounts(t *testing.T) {
 	}
 }
 
-func TestMeasureMismatch(t *testing.T) {
+func TestPingMismatch(t *testing.T) {
 	f := &fakePinger{bad: 12, stall: -1}
 	s, err := Ping(context.Background(), f, testLoad(100, 50, 2, time.Minute))
 	if !errors.Is(err, errMismatch) {
@@ -66,7 +66,7 @@ func TestMeasureMismatch(t *testing.T) {
 	}
 }
 
-func TestMeasureTimeout(t *testing.T) {
+func TestPingTimeout(t *testing.T) {
 	f := &fakePinger{bad: -1, stall: 30}
 	s, err := Ping(context.Background(), f, testLoad(8, 100, 10, time.Millisecond))
 	if err == nil || !strings.Contains(err.Error(), "timed out after 1ms with 20 of 100 round trips done") {
@@ -77,7 +77,7 @@ func TestMeasureTimeout(t *testing.T) {
 	}
 }
 
-func TestMeasureInterrupted(t *testing.T) {
+func TestPingInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	f := &fakePinger{bad: -1, stall: 0}
