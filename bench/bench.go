@@ -24,7 +24,8 @@ const (
 )
 
 // Config is one run, checked by the caller (cmd/homa checks its flags
-// into one). Fields that concern one mode only are ignored by the others.
+// into one). Fields that concern one mode only are ignored by the
+// others; a zero field marked with a default takes that default.
 type Config struct {
 	Mode      string     // Latency, Throughput or Workload
 	Protocols []Protocol // measured in this order
@@ -34,28 +35,29 @@ type Config struct {
 	TargetAddr netip.AddrPort
 	// InProcess runs each server in this process instead of a child.
 	InProcess bool
-	Host      netip.Addr // loopback address of the servers on this host
+	Host      netip.Addr // loopback address of the servers on this host (default 127.0.0.1)
 
-	Dist           *workload.Dist // request sizes; nil: Size
+	Dist           *workload.Dist // request sizes (default: all of Size bytes)
 	Size           int            // the fixed request size, 0 with a workload distribution
 	Count          int            // measured RPCs (latency, throughput)
 	Warmup         int            // unmeasured RPCs first, one at a time
-	Clients        int
-	Outstanding    int           // RPCs in flight per client (throughput)
-	LoadMbps       float64       // offered request payload (workload)
-	Duration       time.Duration // of the loaded phase (workload; throughput: a bound, 0 none)
-	MaxOutstanding int           // arrivals beyond this many in flight are dropped (workload)
-	Calibrate      int           // unloaded RPCs slowdowns are relative to (throughput, workload)
-	Samples        string        // file for every measured RPC's size and RTT, or ""
-	Seed           uint64        // of the request sizes and arrival times
-	ReplySize      int           // >0: servers reply with this many bytes, else echo
-	Conns          int           // TCP: connections in each client's pool
-	Engine         sock.Config   // Homa's engine tuning (its transport is set per protocol)
-	Buckets        int           // message-size buckets of the slowdown table (at least 1)
-	Timeout        time.Duration // of each protocol's run, besides Duration
+	Clients        int            // client sockets, pools or connections (default 1)
+	Outstanding    int            // RPCs in flight per client (throughput; default 1)
+	LoadMbps       float64        // offered request payload (workload)
+	Duration       time.Duration  // of the loaded phase (workload; throughput: a bound, 0 none)
+	MaxOutstanding int            // arrivals beyond this many in flight are dropped (workload; default 2000)
+	Calibrate      int            // unloaded RPCs slowdowns are relative to (throughput, workload)
+	Samples        string         // file for every measured RPC's size and RTT, or ""
+	Seed           uint64         // of the request sizes and arrival times
+	ReplySize      int            // >0: servers reply with this many bytes, else echo
+	Conns          int            // TCP: connections in each client's pool (default 1)
+	Engine         sock.Config    // Homa's engine tuning (its transport is set per protocol)
+	Buckets        int            // message-size buckets of the slowdown table (default 1)
+	Timeout        time.Duration  // of each protocol's run, besides Duration (default 1 minute)
 
-	// Progress prints a line to the run's stderr every Every while a
-	// phase runs; Verbose also names each server child's process.
+	// Progress prints a line to the run's stderr every Every (default 1
+	// second) while a phase runs; Verbose also names each server child's
+	// process.
 	Progress bool
 	Verbose  bool
 	Every    time.Duration
@@ -69,17 +71,34 @@ type Config struct {
 	ChildStarted func(pid int)
 }
 
+// withDefaults is c with the defaults of its zero fields.
+func (c Config) withDefaults() Config {
+	if c.Dist == nil {
+		c.Dist = workload.Fixed(c.Size)
+	}
+	if !c.Host.IsValid() {
+		c.Host = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	c.Clients, c.Outstanding, c.Conns, c.Buckets = max(c.Clients, 1), max(c.Outstanding, 1), max(c.Conns, 1), max(c.Buckets, 1)
+	if c.MaxOutstanding <= 0 {
+		c.MaxOutstanding = 2000
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Minute
+	}
+	if c.Every <= 0 {
+		c.Every = time.Second
+	}
+	return c
+}
+
 // Run measures each protocol of cfg in turn and returns the report. A
 // protocol that cannot run the configuration, or needs raw sockets the
 // process may not open, is left out with a line on stderr saying why,
 // and named in Report.Skipped; the run fails if none is left, or at the
 // first protocol whose measurement fails. Progress goes to stderr.
 func Run(ctx context.Context, cfg *Config, stderr io.Writer) (*Report, error) {
-	c := *cfg
-	if c.Dist == nil {
-		c.Dist = workload.Fixed(c.Size)
-	}
-	c.Buckets = max(c.Buckets, 1)
+	c := cfg.withDefaults()
 	rep := newBenchReport(&c)
 	if err := c.checkRaw(rep, stderr); err != nil {
 		return nil, err

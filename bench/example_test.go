@@ -4,26 +4,20 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/netip"
-	"time"
 
 	"github.com/homa-go/homa/bench"
 )
 
-// A latency run of Go TCP with its server in this process: 100 RPCs of
-// 100 bytes, one at a time.
+// A latency run of Go TCP with its server in this process, on
+// 127.0.0.1: 100 RPCs of 100 bytes, one at a time.
 func ExampleRun() {
 	tcp, _ := bench.LookupProtocol("tcp")
 	cfg := &bench.Config{
 		Mode:      bench.Latency,
 		Protocols: []bench.Protocol{tcp},
 		InProcess: true,
-		Host:      netip.MustParseAddr("127.0.0.1"),
 		Size:      100,
 		Count:     100,
-		Clients:   1,
-		Conns:     1,
-		Timeout:   time.Minute,
 	}
 	rep, err := bench.Run(context.Background(), cfg, io.Discard)
 	if err != nil {
