@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 	"testing"
+
+	"github.com/homa-go/homa/internal/socktest"
 )
 
 // childEnv, when set, makes the test binary play the server child of a
@@ -21,7 +23,14 @@ func TestMain(m *testing.M) {
 		os.Exit(serveChild(os.Args[1:]))
 	}
 	os.Setenv(childEnv, "1")
-	os.Exit(m.Run())
+	code := m.Run()
+	if code == 0 {
+		if leaked := socktest.LeakedGoroutines(); leaked != "" {
+			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // serveChild serves as "serve --parent --proto P --addr A" with the

@@ -11,12 +11,12 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/homa-go/homa/bench"
+	"github.com/homa-go/homa/internal/socktest"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -27,27 +27,12 @@ func TestMain(m *testing.M) {
 	os.Setenv(labChildEnv, "1")
 	code := m.Run()
 	if code == 0 {
-		if leaked := leakedGoroutines(); leaked != "" {
+		if leaked := socktest.LeakedGoroutines(); leaked != "" {
 			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
 			code = 1
 		}
 	}
 	os.Exit(code)
-}
-
-// leakedGoroutines returns the stacks of goroutines still running code of
-// this module, other than the caller. Every socket, server and client
-// waits for its goroutines when closed, so there should be none.
-func leakedGoroutines() string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var leaked []string
-	for i, g := range strings.Split(string(buf), "\n\n") {
-		if i > 0 && strings.Contains(g, "github.com/homa-go/homa") {
-			leaked = append(leaked, g)
-		}
-	}
-	return strings.Join(leaked, "\n\n")
 }
 
 // runHoma runs the command with args and returns its exit code and output.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +75,22 @@ func WaitGoroutines(t testing.TB, n int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// LeakedGoroutines returns the stacks of the goroutines still running
+// code of this module, other than the caller's: for a TestMain to call
+// once its tests have run, when every socket, server and client they
+// made has been closed and has waited for its goroutines.
+func LeakedGoroutines() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var leaked []string
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i > 0 && strings.Contains(g, "github.com/homa-go/homa") {
+			leaked = append(leaked, g)
+		}
+	}
+	return strings.Join(leaked, "\n\n")
 }
 
 // BenchConfigs are the socket configurations benchmarks run over on
