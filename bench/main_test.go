@@ -23,14 +23,7 @@ func TestMain(m *testing.M) {
 		os.Exit(serveChild(os.Args[1:]))
 	}
 	os.Setenv(childEnv, "1")
-	code := m.Run()
-	if code == 0 {
-		if leaked := socktest.LeakedGoroutines(); leaked != "" {
-			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(socktest.RunChecked(m))
 }
 
 // serveChild serves as "serve --parent --proto P --addr A" with the

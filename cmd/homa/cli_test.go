@@ -25,14 +25,7 @@ func TestMain(m *testing.M) {
 	// test binary, which plays the homa command when this is set (see
 	// lab_test.go).
 	os.Setenv(labChildEnv, "1")
-	code := m.Run()
-	if code == 0 {
-		if leaked := socktest.LeakedGoroutines(); leaked != "" {
-			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(socktest.RunChecked(m))
 }
 
 // runHoma runs the command with args and returns its exit code and output.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -77,11 +78,26 @@ func WaitGoroutines(t testing.TB, n int) {
 	}
 }
 
-// LeakedGoroutines returns the stacks of the goroutines still running
-// code of this module, other than the caller's: for a TestMain to call
-// once its tests have run, when every socket, server and client they
-// made has been closed and has waited for its goroutines.
-func LeakedGoroutines() string {
+// RunChecked runs the tests of m and returns the exit code for a
+// TestMain: 1 also when they passed but left goroutines running code of
+// this module (every socket, server and client they made should have
+// been closed and have waited for its goroutines), whose stacks it
+// prints.
+func RunChecked(m *testing.M) int {
+	code := m.Run()
+	if code != 0 {
+		return code
+	}
+	if leaked := leakedGoroutines(); leaked != "" {
+		fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
+		return 1
+	}
+	return 0
+}
+
+// leakedGoroutines returns the stacks of the goroutines running code of
+// this module, other than the caller's.
+func leakedGoroutines() string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var leaked []string
