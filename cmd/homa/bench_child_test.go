@@ -5,10 +5,8 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/exec"
 	"regexp"
@@ -18,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/homa-go/homa/bench"
 )
 
 // The server children of bench are the test binary playing the homa
@@ -77,7 +77,7 @@ func TestBenchChildServes(t *testing.T) {
 	rep, _ := benchJSON(t, "--proto", "tcp,homa-udp,erpc-udp", "--count", "30", "--warmup", "3",
 		"--poll", "-1ns", "--unsched-bytes", "10", "--link-mbps", "100000", "--reply-size", "50")
 	checkRows(t, rep, []string{"tcp", "homa-udp", "erpc-udp"}, 30)
-	if rep.Servers != serversChild || !strings.Contains(rep.CPUAccounting, "the server's") {
+	if rep.Servers != bench.ServersChild || !strings.Contains(rep.CPUAccounting, "the server's") {
 		t.Errorf("servers %q, CPU accounting %q; want the child's counted", rep.Servers, rep.CPUAccounting)
 	}
 	if got := pids(); len(got) != 3 {
@@ -88,7 +88,7 @@ func TestBenchChildServes(t *testing.T) {
 	before := len(pids())
 	rep, _ = benchJSON(t, "--proto", "tcp", "--count", "10", "--in-process")
 	checkRows(t, rep, []string{"tcp"}, 10)
-	if len(pids()) != before || rep.Servers != serversHere {
+	if len(pids()) != before || rep.Servers != bench.ServersHere {
 		t.Errorf("--in-process: %d more processes, servers %q", len(pids())-before, rep.Servers)
 	}
 }
@@ -116,7 +116,7 @@ func TestBenchChildStopsOnFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrapper := writeWrapper(t, exe, "--reply-size", "7")
-	serverExecutable = func() (string, error) { return wrapper, nil }
+	serverExecutable = wrapper
 	code, _, errOut = runHoma(context.Background(), "bench", "--proto", "homa-udp", "--count", "100", "--warmup", "0")
 	serverExecutable = orig
 	if code != 1 || !strings.Contains(errOut, "echo differs from request") {
@@ -232,71 +232,5 @@ func TestServeParent(t *testing.T) {
 	inW.Close()
 	if code := <-done; code != 0 || !said(`\nhoma: tcp server stopped after 0 requests\n$`) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
-	}
-}
-
-// TestChildCPU: the CPU time a child reports grows as it serves, and
-// the CPU time of a phase counts the child's (runner.cpu).
-func TestChildCPU(t *testing.T) {
-	pids := watchChildren(t)
-	tcp, _ := lookupProtocol("tcp")
-	cfg := &benchConfig{host: netip.MustParseAddr("127.0.0.1")}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := startChild(ctx, tcp, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := c.cpu()
-	if err != nil || first <= 0 {
-		t.Fatalf("first CPU time %v, %v", first, err)
-	}
-	cl, err := tcp.dial(ctx, c.addr(), clientOptions{conns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l lane
-	for range 2000 {
-		if _, err := cl.call(ctx, &l, make([]byte, 100)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cl.close()
-	second, err := c.cpu()
-	if err != nil || second <= first {
-		t.Errorf("CPU time %v after 2000 requests, %v before (%v)", second, first, err)
-	}
-	if err := c.close(); err != nil || c.requests() != 2000 {
-		t.Errorf("close: %v, %d requests, want 2000", err, c.requests())
-	}
-	if _, err := c.cpu(); err == nil {
-		t.Error("a stopped child answered")
-	}
-	if err := c.close(); err != nil {
-		t.Errorf("second close: %v", err)
-	}
-	checkGone(t, "a stopped child", pids())
-}
-
-// TestRunnerCountsServerCPU: a phase's CPU time is this process's plus
-// what the server's process reports.
-func TestRunnerCountsServerCPU(t *testing.T) {
-	r := fakeRunner(&benchConfig{count: 10}, &fakeClient{})
-	var calls int
-	r.serverCPU = func() (time.Duration, error) {
-		calls++
-		return time.Duration(calls) * time.Hour, nil // an hour between the two queries
-	}
-	m, err := r.serial(context.Background(), "latency", streamLatency, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if calls != 2 || m.cpu < time.Hour || m.cpu > time.Hour+time.Minute {
-		t.Errorf("%d queries, phase CPU %v; want 2 and an hour (and this process's little)", calls, m.cpu)
-	}
-	failing := errors.New("child gone")
-	r.serverCPU = func() (time.Duration, error) { return 0, failing }
-	if _, err := r.serial(context.Background(), "latency", streamLatency, 10); !errors.Is(err, failing) {
-		t.Errorf("phase with a failing CPU query: %v", err)
 	}
 }

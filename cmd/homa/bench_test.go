@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -12,13 +11,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/homa-go/homa/internal/tcpecho"
+	"github.com/homa-go/homa/bench"
 	"github.com/homa-go/homa/internal/workload"
-	"github.com/homa-go/homa/sock"
 )
 
 func TestBenchBadFlags(t *testing.T) {
@@ -69,13 +65,13 @@ func TestBenchBadFlags(t *testing.T) {
 }
 
 // benchJSON runs bench with --json and returns its report.
-func benchJSON(t *testing.T, args ...string) (*benchReport, string) {
+func benchJSON(t *testing.T, args ...string) (*bench.Report, string) {
 	t.Helper()
 	code, out, errOut := runHoma(context.Background(), append([]string{"bench", "--json"}, args...)...)
 	if code != 0 {
 		t.Fatalf("bench %v: exit %d, stderr:\n%s", args, code, errOut)
 	}
-	var rep benchReport
+	var rep bench.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v in:\n%s", err, out)
 	}
@@ -85,7 +81,7 @@ func benchJSON(t *testing.T, args ...string) (*benchReport, string) {
 // checkRows checks that rep has a plausible row for each of protos that
 // may run here, in order, each with count RPCs (count < 0: at least
 // one) and buckets whose counts add up.
-func checkRows(t *testing.T, rep *benchReport, protos []string, count int) {
+func checkRows(t *testing.T, rep *bench.Report, protos []string, count int) {
 	t.Helper()
 	if !rawPermitted() {
 		protos = slices.DeleteFunc(slices.Clone(protos), func(p string) bool { return p == "homa" || p == "floor" })
@@ -115,7 +111,7 @@ func checkRows(t *testing.T, rep *benchReport, protos []string, count int) {
 func TestBenchLatencyAll(t *testing.T) {
 	rep, _ := benchJSON(t, "--count", "50", "--warmup", "5")
 	checkRows(t, rep, []string{"homa", "homa-udp", "tcp", "grpc", "udp", "floor"}, 50)
-	if rep.Mode != modeLatency || rep.Size != 100 || rep.Count != 50 {
+	if rep.Mode != bench.Latency || rep.Size != 100 || rep.Count != 50 {
 		t.Errorf("report header %+v", rep)
 	}
 	for _, r := range rep.Results {
@@ -289,9 +285,9 @@ func startServe(t *testing.T, args ...string) (netip.AddrPort, func() string) {
 func serveProtos() []string {
 	var protos []string
 	raw := rawPermitted()
-	for _, p := range protocols {
-		if !p.loopbackOnly() && (raw || !p.raw) {
-			protos = append(protos, p.name)
+	for _, name := range strings.Split(bench.ProtocolNames(remote), ",") {
+		if p, _ := bench.LookupProtocol(name); raw || !p.Raw() {
+			protos = append(protos, name)
 		}
 	}
 	return protos
@@ -304,25 +300,16 @@ func serveProtos() []string {
 func TestServeProto(t *testing.T) {
 	for _, name := range serveProtos() {
 		t.Run(name, func(t *testing.T) {
-			p, _ := lookupProtocol(name)
 			addr, stop := startServe(t, "--proto", name, "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 				"--reply-size", "10", "--link-mbps", "10000", "--unsched-bytes", "3")
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			c, err := p.dial(ctx, addr, clientOptions{conns: 1, engine: sock.Config{UnschedBytes: 3}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var l lane
-			for _, req := range []string{"0123456789abcdef", "short"} {
-				resp, err := c.call(ctx, &l, []byte(req))
-				if want := tcpecho.AppendReply(nil, []byte(req), 10); err != nil || !bytes.Equal(resp, want) {
-					t.Errorf("reply to %q: %q, %v; want %q", req, resp, err, want)
+			// One request cut to 10 bytes, one padded to them; bench
+			// checks every byte of each reply.
+			for _, size := range []string{"16", "5"} {
+				code, _, errOut := runHoma(context.Background(), "bench", "--proto", name, "--target", addr.String(),
+					"--size", size, "--count", "1", "--warmup", "0", "--reply-size", "10", "--unsched-bytes", "3", "--json")
+				if code != 0 {
+					t.Errorf("%s-byte request: exit %d, stderr %q", size, code, errOut)
 				}
-			}
-			l.release()
-			if err := c.close(); err != nil {
-				t.Error(err)
 			}
 			want := fmt.Sprintf("homa: %s server on %v\nhoma: %s server stopped after 2 requests\n", name, addr, name)
 			if out := stop(); out != want {
@@ -382,146 +369,4 @@ func readSamplesFile(t *testing.T, path string) []workload.Sample {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return s
-}
-
-// fakeClient answers in memory: an echo, a failure every failEvery-th
-// call (if > 0), or, while hold is not closed, nothing.
-type fakeClient struct {
-	calls     atomic.Int64
-	failEvery int64
-	shorten   bool          // reply one byte short
-	hold      chan struct{} // if not nil, calls wait for it to close
-	started   chan struct{} // if not nil, told of the first calls
-	inFlight  atomic.Int64
-	most      atomic.Int64 // the most calls in flight at once
-}
-
-var errFake = errors.New("fake failure")
-
-func (f *fakeClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
-	n := f.calls.Add(1)
-	now := f.inFlight.Add(1)
-	defer f.inFlight.Add(-1)
-	for m := f.most.Load(); now > m && !f.most.CompareAndSwap(m, now); m = f.most.Load() {
-	}
-	if f.started != nil {
-		select {
-		case f.started <- struct{}{}:
-		default:
-		}
-	}
-	if f.hold != nil {
-		select {
-		case <-f.hold:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	if f.failEvery > 0 && n%f.failEvery == 0 {
-		return nil, errFake
-	}
-	l.buf = append(l.buf[:0], req...)
-	if f.shorten {
-		l.buf = l.buf[:len(l.buf)-1]
-	}
-	return l.buf, nil
-}
-
-func (f *fakeClient) close() error { return nil }
-
-func fakeRunner(cfg *benchConfig, c client) *runner {
-	cfg.dist = workload.Fixed(50)
-	return &runner{cfg: cfg, clients: []client{c}, pattern: makePattern(50)}
-}
-
-// TestThroughputCounts: failures are counted, not fatal, and every RPC
-// asked for is made once.
-func TestThroughputCounts(t *testing.T) {
-	f := &fakeClient{failEvery: 4}
-	r := fakeRunner(&benchConfig{count: 400, outstanding: 8}, f)
-	m, err := r.throughput(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.calls.Load() != 400 || m.failed != 100 || len(m.samples) != 300 || m.bytes != 300*50 {
-		t.Errorf("%d calls, %d failed, %d samples, %d bytes; want 400, 100, 300, 15000",
-			f.calls.Load(), m.failed, len(m.samples), m.bytes)
-	}
-}
-
-// TestThroughputMismatch: a wrong reply ends the phase with an error.
-func TestThroughputMismatch(t *testing.T) {
-	r := fakeRunner(&benchConfig{count: 1000, outstanding: 4}, &fakeClient{shorten: true})
-	if _, err := r.throughput(context.Background()); !errors.Is(err, errMismatch) {
-		t.Errorf("err = %v, want a mismatch", err)
-	}
-}
-
-// TestOpenLoopDrops: arrivals that find max-outstanding RPCs in flight
-// are dropped, not queued: with replies held back, no more than that
-// many are ever in flight.
-func TestOpenLoopDrops(t *testing.T) {
-	const maxOut, duration = 3, 20 * time.Millisecond
-	f := &fakeClient{hold: make(chan struct{}), started: make(chan struct{}, maxOut)}
-	r := fakeRunner(&benchConfig{maxOut: maxOut, duration: duration, loadMbps: 100, seed: 1}, f)
-	go func() {
-		for range maxOut {
-			<-f.started
-		}
-		time.Sleep(duration) // the arrivals have ended by now
-		close(f.hold)
-	}()
-	m, err := r.openLoop(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if most := f.most.Load(); most != maxOut || m.dropped == 0 || m.failed != 0 || len(m.samples) != int(f.calls.Load()) {
-		t.Errorf("%d in flight at most, %d calls, %d samples, %d dropped, %d failed; want %d, all completed, some dropped, none failed",
-			most, f.calls.Load(), len(m.samples), m.dropped, m.failed, maxOut)
-	}
-}
-
-func TestCheckReply(t *testing.T) {
-	req := []byte("abcdefgh")
-	tests := []struct {
-		resp           string
-		replySize, cmp int
-		ok             bool
-		where          string // in the error: where the reply differs
-	}{
-		{"abcdefgh", 0, 8, true, ""},
-		{"abcdefgX", 0, 8, false, "at byte 7"},
-		{"Xbcdefgh", 0, 8, false, "at byte 0"},
-		{"abcdefgX", 0, 4, true, ""}, // only 4 compared
-		{"abcdefg", 0, 8, false, "got 7 bytes"},
-		{"abcd", 4, 8, true, ""},
-		{"abcX", 4, 8, false, "at byte 3"},
-		{"abcdefgh\x00\x00", 10, 10, true, ""},
-		{"abcdefgh\x00\x01", 10, 10, false, "byte 9 of the padding"},
-		{"abcdefgh\x80\x00", 10, 10, false, "byte 8 of the padding"},
-		{"abcdefgh\x00\x01", 10, 4, true, ""}, // padding not checked
-	}
-	for _, tt := range tests {
-		err := checkReply(req, []byte(tt.resp), tt.replySize, tt.cmp)
-		if (err == nil) != tt.ok || err != nil && (!errors.Is(err, errMismatch) || !strings.Contains(err.Error(), tt.where)) {
-			t.Errorf("checkReply(%q, %q, %d, %d) = %v, want ok %v (%q)", req, tt.resp, tt.replySize, tt.cmp, err, tt.ok, tt.where)
-		}
-	}
-}
-
-func TestSamplesPath(t *testing.T) {
-	tcp, _ := lookupProtocol("tcp")
-	one := &benchConfig{samples: "out/s.csv", protos: []protocol{tcp}}
-	two := &benchConfig{samples: "out/s.csv", protos: protocols[:2]}
-	for _, tt := range []struct{ got, want string }{
-		{one.samplesPath(tcp, ""), "out/s.csv"},
-		{one.samplesPath(tcp, ".calib"), "out/s.csv.calib"},
-		{two.samplesPath(tcp, ""), "out/s-tcp.csv"},
-		{two.samplesPath(tcp, ".calib"), "out/s-tcp.csv.calib"},
-		{(&benchConfig{}).samplesPath(tcp, ".calib"), ""},
-	} {
-		if tt.got != tt.want {
-			t.Errorf("samples path %q, want %q", tt.got, tt.want)
-		}
-	}
 }

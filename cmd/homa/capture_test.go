@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/bench"
 	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/internal/hcap"
 	"github.com/homa-go/homa/internal/linuxcap"
@@ -461,12 +462,12 @@ func TestCaptureLive(t *testing.T) {
 	l.Close()
 
 	port := freePort(t)
-	server, err := sock.Open(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port), nil)
+	homa, _ := bench.LookupProtocol("homa")
+	server, err := bench.Serve(context.Background(), homa, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port), bench.ServerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	echo := startEcho(context.Background(), server)
-	defer echo.close()
+	defer server.Close()
 	client, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:0"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -497,7 +498,7 @@ func TestCaptureLive(t *testing.T) {
 	want := map[string]bool{} // "src->dst id" of each DATA the capture must show
 	for i := range rpcs {
 		req := []byte(fmt.Sprintf("ping %d", i))
-		id, err := client.Send(server.LocalAddr(), req, 0)
+		id, err := client.Send(server.Addr(), req, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

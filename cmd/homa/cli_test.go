@@ -11,12 +11,12 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/homa-go/homa/internal/rawfloor"
+	"github.com/homa-go/homa/bench"
+	"github.com/homa-go/homa/internal/socktest"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -25,29 +25,7 @@ func TestMain(m *testing.M) {
 	// test binary, which plays the homa command when this is set (see
 	// lab_test.go).
 	os.Setenv(labChildEnv, "1")
-	code := m.Run()
-	if code == 0 {
-		if leaked := leakedGoroutines(); leaked != "" {
-			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// leakedGoroutines returns the stacks of goroutines still running code of
-// this module, other than the caller. Every socket, server and client
-// waits for its goroutines when closed, so there should be none.
-func leakedGoroutines() string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var leaked []string
-	for i, g := range strings.Split(string(buf), "\n\n") {
-		if i > 0 && strings.Contains(g, "github.com/homa-go/homa") {
-			leaked = append(leaked, g)
-		}
-	}
-	return strings.Join(leaked, "\n\n")
+	os.Exit(socktest.RunChecked(m))
 }
 
 // runHoma runs the command with args and returns its exit code and output.
@@ -83,21 +61,7 @@ func requireRaw(t *testing.T) {
 // refuseRaw makes every raw socket open (Homa's and the floor's) fail as
 // it does without CAP_NET_RAW, for the rest of the test.
 func refuseRaw(t *testing.T) {
-	orig := openSocket
-	openSocket = func(a netip.AddrPort, cfg *sock.Config) (*sock.Socket, error) {
-		if cfg.Transport == sock.Raw {
-			return nil, fmt.Errorf("sock: open raw socket on %v: %w", a, sock.ErrPermission)
-		}
-		return orig(a, cfg)
-	}
-	origFloor, origRate := openFloorPair, openRateFloor
-	openFloorPair = func(a netip.Addr) (*rawfloor.Pair, error) {
-		return nil, fmt.Errorf("open floor on %v: %w", a, rawfloor.ErrPermission)
-	}
-	openRateFloor = func(a netip.Addr, _ int) (*rawfloor.Rate, error) {
-		return nil, fmt.Errorf("open rate floor on %v: %w", a, rawfloor.ErrPermission)
-	}
-	t.Cleanup(func() { openSocket, openFloorPair, openRateFloor = orig, origFloor, origRate })
+	t.Cleanup(bench.DenyRaw())
 }
 
 // freePort returns a Homa server port whose UDP port is free now.
@@ -375,7 +339,7 @@ func TestBenchJSON(t *testing.T) {
 	if !strings.Contains(errOut, "skipping homa (Homa over raw IP") {
 		t.Errorf("stderr %q does not say the raw row is skipped", errOut)
 	}
-	var rep benchReport
+	var rep bench.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v in:\n%s", err, out)
 	}

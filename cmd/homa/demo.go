@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/netip"
 
+	"github.com/homa-go/homa/bench"
+
 	"github.com/homa-go/homa/sock"
 )
 
@@ -22,18 +24,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	host := netip.MustParseAddr("127.0.0.1")
-	c, err := homaLoopback(ctx, host, sock.Raw)
+	c, err := bench.HomaLoopback(ctx, host, sock.Raw)
 	if errors.Is(err, sock.ErrPermission) {
-		fmt.Fprintln(stderr, "homa: "+noRaw+"; falling back to UDP encapsulation")
-		c, err = homaLoopback(ctx, host, sock.UDP)
+		fmt.Fprintln(stderr, "homa: "+bench.NoRaw+"; falling back to UDP encapsulation")
+		c, err = bench.HomaLoopback(ctx, host, sock.UDP)
 	}
 	if err != nil {
 		return fail(stderr, "demo", err)
 	}
-	fmt.Fprintf(stdout, "homa: echo server on %v (%s)\n", c.dst, transportName(c.t))
-	ms, err := met.serve(stdout, namedSocket{"server", c.server.s}, namedSocket{"client", c.s})
+	fmt.Fprintf(stdout, "homa: echo server on %v (%s)\n", c.Remote(), bench.TransportName(c.Transport()))
+	ms, err := met.serve(stdout, namedSocket{"server", c.ServerSocket()}, namedSocket{"client", c.Socket()})
 	if err != nil {
-		c.close()
+		c.Close()
 		return fail(stderr, "demo", err)
 	}
 	return ms.stop(pingReport(ctx, "demo", c, load, stdout, stderr), "demo", stderr)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/homa-go/homa/bench"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -16,19 +17,6 @@ type engineFlags struct {
 	unschedBytes int
 	poll         time.Duration
 	polling      string
-}
-
-// pollingModes name the engine's Polling modes for --polling.
-var pollingModes = map[string]sock.Polling{"adaptive": sock.PollAdaptive, "always": sock.PollAlways, "never": sock.PollNever}
-
-// pollingName is the --polling name of mode.
-func pollingName(mode sock.Polling) string {
-	for name, m := range pollingModes {
-		if m == mode {
-			return name
-		}
-	}
-	return "always"
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet) {
@@ -50,7 +38,7 @@ func (f *engineFlags) check() error {
 
 // checkPolling checks a --polling value.
 func checkPolling(name string) error {
-	if _, ok := pollingModes[name]; !ok {
+	if _, ok := bench.ParsePolling(name); !ok {
 		return fmt.Errorf("--polling %q: must be always, adaptive or never", name)
 	}
 	return nil
@@ -59,5 +47,6 @@ func checkPolling(name string) error {
 // config is the socket configuration the flags ask for (engine tuning;
 // the caller sets the transport).
 func (f *engineFlags) config() sock.Config {
-	return sock.Config{LinkMbps: f.linkMbps, UnschedBytes: f.unschedBytes, PollDuration: f.poll, Polling: pollingModes[f.polling]}
+	polling, _ := bench.ParsePolling(f.polling)
+	return sock.Config{LinkMbps: f.linkMbps, UnschedBytes: f.unschedBytes, PollDuration: f.poll, Polling: polling}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/bench"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -107,10 +108,10 @@ func TestMessage(t *testing.T) {
 		}
 	}
 	// The errors the command builds still match what they wrap.
-	if err := remoteError("h:1", sock.ErrPeerTimeout); !errors.Is(err, sock.ErrPeerTimeout) {
+	if err := bench.RemoteError("h:1", sock.ErrPeerTimeout); !errors.Is(err, sock.ErrPeerTimeout) {
 		t.Errorf("%v does not match ErrPeerTimeout", err)
 	}
-	if err := openError("h:1", fmt.Errorf("open: %w", sock.ErrPermission)); !errors.Is(err, sock.ErrPermission) || !strings.Contains(err.Error(), "--udp") {
+	if err := bench.OpenError("h:1", fmt.Errorf("open: %w", sock.ErrPermission)); !errors.Is(err, sock.ErrPermission) || !strings.Contains(err.Error(), "--udp") {
 		t.Errorf("%v: want advice naming --udp, matching ErrPermission", err)
 	}
 }
@@ -171,8 +172,8 @@ func TestServeFreePort(t *testing.T) {
 			if tc.name == "tcp" {
 				return
 			}
-			if port < freePortFirst || port > freePortLast {
-				t.Errorf("port %d, want %d..%d", port, freePortFirst, freePortLast)
+			if port < bench.FreePortFirst || port > bench.FreePortLast {
+				t.Errorf("port %d, want %d..%d", port, bench.FreePortFirst, bench.FreePortLast)
 			}
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
 			code, out, errOut := runHoma(context.Background(), append([]string{"ping", "--addr", addr, "--count", "20"}, tc.flags...)...)

@@ -252,77 +252,24 @@ func printKept(w io.Writer, l *lab.Lab) {
 }
 
 // measureAll runs every protocol of o in l, one after another, and
-// summarizes each. A protocol whose run fails gets a failed Summary and
-// the others still run; only the end of ctx, or a failure to make the
-// samples directory, stops it.
+// summarizes each (see lab.RunAll).
 func measureAll(ctx context.Context, l *lab.Lab, o *labOptions, exe string, stderr io.Writer) ([]lab.Summary, error) {
-	if len(o.protos) == 0 {
-		return nil, nil
-	}
-	dir := o.dir
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "homalab-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	var sums []lab.Summary
-	for i, proto := range o.protos {
-		e := &lab.Experiment{
-			Exe:          exe,
-			Proto:        proto,
-			Workload:     o.workload.Name(),
-			Port:         uint16(o.port) + uint16(i),
-			ReplySize:    o.replySize,
-			LinkMbps:     o.serverRate().Mbps(),
-			UnschedBytes: o.unschedBytes,
-			Polling:      o.polling,
-			LoadMbps:     o.loadMbps(),
-			Duration:     o.duration,
-			Calibrate:    o.calibrate,
-			Timeout:      o.timeout,
-			Seed:         o.seed,
-			Dir:          dir,
-			Log:          stderr,
-		}
-		s, err := l.Run(ctx, e)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "lab: %s failed: %v\n", proto, err)
-			sums = append(sums, lab.Failed(proto, o.workload, o.loadMbps(), err))
-			continue
-		}
-		sum := lab.Analyze(proto, o.workload, s.Calib, s.Loaded, o.duration, o.loadMbps())
-		sum.QueueDrops, sum.SocketDrops = s.QueueDrops, s.SocketDrops
-		fmt.Fprintf(stderr, "lab: %s: %d RPCs under load, %.1f of %.1f Mbit/s; shortest %.0f%%: p50 slowdown %.2f, p99 %.2f\n",
-			proto, sum.Completed, sum.AchievedMbps, sum.OfferedMbps, 100*lab.ShortFraction, sum.Short.Slowdown50, sum.Short.Slowdown99)
-		sums = append(sums, sum)
-	}
-	return sums, nil
-}
-
-// labComparisons compares Homa (or the first protocol, without homa) with
-// every other protocol measured.
-func labComparisons(sums []lab.Summary) []lab.Comparison {
-	ref := -1
-	for i, s := range sums {
-		if s.Error == "" && (ref < 0 || s.Proto == "homa") {
-			ref = i
-		}
-	}
-	var out []lab.Comparison
-	for i, s := range sums {
-		if ref >= 0 && i != ref && s.Error == "" {
-			out = append(out, lab.Compare(sums[ref], s))
-		}
-	}
-	return out
+	return l.RunAll(ctx, lab.Experiment{
+		Exe:          exe,
+		Workload:     o.workload.Name(),
+		Port:         uint16(o.port),
+		ReplySize:    o.replySize,
+		LinkMbps:     o.serverRate().Mbps(),
+		UnschedBytes: o.unschedBytes,
+		Polling:      o.polling,
+		LoadMbps:     o.loadMbps(),
+		Duration:     o.duration,
+		Calibrate:    o.calibrate,
+		Timeout:      o.timeout,
+		Seed:         o.seed,
+		Dir:          o.dir,
+		Log:          stderr,
+	}, o.protos)
 }
 
 // labReport is the JSON form of the report.
@@ -359,7 +306,7 @@ func writeLabReport(w io.Writer, o *labOptions, args []string, sums []lab.Summar
 		ReplySize:   o.replySize,
 		Polling:     o.polling,
 		Results:     sums,
-		Comparisons: labComparisons(sums),
+		Comparisons: lab.Comparisons(sums),
 	}
 	if o.json {
 		enc := json.NewEncoder(w)

@@ -123,7 +123,7 @@ func TestLabReport(t *testing.T) {
 	if text := out.String(); !strings.Contains(text, "homa-udp: FAILED: h2: bench: exit status 1\n") || strings.Contains(text, "vs homa-udp") {
 		t.Errorf("report with a failed run:\n%s", text)
 	}
-	if c := labComparisons([]lab.Summary{failed[3], sums[0], sums[2]}); len(c) != 1 || c[0].First != "tcp" || c[0].Second != "grpc" {
+	if c := lab.Comparisons([]lab.Summary{failed[3], sums[0], sums[2]}); len(c) != 1 || c[0].First != "tcp" || c[0].Second != "grpc" {
 		t.Errorf("comparisons without a successful homa run: %+v", c)
 	}
 	o.json = true

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
+
+	"github.com/homa-go/homa/bench"
 
 	"github.com/homa-go/homa/sock"
 )
@@ -24,16 +27,16 @@ func runPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	dst, err := resolve(ctx, *addr)
 	if err != nil {
-		return fail(stderr, "ping", remoteError(*addr, err))
+		return fail(stderr, "ping", bench.RemoteError(*addr, err))
 	}
-	c, err := dialHoma(dst, &sock.Config{Transport: transportFor(*udp)})
+	c, err := bench.DialHoma(dst, &sock.Config{Transport: transportFor(*udp)})
 	if err != nil {
-		return fail(stderr, "ping", openError(localFor(dst), err))
+		return fail(stderr, "ping", bench.OpenError(bench.LocalFor(dst), err))
 	}
-	fmt.Fprintf(stdout, "homa: ping %v from %v over %s\n", dst, c.s.LocalAddr(), transportName(c.t))
-	ms, err := met.serve(stdout, namedSocket{"client", c.s})
+	fmt.Fprintf(stdout, "homa: ping %v from %v over %s\n", dst, c.Socket().LocalAddr(), bench.TransportName(c.Transport()))
+	ms, err := met.serve(stdout, namedSocket{"client", c.Socket()})
 	if err != nil {
-		c.close()
+		c.Close()
 		return fail(stderr, "ping", err)
 	}
 	return ms.stop(pingReport(ctx, "ping", c, load, stdout, stderr), "ping", stderr)
@@ -54,18 +57,28 @@ func checkServerAddr(addr string) error {
 
 // pingReport measures through c, closes it, and prints the report of ping
 // and demo. It returns the exit code.
-func pingReport(ctx context.Context, name string, c *homaClient, load loadFlags, stdout, stderr io.Writer) int {
-	s, err := measure(ctx, c, load)
-	err = errors.Join(err, c.close())
+func pingReport(ctx context.Context, name string, c *bench.HomaClient, load loadFlags, stdout, stderr io.Writer) int {
+	s, err := bench.Ping(ctx, c, load.load())
+	err = errors.Join(err, c.Close())
 	if s.Count > 0 {
-		fmt.Fprintf(stdout, "homa: %d round trips of %d bytes to %v over %s\n", s.Count, s.Size, c.dst, transportName(c.t))
+		fmt.Fprintf(stdout, "homa: %d round trips of %d bytes to %v over %s\n", s.Count, s.Size, c.Remote(), bench.TransportName(c.Transport()))
 		writeReport(stdout, s)
 	}
 	if errors.Is(err, sock.ErrPeerTimeout) || errors.Is(err, sock.ErrNoListener) || errors.Is(err, sock.ErrHostUnreachable) || errors.Is(err, sock.ErrBadAddress) {
-		err = remoteError(c.dst, err)
+		err = bench.RemoteError(c.Remote(), err)
 	}
 	if err != nil {
 		return fail(stderr, name, err)
 	}
 	return 0
 }
+
+// writeReport prints the latency and throughput lines of ping and demo.
+func writeReport(w io.Writer, s bench.Summary) {
+	fmt.Fprintf(w, "rtt µs: min %.1f  median %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n",
+		micros(s.Min), micros(s.Median), micros(s.P99), micros(s.P999), micros(s.Max))
+	fmt.Fprintf(w, "throughput: %.0f RPCs/s, %.2f Mbit/s of payload each way\n", s.Rate(), s.Mbps())
+}
+
+// micros converts a duration to microseconds.
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

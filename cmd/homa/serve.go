@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/homa-go/homa/bench"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -36,11 +36,11 @@ type serveFlags struct {
 	replySize int
 	parent    bool
 	engine    engineFlags
-	p         protocol // chosen by check
+	p         bench.Protocol // chosen by check
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.proto, "proto", "", "`protocol` to serve: "+protocolNames(func(p protocol) bool { return !p.loopbackOnly() })+
+	fs.StringVar(&f.proto, "proto", "", "`protocol` to serve: "+bench.ProtocolNames(remote)+
 		" (default homa, or homa-udp with --udp)")
 	fs.BoolVar(&f.udp, "udp", false, "carry Homa in UDP datagrams (no CAP_NET_RAW needed; clients must use --udp too); the same as --proto homa-udp")
 	fs.IntVar(&f.replySize, "reply-size", 0, "reply with `N` bytes: the first N of the request, zero-padded (0 echoes the request)")
@@ -59,14 +59,14 @@ func (f *serveFlags) check() error {
 	case f.udp && name != "homa-udp":
 		return fmt.Errorf("--udp and --proto %s disagree", name)
 	}
-	p, ok := lookupProtocol(name)
-	if !ok || p.loopbackOnly() {
-		return fmt.Errorf("--proto %q: must be one of %s", name, protocolNames(func(p protocol) bool { return !p.loopbackOnly() }))
+	p, ok := bench.LookupProtocol(name)
+	if !ok || p.LoopbackOnly() {
+		return fmt.Errorf("--proto %q: must be one of %s", name, bench.ProtocolNames(remote))
 	}
 	f.p = p
 	switch {
-	case f.replySize < 0 || f.replySize > p.maxSize:
-		return fmt.Errorf("--reply-size %d: must be 0..%d", f.replySize, p.maxSize)
+	case f.replySize < 0 || f.replySize > p.MaxSize():
+		return fmt.Errorf("--reply-size %d: must be 0..%d", f.replySize, p.MaxSize())
 	}
 	return f.engine.check()
 }
@@ -78,7 +78,7 @@ func (f *serveFlags) checkAddr(addr string) error {
 	if err != nil {
 		return fmt.Errorf("--addr %q: %v", addr, err)
 	}
-	if f.p.homa && port > sock.MaxServerPort {
+	if f.p.Homa() && port > sock.MaxServerPort {
 		return fmt.Errorf("--addr %s: port %d is not a Homa server port (1..%d; 0 picks a free one)", addr, port, sock.MaxServerPort)
 	}
 	return nil
@@ -88,17 +88,17 @@ func (f *serveFlags) checkAddr(addr string) error {
 // or, without --proto, as it always has: "echo server on ADDR (transport)".
 func (f *serveFlags) announce() (name, suffix string) {
 	if f.proto != "" {
-		return f.p.name, ""
+		return f.p.Name(), ""
 	}
-	return "echo", " (" + transportName(transportFor(f.udp)) + ")"
+	return "echo", " (" + bench.TransportName(transportFor(f.udp)) + ")"
 }
 
 // runServe is "homa serve": a server of one protocol until ctx ends
 // (SIGINT or SIGTERM).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("serve", "[--proto "+strings.ReplaceAll(protocolNames(func(p protocol) bool { return !p.loopbackOnly() }), ",", "|")+
+	fs := newFlags("serve", "[--proto "+strings.ReplaceAll(bench.ProtocolNames(remote), ",", "|")+
 		"] [--addr HOST:PORT] [--udp] [--reply-size N] [--link-mbps M] [--poll D] [--metrics HOST:PORT]", stderr)
-	addr := fs.String("addr", "127.0.0.1:4000", fmt.Sprintf("local `HOST:PORT` to serve on (Homa server ports 1..32767; port 0 picks a free one, of %d..%d for Homa)", freePortFirst, freePortLast))
+	addr := fs.String("addr", "127.0.0.1:4000", fmt.Sprintf("local `HOST:PORT` to serve on (Homa server ports 1..32767; port 0 picks a free one, of %d..%d for Homa)", bench.FreePortFirst, bench.FreePortLast))
 	var sf serveFlags
 	sf.register(fs)
 	var met metricsFlag
@@ -108,54 +108,39 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	local, err := resolve(ctx, *addr)
 	if err != nil {
-		return fail(stderr, "serve", openError(*addr, err))
+		return fail(stderr, "serve", bench.OpenError(*addr, err))
 	}
-	srv, err := sf.p.serve(ctx, local, serverOptions{replySize: sf.replySize, engine: sf.engine.config()})
+	srv, err := bench.Serve(ctx, sf.p, local, bench.ServerOptions{ReplySize: sf.replySize, Engine: sf.engine.config()})
 	if err != nil {
-		return fail(stderr, "serve", openError(local, err))
+		return fail(stderr, "serve", bench.OpenError(local, err))
 	}
 	ms, err := met.serve(stdout, serverSockets(srv)...)
 	if err != nil {
-		srv.close()
+		srv.Close()
 		return fail(stderr, "serve", err)
 	}
 	name, suffix := sf.announce()
 	out := &lockedWriter{w: stdout}
-	fmt.Fprintf(out, "homa: %s server on %v%s\n", name, srv.addr(), suffix)
+	fmt.Fprintf(out, "homa: %s server on %v%s\n", name, srv.Addr(), suffix)
 	if sf.parent {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
 		// The goroutine ends when the parent closes the pipe, which it
 		// does to stop the server, or with the process.
-		go answerParent(serveInput, out, cancel)
+		go bench.AnswerParent(serveInput, out, cancel)
 	}
 	<-ctx.Done()
-	if err := errors.Join(srv.close(), ms.close()); err != nil {
+	if err := errors.Join(srv.Close(), ms.close()); err != nil {
 		return fail(stderr, "serve", err)
 	}
-	fmt.Fprintf(out, "homa: %s server stopped after %d requests\n", name, srv.requests())
+	fmt.Fprintf(out, "homa: %s server stopped after %d requests\n", name, srv.Requests())
 	return 0
 }
 
 // serveInput is what "homa serve --parent" reads its parent's queries
 // from; tests replace it.
 var serveInput io.Reader = os.Stdin
-
-// answerParent answers the parent's queries on in (see bench_child.go)
-// on out, until in ends; then it calls stop.
-func answerParent(in io.Reader, out io.Writer, stop func()) {
-	defer stop()
-	sc := bufio.NewScanner(in)
-	for sc.Scan() {
-		switch line := strings.TrimSpace(sc.Text()); line {
-		case cpuCommand:
-			fmt.Fprintf(out, "homa: cpu ns %d\n", cpuTime().Nanoseconds())
-		default:
-			fmt.Fprintf(out, "homa: unknown query %q\n", line)
-		}
-	}
-}
 
 // lockedWriter serializes the writes of several goroutines.
 type lockedWriter struct {
@@ -169,14 +154,11 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// serverSockets is the Homa socket of a server, for its metrics; none
-// for TCP and gRPC, nor for erpc, whose Nexus keeps its sockets.
-func serverSockets(srv server) []namedSocket {
-	switch s := srv.(type) {
-	case *echoServer:
-		return []namedSocket{{"server", s.s}}
-	case stubHomaServer:
-		return []namedSocket{{"server", s.sock}}
+// serverSockets is the Homa socket of a server, for its metrics (see
+// bench.ServerSocket).
+func serverSockets(srv bench.Server) []namedSocket {
+	if s := bench.ServerSocket(srv); s != nil {
+		return []namedSocket{{"server", s}}
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/homa-go/homa/bench"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -50,7 +51,7 @@ func runStat(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sc := &scraper{url: *target, client: &http.Client{Timeout: max(*interval, 5*time.Second)}}
 	prev, err := sc.scrape(ctx)
 	if err != nil {
-		return fail(stderr, "stat", remoteError(*target, err))
+		return fail(stderr, "stat", bench.RemoteError(*target, err))
 	}
 	fmt.Fprintf(stdout, "homa stat: %s: %d series, a report every %v\n", *target, len(prev.series), *interval)
 	fmt.Fprintln(stdout, quantileNote)

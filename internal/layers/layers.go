@@ -80,8 +80,8 @@ var rules = []rule{
 		allowModule: []string{"sock"},
 	},
 	{
-		why:  "metrics and the command reach the transport through sock only",
-		pkgs: []string{"metrics", "cmd/..."},
+		why:  "metrics, bench and the command reach the transport through sock only",
+		pkgs: []string{"metrics", "bench", "cmd/..."},
 		deny: []string{"contract/...", "homa/...", "khoma", "internal/mailbox"},
 	},
 }

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +76,37 @@ func WaitGoroutines(t testing.TB, n int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// RunChecked runs the tests of m and returns the exit code for a
+// TestMain: 1 also when they passed but left goroutines running code of
+// this module (every socket, server and client they made should have
+// been closed and have waited for its goroutines), whose stacks it
+// prints.
+func RunChecked(m *testing.M) int {
+	code := m.Run()
+	if code != 0 {
+		return code
+	}
+	if leaked := leakedGoroutines(); leaked != "" {
+		fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
+		return 1
+	}
+	return 0
+}
+
+// leakedGoroutines returns the stacks of the goroutines running code of
+// this module, other than the caller's.
+func leakedGoroutines() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var leaked []string
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i > 0 && strings.Contains(g, "github.com/homa-go/homa") {
+			leaked = append(leaked, g)
+		}
+	}
+	return strings.Join(leaked, "\n\n")
 }
 
 // BenchConfigs are the socket configurations benchmarks run over on

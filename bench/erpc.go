@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -41,16 +41,16 @@ const (
 )
 
 // erpcProtocol is the erpc layer over transport t.
-func erpcProtocol(name string, t sock.Transport) protocol {
-	return protocol{
+func erpcProtocol(name string, t sock.Transport) Protocol {
+	return Protocol{
 		name: name, maxSize: erpc.MaxMsgSize, homa: true, raw: t == sock.Raw, maxClients: erpcMaxClients, layer: true, clip: true,
-		desc: "sock/erpc over Homa over " + transportName(t) + ": a Nexus per process, an Rpc per client keeping its RPCs " +
+		desc: "sock/erpc over Homa over " + TransportName(t) + ": a Nexus per process, an Rpc per client keeping its RPCs " +
 			"outstanding through its event loop, a dispatch echo handler in each of the server's Rpcs (one per CPU)",
-		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
-			return serveErpc(ctx, addr, over(o.engine, t), o.replySize)
+		serve: func(ctx context.Context, addr netip.AddrPort, o ServerOptions) (Server, error) {
+			return serveErpc(ctx, addr, over(o.Engine, t), o.ReplySize)
 		},
 		dial: func(ctx context.Context, addr netip.AddrPort, o clientOptions) (client, error) {
-			return dialErpc(ctx, addr, over(o.engine, t), o)
+			return dialErpc(ctx, addr, over(o.Engine, t), o)
 		},
 	}
 }
@@ -67,16 +67,16 @@ func erpcConfig(cfg *sock.Config) *erpc.Config {
 }
 
 // openNexus opens a Nexus at addr; port 0 means a free server port of
-// freePortFirst..freePortLast-erpcPortRoom, tried as openHomaServer
+// FreePortFirst..FreePortLast-erpcPortRoom, tried as openHomaServer
 // does.
 func openNexus(addr netip.AddrPort, cfg *erpc.Config) (*erpc.Nexus, error) {
 	if addr.Port() != 0 {
 		return erpc.NewNexus(addr, cfg)
 	}
-	const n = freePortLast - erpcPortRoom - freePortFirst + 1
+	const n = FreePortLast - erpcPortRoom - FreePortFirst + 1
 	start := rand.IntN(n)
 	for i := range freePortTries {
-		port := uint16(freePortFirst + (start+i)%n)
+		port := uint16(FreePortFirst + (start+i)%n)
 		nx, err := erpc.NewNexus(netip.AddrPortFrom(addr.Addr(), port), cfg)
 		if !errors.Is(err, sock.ErrPortInUse) {
 			return nx, err
@@ -153,12 +153,12 @@ func (s *erpcServer) echo(h *erpc.ReqHandle) {
 	}
 }
 
-func (s *erpcServer) addr() netip.AddrPort { return s.nx.Addr() }
-func (s *erpcServer) requests() uint64     { return s.served.Load() }
+func (s *erpcServer) Addr() netip.AddrPort { return s.nx.Addr() }
+func (s *erpcServer) Requests() uint64     { return s.served.Load() }
 
 // close stops the event loops, closes the Nexus (and with it the Rpcs'
 // sockets) and waits for the goroutines; it is idempotent.
-func (s *erpcServer) close() error {
+func (s *erpcServer) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.cancel()
@@ -247,7 +247,7 @@ func dialErpc(ctx context.Context, addr netip.AddrPort, cfg *sock.Config, o clie
 		o.shared = &clientShared{}
 	}
 	nx, err := o.shared.acquireNexus(func() (*erpc.Nexus, error) {
-		return openNexus(localFor(addr), erpcConfig(cfg))
+		return openNexus(LocalFor(addr), erpcConfig(cfg))
 	})
 	if err != nil {
 		return nil, err
@@ -259,7 +259,7 @@ func dialErpc(ctx context.Context, addr netip.AddrPort, cfg *sock.Config, o clie
 	}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, c.close())
+			err = errors.Join(err, c.Close())
 		}
 	}()
 	// The server has Rpcs 0..n-1: connect to each until one is missing,
@@ -413,7 +413,7 @@ func (c *erpcClient) singleOwner() bool { return true }
 // close ends the sessions, waiting a little for the server to confirm
 // (so that it frees them), closes the Rpc (failing what is still
 // outstanding) and releases the Nexus.
-func (c *erpcClient) close() error {
+func (c *erpcClient) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), erpcCloseWait)
 	defer cancel()
 	for _, s := range c.sessions {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -15,20 +15,20 @@ import (
 // messages and the handler are the same; only the transport differs.
 
 // stubHomaProtocol is the stub over Homa over transport t.
-func stubHomaProtocol(name string, t sock.Transport) protocol {
-	return protocol{
+func stubHomaProtocol(name string, t sock.Transport) Protocol {
+	return Protocol{
 		name: name, maxSize: stubecho.MaxHomaPayload, homa: true, raw: t == sock.Raw, layer: true, clip: true,
-		desc: "the protoc-generated grpc.testing stub (UnaryCall) over sock/homagrpc, Homa over " + transportName(t) +
+		desc: "the protoc-generated grpc.testing stub (UnaryCall) over sock/homagrpc, Homa over " + TransportName(t) +
 			", a client socket per client",
-		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
-			s, err := openHomaServer(addr, over(o.engine, t))
+		serve: func(ctx context.Context, addr netip.AddrPort, o ServerOptions) (Server, error) {
+			s, err := openHomaServer(addr, over(o.Engine, t))
 			if err != nil {
 				return nil, err
 			}
-			return stubHomaServer{stubecho.ServeHoma(s, stubecho.Options{ReplySize: o.replySize}), s}, nil
+			return stubHomaServer{stubecho.ServeHoma(s, stubecho.Options{ReplySize: o.ReplySize}), s}, nil
 		},
 		dial: func(_ context.Context, addr netip.AddrPort, o clientOptions) (client, error) {
-			s, err := openSocket(localFor(addr), over(o.engine, t))
+			s, err := openSocket(LocalFor(addr), over(o.Engine, t))
 			if err != nil {
 				return nil, err
 			}
@@ -38,7 +38,7 @@ func stubHomaProtocol(name string, t sock.Transport) protocol {
 }
 
 // stubTCPProtocol is the stub over gRPC-go's HTTP/2 on TCP.
-var stubTCPProtocol = protocol{
+var stubTCPProtocol = Protocol{
 	name: "stub-tcp", maxSize: stubecho.MaxHomaPayload, layer: true, clip: true, // as over Homa, so that both carry the same sizes
 	desc:  "the protoc-generated grpc.testing stub (UnaryCall) over gRPC-go, one HTTP/2 connection per client",
 	serve: serveStubTCP, dial: dialStubTCP,
@@ -51,14 +51,14 @@ type stubHomaServer struct {
 	sock *sock.Socket
 }
 
-func (s stubHomaServer) addr() netip.AddrPort { return s.s.Addr() }
-func (s stubHomaServer) requests() uint64     { return uint64(s.s.Served()) }
-func (s stubHomaServer) close() error         { s.s.Close(); return nil }
+func (s stubHomaServer) Addr() netip.AddrPort { return s.s.Addr() }
+func (s stubHomaServer) Requests() uint64     { return uint64(s.s.Served()) }
+func (s stubHomaServer) Close() error         { s.s.Close(); return nil }
 
 // serveStubTCP starts the stub's server over gRPC-go.
-func serveStubTCP(_ context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
+func serveStubTCP(_ context.Context, addr netip.AddrPort, o ServerOptions) (Server, error) {
 	return serveOnTCP(addr, func(ln net.Listener) *stubecho.TCPServer {
-		return stubecho.ServeTCP(ln, stubecho.Options{ReplySize: o.replySize})
+		return stubecho.ServeTCP(ln, stubecho.Options{ReplySize: o.ReplySize})
 	})
 }
 
@@ -83,4 +83,4 @@ func (s stubClient) call(ctx context.Context, l *lane, req []byte) ([]byte, erro
 	return resp, nil
 }
 
-func (s stubClient) close() error { return s.c.Close() }
+func (s stubClient) Close() error { return s.c.Close() }

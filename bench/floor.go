@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -23,7 +23,7 @@ type rateFloor struct {
 	stopped bool
 }
 
-// openRateFloor is the floor's rate form; tests replace it to play a
+// openRateFloor is the floor's rate form; DenyRaw replaces it to play a
 // host that refuses raw sockets.
 var openRateFloor = rawfloor.OpenRate
 
@@ -90,4 +90,4 @@ func (f *rateFloor) loop(ctx context.Context, deadline time.Time) error {
 
 func (f *rateFloor) stop() { f.stopped = true }
 
-func (f *rateFloor) close() error { return f.r.Close() }
+func (f *rateFloor) Close() error { return f.r.Close() }

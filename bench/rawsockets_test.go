@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -48,12 +48,12 @@ func TestRawHomaSockets(t *testing.T) {
 		t.Fatalf("%d raw Homa sockets counted with one open (%d before)", n, before)
 	}
 	var out bytes.Buffer
-	(&benchReport{RawHomaSockets: n}).write(&out, false)
+	(&Report{RawHomaSockets: n}).Write(&out, false)
 	if !strings.Contains(out.String(), "host: ") || !strings.Contains(out.String(), "IP protocol 146") {
 		t.Errorf("the report does not name the raw sockets:\n%s", out.String())
 	}
 	out.Reset()
-	(&benchReport{}).write(&out, false)
+	(&Report{}).Write(&out, false)
 	if strings.Contains(out.String(), "host: ") {
 		t.Errorf("the report names raw sockets though there were none:\n%s", out.String())
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -38,52 +38,52 @@ const spotCheck = 64
 // rig is what one protocol's run uses: its server (in a child process,
 // in this one, or none against a remote target) and its clients.
 type rig struct {
-	srv     server
+	srv     Server
 	child   *childServer   // srv, when it runs in a child process
 	addr    netip.AddrPort // the server's, wherever it is; zero for a loopback-only protocol
 	clients []client
 }
 
 // openRig starts the server and dials the clients of p.
-func openRig(ctx context.Context, p protocol, cfg *benchConfig, stderr io.Writer) (*rig, error) {
-	if p.loopbackOnly() {
+func openRig(ctx context.Context, p Protocol, cfg *Config, stderr io.Writer) (*rig, error) {
+	if p.LoopbackOnly() {
 		open := p.loopback
-		if cfg.mode == modeThroughput {
-			open = func(ctx context.Context, host netip.Addr) (client, error) { return p.rate(ctx, host, cfg.clients) }
+		if cfg.Mode == Throughput {
+			open = func(ctx context.Context, host netip.Addr) (client, error) { return p.rate(ctx, host, cfg.Clients) }
 		}
-		c, err := open(ctx, cfg.host)
+		c, err := open(ctx, cfg.Host)
 		if err != nil {
 			return nil, err
 		}
 		return &rig{clients: []client{c}}, nil
 	}
 	r := &rig{}
-	addr := cfg.targetAddr
+	addr := cfg.TargetAddr
 	switch {
-	case cfg.target != "":
-	case cfg.inProcess:
-		srv, err := p.serve(ctx, netip.AddrPortFrom(cfg.host, 0), serverOptions{replySize: cfg.replySize, engine: cfg.engine})
+	case cfg.Target != "":
+	case cfg.InProcess:
+		srv, err := p.serve(ctx, netip.AddrPortFrom(cfg.Host, 0), ServerOptions{ReplySize: cfg.ReplySize, Engine: cfg.Engine})
 		if err != nil {
 			return nil, err
 		}
-		r.srv, addr = srv, srv.addr()
+		r.srv, addr = srv, srv.Addr()
 	default:
 		child, err := startChild(ctx, p, cfg)
 		if err != nil {
 			return nil, err
 		}
-		r.srv, r.child, addr = child, child, child.addr()
-		if cfg.verbose {
+		r.srv, r.child, addr = child, child, child.Addr()
+		if cfg.Verbose {
 			fmt.Fprintf(stderr, "homa bench: %s server: process %d on %v\n", p.name, child.pid, addr)
 		}
 	}
 	r.addr = addr
 	shared := &clientShared{}
-	for i := range cfg.clients {
-		c, err := p.dial(ctx, addr, clientOptions{conns: cfg.conns, engine: cfg.engine, index: i,
-			outstanding: cfg.outstanding, shared: shared})
+	for i := range cfg.Clients {
+		c, err := p.dial(ctx, addr, clientOptions{conns: cfg.Conns, Engine: cfg.Engine, index: i,
+			outstanding: cfg.Outstanding, shared: shared})
 		if err != nil {
-			return nil, errors.Join(remoteError(addr, err), r.close())
+			return nil, errors.Join(RemoteError(addr, err), r.Close())
 		}
 		r.clients = append(r.clients, c)
 	}
@@ -91,21 +91,21 @@ func openRig(ctx context.Context, p protocol, cfg *benchConfig, stderr io.Writer
 }
 
 // close closes the clients, then the server.
-func (r *rig) close() error {
+func (r *rig) Close() error {
 	var err error
 	for _, c := range r.clients {
-		err = errors.Join(err, c.close())
+		err = errors.Join(err, c.Close())
 	}
 	if r.srv != nil {
-		err = errors.Join(err, r.srv.close())
+		err = errors.Join(err, r.srv.Close())
 	}
 	return err
 }
 
 // runner measures one protocol.
 type runner struct {
-	cfg     *benchConfig
-	p       protocol
+	cfg     *Config
+	p       Protocol
 	clients []client
 	pattern []byte // every request is a prefix of it
 	prog    *progress
@@ -117,7 +117,7 @@ type runner struct {
 // sample draws a request size from rng; a size beyond what a clipping
 // protocol carries is cut to its limit.
 func (r *runner) sample(rng *rand.Rand) int {
-	size := r.cfg.dist.Sample(rng)
+	size := r.cfg.Dist.Sample(rng)
 	if r.p.clip && size > r.p.maxSize {
 		size = r.p.maxSize
 	}
@@ -186,44 +186,44 @@ func (m *measured) merge(o *measured) {
 
 // benchProtocol runs every phase of one protocol: warmup, calibration,
 // and the measurement of the mode.
-func benchProtocol(ctx context.Context, p protocol, cfg *benchConfig, stderr io.Writer) (res benchResult, err error) {
-	ctx, cancel := context.WithTimeout(ctx, cfg.timeout+cfg.duration)
+func benchProtocol(ctx context.Context, p Protocol, cfg *Config, stderr io.Writer) (res Result, err error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout+cfg.Duration)
 	defer cancel()
 	rg, err := openRig(ctx, p, cfg, stderr)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
-	defer func() { err = errors.Join(err, rg.close()) }()
-	r := &runner{cfg: cfg, p: p, clients: rg.clients, pattern: makePattern(cfg.dist.Max())}
+	defer func() { err = errors.Join(err, rg.Close()) }()
+	r := &runner{cfg: cfg, p: p, clients: rg.clients, pattern: makePattern(cfg.Dist.Max())}
 	if rg.child != nil {
 		r.serverCPU = rg.child.cpu
 	}
-	if cfg.progress {
-		r.prog = &progress{w: stderr, every: cfg.every, name: p.name}
+	if cfg.Progress {
+		r.prog = &progress{w: stderr, every: cfg.Every, name: p.name}
 	}
-	if _, err := r.serial(ctx, "warmup", streamWarmup, cfg.warmup); err != nil {
-		return benchResult{}, err
+	if _, err := r.serial(ctx, "warmup", streamWarmup, cfg.Warmup); err != nil {
+		return Result{}, err
 	}
 	var base *workload.Baseline
-	if cfg.mode != modeLatency && cfg.calibrate > 0 {
-		calib, err := r.serial(ctx, "calibration", streamCalibrate, cfg.calibrate)
+	if cfg.Mode != Latency && cfg.Calibrate > 0 {
+		calib, err := r.serial(ctx, "calibration", streamCalibrate, cfg.Calibrate)
 		if err != nil {
-			return benchResult{}, err
+			return Result{}, err
 		}
 		if err := writeSamples(cfg.samplesPath(p, ".calib"), calib.samples); err != nil {
-			return benchResult{}, err
+			return Result{}, err
 		}
 		base = workload.NewBaseline(calib.samples)
 	}
 	m, err := r.measure(ctx)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
-	if cfg.mode == modeLatency {
+	if cfg.Mode == Latency {
 		base = workload.NewBaseline(m.samples) // unloaded by definition
 	}
 	if err := writeSamples(cfg.samplesPath(p, ""), m.samples); err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	res = summarize(p, cfg, m, base)
 	if rg.addr.IsValid() {
@@ -234,16 +234,16 @@ func benchProtocol(ctx context.Context, p protocol, cfg *benchConfig, stderr io.
 
 // measure runs the measured phase of the mode.
 func (r *runner) measure(ctx context.Context) (measured, error) {
-	switch r.cfg.mode {
-	case modeThroughput:
+	switch r.cfg.Mode {
+	case Throughput:
 		return r.throughput(ctx)
-	case modeWorkload:
-		if r.cfg.duration == 0 {
+	case Workload:
+		if r.cfg.Duration == 0 {
 			return measured{}, nil
 		}
 		return r.openLoop(ctx)
 	}
-	return r.serial(ctx, "latency", streamLatency, r.cfg.count)
+	return r.serial(ctx, "latency", streamLatency, r.cfg.Count)
 }
 
 // makePattern makes the bytes requests are cut from.
@@ -262,7 +262,7 @@ func (r *runner) serial(ctx context.Context, phase string, stream uint64, n int)
 	if n == 0 {
 		return measured{}, nil
 	}
-	rng := rand.New(rand.NewPCG(r.cfg.seed, stream))
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, stream))
 	c := r.clients[0]
 	var l lane
 	defer l.release()
@@ -290,7 +290,7 @@ func (r *runner) serial(ctx context.Context, phase string, stream uint64, n int)
 		resp, err := c.call(ctx, &l, req[:size])
 		rtt := time.Since(t0)
 		if err == nil {
-			err = checkReply(req[:size], resp, r.cfg.replySize, len(req))
+			err = checkReply(req[:size], resp, r.cfg.ReplySize, len(req))
 		}
 		if err != nil {
 			return m, phaseError(ctx, phase, err, i, n)
@@ -306,16 +306,16 @@ func (r *runner) serial(ctx context.Context, phase string, stream uint64, n int)
 	return m, nil
 }
 
-// throughput keeps cfg.outstanding RPCs in flight on every client, each
-// lane starting its next RPC when the last completes, until cfg.count
-// have started or cfg.duration has passed.
+// throughput keeps cfg.Outstanding RPCs in flight on every client, each
+// lane starting its next RPC when the last completes, until cfg.Count
+// have started or cfg.Duration has passed.
 func (r *runner) throughput(ctx context.Context) (measured, error) {
 	cfg := r.cfg
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var remaining atomic.Int64
-	remaining.Store(int64(cfg.count))
-	lanes := make([]measured, len(r.clients)*cfg.outstanding)
+	remaining.Store(int64(cfg.Count))
+	lanes := make([]measured, len(r.clients)*cfg.Outstanding)
 	stop := r.prog.phase("throughput", nil)
 	cpu0, err := r.begin()
 	if err != nil {
@@ -324,8 +324,8 @@ func (r *runner) throughput(ctx context.Context) (measured, error) {
 	}
 	start := time.Now()
 	var deadline time.Time
-	if cfg.duration > 0 {
-		deadline = start.Add(cfg.duration)
+	if cfg.Duration > 0 {
+		deadline = start.Add(cfg.Duration)
 	}
 	if async, ok := asyncClients(r.clients, false); ok {
 		r.throughputAsync(ctx, cancel, async, &remaining, deadline, lanes)
@@ -349,7 +349,7 @@ func (r *runner) throughput(ctx context.Context) (measured, error) {
 		return m, fmt.Errorf("throughput: %w", err)
 	}
 	if err := context.Cause(ctx); err != nil {
-		return m, phaseError(ctx, "throughput", err, len(m.samples), cfg.count)
+		return m, phaseError(ctx, "throughput", err, len(m.samples), cfg.Count)
 	}
 	return m, nil
 }
@@ -358,7 +358,7 @@ func (r *runner) throughput(ctx context.Context) (measured, error) {
 // the whole phase; other failures are counted.
 func (r *runner) lane(ctx context.Context, cancel context.CancelCauseFunc, c client, id uint64,
 	remaining *atomic.Int64, deadline time.Time, m *measured) {
-	rng := rand.New(rand.NewPCG(r.cfg.seed, streamLanes+id))
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, streamLanes+id))
 	var l lane
 	defer l.release()
 	for remaining.Add(-1) >= 0 && ctx.Err() == nil {
@@ -376,7 +376,7 @@ func (r *runner) lane(ctx context.Context, cancel context.CancelCauseFunc, c cli
 			}
 			continue
 		}
-		if err := checkReply(req, resp, r.cfg.replySize, spotCheck); err != nil {
+		if err := checkReply(req, resp, r.cfg.ReplySize, spotCheck); err != nil {
 			cancel(err)
 			return
 		}
@@ -386,11 +386,11 @@ func (r *runner) lane(ctx context.Context, cancel context.CancelCauseFunc, c cli
 }
 
 // openLoop sends RPCs at the times of a Poisson process whose rate puts
-// cfg.loadMbps of request payload on the wire, for cfg.duration,
+// cfg.LoadMbps of request payload on the wire, for cfg.Duration,
 // whatever the replies do: each RPC runs in its own goroutine, spread
 // over the clients in turn (asyncClients: from each client's event
-// loop). An arrival that finds cfg.maxOut RPCs in flight is dropped and
-// counted.
+// loop). An arrival that finds cfg.MaxOutstanding RPCs in flight is
+// dropped and counted.
 func (r *runner) openLoop(ctx context.Context) (measured, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -435,14 +435,14 @@ func (r *runner) openLoop(ctx context.Context) (measured, error) {
 func (r *runner) arrive(ctx context.Context, cancel context.CancelCauseFunc, start time.Time,
 	inFlight, dropped *atomic.Int64, m *measured, mu *sync.Mutex) time.Time {
 	cfg := r.cfg
-	rate := workload.RatePerSecond(cfg.dist, cfg.loadMbps)
-	rng := rand.New(rand.NewPCG(cfg.seed, streamArrivals))
+	rate := workload.RatePerSecond(cfg.Dist, cfg.LoadMbps)
+	rng := rand.New(rand.NewPCG(cfg.Seed, streamArrivals))
 	var (
 		wg    sync.WaitGroup
 		last  time.Time // guarded by mu
 		lanes = sync.Pool{New: func() any { return new(lane) }}
 	)
-	end := start.Add(cfg.duration)
+	end := start.Add(cfg.Duration)
 	timer := time.NewTimer(0)
 	<-timer.C
 	next := start
@@ -452,7 +452,7 @@ func (r *runner) arrive(ctx context.Context, cancel context.CancelCauseFunc, sta
 			break
 		}
 		size := r.sample(rng)
-		if inFlight.Load() >= int64(cfg.maxOut) {
+		if inFlight.Load() >= int64(cfg.MaxOutstanding) {
 			dropped.Add(1)
 			continue
 		}
@@ -466,7 +466,7 @@ func (r *runner) arrive(ctx context.Context, cancel context.CancelCauseFunc, sta
 			resp, err := c.call(ctx, l, req)
 			done := time.Now()
 			if err == nil {
-				if err = checkReply(req, resp, cfg.replySize, spotCheck); err != nil {
+				if err = checkReply(req, resp, cfg.ReplySize, spotCheck); err != nil {
 					cancel(err)
 				}
 			}
@@ -557,14 +557,14 @@ func phaseError(ctx context.Context, phase string, err error, done, total int) e
 }
 
 // samplesPath is the samples file of p (suffix ".calib" for the
-// calibration's): cfg.samples itself when one protocol runs, else with
+// calibration's): cfg.Samples itself when one protocol runs, else with
 // the protocol's name before the extension. "" means none.
-func (c *benchConfig) samplesPath(p protocol, suffix string) string {
-	if c.samples == "" {
+func (c *Config) samplesPath(p Protocol, suffix string) string {
+	if c.Samples == "" {
 		return ""
 	}
-	path := c.samples
-	if len(c.protos) > 1 {
+	path := c.Samples
+	if len(c.Protocols) > 1 {
 		ext := filepath.Ext(path)
 		path = strings.TrimSuffix(path, ext) + "-" + p.name + ext
 	}

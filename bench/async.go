@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func (r *runner) throughputAsync(ctx context.Context, cancel context.CancelCause
 	for k, c := range clients {
 		var slots []asyncSlot
 		for i := k; i < len(lanes); i += len(clients) {
-			slots = append(slots, asyncSlot{rng: rand.New(rand.NewPCG(r.cfg.seed, streamLanes+uint64(i))), m: &lanes[i]})
+			slots = append(slots, asyncSlot{rng: rand.New(rand.NewPCG(r.cfg.Seed, streamLanes+uint64(i))), m: &lanes[i]})
 		}
 		wg.Go(func() { r.driveSlots(ctx, cancel, c, slots, remaining, deadline) })
 	}
@@ -115,7 +115,7 @@ func (r *runner) driveSlots(ctx context.Context, cancel context.CancelCauseFunc,
 				sl.m.failed++
 			}
 		default:
-			if err := checkReply(sl.req, resp, r.cfg.replySize, spotCheck); err != nil {
+			if err := checkReply(sl.req, resp, r.cfg.ReplySize, spotCheck); err != nil {
 				cancel(err)
 			} else {
 				sl.m.add(len(sl.req), rtt)
@@ -176,9 +176,9 @@ type pendingRPC struct {
 func (r *runner) arrivals(ctx context.Context, cancel context.CancelCauseFunc, c asyncClient, k, n int,
 	start time.Time, inFlight, dropped *atomic.Int64, m *measured, mu *sync.Mutex) time.Time {
 	cfg := r.cfg
-	rate := workload.RatePerSecond(cfg.dist, cfg.loadMbps)
-	rng := rand.New(rand.NewPCG(cfg.seed, streamArrivals))
-	end := start.Add(cfg.duration)
+	rate := workload.RatePerSecond(cfg.Dist, cfg.LoadMbps)
+	rng := rand.New(rand.NewPCG(cfg.Seed, streamArrivals))
+	end := start.Add(cfg.Duration)
 	var (
 		slots  []pendingRPC
 		free   []int // slots not in flight
@@ -199,7 +199,7 @@ func (r *runner) arrivals(ctx context.Context, cancel context.CancelCauseFunc, c
 		active--
 		inFlight.Add(-1)
 		if err == nil {
-			err = checkReply(p.req, resp, cfg.replySize, spotCheck)
+			err = checkReply(p.req, resp, cfg.ReplySize, spotCheck)
 			if err != nil {
 				cancel(err)
 			}
@@ -231,7 +231,7 @@ func (r *runner) arrivals(ctx context.Context, cancel context.CancelCauseFunc, c
 			}
 			break
 		}
-		if inFlight.Load() >= int64(cfg.maxOut) {
+		if inFlight.Load() >= int64(cfg.MaxOutstanding) {
 			dropped.Add(1)
 			continue
 		}

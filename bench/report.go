@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"encoding/json"
@@ -14,8 +14,9 @@ import (
 	"github.com/homa-go/homa/internal/workload"
 )
 
-// benchReport is the whole report, as JSON has it.
-type benchReport struct {
+// Report is the outcome of a run: its configuration, a row for each
+// protocol measured, and the protocols left out, as JSON has it.
+type Report struct {
 	Mode        string  `json:"mode"`
 	Size        int     `json:"size,omitempty"`     // fixed request size
 	Workload    string  `json:"workload,omitempty"` // or the size distribution
@@ -42,21 +43,21 @@ type benchReport struct {
 	// the host before the run (see rawHomaSockets).
 	RawHomaSockets int `json:"raw_homa_sockets_before,omitempty"`
 
-	Results []benchResult `json:"results"`
+	Results []Result `json:"results"`
 	// Layers are the ratios the RPC layers' goals name, for the pairs of
 	// protocols this run measured.
-	Layers  []layerRatio `json:"layers,omitempty"`
-	Skipped []skipped    `json:"skipped,omitempty"`
+	Layers  []LayerRatio `json:"layers,omitempty"`
+	Skipped []Skipped    `json:"skipped,omitempty"`
 }
 
-// skipped is a protocol that was not measured.
-type skipped struct {
+// Skipped is a protocol that was not measured.
+type Skipped struct {
 	Protocol string `json:"protocol"`
 	Reason   string `json:"reason"`
 }
 
-// benchResult is one protocol's row.
-type benchResult struct {
+// Result is one protocol's row.
+type Result struct {
 	Protocol    string  `json:"protocol"`
 	Description string  `json:"description"`
 	Server      string  `json:"server,omitempty"` // the server's address (none for loopback-only protocols)
@@ -74,19 +75,19 @@ type benchResult struct {
 	Gbps float64 `json:"gbps"`
 	// CPUPerRPCUS is the user+system CPU time per RPC of this process
 	// (the client, and the server when it runs here) and of the server's
-	// process when it runs in a child (see benchReport.CPUAccounting).
+	// process when it runs in a child (see Report.CPUAccounting).
 	CPUPerRPCUS float64  `json:"cpu_us_per_rpc"`
 	MedianVsTCP *float64 `json:"median_vs_tcp,omitempty"` // absent without a tcp row
 	RateVsTCP   *float64 `json:"rate_vs_tcp,omitempty"`
 	// Buckets are by request size; slowdown is RTT over the unloaded
 	// RTT of the size (latency mode: of this run itself).
-	Buckets []bucketResult `json:"buckets"`
+	Buckets []BucketResult `json:"buckets"`
 
 	buckets []workload.Bucket // for the plot
 }
 
-// bucketResult is one size bucket of a row.
-type bucketResult struct {
+// BucketResult is one size bucket of a row.
+type BucketResult struct {
 	MaxSize     int     `json:"max_size"`
 	Fraction    float64 `json:"fraction"` // of RPCs with sizes up to MaxSize
 	Count       int     `json:"count"`
@@ -98,71 +99,71 @@ type bucketResult struct {
 	Slowdown999 float64 `json:"slowdown_p99_9"`
 }
 
-func newBenchReport(cfg *benchConfig) *benchReport {
-	r := &benchReport{
-		Mode: cfg.mode, Size: cfg.size, Warmup: cfg.warmup, Clients: cfg.clients, ReplySize: cfg.replySize,
-		Seed: cfg.seed, Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
+func newBenchReport(cfg *Config) *Report {
+	r := &Report{
+		Mode: cfg.Mode, Size: cfg.Size, Warmup: cfg.Warmup, Clients: cfg.Clients, ReplySize: cfg.ReplySize,
+		Seed: cfg.Seed, Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
 	}
-	if cfg.size == 0 {
-		r.Workload = cfg.dist.Name()
+	if cfg.Size == 0 {
+		r.Workload = cfg.Dist.Name()
 	}
 	if n, ok := rawHomaSockets(); ok {
 		r.RawHomaSockets = n
 	}
 	switch {
-	case cfg.target != "":
-		r.Target = cfg.target
-		r.Servers = serversRemote
+	case cfg.Target != "":
+		r.Target = cfg.Target
+		r.Servers = ServersRemote
 		r.CPUAccounting = "this process's user+system time (getrusage): the client's only, the server being remote"
-	case cfg.inProcess:
-		r.Host = cfg.host.String()
-		r.Servers = serversHere
+	case cfg.InProcess:
+		r.Host = cfg.Host.String()
+		r.Servers = ServersHere
 		r.CPUAccounting = "this process's user+system time (getrusage): client and server"
 	default:
-		r.Host = cfg.host.String()
-		r.Servers = serversChild
+		r.Host = cfg.Host.String()
+		r.Servers = ServersChild
 		r.CPUAccounting = "both processes' user+system time: the client's (getrusage of this process) plus the server's " +
 			"(getrusage of the child, which it reports over a pipe at the start and end of each phase); " +
 			"udp and floor run both ends in this process"
 	}
-	switch cfg.mode {
-	case modeLatency:
-		r.Count = cfg.count
-	case modeThroughput:
-		r.Count, r.Outstanding, r.Calibrate = cfg.count, cfg.outstanding, cfg.calibrate
-		r.DurationS = cfg.duration.Seconds()
-	case modeWorkload:
-		r.Calibrate, r.LoadMbps, r.MaxInFlight = cfg.calibrate, cfg.loadMbps, cfg.maxOut
-		r.OfferedRate = workload.RatePerSecond(cfg.dist, cfg.loadMbps)
-		r.DurationS = cfg.duration.Seconds()
+	switch cfg.Mode {
+	case Latency:
+		r.Count = cfg.Count
+	case Throughput:
+		r.Count, r.Outstanding, r.Calibrate = cfg.Count, cfg.Outstanding, cfg.Calibrate
+		r.DurationS = cfg.Duration.Seconds()
+	case Workload:
+		r.Calibrate, r.LoadMbps, r.MaxInFlight = cfg.Calibrate, cfg.LoadMbps, cfg.MaxOutstanding
+		r.OfferedRate = workload.RatePerSecond(cfg.Dist, cfg.LoadMbps)
+		r.DurationS = cfg.Duration.Seconds()
 	}
 	return r
 }
 
-// Where the servers of a run are.
+// Where the servers of a run are (Report.Servers).
 const (
-	serversChild  = "child process"
-	serversHere   = "this process"
-	serversRemote = "remote"
+	ServersChild  = "child process"
+	ServersHere   = "this process"
+	ServersRemote = "remote"
 )
 
 // skip records and announces a protocol left out.
-func (r *benchReport) skip(stderr io.Writer, p protocol, reason string) {
-	r.Skipped = append(r.Skipped, skipped{Protocol: p.name, Reason: reason})
+func (r *Report) skip(stderr io.Writer, p Protocol, reason string) {
+	r.Skipped = append(r.Skipped, Skipped{Protocol: p.name, Reason: reason})
 	fmt.Fprintf(stderr, "homa: %s; skipping %s (%s)\n", reason, p.name, p.desc)
 }
 
 // summarize makes the row of a measured protocol.
-func summarize(p protocol, cfg *benchConfig, m measured, base *workload.Baseline) benchResult {
+func summarize(p Protocol, cfg *Config, m measured, base *workload.Baseline) Result {
 	lat := newLatencies(len(m.samples))
 	for _, s := range m.samples {
 		lat.record(s.RTT)
 	}
 	s := lat.summarize(0, m.elapsed)
-	res := benchResult{
+	res := Result{
 		Protocol: p.name, Description: p.desc, Count: s.Count, Failed: m.failed, Dropped: m.dropped,
 		MinUS: micros(s.Min), MedianUS: micros(s.Median), P99US: micros(s.P99), P999US: micros(s.P999),
-		MaxUS: micros(s.Max), RPCsPerSec: s.rate(),
+		MaxUS: micros(s.Max), RPCsPerSec: s.Rate(),
 	}
 	if secs := m.elapsed.Seconds(); secs > 0 {
 		res.Gbps = float64(m.bytes) * 8 / secs / 1e9
@@ -170,10 +171,10 @@ func summarize(p protocol, cfg *benchConfig, m measured, base *workload.Baseline
 	if s.Count > 0 {
 		res.CPUPerRPCUS = micros(m.cpu) / float64(s.Count)
 	}
-	res.buckets = workload.Summarize(m.samples, workload.Bounds(cfg.dist, cfg.buckets), base)
-	res.Buckets = make([]bucketResult, len(res.buckets))
+	res.buckets = workload.Summarize(m.samples, workload.Bounds(cfg.Dist, cfg.Buckets), base)
+	res.Buckets = make([]BucketResult, len(res.buckets))
 	for i, b := range res.buckets {
-		res.Buckets[i] = bucketResult{
+		res.Buckets[i] = BucketResult{
 			MaxSize: b.MaxSize, Fraction: b.Fraction, Count: b.Count,
 			P50US: micros(b.P50), P99US: micros(b.P99), P999US: micros(b.P999),
 			Slowdown50: b.Slowdown50, Slowdown99: b.Slowdown99, Slowdown999: b.Slowdown999,
@@ -184,8 +185,8 @@ func summarize(p protocol, cfg *benchConfig, m measured, base *workload.Baseline
 
 // compareToTCP sets every row's median and rate relative to the tcp
 // row's.
-func (r *benchReport) compareToTCP() {
-	i := slices.IndexFunc(r.Results, func(b benchResult) bool { return b.Protocol == "tcp" })
+func (r *Report) compareToTCP() {
+	i := slices.IndexFunc(r.Results, func(b Result) bool { return b.Protocol == "tcp" })
 	if i < 0 {
 		return
 	}
@@ -203,8 +204,8 @@ func (r *benchReport) compareToTCP() {
 	}
 }
 
-// write prints the report as JSON or as tables.
-func (r *benchReport) write(w io.Writer, asJSON bool) error {
+// Write prints the report as JSON or as tables.
+func (r *Report) Write(w io.Writer, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -225,7 +226,7 @@ func (r *benchReport) write(w io.Writer, asJSON bool) error {
 		fmt.Fprintln(w)
 		r.writeLayers(w)
 	}
-	if r.Mode != modeLatency || r.Workload != "" {
+	if r.Mode != Latency || r.Workload != "" {
 		fmt.Fprintln(w)
 		r.writeBuckets(w)
 	}
@@ -241,7 +242,7 @@ func (r *benchReport) write(w io.Writer, asJSON bool) error {
 }
 
 // title says what was measured, where, and on what.
-func (r *benchReport) title() string {
+func (r *Report) title() string {
 	sizes := fmt.Sprintf("%d bytes", r.Size)
 	if r.Workload != "" {
 		sizes = "sizes from " + r.Workload
@@ -255,9 +256,9 @@ func (r *benchReport) title() string {
 	}
 	var what string
 	switch r.Mode {
-	case modeLatency:
+	case Latency:
 		what = fmt.Sprintf("latency, %d RPCs of %s, one at a time (RPCs/s and Gbit/s over the time spent in calls), %s (after %d warmup)", r.Count, sizes, where, r.Warmup)
-	case modeThroughput:
+	case Throughput:
 		what = fmt.Sprintf("throughput, %d RPCs of %s, %d clients x %d outstanding, %s (after %d warmup, %d to calibrate)",
 			r.Count, sizes, r.Clients, r.Outstanding, where, r.Warmup, r.Calibrate)
 	default:
@@ -268,11 +269,11 @@ func (r *benchReport) title() string {
 }
 
 // serversLine says where the servers ran.
-func (r *benchReport) serversLine() string {
+func (r *Report) serversLine() string {
 	switch r.Servers {
-	case serversChild:
+	case ServersChild:
 		return "each in a child process (homa serve), the clients in this one"
-	case serversHere:
+	case ServersHere:
 		return "in this process, with the clients (--in-process)"
 	}
 	return "remote, at " + r.Target
@@ -280,7 +281,7 @@ func (r *benchReport) serversLine() string {
 
 // protocolWidth pads names to one width, so that they read left-aligned
 // in a table of right-aligned numbers.
-func (r *benchReport) protocolWidth() int {
+func (r *Report) protocolWidth() int {
 	width := len("protocol")
 	for _, b := range r.Results {
 		width = max(width, len(b.Protocol))
@@ -288,7 +289,7 @@ func (r *benchReport) protocolWidth() int {
 	return width
 }
 
-func (r *benchReport) writeTable(w io.Writer) {
+func (r *Report) writeTable(w io.Writer) {
 	width := r.protocolWidth()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\tmedian µs\tp99 µs\tp99.9 µs\tRPCs/s\tGbit/s\tCPU µs/RPC\tmedian/TCP\trate/TCP\t\n", width, "protocol")
@@ -313,9 +314,9 @@ func ratio(v *float64) string {
 
 // writeBuckets prints the slowdown table: RTT percentiles and slowdowns
 // per request size bucket.
-func (r *benchReport) writeBuckets(w io.Writer) {
+func (r *Report) writeBuckets(w io.Writer) {
 	base := "the same run"
-	if r.Mode != modeLatency {
+	if r.Mode != Latency {
 		base = fmt.Sprintf("%d RPCs one at a time", r.Calibrate)
 	}
 	fmt.Fprintf(w, "by request size (slowdown: RTT / unloaded RTT of the size, from %s):\n", base)
@@ -331,17 +332,17 @@ func (r *benchReport) writeBuckets(w io.Writer) {
 	tw.Flush()
 }
 
-// plot draws slowdown against message size, one series per protocol.
-func (r *benchReport) plot(path string) error {
+// Plot draws slowdown against message size, one series per protocol.
+func (r *Report) Plot(path string) error {
 	series := make([]benchplot.Series, 0, len(r.Results))
 	for _, res := range r.Results {
 		series = append(series, benchplot.Series{Name: res.Protocol, Buckets: res.buckets})
 	}
 	title := r.Mode
 	switch {
-	case r.Mode == modeWorkload:
+	case r.Mode == Workload:
 		title = fmt.Sprintf("%s at %g Mbit/s", strings.ToUpper(r.Workload), r.LoadMbps)
-	case r.Mode == modeThroughput:
+	case r.Mode == Throughput:
 		title = fmt.Sprintf("throughput, %d x %d outstanding", r.Clients, r.Outstanding)
 	}
 	if r.Workload == "" {

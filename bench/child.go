@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -34,14 +34,6 @@ import (
 // runs in a process group of its own, so that a Ctrl-C at the terminal
 // reaches bench alone, which then stops it.
 
-// serverExecutable is the program run as "homa serve": this one. Tests
-// replace it, or make the test binary play the command.
-var serverExecutable = os.Executable
-
-// childStarted, if not nil, is told the process id of every server
-// child; tests use it to check that none outlives bench.
-var childStarted func(pid int)
-
 const (
 	// childStartTimeout bounds the wait for a child to say it serves.
 	childStartTimeout = 20 * time.Second
@@ -65,6 +57,23 @@ var (
 // cpuCommand is the line that asks a child for its CPU time.
 const cpuCommand = "cpu"
 
+// AnswerParent is the child's side of the exchange, for the program
+// that serves a run as "serve --parent" once it has said where it
+// serves: it answers the parent's queries on in, on out, until in ends;
+// then it calls stop.
+func AnswerParent(in io.Reader, out io.Writer, stop func()) {
+	defer stop()
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		switch line := strings.TrimSpace(sc.Text()); line {
+		case cpuCommand:
+			fmt.Fprintf(out, "homa: cpu ns %d\n", cpuTime().Nanoseconds())
+		default:
+			fmt.Fprintf(out, "homa: unknown query %q\n", line)
+		}
+	}
+}
+
 // childServer is a server running in a child process.
 type childServer struct {
 	name  string
@@ -85,27 +94,27 @@ type childServer struct {
 }
 
 // startChild starts "homa serve --proto p" in a child process on a free
-// port of cfg.host, with the run's reply size and engine settings, and
+// port of cfg.Host, with the run's reply size and engine settings, and
 // waits until it serves.
-func startChild(ctx context.Context, p protocol, cfg *benchConfig) (_ *childServer, err error) {
-	exe, err := serverExecutable()
+func startChild(ctx context.Context, p Protocol, cfg *Config) (_ *childServer, err error) {
+	exe, err := cfg.executable()
 	if err != nil {
 		return nil, fmt.Errorf("server process: finding this program: %w", err)
 	}
-	args := []string{"serve", "--parent", "--proto", p.name, "--addr", netip.AddrPortFrom(cfg.host, 0).String()}
-	if cfg.replySize > 0 {
-		args = append(args, "--reply-size", strconv.Itoa(cfg.replySize))
+	args := []string{"serve", "--parent", "--proto", p.name, "--addr", netip.AddrPortFrom(cfg.Host, 0).String()}
+	if cfg.ReplySize > 0 {
+		args = append(args, "--reply-size", strconv.Itoa(cfg.ReplySize))
 	}
-	if cfg.engine.LinkMbps > 0 {
-		args = append(args, "--link-mbps", strconv.Itoa(cfg.engine.LinkMbps))
+	if cfg.Engine.LinkMbps > 0 {
+		args = append(args, "--link-mbps", strconv.Itoa(cfg.Engine.LinkMbps))
 	}
-	if cfg.engine.UnschedBytes > 0 {
-		args = append(args, "--unsched-bytes", strconv.Itoa(cfg.engine.UnschedBytes))
+	if cfg.Engine.UnschedBytes > 0 {
+		args = append(args, "--unsched-bytes", strconv.Itoa(cfg.Engine.UnschedBytes))
 	}
-	if cfg.engine.PollDuration != 0 {
-		args = append(args, "--poll", cfg.engine.PollDuration.String())
+	if cfg.Engine.PollDuration != 0 {
+		args = append(args, "--poll", cfg.Engine.PollDuration.String())
 	}
-	if name := pollingName(cfg.engine.Polling); name != "always" {
+	if name := PollingName(cfg.Engine.Polling); name != "always" {
 		args = append(args, "--polling", name)
 	}
 	c := &childServer{name: p.name, lines: make(chan string, 16), tail: &tailBuffer{max: childTail}, exit: make(chan struct{})}
@@ -144,13 +153,13 @@ func startChild(ctx context.Context, p protocol, cfg *benchConfig) (_ *childServ
 		return nil, errors.Join(fmt.Errorf("server process: %w", err), inW.Close(), outR.Close())
 	}
 	c.pid = c.cmd.Process.Pid
-	if childStarted != nil {
-		childStarted(c.pid)
+	if cfg.ChildStarted != nil {
+		cfg.ChildStarted(c.pid)
 	}
 	c.wg.Go(func() { c.read(outR) })
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, c.close())
+			err = errors.Join(err, c.Close())
 		}
 	}()
 	line, err := c.next(ctx, childStartTimeout)
@@ -210,11 +219,11 @@ func (c *childServer) exitError() error {
 	return fmt.Errorf("server process: %w: %s", c.err, msg)
 }
 
-func (c *childServer) addr() netip.AddrPort { return c.where }
+func (c *childServer) Addr() netip.AddrPort { return c.where }
 
 // requests is the count of requests the child said it served when it
 // stopped (0 before).
-func (c *childServer) requests() uint64 {
+func (c *childServer) Requests() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.served
@@ -246,7 +255,7 @@ func (c *childServer) cpu() (time.Duration, error) {
 // exit (killing it after childStopGrace), reads what it said last and
 // waits for the goroutines. A child that did not exit cleanly is an
 // error. close is idempotent.
-func (c *childServer) close() error {
+func (c *childServer) Close() error {
 	c.stopOnce.Do(func() {
 		c.stdin.Close()
 		killed := false

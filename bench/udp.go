@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -72,7 +72,7 @@ func (s *udpServer) echo() {
 	}
 }
 
-func (s *udpServer) close() {
+func (s *udpServer) Close() {
 	s.c.Close()
 	s.wg.Wait()
 }
@@ -95,13 +95,13 @@ func openUDP(_ context.Context, host netip.Addr) (client, error) {
 	s.wg.Go(s.echo)
 	c, err := net.DialUDP("udp", nil, sc.LocalAddr().(*net.UDPAddr))
 	if err != nil {
-		s.close()
+		s.Close()
 		return nil, err
 	}
 	return &serialClient{p: &udpClient{c: c, buf: make([]byte, udpMaxDatagram), w: ctxWatch{c: c}, server: s}}, nil
 }
 
-func (u *udpClient) roundTrip(ctx context.Context, req []byte) ([]byte, error) {
+func (u *udpClient) RoundTrip(ctx context.Context, req []byte) ([]byte, error) {
 	if err := u.w.watch(ctx); err != nil {
 		return nil, err
 	}
@@ -118,9 +118,9 @@ func (u *udpClient) roundTrip(ctx context.Context, req []byte) ([]byte, error) {
 	return u.buf[:n], nil
 }
 
-func (u *udpClient) close() error {
+func (u *udpClient) Close() error {
 	u.w.release()
 	err := u.c.Close()
-	u.server.close()
+	u.server.Close()
 	return err
 }

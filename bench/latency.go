@@ -1,8 +1,6 @@
-package main
+package bench
 
 import (
-	"fmt"
-	"io"
 	"slices"
 	"time"
 )
@@ -46,8 +44,8 @@ func (l *latencies) quantile(num, den int) time.Duration {
 	return l.d[rank-1]
 }
 
-// summary is the outcome of one load run.
-type summary struct {
+// Summary is the outcome of a run of Ping.
+type Summary struct {
 	Count   int           // completed round trips
 	Size    int           // payload bytes each way
 	Elapsed time.Duration // wall time of the measured round trips
@@ -58,8 +56,8 @@ type summary struct {
 	Max     time.Duration
 }
 
-func (l *latencies) summarize(size int, elapsed time.Duration) summary {
-	return summary{
+func (l *latencies) summarize(size int, elapsed time.Duration) Summary {
+	return Summary{
 		Count:   l.len(),
 		Size:    size,
 		Elapsed: elapsed,
@@ -71,25 +69,18 @@ func (l *latencies) summarize(size int, elapsed time.Duration) summary {
 	}
 }
 
-// rate is round trips per second; 0 when nothing was measured.
-func (s summary) rate() float64 {
+// Rate is round trips per second; 0 when nothing was measured.
+func (s Summary) Rate() float64 {
 	if s.Elapsed <= 0 {
 		return 0
 	}
 	return float64(s.Count) / s.Elapsed.Seconds()
 }
 
-// mbps is the payload throughput in Mbit/s in each direction.
-func (s summary) mbps() float64 {
-	return s.rate() * float64(s.Size) * 8 / 1e6
+// Mbps is the payload throughput in Mbit/s in each direction.
+func (s Summary) Mbps() float64 {
+	return s.Rate() * float64(s.Size) * 8 / 1e6
 }
 
 // micros converts a duration to microseconds.
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-
-// writeReport prints the latency and throughput lines of ping and demo.
-func writeReport(w io.Writer, s summary) {
-	fmt.Fprintf(w, "rtt µs: min %.1f  median %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n",
-		micros(s.Min), micros(s.Median), micros(s.P99), micros(s.P999), micros(s.Max))
-	fmt.Fprintf(w, "throughput: %.0f RPCs/s, %.2f Mbit/s of payload each way\n", s.rate(), s.mbps())
-}

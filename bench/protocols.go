@@ -1,8 +1,9 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -18,7 +19,7 @@ import (
 // A protocol is one row of the bench report: a server and a client of
 // one transport, compared with the others through the interfaces below.
 // To add one, write its functions and list it in protocols.
-type protocol struct {
+type Protocol struct {
 	name string // the report's label and what --proto and --vs select
 	desc string
 	// maxSize is the longest message it carries.
@@ -40,7 +41,7 @@ type protocol struct {
 	// serve starts a server on addr (port 0: a free port), and dial
 	// makes a client of the server at addr. Both are nil for a protocol
 	// measured on loopback only, one RPC at a time, with loopback.
-	serve func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error)
+	serve func(ctx context.Context, addr netip.AddrPort, o ServerOptions) (Server, error)
 	dial  func(ctx context.Context, addr netip.AddrPort, o clientOptions) (client, error)
 	// loopback starts a server on host and returns a client of it;
 	// closing the client stops the server. A protocol with loopback
@@ -54,26 +55,40 @@ type protocol struct {
 	rateMaxSize int
 }
 
-// loopbackOnly reports whether the protocol is measured on loopback in
-// bench's process only, with no server of its own for serve or --target:
-// one RPC at a time, and in throughput mode too when it has rate.
-func (p protocol) loopbackOnly() bool { return p.loopback != nil }
+// Name is the protocol's name in reports and in ParseProtocols' lists.
+func (p Protocol) Name() string { return p.name }
 
-// measuredIn reports whether the protocol can be measured in mode.
-func (p protocol) measuredIn(mode string) bool {
-	return !p.loopbackOnly() || mode == modeLatency || mode == modeThroughput && p.rate != nil
+// MaxSize is the longest message the protocol carries.
+func (p Protocol) MaxSize() int { return p.maxSize }
+
+// Homa reports whether the protocol is Homa's, whose server ports are
+// 1..32767.
+func (p Protocol) Homa() bool { return p.homa }
+
+// Raw reports whether the protocol needs raw IP sockets (CAP_NET_RAW).
+func (p Protocol) Raw() bool { return p.raw }
+
+// LoopbackOnly reports whether the protocol is measured on loopback in
+// bench's process only, with no server of its own for Serve or a
+// Target: one RPC at a time, and in throughput mode too when it has a
+// rate client.
+func (p Protocol) LoopbackOnly() bool { return p.loopback != nil }
+
+// MeasuredIn reports whether the protocol can be measured in mode.
+func (p Protocol) MeasuredIn(mode string) bool {
+	return !p.LoopbackOnly() || mode == Latency || mode == Throughput && p.rate != nil
 }
 
-// serverOptions configure the servers of bench and serve.
-type serverOptions struct {
-	replySize int         // >0: replies of this many bytes, else echoes
-	engine    sock.Config // Homa's engine tuning (its transport is set per protocol)
+// ServerOptions configure a server (of a run, or of Serve).
+type ServerOptions struct {
+	ReplySize int         // >0: replies of this many bytes, else echoes
+	Engine    sock.Config // Homa's engine tuning (its transport is set per protocol)
 }
 
 // clientOptions configure the clients of bench.
 type clientOptions struct {
 	conns       int         // TCP: connections in each client's pool
-	engine      sock.Config // Homa's engine tuning (its transport is set per protocol)
+	Engine      sock.Config // Homa's engine tuning (its transport is set per protocol)
 	index       int         // the client's number in the run, from 0
 	outstanding int         // RPCs the client will have in flight at once
 	// shared is what the run's clients share (erpc's Nexus); nil: none
@@ -81,11 +96,33 @@ type clientOptions struct {
 	shared *clientShared
 }
 
-// server is the server side of a protocol.
-type server interface {
-	addr() netip.AddrPort
-	requests() uint64 // answered so far
-	close() error
+// A Server is the server side of a protocol.
+type Server interface {
+	Addr() netip.AddrPort // where clients send
+	Requests() uint64     // answered so far
+	Close() error
+}
+
+// Serve starts a server of p on addr (port 0: a free one; of
+// FreePortFirst..FreePortLast for Homa) until ctx ends or it is closed.
+// A LoopbackOnly protocol has none: an error.
+func Serve(ctx context.Context, p Protocol, addr netip.AddrPort, o ServerOptions) (Server, error) {
+	if p.serve == nil {
+		return nil, fmt.Errorf("%s has no server of its own", p.name)
+	}
+	return p.serve(ctx, addr, o)
+}
+
+// ServerSocket is the Homa socket of a server, for its metrics; nil for
+// TCP and gRPC, and for erpc, whose Nexus keeps its sockets.
+func ServerSocket(srv Server) *sock.Socket {
+	switch s := srv.(type) {
+	case *echoServer:
+		return s.s
+	case stubHomaServer:
+		return s.sock
+	}
+	return nil
 }
 
 // client is the client side of a protocol. Unless the protocol is
@@ -95,7 +132,7 @@ type client interface {
 	// call sends req and returns the response, valid until the lane's
 	// next call. req must not change until call returns.
 	call(ctx context.Context, l *lane, req []byte) ([]byte, error)
-	close() error
+	Close() error
 }
 
 // lane is what one goroutine keeps from call to call: the buffer a
@@ -121,7 +158,7 @@ func (l *lane) release() {
 }
 
 // protocols lists every protocol bench knows, in report order.
-var protocols = []protocol{
+var protocols = []Protocol{
 	homaProtocol("homa", sock.Raw),
 	homaProtocol("homa-udp", sock.UDP),
 	{
@@ -154,6 +191,22 @@ var protocols = []protocol{
 	},
 }
 
+// DefaultProtocols are the protocols a run of mode measures when none
+// are named: every transport it supports, the RPC layers left out.
+func DefaultProtocols(mode string) []Protocol {
+	var out []Protocol
+	for _, p := range protocols {
+		if !p.layer && p.MeasuredIn(mode) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ProtocolSet is the comma-separated list of the members of the protocol set
+// name (for ParseProtocols), or "".
+func ProtocolSet(name string) string { return protocolSets[name] }
+
 // protocolSets are names --proto takes for several protocols at once.
 var protocolSets = map[string]string{
 	// layers compares the RPC layers with bare Homa on each transport,
@@ -161,8 +214,8 @@ var protocolSets = map[string]string{
 	"layers": "homa,erpc,homa-udp,erpc-udp,stub-homa,stub-homa-udp,stub-tcp",
 }
 
-// protocolNames lists the names of the protocols that pass keep.
-func protocolNames(keep func(protocol) bool) string {
+// ProtocolNames lists the names of the protocols that pass keep.
+func ProtocolNames(keep func(Protocol) bool) string {
 	var names []string
 	for _, p := range protocols {
 		if keep(p) {
@@ -172,11 +225,11 @@ func protocolNames(keep func(protocol) bool) string {
 	return strings.Join(names, ",")
 }
 
-// lookupProtocol finds a protocol by name.
-func lookupProtocol(name string) (protocol, bool) {
-	i := slices.IndexFunc(protocols, func(p protocol) bool { return p.name == name })
+// LookupProtocol finds a protocol by name.
+func LookupProtocol(name string) (Protocol, bool) {
+	i := slices.IndexFunc(protocols, func(p Protocol) bool { return p.name == name })
 	if i < 0 {
-		return protocol{}, false
+		return Protocol{}, false
 	}
 	return protocols[i], true
 }
@@ -188,19 +241,19 @@ func over(cfg sock.Config, t sock.Transport) *sock.Config {
 }
 
 // homaProtocol is Homa over transport t.
-func homaProtocol(name string, t sock.Transport) protocol {
-	return protocol{
+func homaProtocol(name string, t sock.Transport) Protocol {
+	return Protocol{
 		name: name, maxSize: sock.MaxMessage, homa: true, raw: t == sock.Raw,
-		desc: "Homa over " + transportName(t) + ", engine defaults",
-		serve: func(ctx context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
-			s, err := openHomaServer(addr, over(o.engine, t))
+		desc: "Homa over " + TransportName(t) + ", engine defaults",
+		serve: func(ctx context.Context, addr netip.AddrPort, o ServerOptions) (Server, error) {
+			s, err := openHomaServer(addr, over(o.Engine, t))
 			if err != nil {
 				return nil, err
 			}
-			return startEchoReply(ctx, s, o.replySize), nil
+			return startEchoReply(ctx, s, o.ReplySize), nil
 		},
 		dial: func(_ context.Context, addr netip.AddrPort, o clientOptions) (client, error) {
-			c, err := dialHoma(addr, over(o.engine, t))
+			c, err := DialHoma(addr, over(o.Engine, t))
 			if err != nil {
 				return nil, err
 			}
@@ -220,13 +273,13 @@ type echoListener interface {
 // listenerServer is an echoListener as a server of bench.
 type listenerServer struct{ s echoListener }
 
-func (l listenerServer) addr() netip.AddrPort { return listenAddr(l.s.Addr()) }
-func (l listenerServer) requests() uint64     { return uint64(l.s.Served()) }
-func (l listenerServer) close() error         { l.s.Close(); return nil }
+func (l listenerServer) Addr() netip.AddrPort { return listenAddr(l.s.Addr()) }
+func (l listenerServer) Requests() uint64     { return uint64(l.s.Served()) }
+func (l listenerServer) Close() error         { l.s.Close(); return nil }
 
 // serveOnTCP listens on addr and starts the echo server that start makes
 // on the listener.
-func serveOnTCP[S echoListener](addr netip.AddrPort, start func(net.Listener) S) (server, error) {
+func serveOnTCP[S echoListener](addr netip.AddrPort, start func(net.Listener) S) (Server, error) {
 	ln, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(addr))
 	if err != nil {
 		return nil, err
@@ -235,9 +288,9 @@ func serveOnTCP[S echoListener](addr netip.AddrPort, start func(net.Listener) S)
 }
 
 // serveTCP starts the Go TCP server.
-func serveTCP(_ context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
+func serveTCP(_ context.Context, addr netip.AddrPort, o ServerOptions) (Server, error) {
 	return serveOnTCP(addr, func(ln net.Listener) *tcpecho.Server {
-		return tcpecho.ServeWith(ln, tcpecho.Options{ReplySize: o.replySize})
+		return tcpecho.ServeWith(ln, tcpecho.Options{ReplySize: o.ReplySize})
 	})
 }
 
@@ -256,12 +309,12 @@ func (t tcpClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error
 	return t.p.Call(ctx, req, &l.buf)
 }
 
-func (t tcpClient) close() error { return t.p.Close() }
+func (t tcpClient) Close() error { return t.p.Close() }
 
 // serveGRPC starts the gRPC server.
-func serveGRPC(_ context.Context, addr netip.AddrPort, o serverOptions) (server, error) {
+func serveGRPC(_ context.Context, addr netip.AddrPort, o ServerOptions) (Server, error) {
 	return serveOnTCP(addr, func(ln net.Listener) *grpcecho.Server {
-		return grpcecho.Serve(ln, grpcecho.Options{ReplySize: o.replySize})
+		return grpcecho.Serve(ln, grpcecho.Options{ReplySize: o.ReplySize})
 	})
 }
 
@@ -280,7 +333,7 @@ func (g grpcClient) call(ctx context.Context, l *lane, req []byte) ([]byte, erro
 	return g.c.Call(ctx, req, &l.buf)
 }
 
-func (g grpcClient) close() error { return g.c.Close() }
+func (g grpcClient) Close() error { return g.c.Close() }
 
 // listenAddr is the address of a TCP listener.
 func listenAddr(a net.Addr) netip.AddrPort {
@@ -302,7 +355,7 @@ type serialClient struct {
 func (s *serialClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
 	l.release()
 	s.mu.Lock()
-	resp, err := s.p.roundTrip(ctx, req)
+	resp, err := s.p.RoundTrip(ctx, req)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, err
@@ -311,12 +364,12 @@ func (s *serialClient) call(ctx context.Context, l *lane, req []byte) ([]byte, e
 	return resp, nil
 }
 
-func (s *serialClient) close() error { return s.p.close() }
+func (s *serialClient) Close() error { return s.p.Close() }
 
 // floorPinger is the raw-socket floor as a pinger.
 type floorPinger struct{ p *rawfloor.Pair }
 
-// openFloorPair starts the floor; tests replace it to play a host that
+// openFloorPair starts the floor; DenyRaw replaces it to play a host that
 // refuses raw sockets.
 var openFloorPair = rawfloor.Open
 
@@ -328,11 +381,11 @@ func openFloor(_ context.Context, host netip.Addr) (client, error) {
 	return &serialClient{p: floorPinger{p}}, nil
 }
 
-func (f floorPinger) roundTrip(ctx context.Context, req []byte) ([]byte, error) {
+func (f floorPinger) RoundTrip(ctx context.Context, req []byte) ([]byte, error) {
 	return f.p.RoundTrip(ctx, req)
 }
 
-func (f floorPinger) close() error { return f.p.Close() }
+func (f floorPinger) Close() error { return f.p.Close() }
 
 // notPermitted reports whether err is a refused raw socket, of Homa or
 // of the floor, or a platform without them.

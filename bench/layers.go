@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -29,14 +29,14 @@ type layerGoal struct {
 }
 
 var layerGoals = []layerGoal{
-	{"erpc", "homa", "rate", modeThroughput, 0.85},
-	{"erpc-udp", "homa-udp", "rate", modeThroughput, 0.85},
-	{"stub-tcp", "stub-homa", "median", modeLatency, 2},
-	{"stub-tcp", "stub-homa-udp", "median", modeLatency, 2},
+	{"erpc", "homa", "rate", Throughput, 0.85},
+	{"erpc-udp", "homa-udp", "rate", Throughput, 0.85},
+	{"stub-tcp", "stub-homa", "median", Latency, 2},
+	{"stub-tcp", "stub-homa-udp", "median", Latency, 2},
 }
 
-// layerRatio is a goal's ratio as measured.
-type layerRatio struct {
+// LayerRatio is a goal's ratio as measured.
+type LayerRatio struct {
 	Ratio string  `json:"ratio"` // "erpc/homa rate"
 	Value float64 `json:"value"`
 	Goal  float64 `json:"goal"` // the value meets the goal if at least this
@@ -45,9 +45,9 @@ type layerRatio struct {
 
 // compareLayers computes the ratios of the goals whose two protocols
 // this run measured, in the goal's mode.
-func (r *benchReport) compareLayers() {
-	find := func(name string) *benchResult {
-		i := slices.IndexFunc(r.Results, func(b benchResult) bool { return b.Protocol == name })
+func (r *Report) compareLayers() {
+	find := func(name string) *Result {
+		i := slices.IndexFunc(r.Results, func(b Result) bool { return b.Protocol == name })
 		if i < 0 {
 			return nil
 		}
@@ -68,12 +68,12 @@ func (r *benchReport) compareLayers() {
 			continue
 		}
 		v := a / b
-		r.Layers = append(r.Layers, layerRatio{Ratio: g.num + "/" + g.den + " " + g.metric, Value: v, Goal: g.least, Met: v >= g.least})
+		r.Layers = append(r.Layers, LayerRatio{Ratio: g.num + "/" + g.den + " " + g.metric, Value: v, Goal: g.least, Met: v >= g.least})
 	}
 }
 
 // writeLayers prints the ratios of the goals.
-func (r *benchReport) writeLayers(w io.Writer) {
+func (r *Report) writeLayers(w io.Writer) {
 	fmt.Fprintln(w, "RPC layers (rows of this run):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, l := range r.Layers {

@@ -1,13 +1,11 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,47 +14,36 @@ import (
 	"github.com/homa-go/homa/sock"
 )
 
-// openSocket opens every Homa socket of this command. Tests replace it to
+// openSocket opens every Homa socket of bench. DenyRaw replaces it to
 // play a host that refuses raw sockets.
 var openSocket = sock.Open
 
-// transportName describes a transport for reports.
-func transportName(t sock.Transport) string {
+// TransportName describes a transport for reports.
+func TransportName(t sock.Transport) string {
 	if t == sock.UDP {
 		return "UDP encapsulation"
 	}
 	return "raw IP protocol 146"
 }
 
-func transportFor(udp bool) sock.Transport {
-	if udp {
-		return sock.UDP
+// pollingModes name the engine's Polling modes.
+var pollingModes = map[string]sock.Polling{"adaptive": sock.PollAdaptive, "always": sock.PollAlways, "never": sock.PollNever}
+
+// PollingName is the name of a polling mode ("always", "adaptive",
+// "never"), as "serve --polling" takes it.
+func PollingName(mode sock.Polling) string {
+	for name, m := range pollingModes {
+		if m == mode {
+			return name
+		}
 	}
-	return sock.Raw
+	return "always"
 }
 
-// resolve parses HOST:PORT, looking the host up if it is a name. An empty
-// host means 0.0.0.0.
-func resolve(ctx context.Context, hostport string) (netip.AddrPort, error) {
-	if ap, err := netip.ParseAddrPort(hostport); err == nil {
-		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
-	}
-	host, port, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("address %q: bad port %q", hostport, port)
-	}
-	if host == "" {
-		return netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(p)), nil
-	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	return netip.AddrPortFrom(ips[0].Unmap(), uint16(p)), nil
+// ParsePolling is the polling mode of a name PollingName gives.
+func ParsePolling(name string) (sock.Polling, bool) {
+	m, ok := pollingModes[name]
+	return m, ok
 }
 
 // echoWorkers is how many goroutines serve requests concurrently.
@@ -125,7 +112,7 @@ func (e *echoServer) serve(ctx context.Context) {
 }
 
 // close stops the workers and closes the socket.
-func (e *echoServer) close() error {
+func (e *echoServer) Close() error {
 	e.cancel()
 	err := e.s.Close()
 	e.wg.Wait()
@@ -133,16 +120,16 @@ func (e *echoServer) close() error {
 }
 
 // addr is the address clients send to.
-func (e *echoServer) addr() netip.AddrPort { return e.s.LocalAddr() }
+func (e *echoServer) Addr() netip.AddrPort { return e.s.LocalAddr() }
 
 // requests counts the requests answered so far.
-func (e *echoServer) requests() uint64 { return e.served.Load() }
+func (e *echoServer) Requests() uint64 { return e.served.Load() }
 
-// homaClient is the Homa pinger: a client socket, and the in-process echo
+// HomaClient is a Homa Pinger: a client socket, and the in-process echo
 // server it talks to, if any. It is also bench's Homa client: call from
 // any number of goroutines at once, or start and loop from one (an
 // asyncClient).
-type homaClient struct {
+type HomaClient struct {
 	s      *sock.Socket
 	dst    netip.AddrPort
 	t      sock.Transport
@@ -154,25 +141,45 @@ type homaClient struct {
 	stopped bool
 }
 
-// localFor is the local address of a client socket for dst: the
+// LocalFor is the local address of a client socket for dst: the
 // unspecified address of dst's family, port 0 (a client port).
-func localFor(dst netip.AddrPort) netip.AddrPort {
+func LocalFor(dst netip.AddrPort) netip.AddrPort {
 	if dst.Addr().Is4() {
 		return netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
 	}
 	return netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
 }
 
-// dialHoma opens a client socket for dst on localFor(dst).
-func dialHoma(dst netip.AddrPort, cfg *sock.Config) (*homaClient, error) {
-	s, err := openSocket(localFor(dst), cfg)
+// DialHoma opens a client socket for dst on localFor(dst).
+func DialHoma(dst netip.AddrPort, cfg *sock.Config) (*HomaClient, error) {
+	s, err := openSocket(LocalFor(dst), cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &homaClient{s: s, dst: dst, t: cfg.Transport}, nil
+	return &HomaClient{s: s, dst: dst, t: cfg.Transport}, nil
 }
 
-func (c *homaClient) roundTrip(ctx context.Context, req []byte) ([]byte, error) {
+// Socket is the client's socket.
+func (c *HomaClient) Socket() *sock.Socket { return c.s }
+
+// ServerSocket is the socket of the echo server HomaLoopback started,
+// or nil.
+func (c *HomaClient) ServerSocket() *sock.Socket {
+	if c.server == nil {
+		return nil
+	}
+	return c.server.s
+}
+
+// Remote is where the client sends its requests.
+func (c *HomaClient) Remote() netip.AddrPort { return c.dst }
+
+// Transport is the transport of the client's socket.
+func (c *HomaClient) Transport() sock.Transport { return c.t }
+
+// RoundTrip sends req and returns the response, valid until the next
+// call.
+func (c *HomaClient) RoundTrip(ctx context.Context, req []byte) ([]byte, error) {
 	if c.last != nil {
 		c.last.Release()
 		c.last = nil
@@ -187,7 +194,7 @@ func (c *homaClient) roundTrip(ctx context.Context, req []byte) ([]byte, error) 
 
 // call is roundTrip for concurrent callers: each keeps its last response
 // in its own lane.
-func (c *homaClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
+func (c *HomaClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
 	l.release()
 	m, err := c.s.Call(ctx, c.dst, req)
 	if err != nil {
@@ -198,7 +205,7 @@ func (c *homaClient) call(ctx context.Context, l *lane, req []byte) ([]byte, err
 }
 
 // start sends req with the slot as its completion cookie.
-func (c *homaClient) start(slot int, req []byte, done completion) error {
+func (c *HomaClient) start(slot int, req []byte, done completion) error {
 	c.done = done
 	_, err := c.s.Send(c.dst, req, uint64(slot))
 	return err
@@ -206,7 +213,7 @@ func (c *homaClient) start(slot int, req []byte, done completion) error {
 
 // loop receives the responses of the RPCs start sent, each with
 // Recv(ctx, sock.Any), until deadline (zero: none), ctx's end or stop.
-func (c *homaClient) loop(ctx context.Context, deadline time.Time) error {
+func (c *HomaClient) loop(ctx context.Context, deadline time.Time) error {
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
@@ -226,63 +233,64 @@ func (c *homaClient) loop(ctx context.Context, deadline time.Time) error {
 	return nil
 }
 
-func (c *homaClient) stop() { c.stopped = true }
+func (c *HomaClient) stop() { c.stopped = true }
 
 // singleOwner is false: call serves any number of goroutines.
-func (c *homaClient) singleOwner() bool { return false }
+func (c *HomaClient) singleOwner() bool { return false }
 
-func (c *homaClient) close() error {
+// Close closes the client and the server HomaLoopback started.
+func (c *HomaClient) Close() error {
 	if c.last != nil {
 		c.last.Release()
 		c.last = nil
 	}
 	err := c.s.Close()
 	if c.server != nil {
-		err = errors.Join(err, c.server.close())
+		err = errors.Join(err, c.server.Close())
 	}
 	return err
 }
 
 // A server socket opened on port 0 gets a free Homa server port from
-// freePortFirst..freePortLast, the upper half of the server ports
+// FreePortFirst..FreePortLast, the upper half of the server ports
 // (1..32767; sock.Open on port 0 would make a client socket, which
 // receives no requests): the ports are tried in turn from a random one,
 // at most freePortTries of them, until one is not in use.
 const (
-	freePortFirst = 16384
-	freePortLast  = 32767
+	FreePortFirst = 16384
+	FreePortLast  = 32767
 	freePortTries = 256
 )
 
 // openHomaServer opens a server socket on addr; port 0 means a free port
-// of freePortFirst..freePortLast.
+// of FreePortFirst..FreePortLast.
 func openHomaServer(addr netip.AddrPort, cfg *sock.Config) (*sock.Socket, error) {
 	if addr.Port() != 0 {
 		return openSocket(addr, cfg)
 	}
-	const n = freePortLast - freePortFirst + 1
+	const n = FreePortLast - FreePortFirst + 1
 	start := rand.IntN(n)
 	for i := range freePortTries {
-		port := uint16(freePortFirst + (start+i)%n)
+		port := uint16(FreePortFirst + (start+i)%n)
 		s, err := openSocket(netip.AddrPortFrom(addr.Addr(), port), cfg)
 		if !errors.Is(err, sock.ErrPortInUse) {
 			return s, err
 		}
 	}
-	return nil, fmt.Errorf("%w: no free Homa server port found in %d tries (of %d..%d)", sock.ErrPortInUse, freePortTries, freePortFirst, freePortLast)
+	return nil, fmt.Errorf("%w: no free Homa server port found in %d tries (of %d..%d)", sock.ErrPortInUse, freePortTries, FreePortFirst, FreePortLast)
 }
 
-// homaLoopback starts an echo server on host (a loopback address) and
+// HomaLoopback starts an echo server on host (a loopback address) and
 // returns a client for it.
-func homaLoopback(ctx context.Context, host netip.Addr, t sock.Transport) (*homaClient, error) {
+func HomaLoopback(ctx context.Context, host netip.Addr, t sock.Transport) (*HomaClient, error) {
 	s, err := openHomaServer(netip.AddrPortFrom(host, 0), &sock.Config{Transport: t})
 	if err != nil {
 		return nil, err
 	}
 	server := startEcho(ctx, s)
-	c, err := dialHoma(s.LocalAddr(), &sock.Config{Transport: t})
+	c, err := DialHoma(s.LocalAddr(), &sock.Config{Transport: t})
 	if err != nil {
-		return nil, errors.Join(err, server.close())
+		return nil, errors.Join(err, server.Close())
 	}
 	c.server = server
 	return c, nil

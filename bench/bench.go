@@ -1,0 +1,264 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/sock"
+)
+
+// The modes of a run.
+const (
+	Latency    = "latency"    // one RPC at a time
+	Throughput = "throughput" // clients x outstanding RPCs, closed loop
+	Workload   = "workload"   // open-loop Poisson arrivals at a load
+)
+
+// Config is one run, checked by the caller (cmd/homa checks its flags
+// into one). Fields that concern one mode only are ignored by the
+// others; a zero field marked with a default takes that default.
+type Config struct {
+	Mode      string     // Latency, Throughput or Workload
+	Protocols []Protocol // measured in this order
+	// Target is the remote server's HOST:PORT, or "" for servers on
+	// Host; TargetAddr is what it resolved to.
+	Target     string
+	TargetAddr netip.AddrPort
+	// InProcess runs each server in this process instead of a child.
+	InProcess bool
+	Host      netip.Addr // loopback address of the servers on this host (default 127.0.0.1)
+
+	Dist           *workload.Dist // request sizes (default: all of Size bytes)
+	Size           int            // the fixed request size, 0 with a workload distribution
+	Count          int            // measured RPCs (latency, throughput)
+	Warmup         int            // unmeasured RPCs first, one at a time
+	Clients        int            // client sockets, pools or connections (default 1)
+	Outstanding    int            // RPCs in flight per client (throughput; default 1)
+	LoadMbps       float64        // offered request payload (workload)
+	Duration       time.Duration  // of the loaded phase (workload; throughput: a bound, 0 none)
+	MaxOutstanding int            // arrivals beyond this many in flight are dropped (workload; default 2000)
+	Calibrate      int            // unloaded RPCs slowdowns are relative to (throughput, workload)
+	Samples        string         // file for every measured RPC's size and RTT, or ""
+	Seed           uint64         // of the request sizes and arrival times
+	ReplySize      int            // >0: servers reply with this many bytes, else echo
+	Conns          int            // TCP: connections in each client's pool (default 1)
+	Engine         sock.Config    // Homa's engine tuning (its transport is set per protocol)
+	Buckets        int            // message-size buckets of the slowdown table (default 1)
+	Timeout        time.Duration  // of each protocol's run, besides Duration (default 1 minute)
+
+	// Progress prints a line to the run's stderr every Every (default 1
+	// second) while a phase runs; Verbose also names each server child's
+	// process.
+	Progress bool
+	Verbose  bool
+	Every    time.Duration
+
+	// Executable is the program started as "Executable serve --parent
+	// ..." for each server child; "" is this program (os.Executable),
+	// which must then be cmd/homa or play it (see AnswerParent).
+	Executable string
+	// ChildStarted, if not nil, is told the process id of every server
+	// child.
+	ChildStarted func(pid int)
+}
+
+// withDefaults is c with the defaults of its zero fields.
+func (c Config) withDefaults() Config {
+	if c.Dist == nil {
+		c.Dist = workload.Fixed(c.Size)
+	}
+	if !c.Host.IsValid() {
+		c.Host = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	}
+	c.Clients, c.Outstanding, c.Conns, c.Buckets = max(c.Clients, 1), max(c.Outstanding, 1), max(c.Conns, 1), max(c.Buckets, 1)
+	if c.MaxOutstanding <= 0 {
+		c.MaxOutstanding = 2000
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Minute
+	}
+	if c.Every <= 0 {
+		c.Every = time.Second
+	}
+	return c
+}
+
+// Run measures each protocol of cfg in turn and returns the report. A
+// protocol that cannot run the configuration, or needs raw sockets the
+// process may not open, is left out with a line on stderr saying why,
+// and named in Report.Skipped; the run fails if none is left, or at the
+// first protocol whose measurement fails. Progress goes to stderr.
+func Run(ctx context.Context, cfg *Config, stderr io.Writer) (*Report, error) {
+	c := cfg.withDefaults()
+	rep := newBenchReport(&c)
+	if err := c.checkRaw(rep, stderr); err != nil {
+		return nil, err
+	}
+	if err := benchAll(ctx, &c, rep, stderr); err != nil {
+		return nil, err
+	}
+	if len(rep.Results) == 0 {
+		return nil, errors.New("no protocol could be measured")
+	}
+	return rep, nil
+}
+
+// executable is the program run as a server child.
+func (c *Config) executable() (string, error) {
+	if c.Executable != "" {
+		return c.Executable, nil
+	}
+	return os.Executable()
+}
+
+// ParseProtocols turns a comma-separated list of protocol and set names
+// into protocols, without duplicates, in the list's order; flagName
+// starts its errors.
+func ParseProtocols(flagName, list string) ([]Protocol, error) {
+	var out []Protocol
+	for _, name := range expandSets(list) {
+		if name == "" {
+			continue
+		}
+		p, ok := LookupProtocol(name)
+		if !ok {
+			return nil, fmt.Errorf("%s: unknown protocol %q (have %s, and the set %s)", flagName, name, ProtocolNames(all), setNames())
+		}
+		if !slices.ContainsFunc(out, func(q Protocol) bool { return q.name == name }) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no protocol named", flagName)
+	}
+	return out, nil
+}
+
+// all keeps every protocol.
+func all(Protocol) bool { return true }
+
+// expandSets splits a comma-separated list of protocols, replacing the
+// name of a set by its members.
+func expandSets(list string) []string {
+	var names []string
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if set, ok := protocolSets[name]; ok {
+			names = append(names, strings.Split(set, ",")...)
+		} else {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// setNames lists the names of the protocol sets.
+func setNames() string {
+	return strings.Join(slices.Sorted(maps.Keys(protocolSets)), ",")
+}
+
+// rawAllowed reports whether this process may open a raw IP socket on
+// local; an error other than a refusal is returned.
+func rawAllowed(local netip.AddrPort) (bool, error) {
+	s, err := openSocket(local, &sock.Config{Transport: sock.Raw})
+	if errors.Is(err, sock.ErrPermission) {
+		return false, nil
+	}
+	if err != nil {
+		return false, OpenError(local, err)
+	}
+	return true, s.Close()
+}
+
+// checkRaw tries a raw socket before anything is measured, if a protocol
+// of the run needs one. If the process may not open one, those protocols
+// are left out, each with a line on stderr saying why; if that leaves
+// none, the run fails at once, saying what is needed and what runs
+// without it.
+func (c *Config) checkRaw(rep *Report, stderr io.Writer) error {
+	var raw []string
+	for _, p := range c.Protocols {
+		if p.raw {
+			raw = append(raw, p.name)
+		}
+	}
+	if len(raw) == 0 {
+		return nil
+	}
+	local := netip.AddrPortFrom(c.Host, 0)
+	if c.Target != "" {
+		local = LocalFor(c.TargetAddr)
+	}
+	ok, err := rawAllowed(local)
+	if ok || err != nil {
+		return err
+	}
+	if len(raw) == len(c.Protocols) {
+		return fmt.Errorf(`--proto %s needs raw IP sockets (CAP_NET_RAW), which this process may not open: `+
+			`run as root or grant it with "setcap cap_net_raw+ep homa"; --proto homa-udp measures Homa over UDP, which needs no privileges`,
+			strings.Join(raw, ","))
+	}
+	kept := c.Protocols[:0:0]
+	for _, p := range c.Protocols {
+		if p.raw {
+			rep.skip(stderr, p, NoRaw)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	c.Protocols = kept
+	return nil
+}
+
+// benchAll measures each protocol in turn, adding its row to rep.
+func benchAll(ctx context.Context, cfg *Config, rep *Report, stderr io.Writer) error {
+	for _, p := range cfg.Protocols {
+		if reason := cfg.unsupported(p); reason != "" {
+			rep.skip(stderr, p, reason)
+			continue
+		}
+		res, err := benchProtocol(ctx, p, cfg, stderr)
+		if notPermitted(err) {
+			rep.skip(stderr, p, NoRaw)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("measuring %s: %w", p.name, err)
+		}
+		rep.Results = append(rep.Results, res)
+	}
+	rep.compareToTCP()
+	rep.compareLayers()
+	return nil
+}
+
+// unsupported says why p cannot run this configuration, or "".
+func (c *Config) unsupported(p Protocol) string {
+	largest := max(c.Dist.Max(), c.ReplySize)
+	if p.clip && c.Size == 0 {
+		largest = c.ReplySize // a workload's largest requests are clipped
+	}
+	limit := p.maxSize
+	if p.LoopbackOnly() && c.Mode == Throughput {
+		limit = p.rateMaxSize
+	}
+	if largest > limit {
+		return fmt.Sprintf("%d-byte messages exceed its %d-byte limit", largest, limit)
+	}
+	if c.ReplySize > 0 && p.LoopbackOnly() {
+		return "it echoes only (no --reply-size)"
+	}
+	if p.maxClients > 0 && c.Clients > p.maxClients {
+		return fmt.Sprintf("%d clients exceed its %d", c.Clients, p.maxClients)
+	}
+	return ""
+}
