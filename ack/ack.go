@@ -132,6 +132,13 @@ func (p *Pending) Heard(now uint64) {
 	p.heard = max(p.heard, now)
 }
 
+// ReclaimDue is the tick at which Tick returns Reclaim, given no further
+// Start or Heard. A nil cfg means defaults.
+func (p *Pending) ReclaimDue(cfg *Config) uint64 {
+	c := cfg.orDefaults()
+	return p.heard + uint64(c.ReclaimTicks)
+}
+
 // Due is the first tick at which Tick may return something other than
 // None, given no further Start or Heard. A nil cfg means defaults.
 func (p *Pending) Due(cfg *Config) uint64 {

@@ -195,6 +195,13 @@ type Stats struct {
 	TimerWakeups uint64
 	ResendsSent  uint64 // RESEND packets this endpoint issued
 	NeedAcksSent uint64
+	// NeedAcksDeferred counts the NEED_ACKs that waited for a turn
+	// because their peer's budget for the tick was spent.
+	NeedAcksDeferred uint64
+	// TimersRun counts the protocol's timers that came due and ran: an
+	// RPC's or a peer's, or a turn of the RESEND or NEED_ACK queues. An
+	// idle socket runs none; a busy one, about what its RPCs need.
+	TimersRun uint64
 	// PeerTimeouts counts RPCs (client and server) ended because their
 	// peer stopped answering for them.
 	PeerTimeouts uint64

@@ -43,6 +43,8 @@
 //	homa_server_rpcs_reclaimed_total           answered server RPCs freed after the client stayed silent
 //	homa_rtt_samples_total                     round trips measured to stretch a slow peer's loss-recovery timers
 //	homa_resends_deferred_total                RESENDs that waited for a turn (the peer's or the socket's RESEND budget was spent)
+//	homa_need_acks_deferred_total              NEED_ACKs that waited for a turn (the peer's NEED_ACK budget for the tick was spent)
+//	homa_timers_run_total                      protocol timers that came due and ran
 //	homa_request_bytes_total{role}             request bytes: sent by the client, received by the server
 //	homa_response_bytes_total{role}            response bytes: received by the client, sent by the server
 //	homa_grants_sent_total                     GRANTs decided by the receiver's SRPT scheduler

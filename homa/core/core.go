@@ -89,6 +89,10 @@ type Core struct {
 	// of tick budgetTick-1.
 	resendPeers list[peer]
 	resendPump  timer
+	// ackPeers are the peers with RPCs waiting for a NEED_ACK slot, served
+	// by ackPump each tick (see ackq.go).
+	ackPeers    list[peer]
+	ackPump     timer
 	budgetTick  uint64
 	resendsLeft int
 
@@ -134,6 +138,7 @@ func New(local Local, cfg Config) *Core {
 			func(p *peer) *int8 { return &p.rpcBucket }),
 	}
 	c.resendPeers, c.resendPump = newList(rqPeerLinks), timer{idx: -1}
+	c.ackPeers, c.ackPump = newList(aqPeerLinks), timer{idx: -1}
 	if c.shared == nil {
 		c.shared = heapBuffers{}
 	}
@@ -406,11 +411,14 @@ func (c *Core) Tick(now time.Duration, out *Output) (time.Duration, bool) {
 	c.begin(now, out)
 	c.runLate()
 	for t := c.timers.popDue(c.now); t != nil; t = c.timers.popDue(c.now) {
+		c.stats.TimersRun++
 		switch {
 		case t.rpc != nil:
 			c.rpcTimer(t.rpc)
 		case t.peer != nil:
 			c.peerTimer(t.peer)
+		case t == &c.ackPump:
+			c.pumpNeedAcks()
 		default:
 			c.pumpResends()
 		}
@@ -465,6 +473,7 @@ func (c *Core) detach(r *rpc) {
 	c.unpace(r)
 	c.timers.disarm(&r.timer)
 	c.unqueueResend(r)
+	c.unqueueNeedAck(r)
 	c.stopReceiving(r)
 }
 

@@ -36,13 +36,16 @@ type peer struct {
 
 	// Control budgets: one RESEND per tick (resendTick), and needAcks
 	// NEED_ACKs at needAckTick. resendQ holds the RPCs waiting for a
-	// RESEND slot; rqLinks links the peer into the core's queue of
-	// peers with waiting RPCs.
+	// RESEND slot, ackQ those waiting for a NEED_ACK slot; rqLinks and
+	// aqLinks link the peer into the core's queues of peers with
+	// waiting RPCs.
 	resendTick  uint64
 	resendQ     list[rpc]
 	rqLinks     links[peer]
 	needAcks    int
 	needAckTick uint64
+	ackQ        list[rpc]
+	aqLinks     links[peer]
 
 	// rtt estimates the peer's round trip; resend, ack and grantTimeout
 	// are the configured timing stretched to it (see adapt).
@@ -70,6 +73,7 @@ func newPeer(addr netip.Addr) *peer {
 		receivingServers: newList(lruLinks),
 		receivingClients: newList(lruLinks),
 		resendQ:          newList(rqLinks),
+		ackQ:             newList(aqLinks),
 	}
 	p.timer = timer{idx: -1, peer: p}
 	return p

@@ -63,6 +63,9 @@ type rpc struct {
 	// rq links the RPC into its peer's queue of RPCs waiting for a
 	// RESEND slot (see resendq.go).
 	rq links[rpc]
+	// aq links the answered RPC into its peer's queue of RPCs waiting
+	// for a NEED_ACK slot (see ackq.go).
+	aq links[rpc]
 	// lru links the RPC into its peer's list of RPCs receiving a message,
 	// least recently active first (evictions take the front).
 	lru links[rpc]

@@ -48,6 +48,8 @@ type counters struct {
 	ServerRPCsFreed    uint64
 	ResendsSent        uint64
 	NeedAcksSent       uint64
+	NeedAcksDeferred   uint64
+	TimersRun          uint64
 	PeerTimeouts       uint64
 	Reclaimed          uint64
 	CutoffsSent        uint64
@@ -102,6 +104,8 @@ func (c *Core) Stats() contract.Stats {
 		ServerRPCsFreed:   k.ServerRPCsFreed,
 		ResendsSent:       k.ResendsSent,
 		NeedAcksSent:      k.NeedAcksSent,
+		NeedAcksDeferred:  k.NeedAcksDeferred,
+		TimersRun:         k.TimersRun,
 		PeerTimeouts:      k.PeerTimeouts,
 		Reclaimed:         k.Reclaimed,
 		RTTSamples:        k.RTTSamples,

@@ -99,30 +99,30 @@ func (c *Core) resendDue(r *rpc) (time.Duration, bool) {
 	return c.at(r.rs.Due(cfg)), true
 }
 
-// maxNeedAcksPerTick bounds the NEED_ACKs sent to one peer per tick.
-const maxNeedAcksPerTick = 8
-
 // ackDue: an answered server RPC waits for its acknowledgment, asking
 // for it with NEED_ACK once the response is out, and is reclaimed after
-// a long silence. A NEED_ACK over the peer's budget for the tick is
-// skipped; the schedule asks again at a later tick. It returns r's next
-// deadline, and false if r was reclaimed.
+// a long silence. A NEED_ACK over the peer's budget waits for its turn
+// (see ackq.go). It returns r's next deadline, and false if r was
+// reclaimed.
 func (c *Core) ackDue(r *rpc) (time.Duration, bool) {
 	cfg := &r.peer.ack
+	if r.aq.listed && r.ak.ReclaimDue(cfg) > c.tick {
+		return c.at(r.ak.ReclaimDue(cfg)), true // waiting for its turn
+	}
 	if due := r.ak.Due(cfg); due > c.tick {
 		return c.at(due), true
 	}
 	switch r.ak.Tick(c.tick, cfg) {
 	case ack.NeedAck:
-		p := r.peer
-		if p.needAckTick != c.tick+1 {
-			p.needAckTick, p.needAcks = c.tick+1, 0
+		if !r.out.done() {
+			break // the response is still going out
 		}
-		if r.out.done() && p.needAcks < maxNeedAcksPerTick {
-			p.needAcks++
-			c.stats.NeedAcksSent++
-			c.queueBare(wire.TypeNeedAck, p.addr, r.port, r.id)
+		if !c.needAckSlot(r.peer) {
+			c.awaitNeedAck(r)
+			return c.at(r.ak.ReclaimDue(cfg)), true
 		}
+		c.stats.NeedAcksSent++
+		c.queueBare(wire.TypeNeedAck, r.peer.addr, r.port, r.id)
 	case ack.Reclaim:
 		c.stats.Reclaimed++
 		c.freeServer(r, true)
