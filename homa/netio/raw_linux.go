@@ -21,8 +21,7 @@ import (
 // OpenRaw opens a raw IP socket for protocol 146 serving Homa port port on
 // laddr. The family of laddr (IPv4, or IPv6) picks the socket's family;
 // an unspecified laddr receives on every address of that family, a
-// specific one is bound. Port 0 assigns the first free client port from
-// MinClientPort up.
+// specific one is bound. Port 0 assigns a free client port.
 //
 // Ports are reserved host-wide (per network namespace), across processes,
 // by binding the abstract unix socket "@homa-port-ipv4-<port>" (or ipv6):
@@ -142,25 +141,24 @@ type portLease struct {
 	fd int
 }
 
-// reservePort takes port, or the first free client port when port is 0.
+// reservePort takes port, or a free client port when port is 0.
 func reservePort(v6 bool, port uint16) (*portLease, uint16, error) {
 	if port != 0 {
 		l, err := leasePort(v6, port)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, fmt.Errorf("%w: %d", err, port)
 		}
 		return l, port, nil
 	}
-	for p := MinClientPort; p <= MaxPort; p++ {
-		l, err := leasePort(v6, uint16(p))
-		if err == nil {
-			return l, uint16(p), nil
-		}
-		if !errors.Is(err, ErrPortInUse) {
-			return nil, 0, err
-		}
+	var l *portLease
+	port, err := findClientPort(func(p uint16) (err error) {
+		l, err = leasePort(v6, p)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
 	}
-	return nil, 0, ErrNoPorts
+	return l, port, nil
 }
 
 func leasePort(v6 bool, port uint16) (*portLease, error) {
@@ -171,7 +169,7 @@ func leasePort(v6 bool, port uint16) (*portLease, error) {
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: leaseName(v6, port)}); err != nil {
 		unix.Close(fd)
 		if err == unix.EADDRINUSE {
-			return nil, fmt.Errorf("%w: %d", ErrPortInUse, port)
+			return nil, ErrPortInUse
 		}
 		return nil, fmt.Errorf("netio: reserve port %d: %w", port, err)
 	}

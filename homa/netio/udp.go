@@ -14,10 +14,10 @@ import (
 // OpenUDP opens a Conn that carries each Homa packet as the payload of a
 // UDP datagram, for hosts where raw sockets are not allowed. The UDP port
 // is the Homa port at both ends: the socket binds UDP port port (port 0:
-// the first bindable port from MinClientPort up, the bind itself being the
-// reservation), and a packet goes to the UDP port named by its Homa
-// destination port. laddr picks the family and, when specific, the
-// address bound. A port already bound gives ErrPortInUse.
+// a free client port, the bind itself being the reservation), and a
+// packet goes to the UDP port named by its Homa destination port. laddr
+// picks the family and, when specific, the address bound. A port already
+// bound gives ErrPortInUse.
 //
 // Received datagrams shorter than the Homa common header or naming
 // another destination port are discarded.
@@ -36,15 +36,12 @@ func OpenUDP(laddr netip.Addr, port uint16, opt *Options) (Conn, error) {
 			return nil, err
 		}
 	} else {
-		for p := MinClientPort; p <= MaxPort && pc == nil; p++ {
-			pc, err = listenUDP(network, laddr, uint16(p))
-			if err != nil && !errors.Is(err, ErrPortInUse) {
-				return nil, err
-			}
-			port = uint16(p)
-		}
-		if pc == nil {
-			return nil, ErrNoPorts
+		port, err = findClientPort(func(p uint16) (err error) {
+			pc, err = listenUDP(network, laddr, p)
+			return err
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return newSockConn(pc, laddr, port, true, nil, opt)
