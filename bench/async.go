@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // An asyncClient keeps many RPCs in flight from one goroutine: the

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 	"github.com/homa-go/homa/sock"
 )
 

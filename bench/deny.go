@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/homa-go/homa/internal/rawfloor"
+	"github.com/homa-go/homa/internal/tools/rawfloor"
 	"github.com/homa-go/homa/sock"
 )
 

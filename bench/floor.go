@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/homa-go/homa/internal/rawfloor"
+	"github.com/homa-go/homa/internal/tools/rawfloor"
 )
 
 // rateFloor is the raw-socket floor in throughput mode: a rawfloor.Rate

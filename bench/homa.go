@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/homa-go/homa/internal/tcpecho"
+	"github.com/homa-go/homa/internal/tools/tcpecho"
 	"github.com/homa-go/homa/sock"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // TestCompareLayers: each ratio is the two rows' metric, in its mode

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/homa-go/homa/internal/socktest"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 )
 
 // childEnv, when set, makes the test binary play the server child of a

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/homa-go/homa/internal/grpcecho"
-	"github.com/homa-go/homa/internal/rawfloor"
-	"github.com/homa-go/homa/internal/tcpecho"
+	"github.com/homa-go/homa/internal/tools/grpcecho"
+	"github.com/homa-go/homa/internal/tools/rawfloor"
+	"github.com/homa-go/homa/internal/tools/tcpecho"
 	"github.com/homa-go/homa/sock"
 )
 

@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/homa-go/homa/internal/benchplot"
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/benchplot"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // Report is the outcome of a run: its configuration, a row for each

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // fakeClient answers in memory: an echo, a failure every failEvery-th

@@ -5,12 +5,12 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/homa-go/homa/internal/stubecho"
+	"github.com/homa-go/homa/internal/tools/stubecho"
 	"github.com/homa-go/homa/sock"
 )
 
 // The stub protocols drive one protoc-generated gRPC stub, grpc.testing
-// TestService's UnaryCall (internal/stubecho), over two transports:
+// TestService's UnaryCall (internal/tools/stubecho), over two transports:
 // sock/homagrpc over Homa, and gRPC-go over TCP. The generated code, the
 // messages and the handler are the same; only the transport differs.
 

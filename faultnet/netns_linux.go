@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/homa-go/homa/internal/netns"
-	"github.com/homa-go/homa/internal/syscmd"
+	"github.com/homa-go/homa/internal/tools/netns"
+	"github.com/homa-go/homa/internal/tools/syscmd"
 )
 
 const (

@@ -35,7 +35,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/homa-go/homa/internal/tcpecho"
+	"github.com/homa-go/homa/internal/tools/tcpecho"
 	"github.com/homa-go/homa/sock"
 )
 

@@ -26,7 +26,7 @@ import (
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
-	"github.com/homa-go/homa/internal/mailbox"
+	"github.com/homa-go/homa/internal/transport/mailbox"
 )
 
 // rxBatch is how many packets one read takes at most.

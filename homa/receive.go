@@ -10,7 +10,7 @@ import (
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
-	"github.com/homa-go/homa/internal/mailbox"
+	"github.com/homa-go/homa/internal/transport/mailbox"
 )
 
 // Receiving. One goroutine at a time reads the socket: whoever holds

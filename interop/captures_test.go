@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/homa-go/homa/homa/wire"
-	"github.com/homa-go/homa/internal/linuxcap"
+	"github.com/homa-go/homa/internal/capture/linuxcap"
 )
 
 // captureDir holds the captures of the Linux Homa module and their logs

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/contract"
-	"github.com/homa-go/homa/internal/mailbox"
+	"github.com/homa-go/homa/internal/transport/mailbox"
 )
 
 // ErrNoKernelHoma means the running kernel has no Homa module: a Homa

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // ShortFraction is the share of messages, the shortest first, that the

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // synthetic returns calibration samples with a flat 100 µs RTT and loaded

@@ -11,8 +11,8 @@ import (
 	"sync"
 
 	"github.com/homa-go/homa/homa/netio"
-	"github.com/homa-go/homa/internal/netns"
-	"github.com/homa-go/homa/internal/syscmd"
+	"github.com/homa-go/homa/internal/tools/netns"
+	"github.com/homa-go/homa/internal/tools/syscmd"
 )
 
 const (

@@ -4,7 +4,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // RunAll runs e once for each protocol of protos, in turn, the i-th on

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // Experiment is one protocol's measurement in a Lab: an echo server in

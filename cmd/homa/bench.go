@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/bench"
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // Defaults of the flags whose default depends on the mode.

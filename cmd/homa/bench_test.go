@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/homa-go/homa/bench"
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 func TestBenchBadFlags(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/homa-go/homa/internal/hcap"
-	"github.com/homa-go/homa/internal/pcapfile"
+	"github.com/homa-go/homa/internal/capture/hcap"
+	"github.com/homa-go/homa/internal/capture/pcapfile"
 )
 
 // captureSynopsis is the usage line of "homa capture".

@@ -19,9 +19,9 @@ import (
 
 	"github.com/homa-go/homa/bench"
 	"github.com/homa-go/homa/homa/wire"
-	"github.com/homa-go/homa/internal/hcap"
-	"github.com/homa-go/homa/internal/linuxcap"
-	"github.com/homa-go/homa/internal/pcapfile"
+	"github.com/homa-go/homa/internal/capture/hcap"
+	"github.com/homa-go/homa/internal/capture/linuxcap"
+	"github.com/homa-go/homa/internal/capture/pcapfile"
 	"github.com/homa-go/homa/sock"
 )
 

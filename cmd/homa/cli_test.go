@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"github.com/homa-go/homa/bench"
-	"github.com/homa-go/homa/internal/socktest"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 )
 

@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/homa-go/homa/internal/benchplot"
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/benchplot"
+	"github.com/homa-go/homa/internal/tools/workload"
 	"github.com/homa-go/homa/lab"
 	"github.com/homa-go/homa/sock"
 )

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 	"github.com/homa-go/homa/lab"
 )
 

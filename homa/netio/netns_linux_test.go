@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/homa-go/homa/internal/netns"
+	"github.com/homa-go/homa/internal/tools/netns"
 )
 
 // nsPair is two network namespaces made by a test, A and B, joined by a

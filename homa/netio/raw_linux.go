@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/homa-go/homa/internal/sockfilter"
+	"github.com/homa-go/homa/internal/transport/sockfilter"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/homa-go/homa/internal/linuxcap"
+	"github.com/homa-go/homa/internal/capture/linuxcap"
 )
 
 // loadCaptures reads the Homa packets of every capture of the Linux

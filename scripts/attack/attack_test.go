@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/internal/homabin"
+	"github.com/homa-go/homa/internal/tools/homabin"
 )
 
 // TestAttacks runs a small version of every scenario against a real

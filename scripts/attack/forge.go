@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/homa-go/homa/internal/sockfilter"
+	"github.com/homa-go/homa/internal/transport/sockfilter"
 
 	"github.com/homa-go/homa/homa/wire"
 	"golang.org/x/net/bpf"

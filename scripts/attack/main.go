@@ -39,7 +39,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/homa-go/homa/internal/homabin"
+	"github.com/homa-go/homa/internal/tools/homabin"
 )
 
 // options are the command's flags.

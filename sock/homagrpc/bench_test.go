@@ -17,7 +17,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/homa-go/homa/homa/memnet"
-	"github.com/homa-go/homa/internal/socktest"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/homagrpc"
 )

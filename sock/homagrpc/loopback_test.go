@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/internal/socktest"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/internal/socktest"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"
 )

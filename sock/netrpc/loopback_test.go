@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/homa-go/homa/internal/socktest"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa/wire"
-	"github.com/homa-go/homa/internal/pcapfile"
+	"github.com/homa-go/homa/internal/capture/pcapfile"
 )
 
 // ipv4 builds a raw IPv4 packet (no options) of protocol proto.

@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
-	"github.com/homa-go/homa/internal/tcpecho"
+	"github.com/homa-go/homa/internal/tools/tcpecho"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/homagrpc"
 )

@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/homa-go/homa/internal/pcapfile"
+	"github.com/homa-go/homa/internal/capture/pcapfile"
 )
 
 // Peer is the raw-socket peer of the captures: its packets are "TX" in

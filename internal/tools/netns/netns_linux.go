@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/homa-go/homa/internal/syscmd"
+	"github.com/homa-go/homa/internal/tools/syscmd"
 )
 
 // Sweep deletes the stale namespaces of prefix, quietly: it is

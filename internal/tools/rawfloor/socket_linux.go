@@ -10,7 +10,7 @@ import (
 	"net/netip"
 	"unsafe"
 
-	"github.com/homa-go/homa/internal/sockfilter"
+	"github.com/homa-go/homa/internal/transport/sockfilter"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/homa-go/homa/internal/syscmd"
+	"github.com/homa-go/homa/internal/tools/syscmd"
 )
 
 // Dev is the veth interface's name inside each namespace of a Pair.

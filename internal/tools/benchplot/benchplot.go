@@ -38,7 +38,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // Series is one protocol's results: its name, shown in the legend, and its

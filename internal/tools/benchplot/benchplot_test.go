@@ -17,7 +17,7 @@ import (
 
 	"gonum.org/v1/plot/vg"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // synthetic returns buckets for a protocol whose slowdown grows from

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/homa-go/homa/homa/memnet"
-	"github.com/homa-go/homa/internal/tcpecho"
+	"github.com/homa-go/homa/internal/tools/tcpecho"
 	"github.com/homa-go/homa/sock"
 )
 

@@ -1,7 +1,7 @@
 // Package hcap finds Homa packets in captured link-layer frames and
 // formats them one per line, for "homa capture": Homa straight on IPv4 or
 // IPv6 (IP protocol 146), or Homa carried in UDP datagrams on chosen
-// ports. It reads frames from pcap files (internal/pcapfile) or live from
+// ports. It reads frames from pcap files (internal/capture/pcapfile) or live from
 // a Linux AF_PACKET socket (Live).
 package hcap
 
@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa/wire"
-	"github.com/homa-go/homa/internal/pcapfile"
+	"github.com/homa-go/homa/internal/capture/pcapfile"
 )
 
 // Protocol numbers and header sizes.

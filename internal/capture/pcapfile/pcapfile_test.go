@@ -329,7 +329,7 @@ func TestOpenFile(t *testing.T) {
 
 // TestLinuxCaptures reads the captures of the Linux Homa module.
 func TestLinuxCaptures(t *testing.T) {
-	dir := filepath.Join("..", "..", "interop", "testdata", "linux-captures")
+	dir := filepath.Join("..", "..", "..", "interop", "testdata", "linux-captures")
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("the captures are part of the repository: %v", err)
 	}

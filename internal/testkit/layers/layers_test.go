@@ -67,7 +67,7 @@ func TestRulesBite(t *testing.T) {
 		{"khoma", module + "/homa"},
 		{"khoma", module + "/homa/netio"},
 		{"homa", module + "/khoma"},
-		{"internal/mailbox", module + "/homa/core"},
+		{"internal/transport/mailbox", module + "/homa/core"},
 		{"homa/core", "net"},
 		{"homa/core", "sync"},
 		{"homa/core", module + "/homa/netio"},
@@ -79,6 +79,7 @@ func TestRulesBite(t *testing.T) {
 		{"sock/erpc", module + "/homa"},
 		{"homa", module + "/sock"},
 		{"homa/netio", module + "/metrics"},
+		{"homa/netio", module + "/internal/tools/workload"},
 	} {
 		if len(check(tc.pkg, []string{tc.imports})) == 0 {
 			t.Errorf("%s importing %s passes the rules", tc.pkg, tc.imports)

@@ -2,7 +2,7 @@
 
 package hcap
 
-import "github.com/homa-go/homa/internal/pcapfile"
+import "github.com/homa-go/homa/internal/capture/pcapfile"
 
 // Live captures the frames of one network interface. It is only
 // available on Linux.

@@ -38,7 +38,7 @@ var protocol = []string{"homa/wire", "homa/core", "grant", "pacer", "priority", 
 // below are the packages under sock: the contract, the backends and
 // what they are built of.
 var below = append([]string{
-	"contract/...", "homa/...", "khoma", "internal/mailbox", "internal/sockfilter",
+	"contract/...", "homa/...", "khoma", "internal/transport/mailbox", "internal/transport/sockfilter",
 }, protocol...)
 
 var rules = []rule{
@@ -56,7 +56,7 @@ var rules = []rule{
 	},
 	{
 		why:         "the mailbox is the backends' shared contract with Recv and depends on the contract only",
-		pkgs:        []string{"internal/mailbox"},
+		pkgs:        []string{"internal/transport/mailbox"},
 		allowModule: []string{"contract"},
 	},
 	{
@@ -72,7 +72,7 @@ var rules = []rule{
 	{
 		why:  "nothing below sock imports what is built on it",
 		pkgs: below,
-		deny: []string{"sock/...", "metrics", "cmd/...", "lab", "bench", "faultnet", "interop", "spec", "scripts/...", "dcsim"},
+		deny: []string{"sock/...", "metrics", "cmd/...", "lab", "bench", "faultnet", "interop", "spec", "scripts/...", "dcsim", "internal/tools/...", "internal/capture/...", "internal/testkit/..."},
 	},
 	{
 		why:         "the RPC layers use sock's public API only",
@@ -82,6 +82,6 @@ var rules = []rule{
 	{
 		why:  "metrics, bench and the command reach the transport through sock only",
 		pkgs: []string{"metrics", "bench", "cmd/..."},
-		deny: []string{"contract/...", "homa/...", "khoma", "internal/mailbox"},
+		deny: []string{"contract/...", "homa/...", "khoma", "internal/transport/mailbox"},
 	},
 }

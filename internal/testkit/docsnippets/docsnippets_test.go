@@ -170,7 +170,7 @@ func TestDocSnippets(t *testing.T) {
 		t.Fatalf("README.md has no whole program to run (%d Go snippets in all)", len(snippets))
 	}
 
-	// The snippets become packages under internal/docsnippets/snippets/,
+	// The snippets become packages under internal/testkit/docsnippets/snippets/,
 	// a folder that exists only in the go command's overlay.
 	tmp := t.TempDir()
 	overlay := map[string]string{}
