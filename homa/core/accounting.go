@@ -28,6 +28,7 @@ func (c *Core) enterIncoming(r *rpc) {
 	r.incoming = true
 	c.incoming++
 	r.peer.incoming++
+	r.use.incoming++
 	c.heavyRPCs.update(r.peer, r.peer.incoming)
 }
 
@@ -38,6 +39,7 @@ func (c *Core) leaveIncoming(r *rpc) {
 	r.incoming = false
 	c.incoming--
 	r.peer.incoming--
+	r.use.incoming--
 	c.heavyRPCs.update(r.peer, r.peer.incoming)
 }
 
@@ -71,6 +73,9 @@ func (c *Core) charge(r *rpc, n int) {
 	}
 	c.mem += n
 	r.peer.mem += n
+	if r.use != nil {
+		r.use.mem += n
+	}
 	c.heavyMem.update(r.peer, r.peer.mem)
 }
 
@@ -82,7 +87,7 @@ func (c *Core) admitMemory(r *rpc, n int) bool {
 	l := &c.cfg.Limits
 	p := r.peer
 	for p.mem+n > l.RecvMemoryPerPeer {
-		if !c.shedMessage(p, r) {
+		if !c.shedMessage(p, r) && !c.shedForPort(p, r.use, n, memOf) {
 			return false
 		}
 	}
@@ -94,17 +99,18 @@ func (c *Core) admitMemory(r *rpc, n int) bool {
 	return true
 }
 
-// admitIncoming makes room for a new server RPC from p, shedding an idle
-// request of p when p is at its share, or of the host with the most
+// admitIncoming makes room for a new server RPC from client port port of
+// p, shedding an idle request of p when p is at its share (or, when none
+// is idle, a request of the port of p holding the most, see fair.go), or of the host with the most
 // requests arriving when the whole is at its limit. Requests awaiting
 // replies are the application's and cannot be shed: when those are at a
 // limit the newcomer is refused.
-func (c *Core) admitIncoming(p *peer) bool {
+func (c *Core) admitIncoming(p *peer, port uint16) bool {
 	l := &c.cfg.Limits
 	if p.pending >= l.PendingRepliesPerPeer || c.pending >= l.PendingReplies {
 		return false
 	}
-	if p.incoming >= l.IncomingRPCsPerPeer && !c.shedRequest(p) {
+	if p.incoming >= l.IncomingRPCsPerPeer && !c.shedRequest(p) && !c.shedForPort(p, p.ports[port], 1, incomingOf) {
 		return false
 	}
 	if c.incoming >= l.IncomingRPCs {

@@ -240,12 +240,13 @@ func (c *Core) newServerRPC(d *wire.Data, src netip.Addr, whole bool) *rpc {
 		return nil
 	}
 	p := c.peerFor(src)
-	if p == nil || !c.admitIncoming(p) {
+	if p == nil || !c.admitIncoming(p, d.SrcPort) {
 		c.drop(contract.DropLimit)
 		return nil
 	}
 	r := c.newRPC()
 	r.id, r.peer, r.port = id, p, d.SrcPort
+	r.use = p.useOf(d.SrcPort)
 	r.rs.Start(c.tick)
 	c.holdPeer(p)
 	c.stats.ServerRPCsStarted++

@@ -61,6 +61,10 @@ type peer struct {
 	idle                 links[peer]
 	memLinks, rpcLinks   links[peer]
 	memBucket, rpcBucket int8
+
+	// ports is what each client port of the host holds of its shares,
+	// for the port's server RPCs (see fair.go).
+	ports map[uint16]*portUse
 }
 
 func lruLinks(r *rpc) *links[rpc] { return &r.lru }

@@ -25,9 +25,12 @@ const (
 
 // rpc is one RPC, client or server side.
 type rpc struct {
-	id     uint64 // local id: even on the client, odd on the server
-	peer   *peer
-	port   uint16 // the peer's Homa port
+	id   uint64 // local id: even on the client, odd on the server
+	peer *peer
+	port uint16 // the peer's Homa port
+	// use is the client port's account within its host (server RPCs
+	// only; see fair.go).
+	use    *portUse
 	cookie uint64
 	state  rpcState
 	out    outMsg // client: request; server: response
@@ -115,6 +118,7 @@ func (c *Core) recycle(r *rpc) {
 	c.releaseOut(&r.out)
 	c.letGo(&r.in)
 	c.charge(r, -r.in.release(c.bufs))
+	c.releaseUse(r)
 	segs := r.in.segs[:0] // keep the capacity
 	*r = rpc{}
 	r.in.segs = segs
