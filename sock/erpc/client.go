@@ -48,7 +48,12 @@ type request struct {
 // here means the request was not taken (cont will not run): a bad or dead
 // session, a full queue, buffers in use, or a closed Rpc.
 func (r *Rpc) EnqueueRequest(s Session, reqType uint8, req, resp *MsgBuffer, cont Continuation, tag any, opts ...ReqOption) error {
-	_, err := r.enqueue(s, reqType, req, resp, cont, tag, opts)
+	held, err := r.acquire("EnqueueRequest")
+	if err != nil {
+		return err
+	}
+	defer r.release(held)
+	_, err = r.enqueue(s, reqType, req, resp, cont, tag, opts)
 	return err
 }
 
@@ -310,6 +315,11 @@ func callDone(_ *MsgBuffer, tag any, err error) {
 // abandoned and ctx.Err() returned; an exactly-once request may then have
 // run or not. The response is a new slice owned by the caller.
 func (r *Rpc) Call(ctx context.Context, s Session, reqType uint8, req []byte, opts ...ReqOption) ([]byte, error) {
+	held, err := r.acquire("Call")
+	if err != nil {
+		return nil, err
+	}
+	defer r.release(held)
 	if r.inLoop {
 		return nil, ErrInEventLoop
 	}
@@ -324,7 +334,8 @@ func (r *Rpc) Call(ctx context.Context, s Session, reqType uint8, req []byte, op
 		r.pool.put(resp)
 	}()
 	st := &callState{}
-	q, err := r.enqueue(s, reqType, rb, resp, callDone, st, opts)
+	var q *request
+	q, err = r.enqueue(s, reqType, rb, resp, callDone, st, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,11 @@ type Config struct {
 	// that finds it full is answered ErrServerBusy. Default 1024.
 	BackgroundQueue int
 
+	// SubmitQueue bounds the functions waiting in an Rpc's submit queue
+	// (Rpc.Submit); Submit beyond it fails with ErrQueueFull. Default
+	// 4096.
+	SubmitQueue int
+
 	// SessionWindow is how many requests of one session may be
 	// outstanding at once; more are queued. Default 8, at most 256.
 	SessionWindow int
@@ -111,6 +116,7 @@ type ExactlyOnceConfig struct {
 // Defaults.
 const (
 	defaultBackgroundQueue   = 1024
+	defaultSubmitQueue       = 4096
 	defaultSessionWindow     = 8
 	maxSessionWindow         = 256
 	defaultMaxQueuedRequests = 4096
@@ -152,6 +158,12 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 	}
 	if c.BackgroundQueue == 0 {
 		c.BackgroundQueue = defaultBackgroundQueue
+	}
+	if c.SubmitQueue < 0 {
+		return c, &ConfigError{"SubmitQueue", "must not be negative"}
+	}
+	if c.SubmitQueue == 0 {
+		c.SubmitQueue = defaultSubmitQueue
 	}
 	if c.SessionWindow == 0 {
 		c.SessionWindow = defaultSessionWindow

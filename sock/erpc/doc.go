@@ -51,6 +51,24 @@
 // issue requests of its own (nested RPCs) and respond from their
 // continuations. EnqueueResponse may be called from any goroutine.
 //
+// # Other goroutines
+//
+// An Rpc belongs to the goroutine that runs its event loop. Every other
+// goroutine (a background handler's worker, say) hands work to it with
+// Rpc.Submit: the function goes into a bounded queue (Config.SubmitQueue)
+// and the loop, woken if it waits for messages, runs it between messages
+// as it runs continuations, so it may call EnqueueRequest, CreateSession
+// and the rest. A background handler issues its nested requests that way
+// and answers from their continuations. An owner-only method called by a
+// second goroutine while the owner runs the event loop (waiting for a
+// message or handling one) or another owner-only method is refused with
+// an *OwnerError matching ErrNotOwner (methods without an error result
+// panic with it) and counted in Stats.NotOwner. The check is one atomic
+// compare-and-swap per call, not a goroutine identity: a call made
+// exactly while the owner runs a handler or continuation cannot be told
+// from one made by that handler, and is not caught (the race detector
+// catches it).
+//
 // # Failures
 //
 // Homa makes each RPC at-most-once: a handler never runs twice for one

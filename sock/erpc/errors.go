@@ -60,6 +60,10 @@ var (
 	// ErrBadHandle: EnqueueResponse got a handle that is not a pending
 	// request of this Rpc (answered already, or another Rpc's).
 	ErrBadHandle = errors.New("erpc: request handle not pending")
+	// ErrNotOwner: an owner-only method of an Rpc was called from a
+	// second goroutine while the owner was using the Rpc. Specific
+	// causes are *OwnerError values, which match it. Use Rpc.Submit.
+	ErrNotOwner = errors.New("erpc: Rpc used by a goroutine other than its owner")
 	// ErrRpcIDInUse: NewRpc was given an id another Rpc of the Nexus has.
 	ErrRpcIDInUse = errors.New("erpc: Rpc id in use")
 	// ErrRegisterTooLate: Register was called after the first Rpc was

@@ -16,11 +16,16 @@ import (
 // sessions, and an event loop that receives from the socket directly.
 // Continuations and dispatch handlers run only inside that event loop.
 //
-// Every method is for the owning goroutine, except EnqueueResponse (any
-// goroutine, so background handlers answer from their workers),
-// AllocMsgBuffer, ResizeMsgBuffer and FreeMsgBuffer (any goroutine, on
-// buffers it owns), and ID, LocalAddr and Stats. The owner may change:
-// a goroutine may hand an Rpc to another before it starts using it.
+// Every method is for the owning goroutine, except Submit (any
+// goroutine: it hands a function to the event loop, which may then use
+// every method), EnqueueResponse (any goroutine, so background handlers
+// answer from their workers), AllocMsgBuffer, ResizeMsgBuffer and
+// FreeMsgBuffer (any goroutine, on buffers it owns), and ID, LocalAddr
+// and Stats. The owner may change: a goroutine may hand an Rpc to another
+// before it starts using it. An owner-only method called by a second
+// goroutine while the owner runs the event loop or another owner-only
+// method fails with an *OwnerError (ErrNotOwner), or panics with it if it
+// returns no error, instead of racing; see Submit.
 type Rpc struct {
 	nx   *Nexus
 	cfg  *Config
@@ -31,6 +36,9 @@ type Rpc struct {
 
 	closed  atomic.Bool
 	cleaned bool // the owner has failed what was pending after the close
+
+	use atomic.Int32 // useIdle, useCall, useLoop or useRecv
+	sub submitQueue  // functions from other goroutines, for the loop
 
 	// Owned by the goroutine that runs the event loop.
 	inLoop   bool
@@ -173,6 +181,7 @@ func (r *Rpc) Close() error {
 	r.cleanup()
 	if !r.inLoop {
 		r.drain()
+		r.runSubmitted()
 	}
 	return nil
 }
@@ -218,12 +227,22 @@ func (r *Rpc) RunEventLoop(timeout time.Duration) error {
 	if timeout <= 0 {
 		return r.RunEventLoopOnce()
 	}
+	held, err := r.acquire("RunEventLoop")
+	if err != nil {
+		return err
+	}
+	defer r.release(held)
 	return r.loop(context.Background(), time.Now().Add(timeout), nil)
 }
 
 // Serve runs the event loop until ctx ends (returning ctx.Err()) or the
 // Rpc closes (returning ErrClosed).
 func (r *Rpc) Serve(ctx context.Context) error {
+	held, err := r.acquire("Serve")
+	if err != nil {
+		return err
+	}
+	defer r.release(held)
 	return r.loop(ctx, time.Time{}, nil)
 }
 
@@ -231,7 +250,15 @@ func (r *Rpc) Serve(ctx context.Context) error {
 // or dispatch handler that calls it has returned: a client that knows
 // from its continuations when it is done uses it to end RunEventLoop or
 // Serve, which need then not watch a context.
-func (r *Rpc) StopEventLoop() { r.stopLoop = r.inLoop }
+func (r *Rpc) StopEventLoop() {
+	switch r.use.Load() {
+	case useLoop:
+		r.stopLoop = r.inLoop
+	case useIdle:
+	default:
+		panic(&OwnerError{Op: "StopEventLoop"})
+	}
+}
 
 // onceBatch bounds the messages one RunEventLoopOnce handles.
 const onceBatch = 16
@@ -239,12 +266,19 @@ const onceBatch = 16
 // RunEventLoopOnce does the work that is ready now, without blocking:
 // due timers, and up to 16 received messages.
 func (r *Rpc) RunEventLoopOnce() error {
+	held, err := r.acquire("RunEventLoopOnce")
+	if err != nil {
+		return err
+	}
+	defer r.release(held)
 	if r.inLoop {
 		return ErrInEventLoop
 	}
 	r.inLoop = true
-	defer func() { r.inLoop, r.stopLoop = false, false }()
+	prev := r.use.Swap(useLoop)
+	defer func() { r.inLoop, r.stopLoop = false, false; r.use.Store(prev) }()
 	r.drain()
+	r.runSubmitted()
 	if r.closed.Load() {
 		return r.closedNow()
 	}
@@ -265,6 +299,7 @@ func (r *Rpc) RunEventLoopOnce() error {
 		}
 		r.handle(m)
 		r.drain()
+		r.runSubmitted()
 	}
 	return nil
 }
@@ -276,12 +311,16 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 		return ErrInEventLoop
 	}
 	r.inLoop = true
-	defer func() { r.inLoop, r.stopLoop = false, false }()
+	prev := r.use.Swap(useLoop)
+	defer func() { r.inLoop, r.stopLoop = false, false; r.use.Store(prev) }()
 
 	var w waker
 	defer w.stop()
+	var wake context.Context // ctx, ended early by Submit
+	defer r.disarmWake()
 	for {
 		r.drain()
+		r.runSubmitted()
 		if r.closed.Load() {
 			return r.closedNow()
 		}
@@ -307,17 +346,20 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 				next = t
 			}
 		}
-		rctx := ctx
+		wake = r.armWake(ctx, wake)
+		rctx := wake
 		if !next.IsZero() {
-			rctx = w.until(ctx, next)
+			rctx = w.until(wake, next)
 		}
+		r.use.Store(useRecv)
 		m, err := r.sock.Recv(rctx, sock.Any)
+		r.use.Store(useLoop)
 		if err != nil {
 			if r.closed.Load() || errors.Is(err, sock.ErrClosed) {
 				return r.closedNow()
 			}
 			if rctx.Err() != nil {
-				continue // the waker fired, or ctx ended: checked above
+				continue // the waker fired, Submit woke us, or ctx ended: checked above
 			}
 			return err
 		}
@@ -345,7 +387,7 @@ func (w *waker) until(parent context.Context, at time.Time) context.Context {
 }
 
 // fired reports whether the waker's deadline has passed.
-func (w *waker) fired() bool { return w.ctx != nil && w.ctx.Err() != nil }
+func (w *waker) fired() bool { return w.ctx != nil && w.ctx.Err() == context.DeadlineExceeded }
 
 func (w *waker) stop() {
 	if w.cancel != nil {
@@ -359,6 +401,7 @@ func (r *Rpc) closedNow() error {
 	r.shutdown()
 	r.cleanup()
 	r.drain()
+	r.runSubmitted()
 	return ErrClosed
 }
 
@@ -466,12 +509,16 @@ type Stats struct {
 	Records         int    // records held now
 	RecordBytes     int    // response bytes they hold
 	RecordsReserved int    // bytes reserved by records in progress
+	// Use from other goroutines.
+	SubmitFull uint64 // Submit refused: the submit queue was full
+	NotOwner   uint64 // owner-only methods refused: called by a second goroutine
 }
 
 type counters struct {
 	requestsSent, retries, responses, failed, resets, stale atomic.Uint64
 	served, responsesSent, bad, busy                        atomic.Uint64
 	dups, inProgress, staleDups, full, expired, acked       atomic.Uint64
+	submitFull, notOwner                                    atomic.Uint64
 }
 
 // Stats returns a snapshot of the Rpc's counters. Any goroutine may call
@@ -495,6 +542,8 @@ func (r *Rpc) Stats() Stats {
 		RecordsFull:       c.full.Load(),
 		RecordsExpired:    c.expired.Load(),
 		RecordsAcked:      c.acked.Load(),
+		SubmitFull:        c.submitFull.Load(),
+		NotOwner:          c.notOwner.Load(),
 	}
 	r.srvMu.Lock()
 	st.ServerSessions = r.srvLive

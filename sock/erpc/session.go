@@ -86,6 +86,11 @@ func splitCookie(c uint64) (k cookieKind, num uint32, slot uint32) {
 // Connected or ConnectFailed. Requests may be enqueued meanwhile: they go
 // out when the session connects, and fail if it does not.
 func (r *Rpc) CreateSession(remote netip.AddrPort, remoteRpc uint8) (Session, error) {
+	held, err := r.acquire("CreateSession")
+	if err != nil {
+		return Session{}, err
+	}
+	defer r.release(held)
 	if r.closed.Load() {
 		return Session{}, ErrClosed
 	}
@@ -157,6 +162,7 @@ func (r *Rpc) session(h Session) (*session, error) {
 
 // IsConnected reports whether the session is connected.
 func (r *Rpc) IsConnected(h Session) bool {
+	defer r.release(r.mustAcquire("IsConnected"))
 	s, err := r.session(h)
 	return err == nil && s.state == sessConnected
 }
@@ -167,6 +173,11 @@ func (r *Rpc) IsConnected(h Session) bool {
 // server has answered; a session that failed to connect or was reset is
 // freed at once, without an event.
 func (r *Rpc) DestroySession(h Session) error {
+	held, err := r.acquire("DestroySession")
+	if err != nil {
+		return err
+	}
+	defer r.release(held)
 	s, err := r.session(h)
 	if err != nil {
 		return err
