@@ -36,6 +36,9 @@ type request struct {
 	cont    Continuation
 	tag     any
 	link    dlink[request] // in Rpc.attempts while an exactly-once attempt waits
+	// openLink: in its stream's open list from its first attempt to its
+	// completion (exactly-once).
+	openLink dlink[request]
 }
 
 // EnqueueRequest sends the request in req to the session's server, to be
@@ -124,8 +127,9 @@ func (r *Rpc) start(q *request) {
 	}
 	s.inflight++
 	if q.eo {
-		q.seq = s.nextSeq
-		s.nextSeq++
+		q.seq = s.st.nextSeq
+		s.st.nextSeq++
+		s.st.open.push(q, time.Time{})
 	}
 	if err := r.transmit(q); err != nil {
 		r.complete(q, nil, fmt.Errorf("erpc: send: %w", closedError(err)))
@@ -140,9 +144,10 @@ func (r *Rpc) transmit(q *request) error {
 	if q.eo {
 		now = time.Now()
 		h.flags = flagExactlyOnce
-		h.retry, h.clientID, h.seq = q.retry, s.clientID, q.seq
+		h.retry, h.clientID, h.seq = q.retry, s.st.id, q.seq
 		r.fillAcks(s, &h)
 	}
+	r.touch(s.st)
 	id, err := r.sock.Send(s.remote, q.req.frame(&h), makeCookie(ckData, s.num, q.slot))
 	if err != nil {
 		return err
@@ -177,7 +182,7 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 	case err != nil:
 	case h.kind != kindResponse || h.reqType != q.reqType:
 		err = &ProtocolError{"request answered by another kind of message"}
-	case q.eo != (h.flags&flagExactlyOnce != 0) || (q.eo && (h.clientID != s.clientID || h.seq != q.seq)):
+	case q.eo != (h.flags&flagExactlyOnce != 0) || (q.eo && (h.clientID != s.st.id || h.seq != q.seq)):
 		err = &ProtocolError{"response does not match the exactly-once request"}
 	}
 	if err != nil {
@@ -193,7 +198,7 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 		r.complete(q, m, nil)
 	case statusNoSession:
 		m.Release()
-		r.resetSession(s, statusError(h.status))
+		r.forgotten(s)
 		return
 	case statusInProgress:
 		// Only an attempt already superseded gets this; try again
@@ -276,6 +281,7 @@ func (r *Rpc) complete(q *request, m *sock.Message, err error) {
 	}
 	sent := q.link.at // when the last attempt went out: a stamp for the ack timer
 	r.attempts.remove(q)
+	s.st.open.remove(q)
 	if m != nil {
 		m.Release()
 	}

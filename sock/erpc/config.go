@@ -51,6 +51,18 @@ type Config struct {
 	// ConnectTimeout bounds the wait for a connect reply; the transport
 	// usually reports a silent server sooner. Default 1 s.
 	ConnectTimeout time.Duration
+	// LeaseTimeout is how long a server keeps the sessions and
+	// exactly-once records of a client it hears nothing from (no
+	// request, acknowledgment or heartbeat): it forgets them after
+	// between LeaseTimeout and 5/4 of it. Clients heartbeat each server
+	// host at most once per quarter of the shorter of the two ends'
+	// LeaseTimeout when they send no requests. It must exceed
+	// ExactlyOnce.PacketLifetime. Default 4 s.
+	LeaseTimeout time.Duration
+	// MaxLeases bounds the client leases a Nexus holds (one per client
+	// Rpc that connects to it); connects of new clients beyond it fail
+	// with ErrTooManySessions. Default 65,536.
+	MaxLeases int
 
 	// ExactlyOnce configures exactly-once requests, on both ends.
 	ExactlyOnce ExactlyOnceConfig
@@ -124,6 +136,9 @@ const (
 	maxSessions              = 1 << 24 // session numbers fit in 24 bits of a cookie
 	defaultMaxServerSessions = 4096
 	defaultConnectTimeout    = time.Second
+	defaultLeaseTimeout      = 4 * time.Second
+	maxLeaseTimeout          = 1 << 31 * time.Millisecond // the connect reply's field
+	defaultMaxLeases         = 1 << 16
 
 	defaultRTT            = 20 * time.Millisecond
 	defaultHandlerTime    = 10 * time.Millisecond
@@ -195,9 +210,29 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 	if c.ConnectTimeout < 0 {
 		return c, &ConfigError{"ConnectTimeout", "must not be negative"}
 	}
+	if c.MaxLeases == 0 {
+		c.MaxLeases = defaultMaxLeases
+	}
+	if c.MaxLeases < 0 {
+		return c, &ConfigError{"MaxLeases", "must not be negative"}
+	}
 	var err error
 	c.ExactlyOnce, err = c.ExactlyOnce.withDefaults()
-	return c, err
+	if err != nil {
+		return c, err
+	}
+	if c.LeaseTimeout == 0 {
+		c.LeaseTimeout = defaultLeaseTimeout
+	}
+	if c.LeaseTimeout < 0 || c.LeaseTimeout > maxLeaseTimeout {
+		return c, &ConfigError{"LeaseTimeout", fmt.Sprintf("must be positive and at most %v", maxLeaseTimeout)}
+	}
+	if c.LeaseTimeout <= c.ExactlyOnce.PacketLifetime {
+		return c, &ConfigError{"LeaseTimeout", fmt.Sprintf(
+			"must exceed ExactlyOnce.PacketLifetime, so that no connect outlives the lease it made: %v <= %v",
+			c.LeaseTimeout, c.ExactlyOnce.PacketLifetime)}
+	}
+	return c, nil
 }
 
 // withDefaults fills in the defaults and checks table I.

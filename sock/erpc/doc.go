@@ -69,6 +69,35 @@
 // from one made by that handler, and is not caught (the race detector
 // catches it).
 //
+// # Leases
+//
+// A server forgets a client that has gone silent. A client Rpc talks to
+// each server Nexus under a client id of its own, random, which every
+// session it opens there carries: the server holds a lease per client id,
+// with the sessions made under it and the exactly-once records of its
+// requests. Every request and acknowledgment renews the lease; a client
+// that sends none has its Nexus send a heartbeat instead, at most one per
+// server host per quarter of the lease, naming all its idle client ids
+// there. A lease unheard for Config.LeaseTimeout (default 4 s) goes, with
+// its sessions and records, within 5/4 of it. Nothing runs per session:
+// the server's Nexus advances an epoch every quarter lease while it holds
+// leases, a request stamps its lease with the epoch (an atomic load, and
+// a store once per epoch), and each tick forgets the leases stamped too
+// long ago. So a server whose clients crash or close without
+// DestroySession keeps room for new ones, and an idle server with no
+// leases does nothing at all.
+//
+// A client whose lease is gone learns it from the heartbeat's reply, or
+// when a request finds that the server no longer knows its session: the
+// session is reset, its pending requests fail with ErrSessionReset
+// wrapping ErrLeaseExpired (or saying that the server forgot the session),
+// and the handler gets Reset. The layer does not reconnect by itself: the
+// application destroys the session and creates another, which gets a new
+// client id. A client id is fresh until a connect under it succeeds, and
+// only a fresh connect may create a lease; a later connect under an id
+// whose lease is gone is refused with ErrLeaseExpired, so no request of a
+// forgotten client is ever taken for a new one.
+//
 // # Failures
 //
 // Homa makes each RPC at-most-once: a handler never runs twice for one

@@ -71,6 +71,18 @@ var (
 	// loops read it without locks.
 	ErrRegisterTooLate = errors.New("erpc: handlers must be registered before the first Rpc")
 
+	// ErrLeaseExpired: the server forgot this client's lease (it heard
+	// nothing from it for its LeaseTimeout, or it restarted), with its
+	// sessions and exactly-once records. Requests pending under it may
+	// or may not have run. Sessions fail with it (wrapped in
+	// ErrSessionReset); new sessions get a new lease.
+	ErrLeaseExpired = errors.New("erpc: lease expired: the server forgot this client's sessions and records")
+	// ErrResponseLost: an exactly-once request ran at the server, but its
+	// response did not fit in the server's records
+	// (ExactlyOnceConfig.MaxRecordBytes) and the attempt that carried it
+	// was lost. The handler did not run again.
+	ErrResponseLost = errors.New("erpc: exactly-once request ran, but its response was not kept")
+
 	// ErrRetryable is matched by every error that says "not now" rather
 	// than "no": the request was not executed and may be sent again.
 	ErrRetryable = errors.New("erpc: retryable")
@@ -145,6 +157,10 @@ func statusError(s status) error {
 		return ErrStale
 	case statusTooLarge:
 		return fmt.Errorf("%w: the response exceeded the exactly-once record limit", ErrMessageTooLarge)
+	case statusLeaseExpired:
+		return fmt.Errorf("%w: %w", ErrConnectFailed, ErrLeaseExpired)
+	case statusResponseLost:
+		return ErrResponseLost
 	case statusBadRequest:
 		return &ProtocolError{"the server could not parse the request"}
 	}

@@ -8,7 +8,7 @@ import "encoding/binary"
 //
 //	offset size field
 //	 0      1   magic (0xE5)
-//	 1      1   version (1)
+//	 1      1   version (2)
 //	 2      1   kind (request, response, connect, ...)
 //	 3      1   request type (requests and their responses; else 0)
 //	 4      1   flags (exactly-once, carries an acknowledgment)
@@ -28,8 +28,10 @@ import "encoding/binary"
 // connectBody, connectReplyBody and disconnectBody). A request or a
 // response carries the application's bytes after its header.
 const (
-	hdrMagic   = 0xE5
-	hdrVersion = 1
+	hdrMagic = 0xE5
+	// hdrVersion 2: connects carry a lease (fresh flag, the lease's
+	// duration in the reply), heartbeats, statusLeaseExpired.
+	hdrVersion = 2
 
 	offMagic   = 0
 	offVersion = 1
@@ -71,7 +73,9 @@ const (
 	kindDisconnectReply kind = 6
 	kindAck             kind = 7 // client Rpc -> server Rpc: exactly-once acknowledgments alone
 	kindAckReply        kind = 8
-	kindMax                  = kindAckReply
+	kindHeartbeat       kind = 9 // client Nexus -> server Nexus: these leases are alive
+	kindHeartbeatReply  kind = 10
+	kindMax                  = kindHeartbeatReply
 )
 
 func (k kind) isReply() bool { return k%2 == 0 }
@@ -99,7 +103,9 @@ const (
 	statusInProgress      status = 8  // exactly-once: superseded by a newer attempt still in progress
 	statusTooLarge        status = 9  // the handler's response exceeded the limit for a record
 	statusBadRequest      status = 10 // the request did not parse
-	statusMax                    = statusBadRequest
+	statusLeaseExpired    status = 11 // the client's lease is unknown: expired, or the server restarted
+	statusResponseLost    status = 12 // exactly-once: it ran, but the record could not keep the response
+	statusMax                    = statusResponseLost
 )
 
 // header is the decoded erpc header.
@@ -255,12 +261,24 @@ func (h *header) Parse(b []byte) (n int, err error) {
 //	connect (session and token: the client's session number and generation)
 //	 16     1   Rpc id the session goes to
 //	 17     1   Rpc id of the client
-//	 18     2   reserved, zero
-//	 20     8   exactly-once client id of the session
+//	 18     1   connect flags: 1 = fresh (the client id was never accepted)
+//	 19     1   reserved, zero
+//	 20     8   client id: the lease, and the exactly-once identity
 //
 //	connect reply (session and token: the server session's)
 //	 16     2   Homa port of the server Rpc's socket
 //	 18     2   reserved, zero
+//	 20     4   lease duration at the server, milliseconds
+//
+//	heartbeat (session and token zero)
+//	 16     2   count n of client ids, 1..maxHeartbeatIDs
+//	 18     2   reserved, zero
+//	 20   8*n   client ids whose leases the client renews
+//
+//	heartbeat reply
+//	 16     2   count n, as in the heartbeat
+//	 18     2   reserved, zero
+//	 20     n   per client id: 0 renewed, 1 unknown (the lease expired)
 //
 //	disconnect (session and token: the server session's)
 //	 16     1   Rpc id the session goes to
@@ -268,13 +286,24 @@ func (h *header) Parse(b []byte) (n int, err error) {
 const (
 	offConnDstRpc   = 16
 	offConnSrcRpc   = 17
-	offConnReserved = 18
+	offConnFlags    = 18
+	offConnReserved = 19
 	offConnClientID = 20
 	connectLen      = 28
 
 	offReplyPort     = 16
 	offReplyReserved = 18
-	connectReplyLen  = 20
+	offReplyLease    = 20
+	connectReplyLen  = 24
+
+	offHbCount    = 16
+	offHbReserved = 18
+	offHbIDs      = 20
+	// maxHeartbeatIDs bounds the client ids of one heartbeat (one per Rpc
+	// of the client's Nexus).
+	maxHeartbeatIDs = 256
+
+	connFresh = 1 // connect flag: the client id is new
 
 	offDiscDstRpc   = 16
 	offDiscReserved = 17
@@ -284,6 +313,7 @@ const (
 // connectBody is what a connect request asks for.
 type connectBody struct {
 	dstRpc, srcRpc uint8
+	fresh          bool
 	clientID       uint64
 }
 
@@ -292,7 +322,11 @@ func (c *connectBody) Len() int { return connectLen - baseHeaderLen }
 
 // Append appends the body to b (which holds the base header).
 func (c *connectBody) Append(b []byte) []byte {
-	b = append(b, c.dstRpc, c.srcRpc, 0, 0)
+	var f byte
+	if c.fresh {
+		f = connFresh
+	}
+	b = append(b, c.dstRpc, c.srcRpc, f, 0)
 	return binary.BigEndian.AppendUint64(b, c.clientID)
 }
 
@@ -302,12 +336,13 @@ func (c *connectBody) Parse(m []byte) (int, error) {
 	if len(m) != connectLen {
 		return 0, errLength
 	}
-	if m[offConnReserved] != 0 || m[offConnReserved+1] != 0 {
+	if m[offConnFlags]&^connFresh != 0 || m[offConnReserved] != 0 {
 		return 0, errReserved
 	}
 	p := connectBody{
 		dstRpc:   m[offConnDstRpc],
 		srcRpc:   m[offConnSrcRpc],
+		fresh:    m[offConnFlags]&connFresh != 0,
 		clientID: binary.BigEndian.Uint64(m[offConnClientID:]),
 	}
 	if p.clientID == 0 {
@@ -319,7 +354,8 @@ func (c *connectBody) Parse(m []byte) (int, error) {
 
 // connectReplyBody tells the client where the server Rpc listens.
 type connectReplyBody struct {
-	port uint16
+	port    uint16
+	leaseMs uint32 // the server's lease duration
 }
 
 // Len is connectReplyLen less the base header.
@@ -328,7 +364,8 @@ func (c *connectReplyBody) Len() int { return connectReplyLen - baseHeaderLen }
 // Append appends the body to b (which holds the base header).
 func (c *connectReplyBody) Append(b []byte) []byte {
 	b = binary.BigEndian.AppendUint16(b, c.port)
-	return append(b, 0, 0)
+	b = append(b, 0, 0)
+	return binary.BigEndian.AppendUint32(b, c.leaseMs)
 }
 
 // Parse decodes the body of a whole connect reply m. A reply with a
@@ -344,7 +381,11 @@ func (c *connectReplyBody) Parse(m []byte) (int, error) {
 	if port == 0 || port > maxServerPort {
 		return 0, errPort
 	}
-	c.port = port
+	lease := binary.BigEndian.Uint32(m[offReplyLease:])
+	if lease == 0 {
+		return 0, errLease
+	}
+	c.port, c.leaseMs = port, lease
 	return connectReplyLen - baseHeaderLen, nil
 }
 
@@ -396,4 +437,92 @@ var (
 	errFloor    = &ProtocolError{"ack floor beyond the request's sequence"}
 	errAck      = &ProtocolError{"acknowledgment fields out of place"}
 	errPort     = &ProtocolError{"port is not a server port"}
+	errLease    = &ProtocolError{"lease duration zero"}
+	errCount    = &ProtocolError{"heartbeat count out of range or not matching the length"}
 )
+
+// heartbeatBody lists the client ids whose leases a client renews.
+type heartbeatBody struct {
+	ids []uint64
+}
+
+// Append appends the body to b (which holds the base header).
+func (hb *heartbeatBody) Append(b []byte) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(hb.ids)))
+	b = append(b, 0, 0)
+	for _, id := range hb.ids {
+		b = binary.BigEndian.AppendUint64(b, id)
+	}
+	return b
+}
+
+// Parse decodes the body of a whole heartbeat m, appending its ids to
+// hb.ids (reset first); the count must match the length exactly.
+func (hb *heartbeatBody) Parse(m []byte) (int, error) {
+	n, err := countOf(m, 8)
+	if err != nil {
+		return 0, err
+	}
+	hb.ids = hb.ids[:0]
+	for i := range n {
+		id := binary.BigEndian.Uint64(m[offHbIDs+8*i:])
+		if id == 0 {
+			return 0, errClientID
+		}
+		hb.ids = append(hb.ids, id)
+	}
+	return len(m) - baseHeaderLen, nil
+}
+
+// heartbeatReplyBody says, per client id of a heartbeat, whether the
+// server knew its lease.
+type heartbeatReplyBody struct {
+	unknown []bool
+}
+
+// Append appends the body to b (which holds the base header).
+func (hr *heartbeatReplyBody) Append(b []byte) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(hr.unknown)))
+	b = append(b, 0, 0)
+	for _, u := range hr.unknown {
+		var x byte
+		if u {
+			x = 1
+		}
+		b = append(b, x)
+	}
+	return b
+}
+
+// Parse decodes the body of a whole heartbeat reply m into hr.unknown
+// (reset first).
+func (hr *heartbeatReplyBody) Parse(m []byte) (int, error) {
+	n, err := countOf(m, 1)
+	if err != nil {
+		return 0, err
+	}
+	hr.unknown = hr.unknown[:0]
+	for _, x := range m[offHbIDs : offHbIDs+n] {
+		if x > 1 {
+			return 0, errReserved
+		}
+		hr.unknown = append(hr.unknown, x == 1)
+	}
+	return len(m) - baseHeaderLen, nil
+}
+
+// countOf checks the count and reserved field of a heartbeat or its reply
+// m, whose entries are size bytes each, against m's length.
+func countOf(m []byte, size int) (int, error) {
+	if len(m) < offHbIDs {
+		return 0, errLength
+	}
+	if m[offHbReserved] != 0 || m[offHbReserved+1] != 0 {
+		return 0, errReserved
+	}
+	n := int(binary.BigEndian.Uint16(m[offHbCount:]))
+	if n == 0 || n > maxHeartbeatIDs || len(m) != offHbIDs+size*n {
+		return 0, errCount
+	}
+	return n, nil
+}

@@ -47,12 +47,13 @@ type Rpc struct {
 	freeNums []uint32
 	live     int // sessions not free
 	reqFree  []*request
-	hfree    []*ReqHandle    // handles answered within their dispatch call
-	pending  []deferred      // continuations and events to run, in order
-	attempts dlist[request]  // exactly-once attempts outstanding, by send time
-	acks     dlist[session]  // sessions with acknowledgments due, by when due
-	conns    dlist[session]  // sessions waiting for a connect reply, by send time
-	nbCtx    context.Context // always done: Recv without blocking
+	hfree    []*ReqHandle               // handles answered within their dispatch call
+	pending  []deferred                 // continuations and events to run, in order
+	attempts dlist[request]             // exactly-once attempts outstanding, by send time
+	acks     dlist[session]             // sessions with acknowledgments due, by when due
+	conns    dlist[session]             // sessions waiting for a connect reply, by send time
+	nbCtx    context.Context            // always done: Recv without blocking
+	streams  map[netip.AddrPort]*stream // by server Nexus, for new sessions
 
 	// The server side, shared with the Nexus goroutine (connects and
 	// disconnects) and background workers (responses).
@@ -193,14 +194,6 @@ func (r *Rpc) shutdown() {
 	}
 	r.nx.forget(r)
 	r.sock.Close()
-	r.srvMu.Lock()
-	tab := *r.srvTab.Load()
-	r.srvMu.Unlock()
-	for _, ss := range tab {
-		if ss != nil {
-			r.eo.dropSession(ss)
-		}
-	}
 }
 
 // cleanup fails the pending requests of every session after a close. The
@@ -509,6 +502,7 @@ type Stats struct {
 	Records         int    // records held now
 	RecordBytes     int    // response bytes they hold
 	RecordsReserved int    // bytes reserved by records in progress
+	ResponsesLost   uint64 // responses too large for the room left in the records: sent, not kept
 	// Use from other goroutines.
 	SubmitFull uint64 // Submit refused: the submit queue was full
 	NotOwner   uint64 // owner-only methods refused: called by a second goroutine
@@ -518,7 +512,7 @@ type counters struct {
 	requestsSent, retries, responses, failed, resets, stale atomic.Uint64
 	served, responsesSent, bad, busy                        atomic.Uint64
 	dups, inProgress, staleDups, full, expired, acked       atomic.Uint64
-	submitFull, notOwner                                    atomic.Uint64
+	submitFull, notOwner, lost                              atomic.Uint64
 }
 
 // Stats returns a snapshot of the Rpc's counters. Any goroutine may call
@@ -543,6 +537,7 @@ func (r *Rpc) Stats() Stats {
 		RecordsExpired:    c.expired.Load(),
 		RecordsAcked:      c.acked.Load(),
 		SubmitFull:        c.submitFull.Load(),
+		ResponsesLost:     c.lost.Load(),
 		NotOwner:          c.notOwner.Load(),
 	}
 	r.srvMu.Lock()

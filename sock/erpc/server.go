@@ -11,23 +11,19 @@ import (
 
 // srvSession is the server side of a session: created by the Nexus
 // goroutine when a connect arrives, read by the event loop for every
-// request, removed on disconnect. Its identity fields never change; its
-// exactly-once state is guarded by the Rpc's eoTable mutex.
+// request, removed on disconnect or when its lease expires. Its fields
+// never change.
 type srvSession struct {
 	num, token uint32
 	client     netip.AddrPort // the client Rpc's socket: requests must come from it
 	clientRpc  uint8
-	clientID   uint64 // exactly-once client id
-
-	// Guarded by eoTable.mu.
-	floor uint64          // every sequence below it is acknowledged
-	recs  dlist[eoRecord] // this session's records
-	dead  bool            // disconnected: records refused
+	clientID   uint64 // the client's lease and exactly-once identity
+	lease      *lease
 }
 
 // acceptSession makes a server session for a connect from the client Rpc
 // at peer. The Nexus goroutine calls it.
-func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody) (num, token uint32, st status) {
+func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody, l *lease) (num, token uint32, st status) {
 	r.srvMu.Lock()
 	defer r.srvMu.Unlock()
 	if r.closed.Load() {
@@ -48,16 +44,16 @@ func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody) (num, token uin
 	if r.srvToken == 0 {
 		r.srvToken = 1
 	}
-	ss := &srvSession{num: num, token: r.srvToken, client: peer, clientRpc: c.srcRpc, clientID: c.clientID}
-	ss.recs = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.ssLink })
+	ss := &srvSession{num: num, token: r.srvToken, client: peer, clientRpc: c.srcRpc, clientID: c.clientID, lease: l}
 	tab[num] = ss
 	r.srvTab.Store(&tab)
 	r.srvLive++
 	return num, ss.token, statusOK
 }
 
-// dropSession removes the server session a disconnect from peer names,
-// with its completion records. The Nexus goroutine calls it.
+// dropSession removes the server session a disconnect from peer names.
+// Its client's completion records stay, with the client's lease. The
+// Nexus goroutine calls it.
 func (r *Rpc) dropSession(num, token uint32, peer netip.AddrPort) status {
 	r.srvMu.Lock()
 	old := *r.srvTab.Load()
@@ -65,7 +61,6 @@ func (r *Rpc) dropSession(num, token uint32, peer netip.AddrPort) status {
 		r.srvMu.Unlock()
 		return statusNoSession
 	}
-	ss := old[num]
 	tab := make([]*srvSession, len(old))
 	copy(tab, old)
 	tab[num] = nil
@@ -73,10 +68,34 @@ func (r *Rpc) dropSession(num, token uint32, peer netip.AddrPort) status {
 	r.srvFree = append(r.srvFree, num)
 	r.srvLive--
 	r.srvMu.Unlock()
-	for _, m := range r.eo.dropSession(ss) {
+	return statusOK
+}
+
+// expireLeases removes the server sessions whose leases expired, and
+// their clients' completion records. The Nexus goroutine calls it.
+func (r *Rpc) expireLeases() {
+	r.srvMu.Lock()
+	old := *r.srvTab.Load()
+	var tab []*srvSession
+	for i, ss := range old {
+		if ss == nil || !ss.lease.dead.Load() {
+			continue
+		}
+		if tab == nil {
+			tab = make([]*srvSession, len(old))
+			copy(tab, old)
+		}
+		tab[i] = nil
+		r.srvFree = append(r.srvFree, uint32(i))
+		r.srvLive--
+	}
+	if tab != nil {
+		r.srvTab.Store(&tab)
+	}
+	r.srvMu.Unlock()
+	for _, m := range r.eo.dropDead() {
 		r.replyStatus(m, &header{kind: kindResponse}, statusNoSession)
 	}
-	return statusOK
 }
 
 // lookupSrv finds the server session a request names, if it came from
@@ -106,6 +125,9 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 		return
 	}
 	ss := r.lookupSrv(h.session, h.token, m.Peer)
+	if ss != nil {
+		ss.lease.touch(r.nx.leases.epoch.Load())
+	}
 	if h.kind == kindAck {
 		if ss != nil && h.clientID == ss.clientID {
 			r.eo.ack(ss, &h)
@@ -152,6 +174,9 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 			return // parked: answered when the original completes
 		case eoStale:
 			r.replyStatus(m, &rh, statusStale)
+			return
+		case eoLost:
+			r.replyStatus(m, &rh, statusResponseLost)
 			return
 		case eoFull:
 			r.replyStatus(m, &rh, statusRecordsFull)

@@ -2,7 +2,6 @@ package erpc
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"time"
 
@@ -47,9 +46,9 @@ type session struct {
 	inflight int
 	queue    reqQueue // requests waiting for a slot (or for the connect)
 
-	// Exactly-once, client side.
-	clientID  uint64
-	nextSeq   uint64
+	// The lease and exactly-once identity, shared by the Rpc's sessions
+	// to the same Nexus; the acknowledgments due to the server.
+	st        *stream
 	ackq      [ackQueueLen]ackEntry
 	ackHead   int
 	ackN      int
@@ -103,11 +102,11 @@ func (r *Rpc) CreateSession(remote netip.AddrPort, remoteRpc uint8) (Session, er
 	s := r.allocSession()
 	s.state = sessConnecting
 	s.nexus, s.remoteRpc = remote, remoteRpc
-	s.clientID = rand.Uint64() | 1 // never zero
-	s.nextSeq = 1
+	s.st = r.streamTo(remote)
+	s.st.sessions++
 
 	h := header{kind: kindConnect, session: s.num, token: s.gen}
-	body := connectBody{dstRpc: remoteRpc, srcRpc: r.id, clientID: s.clientID}
+	body := connectBody{dstRpc: remoteRpc, srcRpc: r.id, fresh: s.st.ref == nil, clientID: s.st.id}
 	var b [connectLen]byte
 	msg := body.Append(h.Append(b[:0]))
 	id, err := r.sock.Send(remote, msg, makeCookie(ckConnect, s.num, 0))
@@ -142,6 +141,9 @@ func (r *Rpc) allocSession() *session {
 func (r *Rpc) freeSession(s *session) {
 	r.acks.remove(s)
 	r.conns.remove(s)
+	if s.st != nil {
+		r.leaveStream(s.st)
+	}
 	*s = session{num: s.num, gen: s.gen, slots: s.slots, queue: s.queue}
 	s.queue.reset()
 	r.freeNums = append(r.freeNums, s.num)
@@ -280,9 +282,13 @@ func (r *Rpc) connectResponse(s *session, m *sock.Message) {
 		_, err = body.Parse(m.Data)
 	}
 	if err != nil {
+		if h.status == statusLeaseExpired {
+			r.retire(s.st) // the next session gets a new client id
+		}
 		r.connectFailed(s, fmt.Errorf("%w: %w", ErrConnectFailed, err))
 		return
 	}
+	r.connected(s.st, time.Duration(body.leaseMs)*time.Millisecond)
 	s.remote = netip.AddrPortFrom(s.nexus.Addr(), body.port)
 	s.srvNum, s.srvToken = h.session, h.token
 	s.state = sessConnected
@@ -352,6 +358,20 @@ func (r *Rpc) resetSession(s *session, cause error) {
 	r.acks.remove(s)
 	r.failSession(s, err)
 	r.event(s, Reset, err)
+}
+
+// forgotten resets a session its server does not know: its lease
+// expired (the heartbeats said so, or nothing else explains it: the
+// server restarted, or its Rpc did). New sessions to the Nexus get a new
+// client id.
+func (r *Rpc) forgotten(s *session) {
+	r.retire(s.st)
+	if s.st.ref != nil && s.st.ref.expired.Load() {
+		r.resetSession(s, fmt.Errorf("%w: %w", ErrSessionReset, ErrLeaseExpired))
+		return
+	}
+	r.resetSession(s, fmt.Errorf("%w: the server does not know the session: "+
+		"its lease expired (nothing heard for the server's LeaseTimeout) or the server restarted", ErrSessionReset))
 }
 
 // failSession fails every request of s, outstanding or queued, with err.
