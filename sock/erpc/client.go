@@ -10,17 +10,6 @@ import (
 	"github.com/homa-go/homa/sock"
 )
 
-// ReqOption modifies one request.
-type ReqOption uint8
-
-const (
-	// ExactlyOnce makes a request exactly-once: an attempt that fails by
-	// timeout is sent again under the same (client id, sequence), and
-	// the server answers a duplicate from its completion record instead
-	// of running the handler again. See ExactlyOnceConfig.
-	ExactlyOnce ReqOption = 1
-)
-
 // request is one application request, from EnqueueRequest to its
 // continuation. Requests are recycled per Rpc.
 type request struct {
@@ -36,9 +25,9 @@ type request struct {
 	cont    Continuation
 	tag     any
 	link    dlink[request] // in Rpc.attempts while an exactly-once attempt waits
-	// openLink: in its stream's open list from its first attempt to its
-	// completion (exactly-once).
-	openLink dlink[request]
+	hold    *seqHold       // its sequence, open in the stream (exactly-once, once started)
+	ticket  *Ticket        // resumed under this ticket, until started
+	sent    bool           // an attempt went out
 }
 
 // EnqueueRequest sends the request in req to the session's server, to be
@@ -83,14 +72,27 @@ func (r *Rpc) enqueue(h Session, reqType uint8, req, resp *MsgBuffer, cont Conti
 	if !direct && s.queue.n >= r.cfg.MaxQueuedRequests {
 		return nil, ErrQueueFull
 	}
-	q := r.newRequest()
-	q.s, q.slot, q.reqType = s, -1, reqType
-	q.req, q.resp, q.cont, q.tag = req, resp, cont, tag
+	var eo bool
+	var t *Ticket
 	for _, o := range opts {
-		if o == ExactlyOnce {
-			q.eo = true
+		eo = eo || o.eo
+		if o.ticket != nil {
+			if t != nil {
+				return nil, fmt.Errorf("%w: two Resume options", ErrTicket)
+			}
+			if err := r.takeTicket(o.ticket, s, reqType); err != nil {
+				return nil, err
+			}
+			t = o.ticket
 		}
 	}
+	if t != nil {
+		t.inUse = true // so that it cannot be resumed twice
+	}
+	q := r.newRequest()
+	q.s, q.slot, q.reqType, q.eo = s, -1, reqType, eo
+	q.req, q.resp, q.cont, q.tag = req, resp, cont, tag
+	q.ticket = t
 	req.state, resp.state = bufQueued, bufQueued
 	if direct {
 		r.start(q)
@@ -127,9 +129,7 @@ func (r *Rpc) start(q *request) {
 	}
 	s.inflight++
 	if q.eo {
-		q.seq = s.st.nextSeq
-		s.st.nextSeq++
-		s.st.open.push(q, time.Time{})
+		r.openHold(q, s.st)
 	}
 	if err := r.transmit(q); err != nil {
 		r.complete(q, nil, fmt.Errorf("erpc: send: %w", closedError(err)))
@@ -152,7 +152,7 @@ func (r *Rpc) transmit(q *request) error {
 	if err != nil {
 		return err
 	}
-	q.homaID = id
+	q.homaID, q.sent = id, true
 	r.stats.requestsSent.Add(1)
 	if q.eo {
 		r.attempts.repush(q, now)
@@ -281,11 +281,17 @@ func (r *Rpc) complete(q *request, m *sock.Message, err error) {
 	}
 	sent := q.link.at // when the last attempt went out: a stamp for the ack timer
 	r.attempts.remove(q)
-	s.st.open.remove(q)
 	if m != nil {
 		m.Release()
 	}
-	if q.eo && q.seq != 0 && (err == nil || errors.Is(err, ErrMessageTooLarge)) {
+	ran := err == nil || errors.Is(err, ErrMessageTooLarge) || errors.Is(err, ErrResponseLost)
+	if q.hold != nil {
+		err = r.finishHold(q, err)
+	} else if t := q.ticket; t != nil {
+		// Never started: the ticket stays usable.
+		q.ticket, t.inUse = nil, false
+	}
+	if q.eo && q.seq != 0 && ran {
 		// The server ran the request and keeps its record: acknowledge.
 		r.queueAck(s, q.seq, q.retry, sent)
 	} else if q.eo && q.seq != 0 && s.state == sessConnected {
@@ -353,7 +359,7 @@ func (r *Rpc) Call(ctx context.Context, s Session, reqType uint8, req []byte, op
 		}
 		r.cancel(q, err)
 		r.drain()
-		return nil, err
+		return nil, callIncomplete(err, st.err)
 	}
 	if st.err != nil {
 		return nil, st.err

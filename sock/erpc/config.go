@@ -102,9 +102,12 @@ type ExactlyOnceConfig struct {
 	// MaxRetries (M) is how many times a request is sent again before
 	// it fails. Default 10; negative means none.
 	MaxRetries int
-	// RecordTimeout is how long the server keeps a completed record
-	// waiting for the client's acknowledgment (N x Timeout 1 of the
-	// report). Default 2 s.
+	// RecordTimeout is how long the server keeps the response of a
+	// completed record waiting for the client's acknowledgment (N x
+	// Timeout 1 of the report). After it the response goes but the
+	// record stays, remembering that the request ran (a copy then gets
+	// ErrResponseLost), until the client acknowledges it or its lease
+	// expires. Default 2 s.
 	RecordTimeout time.Duration
 	// PacketLifetime (Timeout 2) is the longest a request can take from
 	// the client's send to the server's event loop: network, transport
@@ -118,11 +121,19 @@ type ExactlyOnceConfig struct {
 	// completed and forgotten-but-remembered). Default 65,536.
 	MaxRecords int
 	// MaxRecordBytes bounds the response bytes the records of one Rpc
-	// hold; every record in progress reserves MaxResponse. Default 64 MiB.
+	// hold. A record in progress reserves 1 KiB of it; its response is
+	// kept if it fits in what is left when it comes (else it is sent but
+	// not kept: a copy gets ErrResponseLost). A new request that finds
+	// less than 1 KiB left is refused before its handler runs, with
+	// ErrRecordsFull (retryable). Default 64 MiB: 65,536 requests with
+	// small responses in flight, or 64 responses of MaxMsgSize kept.
 	MaxRecordBytes int
 	// MaxResponse is the largest response of an exactly-once request.
-	// Default 64 KiB.
+	// Default MaxMsgSize.
 	MaxResponse int
+	// MaxTickets bounds the tickets (see Ticket) a client Rpc holds per
+	// server Nexus; beyond it the oldest is released. Default 1024.
+	MaxTickets int
 }
 
 // Defaults.
@@ -150,7 +161,8 @@ const (
 	defaultAckDelay       = time.Millisecond
 	defaultMaxRecords     = 1 << 16
 	defaultMaxRecordBytes = 64 << 20
-	defaultMaxResponse    = 64 << 10
+	defaultMaxResponse    = MaxMsgSize
+	defaultMaxTickets     = 1024
 )
 
 // withDefaults returns c with every zero field set to its default, or a
@@ -272,6 +284,7 @@ func (e ExactlyOnceConfig) withDefaults() (ExactlyOnceConfig, error) {
 		{"MaxRecords", &e.MaxRecords, defaultMaxRecords},
 		{"MaxRecordBytes", &e.MaxRecordBytes, defaultMaxRecordBytes},
 		{"MaxResponse", &e.MaxResponse, defaultMaxResponse},
+		{"MaxTickets", &e.MaxTickets, defaultMaxTickets},
 	} {
 		if *f.v < 0 {
 			return e, &ConfigError{"ExactlyOnce." + f.name, "must not be negative"}
@@ -283,8 +296,8 @@ func (e ExactlyOnceConfig) withDefaults() (ExactlyOnceConfig, error) {
 	if e.MaxResponse > MaxMsgSize {
 		return e, &ConfigError{"ExactlyOnce.MaxResponse", fmt.Sprintf("must be at most MaxMsgSize, %d (got %d)", MaxMsgSize, e.MaxResponse)}
 	}
-	if e.MaxRecordBytes < e.MaxResponse {
-		return e, &ConfigError{"ExactlyOnce.MaxRecordBytes", fmt.Sprintf("must hold at least one response of MaxResponse, %d bytes (got %d)", e.MaxResponse, e.MaxRecordBytes)}
+	if e.MaxRecordBytes < recordReserve {
+		return e, &ConfigError{"ExactlyOnce.MaxRecordBytes", fmt.Sprintf("must hold at least one record in progress, %d bytes (got %d)", recordReserve, e.MaxRecordBytes)}
 	}
 	return e, e.check()
 }

@@ -116,22 +116,75 @@
 // With the ExactlyOnce option a request survives timeouts: an attempt
 // the transport reports timed out, or that gets no answer within
 // RetryTimeout, is abandoned and sent again (up to MaxRetries times,
-// RetryTimeout apart) under the same identity: the session's client id,
-// fixed at connect, and a sequence number. The server keeps a completion
-// record per (session, sequence): a duplicate of a request in progress
-// waits for its response; a duplicate of a completed one gets the
-// recorded response; the handler runs once. The client acknowledges, in
-// later requests or, after AckDelay, in an ack message: an ack floor
-// below which every sequence is complete (the server forgets those
-// records and answers later copies as stale), and single sequences with
-// their retry count (the server forgets such a record once every copy
-// the client sent has arrived, or keeps a tombstone until PacketLifetime
-// passes). Unacknowledged records expire after RecordTimeout. The
-// timeouts must satisfy table I of the R2P2 report, mapped as
-// ExactlyOnceConfig documents; NewNexus rejects a configuration that
-// does not, naming the inequality. Records are bounded in count and
-// bytes; a request that finds no room gets ErrRecordsFull, which is
-// retryable (errors.Is(err, ErrRetryable)): it did not run.
+// RetryTimeout apart) under the same identity: the client id of the Rpc
+// at that server Nexus (its lease, see Leases) and a sequence number. The
+// server keeps a completion record per (client id, sequence), not per
+// session: a duplicate of a request in progress waits for its response; a
+// duplicate of a completed one gets the recorded response; the handler
+// runs once. The client acknowledges, in later requests or, after
+// AckDelay, in an ack message: an ack floor below which every sequence is
+// complete (the server forgets those records and answers later copies as
+// stale), and single sequences with their retry count (the server forgets
+// such a record once every copy the client sent has arrived, or keeps a
+// tombstone until PacketLifetime passes). The timeouts must satisfy table
+// I of the R2P2 report, mapped as ExactlyOnceConfig documents; NewNexus
+// rejects a configuration that does not, naming the inequality.
+//
+// A request whose outcome the client cannot learn (its session was reset,
+// its attempts ran out, or the Call waiting for it ended) fails with an
+// *IncompleteError that carries a Ticket: its identity. The application
+// sends the request again with Resume(ticket), on the same session or a
+// new one of the same Rpc to the same server Nexus; the server answers it
+// from the record, or parks it behind the run in progress, so the handler
+// still runs once:
+//
+//	resp, err := r.Call(ctx, s, reqType, req, erpc.ExactlyOnce)
+//	if t := erpc.TicketOf(err); t != nil {
+//		resp, err = r.Call(ctx2, s, reqType, req, erpc.Resume(t))
+//	}
+//
+// Until it is resumed or released (ReleaseTicket) a ticket holds the ack
+// floor below its sequence, so its record stays.
+//
+// Memory is bounded in count (MaxRecords) and bytes (MaxRecordBytes). A
+// record in progress reserves 1 KiB, what a small response needs, so the
+// defaults take 65,536 requests in progress per Rpc; its response, up to
+// MaxResponse (default MaxMsgSize), is kept if it fits in the bytes left
+// when it comes. A request that finds no room is refused before its
+// handler runs with ErrRecordsFull, which is retryable (errors.Is(err,
+// ErrRetryable)). An unacknowledged response goes after RecordTimeout, but
+// its record stays, remembering that the request ran, until the client
+// acknowledges it or its lease expires.
+//
+// The guarantee: while the server process and the client's lease live, a
+// request sent under one identity runs at most once, however often it is
+// sent, over any session of the client; and it runs once if the client
+// keeps sending it while the server is reachable. Its limits:
+//   - A copy that finds its record without a response (too large for the
+//     room left, or kept past RecordTimeout) gets ErrResponseLost: it ran,
+//     its response is gone.
+//   - When the lease expires (the client was silent for LeaseTimeout:
+//     crashed, or cut off) the records go with it. The client's requests
+//     then fail with ErrLeaseExpired and may have run; they cannot be
+//     resumed, and the client id is refused from then on, so no copy runs
+//     again.
+//   - A server that restarts has no records: the same as an expired
+//     lease (connects under the old id are refused).
+//   - A client that crashes loses its tickets; a new Rpc is a new client.
+//
+// Where this departs from RIFL: RIFL's client ids are leases issued by a
+// lease server and its records are durable with the object they update;
+// here the client picks a random 64-bit id, the server itself keeps the
+// lease (renewed by traffic and heartbeats, as RIFL's lease renewal), and
+// records live in server memory, so the guarantee ends with the server
+// process. RIFL keeps every record until acknowledged; here an
+// unacknowledged response is dropped after RecordTimeout (the fact that
+// it ran is kept), bounding the bytes a silent client pins. From the R2P2
+// report: records are per server Rpc, not replicated, and the transport
+// (Homa) retransmits within an attempt, so the server never resends a
+// reply by itself. From eRPC: eRPC has no exactly-once layer; its
+// sessions end only by the client or by failure detection of the server,
+// while here the server also ends the sessions of a silent client.
 //
 // # Design
 //

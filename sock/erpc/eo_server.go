@@ -300,8 +300,14 @@ func (t *eoTable) collect(now time.Time) {
 
 func (t *eoTable) collectLocked(now time.Time) {
 	for rec, at := t.done.front(); rec != nil && !now.Before(at.Add(t.cfg.RecordTimeout)); rec, at = t.done.front() {
+		// Unacknowledged: the response goes, the record stays (it ran).
 		t.stats.expired.Add(1)
-		t.tombstoneLocked(rec, now)
+		t.done.remove(rec)
+		if rec.frame != nil {
+			t.stats.lost.Add(1)
+		}
+		t.bytes -= len(rec.frame)
+		rec.frame = nil
 	}
 	for rec, at := t.tombs.front(); rec != nil && !now.Before(at.Add(t.cfg.PacketLifetime)); rec, at = t.tombs.front() {
 		t.deleteLocked(rec)

@@ -15,9 +15,9 @@ var (
 	// and net.ErrClosed.
 	ErrClosed error = &wrapError{"erpc: closed", sock.ErrClosed}
 	// ErrMessageTooLarge: a message is larger than MaxMsgSize (or, for an
-	// exactly-once response, than ExactlyOnceConfig.MaxResponse). It
-	// matches sock.ErrMessageTooLong.
-	ErrMessageTooLarge error = &wrapError{"erpc: message too large", sock.ErrMessageTooLong}
+	// exactly-once response, than the server's
+	// ExactlyOnceConfig.MaxResponse). It matches sock.ErrMessageTooLong.
+	ErrMessageTooLarge error = &limitError{fmt.Sprintf("erpc: message larger than MaxMsgSize (%d bytes)", MaxMsgSize)}
 	// ErrNoSuchService: the server has no handler for the request type.
 	ErrNoSuchService = errors.New("erpc: no handler for the request type at the server")
 	// ErrNoSuchRpc: the remote Nexus has no Rpc with the id asked for.
@@ -109,6 +109,21 @@ type wrapError struct {
 func (e *wrapError) Error() string { return e.msg + ": " + e.err.Error() }
 func (e *wrapError) Unwrap() error { return e.err }
 
+// limitError is a fixed error that matches ErrMessageTooLarge and
+// sock.ErrMessageTooLong, with a message of its own (the transport's names
+// its own limit, not the layer's).
+type limitError struct{ msg string }
+
+func (e *limitError) Error() string { return e.msg }
+func (e *limitError) Is(target error) bool {
+	return target == ErrMessageTooLarge || target == sock.ErrMessageTooLong
+}
+
+// errResponseTooLarge: the server's handler answered an exactly-once
+// request with more than the server's MaxResponse.
+var errResponseTooLarge error = &limitError{"erpc: the exactly-once response was larger than the server's " +
+	"ExactlyOnceConfig.MaxResponse; the request ran, its response was replaced by this error"}
+
 // retryableError is a fixed error that matches ErrRetryable.
 type retryableError struct{ msg string }
 
@@ -156,7 +171,7 @@ func statusError(s status) error {
 	case statusStale:
 		return ErrStale
 	case statusTooLarge:
-		return fmt.Errorf("%w: the response exceeded the exactly-once record limit", ErrMessageTooLarge)
+		return errResponseTooLarge
 	case statusLeaseExpired:
 		return fmt.Errorf("%w: %w", ErrConnectFailed, ErrLeaseExpired)
 	case statusResponseLost:

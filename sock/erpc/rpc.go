@@ -53,7 +53,9 @@ type Rpc struct {
 	acks     dlist[session]             // sessions with acknowledgments due, by when due
 	conns    dlist[session]             // sessions waiting for a connect reply, by send time
 	nbCtx    context.Context            // always done: Recv without blocking
-	streams  map[netip.AddrPort]*stream // by server Nexus, for new sessions
+	streams    map[netip.AddrPort]*stream // by server Nexus, for new sessions
+	allStreams map[*stream]struct{}       // every stream not ended, retired ones too
+	holdFree   []*seqHold
 
 	// The server side, shared with the Nexus goroutine (connects and
 	// disconnects) and background workers (responses).
@@ -209,6 +211,9 @@ func (r *Rpc) cleanup() {
 		}
 		r.failSession(s, ErrClosed)
 		r.freeSession(s)
+	}
+	for st := range r.allStreams {
+		r.endStream(st)
 	}
 }
 
@@ -502,7 +507,9 @@ type Stats struct {
 	Records         int    // records held now
 	RecordBytes     int    // response bytes they hold
 	RecordsReserved int    // bytes reserved by records in progress
-	ResponsesLost   uint64 // responses too large for the room left in the records: sent, not kept
+	ResponsesLost   uint64 // responses not kept: too large for the room left, or unacknowledged for RecordTimeout
+	// Exactly-once, client side.
+	TicketsDropped uint64 // tickets released because a stream held MaxTickets
 	// Use from other goroutines.
 	SubmitFull uint64 // Submit refused: the submit queue was full
 	NotOwner   uint64 // owner-only methods refused: called by a second goroutine
@@ -512,7 +519,7 @@ type counters struct {
 	requestsSent, retries, responses, failed, resets, stale atomic.Uint64
 	served, responsesSent, bad, busy                        atomic.Uint64
 	dups, inProgress, staleDups, full, expired, acked       atomic.Uint64
-	submitFull, notOwner, lost                              atomic.Uint64
+	submitFull, notOwner, lost, ticketsDropped              atomic.Uint64
 }
 
 // Stats returns a snapshot of the Rpc's counters. Any goroutine may call
@@ -538,6 +545,7 @@ func (r *Rpc) Stats() Stats {
 		RecordsAcked:      c.acked.Load(),
 		SubmitFull:        c.submitFull.Load(),
 		ResponsesLost:     c.lost.Load(),
+		TicketsDropped:    c.ticketsDropped.Load(),
 		NotOwner:          c.notOwner.Load(),
 	}
 	r.srvMu.Lock()

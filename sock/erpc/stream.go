@@ -15,15 +15,16 @@ type stream struct {
 	id       uint64    // client id, random
 	ref      *leaseRef // heartbeated by the Nexus once a connect succeeded; nil before
 	nextSeq  uint64
-	open     dlist[request] // exactly-once requests sent and not complete, by sequence
+	open     dlist[seqHold] // sequences of requests sent and not complete, and of tickets, in order
+	tickets  int            // tickets among them
 	sessions int            // sessions using the stream
 	retired  bool           // no new sessions: its lease is, or may be, gone
 }
 
 // floor is the lowest sequence not complete at the client.
 func (st *stream) floor() uint64 {
-	if q, _ := st.open.front(); q != nil {
-		return q.seq
+	if h, _ := st.open.front(); h != nil {
+		return h.seq
 	}
 	return st.nextSeq
 }
@@ -34,11 +35,13 @@ func (r *Rpc) streamTo(addr netip.AddrPort) *stream {
 		return st
 	}
 	st := &stream{nexus: addr, id: newClientID(), nextSeq: 1}
-	st.open = newDlist(func(q *request) *dlink[request] { return &q.openLink })
+	st.open = newDlist(func(h *seqHold) *dlink[seqHold] { return &h.link })
 	if r.streams == nil {
 		r.streams = make(map[netip.AddrPort]*stream)
+		r.allStreams = make(map[*stream]struct{})
 	}
 	r.streams[addr] = st
+	r.allStreams[st] = struct{}{}
 	return st
 }
 
@@ -59,14 +62,25 @@ func (r *Rpc) retire(st *stream) {
 	}
 }
 
-// leaveStream drops a session from st; the stream ends with its last
-// session, once no exactly-once request of it is open.
+// leaveStream drops a session from st.
 func (r *Rpc) leaveStream(st *stream) {
 	st.sessions--
+	r.endStreamIfIdle(st)
+}
+
+// endStreamIfIdle ends st once it has no session and no sequence open
+// (no request in flight, no ticket): its lease is no longer heartbeated.
+func (r *Rpc) endStreamIfIdle(st *stream) {
 	if st.sessions > 0 || st.open.len() > 0 {
 		return
 	}
 	r.retire(st)
+	r.endStream(st)
+}
+
+// endStream stops heartbeating the lease of st.
+func (r *Rpc) endStream(st *stream) {
+	delete(r.allStreams, st)
 	if st.ref != nil {
 		r.nx.unregister(st.ref)
 		st.ref = nil
