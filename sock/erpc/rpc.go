@@ -41,18 +41,18 @@ type Rpc struct {
 	sub submitQueue  // functions from other goroutines, for the loop
 
 	// Owned by the goroutine that runs the event loop.
-	inLoop   bool
-	stopLoop bool       // StopEventLoop was called
-	sessions []*session // by number; state sessFree when unused
-	freeNums []uint32
-	live     int // sessions not free
-	reqFree  []*request
-	hfree    []*ReqHandle               // handles answered within their dispatch call
-	pending  []deferred                 // continuations and events to run, in order
-	attempts dlist[request]             // exactly-once attempts outstanding, by send time
-	acks     dlist[session]             // sessions with acknowledgments due, by when due
-	conns    dlist[session]             // sessions waiting for a connect reply, by send time
-	nbCtx    context.Context            // always done: Recv without blocking
+	inLoop     bool
+	stopLoop   bool       // StopEventLoop was called
+	sessions   []*session // by number; state sessFree when unused
+	freeNums   []uint32
+	live       int // sessions not free
+	reqFree    []*request
+	hfree      []*ReqHandle               // handles answered within their dispatch call
+	pending    []deferred                 // continuations and events to run, in order
+	attempts   dlist[request]             // exactly-once attempts outstanding, by send time
+	acks       dlist[session]             // sessions with acknowledgments due, by when due
+	conns      dlist[session]             // sessions waiting for a connect reply, by send time
+	nbCtx      context.Context            // always done: Recv without blocking
 	streams    map[netip.AddrPort]*stream // by server Nexus, for new sessions
 	allStreams map[*stream]struct{}       // every stream not ended, retired ones too
 	holdFree   []*seqHold
