@@ -26,8 +26,15 @@ type request struct {
 	tag     any
 	link    dlink[request] // in Rpc.attempts while an exactly-once attempt waits
 	hold    *seqHold       // its sequence, open in the stream (exactly-once, once started)
-	ticket  *Ticket        // resumed under this ticket, until started
-	sent    bool           // an attempt went out
+	// Large messages: the next fragment of the request to send, its
+	// message id, and the large response being pulled (its total and
+	// the server's message id).
+	sendOff   int
+	msgID     uint32
+	pullTotal int
+	pullID    uint32
+	ticket    *Ticket // resumed under this ticket, until started
+	sent      bool    // an attempt went out
 }
 
 // EnqueueRequest sends the request in req to the session's server, to be
@@ -71,6 +78,9 @@ func (r *Rpc) enqueue(h Session, reqType uint8, req, resp *MsgBuffer, cont Conti
 	direct := s.state == sessConnected && s.inflight < len(s.slots) && s.queue.n == 0
 	if !direct && s.queue.n >= r.cfg.MaxQueuedRequests {
 		return nil, ErrQueueFull
+	}
+	if req.n > MaxMsgSize && !r.largeOK(opts) {
+		return nil, fmt.Errorf("%w: an exactly-once request must fit one Homa message (MaxMsgSize)", ErrMessageTooLarge)
 	}
 	var eo bool
 	var t *Ticket
@@ -148,7 +158,13 @@ func (r *Rpc) transmit(q *request) error {
 		r.fillAcks(s, &h)
 	}
 	r.touch(s.st)
-	id, err := r.sock.Send(s.remote, q.req.frame(&h), makeCookie(ckData, s.num, q.slot))
+	var id uint64
+	var err error
+	if !q.eo && q.req.n > MaxMsgSize {
+		id, err = r.sendFragment(q)
+	} else {
+		id, err = r.sock.Send(s.remote, q.req.frame(&h), makeCookie(ckData, s.num, q.slot))
+	}
 	if err != nil {
 		return err
 	}
@@ -193,7 +209,18 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 	}
 	switch h.status {
 	case statusOK:
-		q.resp.setData(m.Data[n:])
+		switch step, err := r.largeReply(q, &h, m.Data[n:]); step {
+		case largeMore:
+			m.Release()
+			return
+		case largeFail:
+			m.Release()
+			r.complete(q, nil, err)
+			r.pump(s)
+			return
+		case largeNo:
+			q.resp.setData(m.Data[n:])
+		}
 		r.stats.responses.Add(1)
 		r.complete(q, m, nil)
 	case statusNoSession:
@@ -335,7 +362,7 @@ func (r *Rpc) Call(ctx context.Context, s Session, reqType uint8, req []byte, op
 	if r.inLoop {
 		return nil, ErrInEventLoop
 	}
-	if len(req) > MaxMsgSize {
+	if len(req) > r.cfg.MaxMessage {
 		return nil, ErrMessageTooLarge
 	}
 	rb, _ := r.pool.get(len(req))

@@ -64,6 +64,23 @@ type Config struct {
 	// with ErrTooManySessions. Default 65,536.
 	MaxLeases int
 
+	// MaxMessage is the largest request or response, sent or accepted.
+	// One larger than MaxMsgSize travels as several Homa messages
+	// (fragments of up to 999,968 bytes); the receiver commits memory
+	// for each as it arrives, never for the length a peer claims.
+	// Default 8 MiB; at most 1 GiB.
+	MaxMessage int
+	// LargeMessageBytes bounds, per server Rpc, the bytes of large
+	// messages held: requests being reassembled and responses waiting
+	// for the client to fetch them. A fragment that does not fit is
+	// refused (ErrServerBusy, retryable) and its message dropped.
+	// Default 64 MiB.
+	LargeMessageBytes int
+	// MessageTimeout is how long a server Rpc keeps a large request or
+	// response that makes no progress (no fragment arrives, none is
+	// fetched). Default 2 s.
+	MessageTimeout time.Duration
+
 	// ExactlyOnce configures exactly-once requests, on both ends.
 	ExactlyOnce ExactlyOnceConfig
 }
@@ -148,6 +165,10 @@ const (
 	defaultMaxServerSessions = 4096
 	defaultConnectTimeout    = time.Second
 	defaultLeaseTimeout      = 4 * time.Second
+	defaultMaxMessage        = 8 << 20
+	maxMaxMessage            = 1 << 30
+	defaultLargeMessageBytes = 64 << 20
+	defaultMessageTimeout    = 2 * time.Second
 	maxLeaseTimeout          = 1 << 31 * time.Millisecond // the connect reply's field
 	defaultMaxLeases         = 1 << 16
 
@@ -221,6 +242,24 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 	}
 	if c.ConnectTimeout < 0 {
 		return c, &ConfigError{"ConnectTimeout", "must not be negative"}
+	}
+	if c.MaxMessage == 0 {
+		c.MaxMessage = defaultMaxMessage
+	}
+	if c.MaxMessage < 0 || c.MaxMessage > maxMaxMessage {
+		return c, &ConfigError{"MaxMessage", fmt.Sprintf("must be 1..%d (got %d)", maxMaxMessage, c.MaxMessage)}
+	}
+	if c.LargeMessageBytes == 0 {
+		c.LargeMessageBytes = defaultLargeMessageBytes
+	}
+	if c.LargeMessageBytes < 0 {
+		return c, &ConfigError{"LargeMessageBytes", "must not be negative"}
+	}
+	if c.MessageTimeout == 0 {
+		c.MessageTimeout = defaultMessageTimeout
+	}
+	if c.MessageTimeout < 0 {
+		return c, &ConfigError{"MessageTimeout", "must not be negative"}
 	}
 	if c.MaxLeases == 0 {
 		c.MaxLeases = defaultMaxLeases

@@ -98,6 +98,29 @@
 // whose lease is gone is refused with ErrLeaseExpired, so no request of a
 // forgotten client is ever taken for a new one.
 //
+// # Large messages
+//
+// A request or response may be as large as Config.MaxMessage (default 8
+// MiB). One larger than MaxMsgSize (one Homa message) travels as several
+// Homa messages, fragments of up to 999,968 bytes with a fragment header
+// (message id, offset, total). A large request goes fragment by fragment,
+// each sent when the server has acknowledged the one before; the last
+// one's reply is the response. A large response comes as eRPC fetches
+// one with requests-for-response: the reply carries its first fragment
+// and total, and the client pulls the rest one fragment at a time. The
+// receiver commits memory only for fragments that arrived and fit its
+// limits: a server checks the claimed total against its MaxMessage and
+// charges each fragment to LargeMessageBytes as it comes (refusing,
+// retryably, what does not fit); fragments must come in order, all but
+// the last full and with the same total, else the message is dropped; a
+// message that makes no progress for MessageTimeout is dropped. A client
+// refuses a response whose total is above its own MaxMessage and grows
+// its buffer only with the bytes that came. Fragments go one at a time
+// per message, so a large message costs one round trip per fragment;
+// eRPC pipelines packets within a message under its credits, but here
+// each fragment is already a Homa message that Homa moves at full rate.
+// Exactly-once requests and their responses must fit one Homa message.
+//
 // # Failures
 //
 // Homa makes each RPC at-most-once: a handler never runs twice for one
@@ -197,11 +220,14 @@
 // session-management thread; the server sessions it makes are published
 // copy-on-write, so event loops read them without a lock.
 //
-// The erpc header (header.go) opens every Homa message: a fixed 16-byte
-// base (magic, version, kind, request type, flags, status, retry,
-// session number and token), and for exactly-once messages a fixed
-// 40-byte extension (client id, sequence, ack floor, acknowledged
-// sequence and its retries). Parse checks every field of an untrusted
+// The erpc header (header.go, version 2) opens every Homa message: a
+// fixed 16-byte base (magic, version, kind, request type, flags, status,
+// retry, session number and token), and for exactly-once messages a
+// fixed 40-byte extension (client id, sequence, ack floor, acknowledged
+// sequence and its retries), or for fragments of large messages a fixed
+// 16-byte one (message id, offset, total). Version 2 added leases to the
+// connect messages, heartbeats, pulls and fragments; a version-1 peer's
+// messages are refused. Parse checks every field of an untrusted
 // message and never panics. A MsgBuffer keeps room for the largest header
 // in front of its data, so header and data reach the transport as one
 // slice with no copy.

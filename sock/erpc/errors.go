@@ -14,10 +14,12 @@ var (
 	// ErrClosed: the Rpc or its Nexus is closed. It matches sock.ErrClosed
 	// and net.ErrClosed.
 	ErrClosed error = &wrapError{"erpc: closed", sock.ErrClosed}
-	// ErrMessageTooLarge: a message is larger than MaxMsgSize (or, for an
-	// exactly-once response, than the server's
-	// ExactlyOnceConfig.MaxResponse). It matches sock.ErrMessageTooLong.
-	ErrMessageTooLarge error = &limitError{fmt.Sprintf("erpc: message larger than MaxMsgSize (%d bytes)", MaxMsgSize)}
+	// ErrMessageTooLarge: a message is larger than Config.MaxMessage (an
+	// exactly-once one, than MaxMsgSize; an exactly-once response, than
+	// the server's ExactlyOnceConfig.MaxResponse). It matches
+	// sock.ErrMessageTooLong.
+	ErrMessageTooLarge error = &limitError{"erpc: message too large: larger than Config.MaxMessage " +
+		"(exactly-once: than MaxMsgSize, one Homa message)"}
 	// ErrNoSuchService: the server has no handler for the request type.
 	ErrNoSuchService = errors.New("erpc: no handler for the request type at the server")
 	// ErrNoSuchRpc: the remote Nexus has no Rpc with the id asked for.

@@ -23,6 +23,12 @@ import "encoding/binary"
 //	40      8   acknowledged sequence (with flagAck)
 //	48      2   retries of the acknowledged sequence (with flagAck)
 //	50      6   reserved, zero
+//	--- fragment extension, present when flagFragment is set (never with
+//	    flagExactlyOnce) ---
+//	16      4   message id (a request's: the client's; a response's: the server's)
+//	20      4   offset of this fragment's data in the message
+//	24      4   total length of the message
+//	28      4   reserved, zero
 //
 // Control messages carry a fixed body after the base header (see
 // connectBody, connectReplyBody and disconnectBody). A request or a
@@ -55,6 +61,14 @@ const (
 	// extension.
 	eoHeaderLen = 56
 
+	offFragID       = 16
+	offFragOffset   = 20
+	offFragTotal    = 24
+	offFragReserved = 28
+	// fragHeaderLen is the length of the header with the fragment
+	// extension.
+	fragHeaderLen = 32
+
 	// maxHeaderLen is the longest header: every MsgBuffer keeps this much
 	// room in front of its data, so a header is written in place and
 	// header and data go to the transport as one slice.
@@ -75,10 +89,11 @@ const (
 	kindAckReply        kind = 8
 	kindHeartbeat       kind = 9 // client Nexus -> server Nexus: these leases are alive
 	kindHeartbeatReply  kind = 10
-	kindMax                  = kindHeartbeatReply
+	kindPull            kind = 11 // client Rpc -> server Rpc: the next fragment of a large response
+	kindMax                  = kindPull
 )
 
-func (k kind) isReply() bool { return k%2 == 0 }
+func (k kind) isReply() bool { return k%2 == 0 && k <= kindHeartbeatReply }
 
 // Flags.
 const (
@@ -86,6 +101,9 @@ const (
 	flagExactlyOnce = 1 << 0
 	// flagAck: the extension's acknowledged sequence and retries are set.
 	flagAck = 1 << 1
+	// flagFragment: the fragment extension follows the base header; the
+	// message is part of one larger than a Homa message.
+	flagFragment = 1 << 2
 )
 
 // status is a reply's outcome. Requests carry statusOK.
@@ -124,12 +142,18 @@ type header struct {
 	ackFloor   uint64
 	ackSeq     uint64 // with flagAck
 	ackRetries uint16 // with flagAck
+
+	// The fragment extension (flagFragment).
+	msgID, fragOff, total uint32
 }
 
 // Len is the encoded length of h.
 func (h *header) Len() int {
-	if h.flags&flagExactlyOnce != 0 {
+	switch {
+	case h.flags&flagExactlyOnce != 0:
 		return eoHeaderLen
+	case h.flags&flagFragment != 0:
+		return fragHeaderLen
 	}
 	return baseHeaderLen
 }
@@ -145,6 +169,13 @@ func (h *header) put(b []byte) {
 	binary.BigEndian.PutUint16(b[offRetry:], h.retry)
 	binary.BigEndian.PutUint32(b[offSession:], h.session)
 	binary.BigEndian.PutUint32(b[offToken:], h.token)
+	if h.flags&flagFragment != 0 {
+		binary.BigEndian.PutUint32(b[offFragID:], h.msgID)
+		binary.BigEndian.PutUint32(b[offFragOffset:], h.fragOff)
+		binary.BigEndian.PutUint32(b[offFragTotal:], h.total)
+		clear(b[offFragReserved:fragHeaderLen])
+		return
+	}
 	if h.flags&flagExactlyOnce == 0 {
 		return
 	}
@@ -168,9 +199,10 @@ var zeroHeader [maxHeaderLen]byte
 
 // allowedFlags are the flags each kind may carry.
 var allowedFlags = [kindMax + 1]uint8{
-	kindRequest:  flagExactlyOnce | flagAck,
-	kindResponse: flagExactlyOnce,
+	kindRequest:  flagExactlyOnce | flagAck | flagFragment,
+	kindResponse: flagExactlyOnce | flagFragment,
 	kindAck:      flagExactlyOnce | flagAck,
+	kindPull:     flagFragment,
 }
 
 // Parse decodes the header at the start of b, which comes from the
@@ -206,6 +238,9 @@ func (h *header) Parse(b []byte) (n int, err error) {
 	if p.kind == kindAck && p.flags&flagExactlyOnce == 0 {
 		return 0, errFlags
 	}
+	if p.flags&flagFragment != 0 && p.flags&flagExactlyOnce != 0 || p.kind == kindPull && p.flags&flagFragment == 0 {
+		return 0, errFlags
+	}
 	p.status = status(b[offStatus])
 	if p.status > statusMax || (p.status != statusOK && !p.kind.isReply()) {
 		return 0, errStatus
@@ -216,6 +251,9 @@ func (h *header) Parse(b []byte) (n int, err error) {
 	}
 	p.session = binary.BigEndian.Uint32(b[offSession:])
 	p.token = binary.BigEndian.Uint32(b[offToken:])
+	if p.flags&flagFragment != 0 {
+		return h.parseFragment(b, p)
+	}
 	if p.flags&flagExactlyOnce == 0 {
 		*h = p
 		return baseHeaderLen, nil
@@ -254,6 +292,34 @@ func (h *header) Parse(b []byte) (n int, err error) {
 	}
 	*h = p
 	return eoHeaderLen, nil
+}
+
+// parseFragment decodes the fragment extension of b into p (its base
+// already decoded) and stores p in h. It checks the fields against each
+// other only: whether a message of that total is welcome is the
+// receiver's decision.
+func (h *header) parseFragment(b []byte, p header) (int, error) {
+	if len(b) < fragHeaderLen {
+		return 0, errShort
+	}
+	p.msgID = binary.BigEndian.Uint32(b[offFragID:])
+	p.fragOff = binary.BigEndian.Uint32(b[offFragOffset:])
+	p.total = binary.BigEndian.Uint32(b[offFragTotal:])
+	for _, x := range b[offFragReserved:fragHeaderLen] {
+		if x != 0 {
+			return 0, errReserved
+		}
+	}
+	switch {
+	case p.kind == kindPull && p.total != 0:
+		return 0, errFragment // a pull names an offset only
+	case p.kind != kindPull && p.fragOff >= p.total && !(p.total == 0 && p.fragOff == 0):
+		return 0, errFragment
+	case p.kind != kindPull && uint64(p.fragOff)+uint64(len(b)-fragHeaderLen) > uint64(p.total):
+		return 0, errFragment // data beyond the claimed total
+	}
+	*h = p
+	return fragHeaderLen, nil
 }
 
 // Bodies of the control messages, after the base header.
@@ -439,6 +505,7 @@ var (
 	errPort     = &ProtocolError{"port is not a server port"}
 	errLease    = &ProtocolError{"lease duration zero"}
 	errCount    = &ProtocolError{"heartbeat count out of range or not matching the length"}
+	errFragment = &ProtocolError{"fragment offset or length beyond the message's total"}
 )
 
 // heartbeatBody lists the client ids whose leases a client renews.

@@ -24,6 +24,11 @@ var validHeaders = []header{
 	{kind: kindAck, flags: flagExactlyOnce | flagAck, session: 1, token: 2, clientID: 5, ackFloor: 9, ackSeq: 12},
 	{kind: kindAck, flags: flagExactlyOnce, session: 1, token: 2, clientID: 5, ackFloor: 9},
 	{kind: kindAckReply},
+	{kind: kindHeartbeat},
+	{kind: kindHeartbeatReply},
+	{kind: kindRequest, reqType: 3, flags: flagFragment, session: 1, token: 2, msgID: 7, fragOff: 0, total: 2_000_000},
+	{kind: kindResponse, reqType: 3, flags: flagFragment, msgID: 7, fragOff: 999_968, total: 2_000_000},
+	{kind: kindPull, flags: flagFragment, session: 1, token: 2, msgID: 9, fragOff: 999_968},
 }
 
 // TestHeaderBytes pins the layout: named offsets, big-endian.
@@ -39,6 +44,10 @@ func TestHeaderBytes(t *testing.T) {
 	}
 	if len(b) != h.Len() || h.Len() != eoHeaderLen {
 		t.Fatalf("length %d, Len %d", len(b), h.Len())
+	}
+	f := header{kind: kindRequest, reqType: 1, flags: flagFragment, session: 2, token: 3, msgID: 0x0A0B0C0D, fragOff: 0x000F4240, total: 0x00800000}
+	if got := hex.EncodeToString(f.Append(nil)); got != "e5020101040000000000000200000003"+"0a0b0c0d"+"000f4240"+"00800000"+"00000000" {
+		t.Fatalf("fragment header %s", got)
 	}
 	base := header{kind: kindResponse, status: statusStale, session: 1, token: 2}
 	if got := hex.EncodeToString(base.Append(nil)); got != "e5020200000700000000000100000002" {
@@ -83,7 +92,7 @@ func TestHeaderRejects(t *testing.T) {
 		{"version 1", patch(validHeaders[0], 1, 1), errVersion},
 		{"version 3", patch(validHeaders[0], 1, 3), errVersion},
 		{"kind 0", patch(validHeaders[0], 2, 0), errKind},
-		{"kind 11", patch(validHeaders[0], 2, 11), errKind},
+		{"kind 12", patch(validHeaders[0], 2, 12), errKind},
 		{"type on connect", patch(header{kind: kindConnect}, 3, 1), errReqType},
 		{"unknown flag", patch(validHeaders[0], 4, 0x80), errFlags},
 		{"ack without eo", patch(validHeaders[0], 4, flagAck), errFlags},
@@ -99,6 +108,12 @@ func TestHeaderRejects(t *testing.T) {
 		{"floor past seq", (&header{kind: kindRequest, flags: flagExactlyOnce, clientID: 1, seq: 4, ackFloor: 5}).Append(nil), errFloor},
 		{"ack fields without flag", (&header{kind: kindRequest, flags: flagExactlyOnce, clientID: 1, seq: 4, ackSeq: 2}).Append(nil), errAck},
 		{"ack flag without seq", (&header{kind: kindRequest, flags: flagExactlyOnce | flagAck, clientID: 1, seq: 4}).Append(nil), errAck},
+		{"fragment with exactly-once", (&header{kind: kindRequest, flags: flagFragment | flagExactlyOnce, clientID: 1, seq: 1}).Append(nil), errFlags},
+		{"pull without fragment", (&header{kind: kindPull}).Append(nil), errFlags},
+		{"pull with a total", (&header{kind: kindPull, flags: flagFragment, total: 5}).Append(nil), errFragment},
+		{"fragment offset past total", (&header{kind: kindRequest, flags: flagFragment, fragOff: 10, total: 10}).Append(nil), errFragment},
+		{"fragment data past total", append((&header{kind: kindRequest, flags: flagFragment, fragOff: 8, total: 10}).Append(nil), 1, 2, 3), errFragment},
+		{"fragment reserved", patch(header{kind: kindRequest, flags: flagFragment, total: 10}, 31, 1), errReserved},
 		{"ack fields on response", (&header{kind: kindResponse, flags: flagExactlyOnce, clientID: 1, seq: 4, ackFloor: 1}).Append(nil), errAck},
 	} {
 		var h header

@@ -56,6 +56,7 @@ type Rpc struct {
 	streams    map[netip.AddrPort]*stream // by server Nexus, for new sessions
 	allStreams map[*stream]struct{}       // every stream not ended, retired ones too
 	holdFree   []*seqHold
+	scratch    []byte // a fragment of a large request, being sent
 
 	// The server side, shared with the Nexus goroutine (connects and
 	// disconnects) and background workers (responses).
@@ -65,6 +66,7 @@ type Rpc struct {
 	srvLive  int
 	srvToken uint32
 	eo       eoTable
+	large    largeTable
 	handles  handlePool
 
 	stats counters
@@ -138,6 +140,8 @@ func newRpc(nx *Nexus, id uint8, s *sock.Socket, sm SMHandler) *Rpc {
 		conns:    newDlist(func(s *session) *dlink[session] { return &s.connLink }),
 	}
 	r.eo.init(&nx.cfg.ExactlyOnce, &r.stats)
+	r.pool.max = nx.cfg.MaxMessage
+	r.large.init()
 	tab := []*srvSession{}
 	r.srvTab.Store(&tab)
 	return r
@@ -436,7 +440,8 @@ func (r *Rpc) event(s *session, ev SMEvent, err error) {
 
 // hasTimers reports whether anything waits for a time.
 func (r *Rpc) hasTimers() bool {
-	return r.attempts.len() > 0 || r.acks.len() > 0 || r.conns.len() > 0 || r.eo.next.Load() != 0
+	return r.attempts.len() > 0 || r.acks.len() > 0 || r.conns.len() > 0 || r.eo.next.Load() != 0 ||
+		r.large.next.Load() != 0
 }
 
 // nextTimer returns the earliest deadline of the timers.
@@ -460,6 +465,9 @@ func (r *Rpc) nextTimer() (time.Time, bool) {
 	if ns := r.eo.next.Load(); ns != 0 {
 		earliest(time.Unix(0, ns))
 	}
+	if ns := r.large.next.Load(); ns != 0 {
+		earliest(time.Unix(0, ns))
+	}
 	return t, !t.IsZero()
 }
 
@@ -479,6 +487,9 @@ func (r *Rpc) runTimers(now time.Time) {
 	}
 	if ns := r.eo.next.Load(); ns != 0 && now.UnixNano() >= ns {
 		r.eo.collect(now)
+	}
+	if ns := r.large.next.Load(); ns != 0 && now.UnixNano() >= ns {
+		r.large.expire(now, r.cfg.MessageTimeout, &r.stats)
 	}
 }
 
@@ -510,6 +521,10 @@ type Stats struct {
 	ResponsesLost   uint64 // responses not kept: too large for the room left, or unacknowledged for RecordTimeout
 	// Exactly-once, client side.
 	TicketsDropped uint64 // tickets released because a stream held MaxTickets
+	// Large messages, server side.
+	LargeRefused uint64 // fragments or large responses refused: over a limit, out of order, inconsistent
+	LargeExpired uint64 // large messages dropped after MessageTimeout without progress
+	LargeBytes   int    // bytes of large messages held now
 	// Use from other goroutines.
 	SubmitFull uint64 // Submit refused: the submit queue was full
 	NotOwner   uint64 // owner-only methods refused: called by a second goroutine
@@ -520,6 +535,7 @@ type counters struct {
 	served, responsesSent, bad, busy                        atomic.Uint64
 	dups, inProgress, staleDups, full, expired, acked       atomic.Uint64
 	submitFull, notOwner, lost, ticketsDropped              atomic.Uint64
+	largeRefused, largeExpired                              atomic.Uint64
 }
 
 // Stats returns a snapshot of the Rpc's counters. Any goroutine may call
@@ -546,11 +562,16 @@ func (r *Rpc) Stats() Stats {
 		SubmitFull:        c.submitFull.Load(),
 		ResponsesLost:     c.lost.Load(),
 		TicketsDropped:    c.ticketsDropped.Load(),
+		LargeRefused:      c.largeRefused.Load(),
+		LargeExpired:      c.largeExpired.Load(),
 		NotOwner:          c.notOwner.Load(),
 	}
 	r.srvMu.Lock()
 	st.ServerSessions = r.srvLive
 	r.srvMu.Unlock()
 	st.Records, st.RecordBytes, st.RecordsReserved = r.eo.usage()
+	r.large.mu.Lock()
+	st.LargeBytes = r.large.bytes
+	r.large.mu.Unlock()
 	return st
 }

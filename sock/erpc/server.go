@@ -119,7 +119,7 @@ func (r *Rpc) lookupSrv(num, token uint32, peer netip.AddrPort) *srvSession {
 func (r *Rpc) serveRequest(m *sock.Message) {
 	var h header
 	n, err := h.Parse(m.Data)
-	if err != nil || (h.kind != kindRequest && h.kind != kindAck) {
+	if err != nil || (h.kind != kindRequest && h.kind != kindAck && h.kind != kindPull) {
 		r.stats.bad.Add(1)
 		r.replyStatus(m, &header{kind: kindResponse}, statusBadRequest)
 		return
@@ -135,6 +135,15 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 		r.replyStatus(m, &header{kind: kindAckReply}, statusOK)
 		return
 	}
+	if h.kind == kindPull {
+		if ss == nil {
+			r.stats.bad.Add(1)
+			r.replyStatus(m, &header{kind: kindResponse, flags: flagFragment, msgID: h.msgID}, statusNoSession)
+			return
+		}
+		r.servePull(m, &h, ss)
+		return
+	}
 	rh := header{kind: kindResponse, reqType: h.reqType}
 	if h.flags&flagExactlyOnce != 0 {
 		rh.flags, rh.clientID, rh.seq = flagExactlyOnce, h.clientID, h.seq
@@ -148,6 +157,10 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 	if hd.fn == nil {
 		r.stats.bad.Add(1)
 		r.replyStatus(m, &rh, statusNoSuchType)
+		return
+	}
+	if h.flags&flagFragment != 0 {
+		r.serveFragment(m, &h, n, ss, hd)
 		return
 	}
 	var rec *eoRecord
@@ -186,6 +199,13 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 			return
 		}
 	}
+	r.dispatch(m, m.Data[n:], hd, rec, &rh, ss, 0)
+}
+
+// dispatch runs the handler hd of the request m, whose data is req, or
+// queues it for a worker. large is what a reassembled request holds of
+// LargeMessageBytes, given back when it is answered.
+func (r *Rpc) dispatch(m *sock.Message, req []byte, hd *handlerEntry, rec *eoRecord, rh *header, ss *srvSession, large int) {
 	var hdl *ReqHandle
 	if k := len(r.hfree); k > 0 {
 		hdl = r.hfree[k-1]
@@ -193,7 +213,8 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 	} else {
 		hdl = r.handles.get()
 	}
-	hdl.rpc, hdl.msg, hdl.req, hdl.fn, hdl.rec, hdl.rh, hdl.live = r, m, m.Data[n:], hd.fn, rec, rh, true
+	hdl.rpc, hdl.msg, hdl.req, hdl.fn, hdl.rec, hdl.rh, hdl.live = r, m, req, hd.fn, rec, *rh, true
+	hdl.token, hdl.large = ss.token, large
 	r.stats.served.Add(1)
 	if hd.mode == Dispatch {
 		hdl.phase.Store(phaseInCall)
@@ -216,7 +237,8 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 		if rec != nil {
 			r.eo.abandon(rec)
 		}
-		r.replyStatus(m, &rh, statusServerBusy)
+		r.large.release(large)
+		r.replyStatus(m, rh, statusServerBusy)
 		hdl.reset()
 		r.handles.put(hdl)
 	}
@@ -239,14 +261,18 @@ const PreRespSize = 1024
 // then the request's data stays valid. After EnqueueResponse the handle
 // must not be used.
 type ReqHandle struct {
-	rpc  *Rpc
-	msg  *sock.Message
-	req  []byte
-	fn   Handler
-	rec  *eoRecord // exactly-once record, if the request is one
-	rh   header    // the response header: kind, request type, exactly-once echo
-	pre  MsgBuffer
-	live bool
+	rpc *Rpc
+	msg *sock.Message
+	req []byte
+	fn  Handler
+	rec *eoRecord // exactly-once record, if the request is one
+	rh  header    // the response header: kind, request type, exactly-once echo
+	// token is the server session's; large, the bytes of a reassembled
+	// request, held until the answer.
+	token uint32
+	large int
+	pre   MsgBuffer
+	live  bool
 	// phase tells who recycles a dispatch handle: the event loop, if
 	// EnqueueResponse ran during the handler's call, else EnqueueResponse
 	// (which may run on any goroutine, later).
@@ -304,7 +330,10 @@ func (r *Rpc) EnqueueResponse(h *ReqHandle, resp *MsgBuffer) error {
 	var frame []byte
 	var err error
 	var parked *sock.Message
-	if h.rec != nil && resp.n > r.cfg.ExactlyOnce.MaxResponse {
+	r.large.release(h.large)
+	if h.rec == nil && resp.n > MaxMsgSize {
+		frame, err = r.large.storeResponse(r, h, resp, &rh)
+	} else if h.rec != nil && resp.n > r.cfg.ExactlyOnce.MaxResponse {
 		rh.status = statusTooLarge
 		frame = rh.Append(make([]byte, 0, eoHeaderLen))
 		err = ErrMessageTooLarge

@@ -42,9 +42,10 @@ type session struct {
 	ctlID   uint64 // transport RPC of the control message in flight, if any
 	ctlKind cookieKind
 
-	slots    []*request // the window: outstanding requests
-	inflight int
-	queue    reqQueue // requests waiting for a slot (or for the connect)
+	slots     []*request // the window: outstanding requests
+	nextMsgID uint32     // the last large request's message id
+	inflight  int
+	queue     reqQueue // requests waiting for a slot (or for the connect)
 
 	// The lease and exactly-once identity, shared by the Rpc's sessions
 	// to the same Nexus; the acknowledgments due to the server.
