@@ -130,11 +130,13 @@ const (
 // event loop (a handler or continuation calling) there is nothing to
 // take.
 func (r *Rpc) acquire(op string) (held bool, err error) {
-	if r.use.CompareAndSwap(useIdle, useCall) {
-		return true, nil
-	}
-	if r.use.Load() == useLoop {
-		return false, nil
+	switch r.use.Load() {
+	case useLoop:
+		return false, nil // a handler or continuation: the common case, no write
+	case useIdle:
+		if r.use.CompareAndSwap(useIdle, useCall) {
+			return true, nil
+		}
 	}
 	r.stats.notOwner.Add(1)
 	return false, &OwnerError{Op: op}
