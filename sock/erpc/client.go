@@ -245,6 +245,20 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 		}
 		m.Release()
 		r.complete(q, nil, statusError(h.status))
+	case statusTooLarge:
+		m.Release()
+		if q.eo {
+			r.complete(q, nil, errResponseTooLarge)
+		} else {
+			r.complete(q, nil, errServerTooLarge)
+		}
+	case statusStale:
+		m.Release()
+		if q.pullTotal != 0 {
+			r.complete(q, nil, errLargeGone)
+		} else {
+			r.complete(q, nil, ErrStale)
+		}
 	default:
 		m.Release()
 		r.complete(q, nil, statusError(h.status))

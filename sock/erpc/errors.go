@@ -126,6 +126,14 @@ func (e *limitError) Is(target error) bool {
 var errResponseTooLarge error = &limitError{"erpc: the exactly-once response was larger than the server's " +
 	"ExactlyOnceConfig.MaxResponse; the request ran, its response was replaced by this error"}
 
+// errServerTooLarge: the server refused a large request, or could not
+// keep a large response, for its limits.
+var errServerTooLarge error = &limitError{"erpc: message too large for the server: the request, or its response, " +
+	"exceeds the server's Config.MaxMessage or the room left in its LargeMessageBytes"}
+
+// errLargeGone: the server no longer had the large response being pulled.
+var errLargeGone = errors.New("erpc: the server dropped the large response being fetched (MessageTimeout passed)")
+
 // retryableError is a fixed error that matches ErrRetryable.
 type retryableError struct{ msg string }
 
