@@ -64,10 +64,14 @@
 // message or handling one) or another owner-only method is refused with
 // an *OwnerError matching ErrNotOwner (methods without an error result
 // panic with it) and counted in Stats.NotOwner. The check is one atomic
-// compare-and-swap per call, not a goroutine identity: a call made
-// exactly while the owner runs a handler or continuation cannot be told
-// from one made by that handler, and is not caught (the race detector
-// catches it).
+// load (or compare-and-swap) per call, not a goroutine identity: a call
+// made exactly while the owner runs a handler or continuation cannot be
+// told from one made by that handler, and is not caught (the race
+// detector catches it). eRPC likewise has background threads hand their
+// requests to the dispatch thread through a queue; there they call
+// enqueue_request directly and the library queues for them, here the
+// application submits a function, which keeps every owner-only method
+// lock-free.
 //
 // # Leases
 //

@@ -183,3 +183,52 @@ func TestExactlyOnceResume(t *testing.T) {
 		}
 	})
 }
+
+// TestExactlyOnceTicketsBounded: a request whose attempts run out fails
+// with ErrTimeout and a ticket; a stream keeps at most MaxTickets, the
+// oldest going first; a released or dropped ticket cannot be resumed.
+func TestExactlyOnceTicketsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 63})
+		defer nw.Close()
+		var h holder
+		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
+			_ = nx.Register(1, h.handle, erpc.Dispatch)
+		}, nil)
+		defer srv.close()
+		ccfg := memConfig(nw)
+		ccfg.ExactlyOnce.MaxRetries = 2
+		ccfg.ExactlyOnce.MaxTickets = 1
+		cli := newClient(t, ccfg, clientHost)
+		defer cli.close()
+		s := cli.connect(t, serverHost)
+
+		a := cli.enqueue(t, s, 1, []byte("a"), erpc.ExactlyOnce)
+		b := cli.enqueue(t, s, 1, []byte("b"), erpc.ExactlyOnce)
+		cli.runUntil(t, time.Second, allDone([]*call{a, b}))
+		for _, c := range []*call{a, b} {
+			if !errors.Is(c.err, erpc.ErrTimeout) {
+				t.Fatalf("request: %v, want ErrTimeout", c.err)
+			}
+		}
+		ta, tb := erpc.TicketOf(a.err), erpc.TicketOf(b.err)
+		if ta == nil || tb == nil {
+			t.Fatalf("tickets %v %v", ta, tb)
+		}
+		if n := cli.rpc.Stats().TicketsDropped; n != 1 {
+			t.Fatalf("TicketsDropped = %d, want 1", n)
+		}
+		if _, err := cli.rpc.Call(t.Context(), s, 1, []byte("a"), erpc.Resume(ta)); !errors.Is(err, erpc.ErrTicket) {
+			t.Fatalf("resume of the dropped ticket: %v, want ErrTicket", err)
+		}
+		h.answer(t)
+		resp, err := cli.rpc.Call(t.Context(), s, 1, []byte("b"), erpc.Resume(tb))
+		if err != nil || string(resp) != "b" {
+			t.Fatalf("resume: %q %v", resp, err)
+		}
+		if n := h.runs.Load(); n != 2 {
+			t.Fatalf("handler ran %d times, want 2 (once each)", n)
+		}
+		cli.rpc.ReleaseTicket(tb) // used already: ignored
+	})
+}

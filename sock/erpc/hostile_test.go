@@ -178,6 +178,17 @@ func TestHostilePeer(t *testing.T) {
 		}
 		expect(p, req(8, 6, 0, 77, "eight"), statusNoSession)
 
+		// Another host can neither connect under the client's id nor
+		// renew its lease.
+		if h, _ := other.call(nx.Addr(), connect); h.status != statusBadRequest {
+			t.Fatalf("connect under another host's id: status %d", h.status)
+		}
+		steal := (&heartbeatBody{ids: []uint64{77}}).Append((&header{kind: kindHeartbeat}).Append(nil))
+		var sr heartbeatReplyBody
+		if _, b := other.call(nx.Addr(), steal); func() bool { _, err := sr.Parse(b); return err != nil }() || !sr.unknown[0] {
+			t.Fatalf("heartbeat for another host's lease: %+v", sr)
+		}
+
 		// Silent for longer than the lease (4 s, forgotten by 5 s): the
 		// records go, and the client id can no longer connect, fresh or
 		// not; a new one can.
