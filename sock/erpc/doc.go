@@ -99,8 +99,10 @@
 // application destroys the session and creates another, which gets a new
 // client id. A client id is fresh until a connect under it succeeds, and
 // only a fresh connect may create a lease; a later connect under an id
-// whose lease is gone is refused with ErrLeaseExpired, so no request of a
-// forgotten client is ever taken for a new one.
+// whose lease is gone is refused as expired, so no request of a forgotten
+// client is ever taken for a new one. The client then connects again
+// under a new id, at once: the session had sent nothing under the old
+// one.
 //
 // # Large messages
 //

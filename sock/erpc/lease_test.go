@@ -167,3 +167,37 @@ func TestLeaseExpiredReported(t *testing.T) {
 		}
 	})
 }
+
+// TestLeaseServerRestart: after the server restarts, a client whose
+// client id the new server does not know connects new sessions under a
+// new id without the application seeing the refusal, and its old
+// session, once used, is reset with a message that says why.
+func TestLeaseServerRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 54})
+		defer nw.Close()
+		register := func(nx *erpc.Nexus) { _ = nx.Register(1, echo, erpc.Dispatch) }
+		srv := newServer(t, memConfig(nw), serverHost, register, nil)
+		cli := newClient(t, memConfig(nw), clientHost)
+		defer cli.close()
+		old := cli.connect(t, serverHost)
+		srv.close()
+		srv = newServer(t, memConfig(nw), serverHost, register, nil)
+		defer srv.close()
+
+		s := cli.connect(t, serverHost) // refused as expired, then connected fresh
+		c := cli.enqueue(t, s, 1, []byte("after"))
+		cli.runUntil(t, time.Second, allDone([]*call{c}))
+		if c.err != nil || string(c.data) != "after" {
+			t.Fatalf("new session after the restart: %q %v", c.data, c.err)
+		}
+		if st := srv.nx.Stats(); st.Refused != 1 || st.Connects != 1 {
+			t.Fatalf("server: %+v, want one refusal (the old id) and one connect", st)
+		}
+		c = cli.enqueue(t, old, 1, []byte("old"))
+		cli.runUntil(t, time.Second, allDone([]*call{c}))
+		if !errors.Is(c.err, erpc.ErrSessionReset) {
+			t.Fatalf("old session: %v, want ErrSessionReset", c.err)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package erpc
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -141,6 +142,9 @@ func newRpc(nx *Nexus, id uint8, s *sock.Socket, sm SMHandler) *Rpc {
 	}
 	r.eo.init(&nx.cfg.ExactlyOnce, &r.stats)
 	r.pool.max = nx.cfg.MaxMessage
+	// Tokens start at random, so that a session of a server that has
+	// restarted does not match a new one by chance.
+	r.srvToken = rand.Uint32()
 	r.large.init()
 	tab := []*srvSession{}
 	r.srvTab.Store(&tab)

@@ -105,19 +105,47 @@ func (r *Rpc) CreateSession(remote netip.AddrPort, remoteRpc uint8) (Session, er
 	s.nexus, s.remoteRpc = remote, remoteRpc
 	s.st = r.streamTo(remote)
 	s.st.sessions++
-
-	h := header{kind: kindConnect, session: s.num, token: s.gen}
-	body := connectBody{dstRpc: remoteRpc, srcRpc: r.id, fresh: s.st.ref == nil, clientID: s.st.id}
-	var b [connectLen]byte
-	msg := body.Append(h.Append(b[:0]))
-	id, err := r.sock.Send(remote, msg, makeCookie(ckConnect, s.num, 0))
-	if err != nil {
+	if err := r.sendConnect(s); err != nil {
 		r.freeSession(s)
 		return Session{}, fmt.Errorf("erpc: connect to %v: %w", remote, closedError(err))
 	}
-	s.ctlID, s.ctlKind = id, ckConnect
 	r.conns.push(s, time.Now())
 	return s.handle(), nil
+}
+
+// sendConnect sends the connect request of s, under its stream's client
+// id.
+func (r *Rpc) sendConnect(s *session) error {
+	h := header{kind: kindConnect, session: s.num, token: s.gen}
+	body := connectBody{dstRpc: s.remoteRpc, srcRpc: r.id, fresh: s.st.ref == nil, clientID: s.st.id}
+	var b [connectLen]byte
+	msg := body.Append(h.Append(b[:0]))
+	id, err := r.sock.Send(s.nexus, msg, makeCookie(ckConnect, s.num, 0))
+	if err != nil {
+		return err
+	}
+	s.ctlID, s.ctlKind = id, ckConnect
+	return nil
+}
+
+// reconnectFresh sends the connect of s again under a new client id, the
+// server having refused its stream's as expired (the server restarted, or
+// the lease went while the client had nothing in flight). Nothing of s
+// has been sent under the old id, so nothing is lost. It reports whether
+// the connect went.
+func (r *Rpc) reconnectFresh(s *session) bool {
+	if s.st.ref == nil {
+		return false // a fresh id refused: not an old lease
+	}
+	r.retire(s.st)
+	r.leaveStream(s.st)
+	s.st = r.streamTo(s.nexus)
+	s.st.sessions++
+	if r.sendConnect(s) != nil {
+		return false
+	}
+	r.conns.push(s, time.Now())
+	return true
 }
 
 // allocSession takes a free session number.
@@ -283,8 +311,8 @@ func (r *Rpc) connectResponse(s *session, m *sock.Message) {
 		_, err = body.Parse(m.Data)
 	}
 	if err != nil {
-		if h.status == statusLeaseExpired {
-			r.retire(s.st) // the next session gets a new client id
+		if h.status == statusLeaseExpired && r.reconnectFresh(s) {
+			return // still connecting, under a new client id
 		}
 		r.connectFailed(s, fmt.Errorf("%w: %w", ErrConnectFailed, err))
 		return
