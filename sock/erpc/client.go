@@ -35,6 +35,7 @@ type request struct {
 	pullID    uint32
 	ticket    *Ticket // resumed under this ticket, until started
 	sent      bool    // an attempt went out
+	base      uint16  // retry of its first attempt: a resumed request's earlier attempts
 }
 
 // EnqueueRequest sends the request in req to the session's server, to be
@@ -275,7 +276,7 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 func (r *Rpc) attemptFailed(q *request, cause error) {
 	cause = closedError(cause)
 	if errors.Is(cause, sock.ErrPeerTimeout) {
-		if q.eo && int(q.retry) < r.cfg.ExactlyOnce.MaxRetries {
+		if q.eo && r.retriesLeft(q) {
 			return // still in r.attempts: attemptTimedOut sends it again
 		}
 		r.resetSession(q.s, cause)
@@ -291,13 +292,20 @@ func (r *Rpc) attemptTimedOut(q *request, now time.Time) {
 		_ = r.sock.Abort(q.homaID)
 		q.homaID = 0
 	}
-	if int(q.retry) < r.cfg.ExactlyOnce.MaxRetries {
+	if r.retriesLeft(q) {
 		r.retry(q)
 		return
 	}
 	s := q.s
-	r.complete(q, nil, fmt.Errorf("%w: exactly-once request unanswered after %d attempts", ErrTimeout, int(q.retry)+1))
+	r.complete(q, nil, fmt.Errorf("%w: exactly-once request unanswered after %d attempts", ErrTimeout, int(q.retry-q.base)+1))
 	r.pump(s)
+}
+
+// retriesLeft reports whether q may be sent again: MaxRetries since it
+// was enqueued (a resumed request starts a new count), within what the
+// header's retry field counts.
+func (r *Rpc) retriesLeft(q *request) bool {
+	return int(q.retry-q.base) < r.cfg.ExactlyOnce.MaxRetries && q.retry < maxRetries
 }
 
 // retry sends another attempt of an exactly-once request.

@@ -126,7 +126,7 @@ func (r *Rpc) openHold(q *request, st *stream) {
 		q.hold, t.hold, t.inUse = t.hold, nil, false
 		q.hold.t = nil
 		st.tickets--
-		q.retry = t.attempts
+		q.retry, q.base = t.attempts, t.attempts
 		q.seq = q.hold.seq
 		return
 	}
