@@ -8,9 +8,10 @@
 //
 // A Nexus is the per-process part: an address (host and Homa server
 // port) where other processes reach it, the table of request handlers by
-// request type (0-255), one goroutine answering session management on
-// the Nexus's own socket, and a pool of worker goroutines for background
-// handlers, sized when the Nexus is created.
+// request type (0-255), one goroutine answering session management and
+// heartbeats on the Nexus's own socket (and keeping the leases, see
+// Leases), and a pool of worker goroutines for background handlers,
+// sized when the Nexus is created.
 //
 // An Rpc is an endpoint owned by one goroutine, with a small numeric id.
 // It owns one Homa socket bound to a server port (so that it both serves
@@ -48,8 +49,9 @@
 // A dispatch handler runs in the server Rpc's event loop (for handlers of
 // a few microseconds); a background handler runs on a worker goroutine.
 // Either answers with EnqueueResponse, at once or later: a handler may
-// issue requests of its own (nested RPCs) and respond from their
-// continuations. EnqueueResponse may be called from any goroutine.
+// issue requests of its own (nested RPCs; a background handler through
+// Rpc.Submit) and respond from their continuations. EnqueueResponse may
+// be called from any goroutine.
 //
 // # Other goroutines
 //
@@ -256,7 +258,8 @@
 //	go test -run '^$' -bench Echo32Ratio -benchtime 400000x ./sock/erpc/
 //
 // Everything is bounded by configuration: sessions per Rpc and per
-// server Rpc, queued requests per session, the background queue,
-// completion records in count and bytes. Every refusal is counted in
-// Stats.
+// server Rpc, leases per Nexus, queued requests per session, the submit
+// and background queues, completion records in count and bytes, tickets
+// per server, the size of a message and the bytes of large messages a
+// server holds. Every refusal is counted in Stats or NexusStats.
 package erpc
