@@ -228,6 +228,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{hdrMagic, hdrVersion, byte(kindRequest)})
 	f.Add((&connectBody{dstRpc: 1, clientID: 7}).Append((&header{kind: kindConnect}).Append(nil)))
+	f.Add((&heartbeatBody{ids: []uint64{3, 5}}).Append((&header{kind: kindHeartbeat}).Append(nil)))
+	f.Add((&heartbeatReplyBody{unknown: []bool{true}}).Append((&header{kind: kindHeartbeatReply}).Append(nil)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h header
 		n, err := h.Parse(b)
@@ -249,5 +251,13 @@ func FuzzParse(f *testing.F) {
 		_, _ = c.Parse(b)
 		_, _ = r.Parse(b)
 		_, _ = d.Parse(b)
+		var hb heartbeatBody
+		if _, err := hb.Parse(b); err == nil {
+			if got := hb.Append(append([]byte(nil), b[:baseHeaderLen]...)); !bytes.Equal(got, b) {
+				t.Fatalf("heartbeat re-encoded %x, parsed from %x", got, b)
+			}
+		}
+		var hr heartbeatReplyBody
+		_, _ = hr.Parse(b)
 	})
 }
