@@ -206,9 +206,14 @@ func (t *eoTable) ack(ss *srvSession, h *header) {
 func (t *eoTable) ackLocked(cl *eoClient, h *header) {
 	if h.ackFloor > cl.floor {
 		cl.floor = h.ackFloor
-		for rec := cl.recs.head; rec != nil; {
+		// Records are in the order they arrived, nearly the order of
+		// their sequences: delete from the front up to the first at or
+		// above the floor. One that arrived early (from another session
+		// of the client) goes when a later floor reaches the records
+		// before it; the scan stays short whatever the client's window.
+		for rec := cl.recs.head; rec != nil && rec.key.seq < cl.floor; {
 			next := rec.clLink.next
-			if rec.key.seq < cl.floor && rec.state != recInProgress {
+			if rec.state != recInProgress {
 				t.stats.acked.Add(1)
 				t.deleteLocked(rec)
 			}
