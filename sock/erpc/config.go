@@ -151,6 +151,11 @@ type ExactlyOnceConfig struct {
 	// MaxTickets bounds the tickets (see Ticket) a client Rpc holds per
 	// server Nexus; beyond it the oldest is released. Default 1024.
 	MaxTickets int
+	// TicketTimeout is how long a ticket may wait to be resumed before
+	// it is released (a ticket holds the ack floor, and with it the
+	// server's records of the client's later requests whose single
+	// acknowledgments were lost). Default 30 s.
+	TicketTimeout time.Duration
 }
 
 // Defaults.
@@ -184,6 +189,7 @@ const (
 	defaultMaxRecordBytes = 64 << 20
 	defaultMaxResponse    = MaxMsgSize
 	defaultMaxTickets     = 1024
+	defaultTicketTimeout  = 30 * time.Second
 )
 
 // withDefaults returns c with every zero field set to its default, or a
@@ -299,6 +305,7 @@ func (e ExactlyOnceConfig) withDefaults() (ExactlyOnceConfig, error) {
 		{"RecordTimeout", &e.RecordTimeout, defaultRecordTimeout},
 		{"PacketLifetime", &e.PacketLifetime, defaultPacketLifetime},
 		{"AckDelay", &e.AckDelay, defaultAckDelay},
+		{"TicketTimeout", &e.TicketTimeout, defaultTicketTimeout},
 	} {
 		if *f.v < 0 {
 			return e, &ConfigError{"ExactlyOnce." + f.name, "must not be negative"}

@@ -174,8 +174,9 @@
 //		resp, err = r.Call(ctx2, s, reqType, req, erpc.Resume(t))
 //	}
 //
-// Until it is resumed or released (ReleaseTicket) a ticket holds the ack
-// floor below its sequence, so its record stays.
+// Until it is resumed or released (ReleaseTicket, or TicketTimeout
+// passes, default 30 s) a ticket holds the ack floor below its sequence,
+// so its record stays.
 //
 // Memory is bounded in count (MaxRecords) and bytes (MaxRecordBytes). A
 // record in progress reserves 1 KiB, what a small response needs, so the

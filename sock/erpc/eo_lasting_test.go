@@ -230,5 +230,18 @@ func TestExactlyOnceTicketsBounded(t *testing.T) {
 			t.Fatalf("handler ran %d times, want 2 (once each)", n)
 		}
 		cli.rpc.ReleaseTicket(tb) // used already: ignored
+
+		// A ticket not resumed within TicketTimeout (30 s) is released.
+		c := cli.enqueue(t, s, 1, []byte("c"), erpc.ExactlyOnce)
+		cli.runUntil(t, time.Second, allDone([]*call{c}))
+		tc := erpc.TicketOf(c.err)
+		if tc == nil {
+			t.Fatalf("third request: %v, want a ticket", c.err)
+		}
+		cli.runUntil(t, 31*time.Second, func() bool { return cli.rpc.Stats().TicketsDropped == 2 })
+		if _, err := cli.rpc.Call(t.Context(), s, 1, []byte("c"), erpc.Resume(tc)); !errors.Is(err, erpc.ErrTicket) {
+			t.Fatalf("resume of an expired ticket: %v, want ErrTicket", err)
+		}
+		h.answer(t)
 	})
 }

@@ -53,6 +53,7 @@ type Rpc struct {
 	attempts   dlist[request]             // exactly-once attempts outstanding, by send time
 	acks       dlist[session]             // sessions with acknowledgments due, by when due
 	conns      dlist[session]             // sessions waiting for a connect reply, by send time
+	tickets    dlist[Ticket]              // tickets not resumed or released, by when made
 	nbCtx      context.Context            // always done: Recv without blocking
 	streams    map[netip.AddrPort]*stream // by server Nexus, for new sessions
 	allStreams map[*stream]struct{}       // every stream not ended, retired ones too
@@ -139,6 +140,7 @@ func newRpc(nx *Nexus, id uint8, s *sock.Socket, sm SMHandler) *Rpc {
 		attempts: newDlist(func(q *request) *dlink[request] { return &q.link }),
 		acks:     newDlist(func(s *session) *dlink[session] { return &s.ackLink }),
 		conns:    newDlist(func(s *session) *dlink[session] { return &s.connLink }),
+		tickets:  newDlist(func(t *Ticket) *dlink[Ticket] { return &t.link }),
 	}
 	r.eo.init(&nx.cfg.ExactlyOnce, &r.stats)
 	r.pool.max = nx.cfg.MaxMessage
@@ -445,7 +447,7 @@ func (r *Rpc) event(s *session, ev SMEvent, err error) {
 // hasTimers reports whether anything waits for a time.
 func (r *Rpc) hasTimers() bool {
 	return r.attempts.len() > 0 || r.acks.len() > 0 || r.conns.len() > 0 || r.eo.next.Load() != 0 ||
-		r.large.next.Load() != 0
+		r.large.next.Load() != 0 || r.tickets.len() > 0
 }
 
 // nextTimer returns the earliest deadline of the timers.
@@ -472,6 +474,9 @@ func (r *Rpc) nextTimer() (time.Time, bool) {
 	if ns := r.large.next.Load(); ns != 0 {
 		earliest(time.Unix(0, ns))
 	}
+	if tk, at := r.tickets.front(); tk != nil {
+		earliest(at.Add(eo.TicketTimeout))
+	}
 	return t, !t.IsZero()
 }
 
@@ -494,6 +499,10 @@ func (r *Rpc) runTimers(now time.Time) {
 	}
 	if ns := r.large.next.Load(); ns != 0 && now.UnixNano() >= ns {
 		r.large.expire(now, r.cfg.MessageTimeout, &r.stats)
+	}
+	for tk, at := r.tickets.front(); tk != nil && !now.Before(at.Add(eo.TicketTimeout)); tk, at = r.tickets.front() {
+		r.stats.ticketsDropped.Add(1)
+		r.dropTicket(tk)
 	}
 }
 

@@ -22,8 +22,9 @@ type Ticket struct {
 	st       *stream
 	hold     *seqHold // nil once resumed or released
 	reqType  uint8
-	attempts uint16 // attempts sent so far
-	inUse    bool   // a request resumes it and has not started yet
+	attempts uint16        // attempts sent so far
+	inUse    bool          // a request resumes it and has not started yet
+	link     dlink[Ticket] // in Rpc.tickets while it holds its sequence
 }
 
 // seqHold keeps a sequence number open in its stream: it holds the ack
@@ -91,6 +92,7 @@ func (r *Rpc) ReleaseTicket(t *Ticket) {
 
 // dropTicket releases the hold of t.
 func (r *Rpc) dropTicket(t *Ticket) {
+	r.tickets.remove(t)
 	t.st.tickets--
 	r.closeHold(t.st, t.hold)
 	t.hold = nil
@@ -123,6 +125,7 @@ func (r *Rpc) takeTicket(t *Ticket, s *session, reqType uint8) error {
 func (r *Rpc) openHold(q *request, st *stream) {
 	if t := q.ticket; t != nil {
 		q.ticket = nil
+		r.tickets.remove(t)
 		q.hold, t.hold, t.inUse = t.hold, nil, false
 		q.hold.t = nil
 		st.tickets--
@@ -177,6 +180,7 @@ func (r *Rpc) finishHold(q *request, err error) error {
 	t := &Ticket{rpc: r, st: st, hold: h, reqType: q.reqType, attempts: q.retry + 1}
 	h.t = t
 	st.tickets++
+	r.tickets.push(t, time.Now())
 	return &IncompleteError{Err: err, Ticket: t}
 }
 
@@ -199,6 +203,7 @@ func (r *Rpc) dropOldestTicket(st *stream) {
 		if h.t != nil && !h.t.inUse {
 			r.stats.ticketsDropped.Add(1)
 			t := h.t
+			r.tickets.remove(t)
 			st.tickets--
 			r.closeHold(st, h)
 			t.hold = nil
