@@ -10,17 +10,6 @@ import (
 	"github.com/homa-go/homa/sock"
 )
 
-// ReqOption modifies one request.
-type ReqOption uint8
-
-const (
-	// ExactlyOnce makes a request exactly-once: an attempt that fails by
-	// timeout is sent again under the same (client id, sequence), and
-	// the server answers a duplicate from its completion record instead
-	// of running the handler again. See ExactlyOnceConfig.
-	ExactlyOnce ReqOption = 1
-)
-
 // request is one application request, from EnqueueRequest to its
 // continuation. Requests are recycled per Rpc.
 type request struct {
@@ -36,6 +25,17 @@ type request struct {
 	cont    Continuation
 	tag     any
 	link    dlink[request] // in Rpc.attempts while an exactly-once attempt waits
+	hold    *seqHold       // its sequence, open in the stream (exactly-once, once started)
+	// Large messages: the next fragment of the request to send, its
+	// message id, and the large response being pulled (its total and
+	// the server's message id).
+	sendOff   int
+	msgID     uint32
+	pullTotal int
+	pullID    uint32
+	ticket    *Ticket // resumed under this ticket, until started
+	sent      bool    // an attempt went out
+	base      uint16  // retry of its first attempt: a resumed request's earlier attempts
 }
 
 // EnqueueRequest sends the request in req to the session's server, to be
@@ -48,7 +48,12 @@ type request struct {
 // here means the request was not taken (cont will not run): a bad or dead
 // session, a full queue, buffers in use, or a closed Rpc.
 func (r *Rpc) EnqueueRequest(s Session, reqType uint8, req, resp *MsgBuffer, cont Continuation, tag any, opts ...ReqOption) error {
-	_, err := r.enqueue(s, reqType, req, resp, cont, tag, opts)
+	held, err := r.acquire("EnqueueRequest")
+	if err != nil {
+		return err
+	}
+	defer r.release(held)
+	_, err = r.enqueue(s, reqType, req, resp, cont, tag, opts)
 	return err
 }
 
@@ -75,14 +80,30 @@ func (r *Rpc) enqueue(h Session, reqType uint8, req, resp *MsgBuffer, cont Conti
 	if !direct && s.queue.n >= r.cfg.MaxQueuedRequests {
 		return nil, ErrQueueFull
 	}
-	q := r.newRequest()
-	q.s, q.slot, q.reqType = s, -1, reqType
-	q.req, q.resp, q.cont, q.tag = req, resp, cont, tag
+	if req.n > MaxMsgSize && !r.largeOK(opts) {
+		return nil, fmt.Errorf("%w: an exactly-once request must fit one Homa message (MaxMsgSize)", ErrMessageTooLarge)
+	}
+	var eo bool
+	var t *Ticket
 	for _, o := range opts {
-		if o == ExactlyOnce {
-			q.eo = true
+		eo = eo || o.eo
+		if o.ticket != nil {
+			if t != nil {
+				return nil, fmt.Errorf("%w: two Resume options", ErrTicket)
+			}
+			if err := r.takeTicket(o.ticket, s, reqType); err != nil {
+				return nil, err
+			}
+			t = o.ticket
 		}
 	}
+	if t != nil {
+		t.inUse = true // so that it cannot be resumed twice
+	}
+	q := r.newRequest()
+	q.s, q.slot, q.reqType, q.eo = s, -1, reqType, eo
+	q.req, q.resp, q.cont, q.tag = req, resp, cont, tag
+	q.ticket = t
 	req.state, resp.state = bufQueued, bufQueued
 	if direct {
 		r.start(q)
@@ -119,8 +140,7 @@ func (r *Rpc) start(q *request) {
 	}
 	s.inflight++
 	if q.eo {
-		q.seq = s.nextSeq
-		s.nextSeq++
+		r.openHold(q, s.st)
 	}
 	if err := r.transmit(q); err != nil {
 		r.complete(q, nil, fmt.Errorf("erpc: send: %w", closedError(err)))
@@ -135,14 +155,21 @@ func (r *Rpc) transmit(q *request) error {
 	if q.eo {
 		now = time.Now()
 		h.flags = flagExactlyOnce
-		h.retry, h.clientID, h.seq = q.retry, s.clientID, q.seq
+		h.retry, h.clientID, h.seq = q.retry, s.st.id, q.seq
 		r.fillAcks(s, &h)
 	}
-	id, err := r.sock.Send(s.remote, q.req.frame(&h), makeCookie(ckData, s.num, q.slot))
+	r.touch(s.st)
+	var id uint64
+	var err error
+	if !q.eo && q.req.n > MaxMsgSize {
+		id, err = r.sendFragment(q)
+	} else {
+		id, err = r.sock.Send(s.remote, q.req.frame(&h), makeCookie(ckData, s.num, q.slot))
+	}
 	if err != nil {
 		return err
 	}
-	q.homaID = id
+	q.homaID, q.sent = id, true
 	r.stats.requestsSent.Add(1)
 	if q.eo {
 		r.attempts.repush(q, now)
@@ -172,7 +199,7 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 	case err != nil:
 	case h.kind != kindResponse || h.reqType != q.reqType:
 		err = &ProtocolError{"request answered by another kind of message"}
-	case q.eo != (h.flags&flagExactlyOnce != 0) || (q.eo && (h.clientID != s.clientID || h.seq != q.seq)):
+	case q.eo != (h.flags&flagExactlyOnce != 0) || (q.eo && (h.clientID != s.st.id || h.seq != q.seq)):
 		err = &ProtocolError{"response does not match the exactly-once request"}
 	}
 	if err != nil {
@@ -183,12 +210,23 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 	}
 	switch h.status {
 	case statusOK:
-		q.resp.setData(m.Data[n:])
+		switch step, err := r.largeReply(q, &h, m.Data[n:]); step {
+		case largeMore:
+			m.Release()
+			return
+		case largeFail:
+			m.Release()
+			r.complete(q, nil, err)
+			r.pump(s)
+			return
+		case largeNo:
+			q.resp.setData(m.Data[n:])
+		}
 		r.stats.responses.Add(1)
 		r.complete(q, m, nil)
 	case statusNoSession:
 		m.Release()
-		r.resetSession(s, statusError(h.status))
+		r.forgotten(s)
 		return
 	case statusInProgress:
 		// Only an attempt already superseded gets this; try again
@@ -208,6 +246,20 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 		}
 		m.Release()
 		r.complete(q, nil, statusError(h.status))
+	case statusTooLarge:
+		m.Release()
+		if q.eo {
+			r.complete(q, nil, errResponseTooLarge)
+		} else {
+			r.complete(q, nil, errServerTooLarge)
+		}
+	case statusStale:
+		m.Release()
+		if q.pullTotal != 0 {
+			r.complete(q, nil, errLargeGone)
+		} else {
+			r.complete(q, nil, ErrStale)
+		}
 	default:
 		m.Release()
 		r.complete(q, nil, statusError(h.status))
@@ -224,7 +276,7 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 func (r *Rpc) attemptFailed(q *request, cause error) {
 	cause = closedError(cause)
 	if errors.Is(cause, sock.ErrPeerTimeout) {
-		if q.eo && int(q.retry) < r.cfg.ExactlyOnce.MaxRetries {
+		if q.eo && r.retriesLeft(q) {
 			return // still in r.attempts: attemptTimedOut sends it again
 		}
 		r.resetSession(q.s, cause)
@@ -240,13 +292,20 @@ func (r *Rpc) attemptTimedOut(q *request, now time.Time) {
 		_ = r.sock.Abort(q.homaID)
 		q.homaID = 0
 	}
-	if int(q.retry) < r.cfg.ExactlyOnce.MaxRetries {
+	if r.retriesLeft(q) {
 		r.retry(q)
 		return
 	}
 	s := q.s
-	r.complete(q, nil, fmt.Errorf("%w: exactly-once request unanswered after %d attempts", ErrTimeout, int(q.retry)+1))
+	r.complete(q, nil, fmt.Errorf("%w: exactly-once request unanswered after %d attempts", ErrTimeout, int(q.retry-q.base)+1))
 	r.pump(s)
+}
+
+// retriesLeft reports whether q may be sent again: MaxRetries since it
+// was enqueued (a resumed request starts a new count), within what the
+// header's retry field counts.
+func (r *Rpc) retriesLeft(q *request) bool {
+	return int(q.retry-q.base) < r.cfg.ExactlyOnce.MaxRetries && q.retry < maxRetries
 }
 
 // retry sends another attempt of an exactly-once request.
@@ -274,7 +333,14 @@ func (r *Rpc) complete(q *request, m *sock.Message, err error) {
 	if m != nil {
 		m.Release()
 	}
-	if q.eo && q.seq != 0 && (err == nil || errors.Is(err, ErrMessageTooLarge)) {
+	ran := err == nil || errors.Is(err, ErrMessageTooLarge) || errors.Is(err, ErrResponseLost)
+	if q.hold != nil {
+		err = r.finishHold(q, err)
+	} else if t := q.ticket; t != nil {
+		// Never started: the ticket stays usable.
+		q.ticket, t.inUse = nil, false
+	}
+	if q.eo && q.seq != 0 && ran {
 		// The server ran the request and keeps its record: acknowledge.
 		r.queueAck(s, q.seq, q.retry, sent)
 	} else if q.eo && q.seq != 0 && s.state == sessConnected {
@@ -310,10 +376,15 @@ func callDone(_ *MsgBuffer, tag any, err error) {
 // abandoned and ctx.Err() returned; an exactly-once request may then have
 // run or not. The response is a new slice owned by the caller.
 func (r *Rpc) Call(ctx context.Context, s Session, reqType uint8, req []byte, opts ...ReqOption) ([]byte, error) {
+	held, err := r.acquire("Call")
+	if err != nil {
+		return nil, err
+	}
+	defer r.release(held)
 	if r.inLoop {
 		return nil, ErrInEventLoop
 	}
-	if len(req) > MaxMsgSize {
+	if len(req) > r.cfg.MaxMessage {
 		return nil, ErrMessageTooLarge
 	}
 	rb, _ := r.pool.get(len(req))
@@ -324,7 +395,8 @@ func (r *Rpc) Call(ctx context.Context, s Session, reqType uint8, req []byte, op
 		r.pool.put(resp)
 	}()
 	st := &callState{}
-	q, err := r.enqueue(s, reqType, rb, resp, callDone, st, opts)
+	var q *request
+	q, err = r.enqueue(s, reqType, rb, resp, callDone, st, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +408,7 @@ func (r *Rpc) Call(ctx context.Context, s Session, reqType uint8, req []byte, op
 		}
 		r.cancel(q, err)
 		r.drain()
-		return nil, err
+		return nil, callIncomplete(err, st.err)
 	}
 	if st.err != nil {
 		return nil, st.err

@@ -31,6 +31,11 @@ type Config struct {
 	// that finds it full is answered ErrServerBusy. Default 1024.
 	BackgroundQueue int
 
+	// SubmitQueue bounds the functions waiting in an Rpc's submit queue
+	// (Rpc.Submit); Submit beyond it fails with ErrQueueFull. Default
+	// 4096.
+	SubmitQueue int
+
 	// SessionWindow is how many requests of one session may be
 	// outstanding at once; more are queued. Default 8, at most 256.
 	SessionWindow int
@@ -46,6 +51,35 @@ type Config struct {
 	// ConnectTimeout bounds the wait for a connect reply; the transport
 	// usually reports a silent server sooner. Default 1 s.
 	ConnectTimeout time.Duration
+	// LeaseTimeout is how long a server keeps the sessions and
+	// exactly-once records of a client it hears nothing from (no
+	// request, acknowledgment or heartbeat): it forgets them after
+	// between LeaseTimeout and 5/4 of it. Clients heartbeat each server
+	// host at most once per quarter of the shorter of the two ends'
+	// LeaseTimeout when they send no requests. It must exceed
+	// ExactlyOnce.PacketLifetime. Default 4 s.
+	LeaseTimeout time.Duration
+	// MaxLeases bounds the client leases a Nexus holds (one per client
+	// Rpc that connects to it); connects of new clients beyond it fail
+	// with ErrTooManySessions. Default 65,536.
+	MaxLeases int
+
+	// MaxMessage is the largest request or response, sent or accepted.
+	// One larger than MaxMsgSize travels as several Homa messages
+	// (fragments of up to 999,968 bytes); the receiver commits memory
+	// for each as it arrives, never for the length a peer claims.
+	// Default 8 MiB; at most 1 GiB.
+	MaxMessage int
+	// LargeMessageBytes bounds, per server Rpc, the bytes of large
+	// messages held: requests being reassembled and responses waiting
+	// for the client to fetch them. A fragment that does not fit is
+	// refused (ErrServerBusy, retryable) and its message dropped.
+	// Default 64 MiB.
+	LargeMessageBytes int
+	// MessageTimeout is how long a server Rpc keeps a large request or
+	// response that makes no progress (no fragment arrives, none is
+	// fetched). Default 2 s.
+	MessageTimeout time.Duration
 
 	// ExactlyOnce configures exactly-once requests, on both ends.
 	ExactlyOnce ExactlyOnceConfig
@@ -85,9 +119,12 @@ type ExactlyOnceConfig struct {
 	// MaxRetries (M) is how many times a request is sent again before
 	// it fails. Default 10; negative means none.
 	MaxRetries int
-	// RecordTimeout is how long the server keeps a completed record
-	// waiting for the client's acknowledgment (N x Timeout 1 of the
-	// report). Default 2 s.
+	// RecordTimeout is how long the server keeps the response of a
+	// completed record waiting for the client's acknowledgment (N x
+	// Timeout 1 of the report). After it the response goes but the
+	// record stays, remembering that the request ran (a copy then gets
+	// ErrResponseLost), until the client acknowledges it or its lease
+	// expires. Default 2 s.
 	RecordTimeout time.Duration
 	// PacketLifetime (Timeout 2) is the longest a request can take from
 	// the client's send to the server's event loop: network, transport
@@ -101,16 +138,30 @@ type ExactlyOnceConfig struct {
 	// completed and forgotten-but-remembered). Default 65,536.
 	MaxRecords int
 	// MaxRecordBytes bounds the response bytes the records of one Rpc
-	// hold; every record in progress reserves MaxResponse. Default 64 MiB.
+	// hold. A record in progress reserves 1 KiB of it; its response is
+	// kept if it fits in what is left when it comes (else it is sent but
+	// not kept: a copy gets ErrResponseLost). A new request that finds
+	// less than 1 KiB left is refused before its handler runs, with
+	// ErrRecordsFull (retryable). Default 64 MiB: 65,536 requests with
+	// small responses in flight, or 64 responses of MaxMsgSize kept.
 	MaxRecordBytes int
 	// MaxResponse is the largest response of an exactly-once request.
-	// Default 64 KiB.
+	// Default MaxMsgSize.
 	MaxResponse int
+	// MaxTickets bounds the tickets (see Ticket) a client Rpc holds per
+	// server Nexus; beyond it the oldest is released. Default 1024.
+	MaxTickets int
+	// TicketTimeout is how long a ticket may wait to be resumed before
+	// it is released (a ticket holds the ack floor, and with it the
+	// server's records of the client's later requests whose single
+	// acknowledgments were lost). Default 30 s.
+	TicketTimeout time.Duration
 }
 
 // Defaults.
 const (
 	defaultBackgroundQueue   = 1024
+	defaultSubmitQueue       = 4096
 	defaultSessionWindow     = 8
 	maxSessionWindow         = 256
 	defaultMaxQueuedRequests = 4096
@@ -118,6 +169,13 @@ const (
 	maxSessions              = 1 << 24 // session numbers fit in 24 bits of a cookie
 	defaultMaxServerSessions = 4096
 	defaultConnectTimeout    = time.Second
+	defaultLeaseTimeout      = 4 * time.Second
+	defaultMaxMessage        = 8 << 20
+	maxMaxMessage            = 1 << 30
+	defaultLargeMessageBytes = 64 << 20
+	defaultMessageTimeout    = 2 * time.Second
+	maxLeaseTimeout          = 1 << 31 * time.Millisecond // the connect reply's field
+	defaultMaxLeases         = 1 << 16
 
 	defaultRTT            = 20 * time.Millisecond
 	defaultHandlerTime    = 10 * time.Millisecond
@@ -129,7 +187,9 @@ const (
 	defaultAckDelay       = time.Millisecond
 	defaultMaxRecords     = 1 << 16
 	defaultMaxRecordBytes = 64 << 20
-	defaultMaxResponse    = 64 << 10
+	defaultMaxResponse    = MaxMsgSize
+	defaultMaxTickets     = 1024
+	defaultTicketTimeout  = 30 * time.Second
 )
 
 // withDefaults returns c with every zero field set to its default, or a
@@ -152,6 +212,12 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 	}
 	if c.BackgroundQueue == 0 {
 		c.BackgroundQueue = defaultBackgroundQueue
+	}
+	if c.SubmitQueue < 0 {
+		return c, &ConfigError{"SubmitQueue", "must not be negative"}
+	}
+	if c.SubmitQueue == 0 {
+		c.SubmitQueue = defaultSubmitQueue
 	}
 	if c.SessionWindow == 0 {
 		c.SessionWindow = defaultSessionWindow
@@ -183,9 +249,47 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 	if c.ConnectTimeout < 0 {
 		return c, &ConfigError{"ConnectTimeout", "must not be negative"}
 	}
+	if c.MaxMessage == 0 {
+		c.MaxMessage = defaultMaxMessage
+	}
+	if c.MaxMessage < 0 || c.MaxMessage > maxMaxMessage {
+		return c, &ConfigError{"MaxMessage", fmt.Sprintf("must be 1..%d (got %d)", maxMaxMessage, c.MaxMessage)}
+	}
+	if c.LargeMessageBytes == 0 {
+		c.LargeMessageBytes = defaultLargeMessageBytes
+	}
+	if c.LargeMessageBytes < 0 {
+		return c, &ConfigError{"LargeMessageBytes", "must not be negative"}
+	}
+	if c.MessageTimeout == 0 {
+		c.MessageTimeout = defaultMessageTimeout
+	}
+	if c.MessageTimeout < 0 {
+		return c, &ConfigError{"MessageTimeout", "must not be negative"}
+	}
+	if c.MaxLeases == 0 {
+		c.MaxLeases = defaultMaxLeases
+	}
+	if c.MaxLeases < 0 {
+		return c, &ConfigError{"MaxLeases", "must not be negative"}
+	}
 	var err error
 	c.ExactlyOnce, err = c.ExactlyOnce.withDefaults()
-	return c, err
+	if err != nil {
+		return c, err
+	}
+	if c.LeaseTimeout == 0 {
+		c.LeaseTimeout = defaultLeaseTimeout
+	}
+	if c.LeaseTimeout < 0 || c.LeaseTimeout > maxLeaseTimeout {
+		return c, &ConfigError{"LeaseTimeout", fmt.Sprintf("must be positive and at most %v", maxLeaseTimeout)}
+	}
+	if c.LeaseTimeout <= c.ExactlyOnce.PacketLifetime {
+		return c, &ConfigError{"LeaseTimeout", fmt.Sprintf(
+			"must exceed ExactlyOnce.PacketLifetime, so that no connect outlives the lease it made: %v <= %v",
+			c.LeaseTimeout, c.ExactlyOnce.PacketLifetime)}
+	}
+	return c, nil
 }
 
 // withDefaults fills in the defaults and checks table I.
@@ -201,6 +305,7 @@ func (e ExactlyOnceConfig) withDefaults() (ExactlyOnceConfig, error) {
 		{"RecordTimeout", &e.RecordTimeout, defaultRecordTimeout},
 		{"PacketLifetime", &e.PacketLifetime, defaultPacketLifetime},
 		{"AckDelay", &e.AckDelay, defaultAckDelay},
+		{"TicketTimeout", &e.TicketTimeout, defaultTicketTimeout},
 	} {
 		if *f.v < 0 {
 			return e, &ConfigError{"ExactlyOnce." + f.name, "must not be negative"}
@@ -225,6 +330,7 @@ func (e ExactlyOnceConfig) withDefaults() (ExactlyOnceConfig, error) {
 		{"MaxRecords", &e.MaxRecords, defaultMaxRecords},
 		{"MaxRecordBytes", &e.MaxRecordBytes, defaultMaxRecordBytes},
 		{"MaxResponse", &e.MaxResponse, defaultMaxResponse},
+		{"MaxTickets", &e.MaxTickets, defaultMaxTickets},
 	} {
 		if *f.v < 0 {
 			return e, &ConfigError{"ExactlyOnce." + f.name, "must not be negative"}
@@ -236,8 +342,8 @@ func (e ExactlyOnceConfig) withDefaults() (ExactlyOnceConfig, error) {
 	if e.MaxResponse > MaxMsgSize {
 		return e, &ConfigError{"ExactlyOnce.MaxResponse", fmt.Sprintf("must be at most MaxMsgSize, %d (got %d)", MaxMsgSize, e.MaxResponse)}
 	}
-	if e.MaxRecordBytes < e.MaxResponse {
-		return e, &ConfigError{"ExactlyOnce.MaxRecordBytes", fmt.Sprintf("must hold at least one response of MaxResponse, %d bytes (got %d)", e.MaxResponse, e.MaxRecordBytes)}
+	if e.MaxRecordBytes < recordReserve {
+		return e, &ConfigError{"ExactlyOnce.MaxRecordBytes", fmt.Sprintf("must hold at least one record in progress, %d bytes (got %d)", recordReserve, e.MaxRecordBytes)}
 	}
 	return e, e.check()
 }

@@ -35,7 +35,7 @@ func TestConfigTableI(t *testing.T) {
 			"ExactlyOnce.PacketLifetime", "Timeout 2"},
 		{"negative", erpc.ExactlyOnceConfig{RetryTimeout: -1}, "ExactlyOnce.RetryTimeout", "negative"},
 		{"too many retries", erpc.ExactlyOnceConfig{MaxRetries: 1 << 16}, "ExactlyOnce.MaxRetries", "at most"},
-		{"record bytes", erpc.ExactlyOnceConfig{MaxResponse: 1000, MaxRecordBytes: 999}, "ExactlyOnce.MaxRecordBytes", "at least one response"},
+		{"record bytes", erpc.ExactlyOnceConfig{MaxRecordBytes: 999}, "ExactlyOnce.MaxRecordBytes", "at least one record in progress"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nw := memnet.New(memnet.Config{})

@@ -8,9 +8,10 @@
 //
 // A Nexus is the per-process part: an address (host and Homa server
 // port) where other processes reach it, the table of request handlers by
-// request type (0-255), one goroutine answering session management on
-// the Nexus's own socket, and a pool of worker goroutines for background
-// handlers, sized when the Nexus is created.
+// request type (0-255), one goroutine answering session management and
+// heartbeats on the Nexus's own socket (and keeping the leases, see
+// Leases), and a pool of worker goroutines for background handlers,
+// sized when the Nexus is created.
 //
 // An Rpc is an endpoint owned by one goroutine, with a small numeric id.
 // It owns one Homa socket bound to a server port (so that it both serves
@@ -48,8 +49,85 @@
 // A dispatch handler runs in the server Rpc's event loop (for handlers of
 // a few microseconds); a background handler runs on a worker goroutine.
 // Either answers with EnqueueResponse, at once or later: a handler may
-// issue requests of its own (nested RPCs) and respond from their
-// continuations. EnqueueResponse may be called from any goroutine.
+// issue requests of its own (nested RPCs; a background handler through
+// Rpc.Submit) and respond from their continuations. EnqueueResponse may
+// be called from any goroutine.
+//
+// # Other goroutines
+//
+// An Rpc belongs to the goroutine that runs its event loop. Every other
+// goroutine (a background handler's worker, say) hands work to it with
+// Rpc.Submit: the function goes into a bounded queue (Config.SubmitQueue)
+// and the loop, woken if it waits for messages, runs it between messages
+// as it runs continuations, so it may call EnqueueRequest, CreateSession
+// and the rest. A background handler issues its nested requests that way
+// and answers from their continuations. An owner-only method called by a
+// second goroutine while the owner runs the event loop (waiting for a
+// message or handling one) or another owner-only method is refused with
+// an *OwnerError matching ErrNotOwner (methods without an error result
+// panic with it) and counted in Stats.NotOwner. The check is one atomic
+// load (or compare-and-swap) per call, not a goroutine identity: a call
+// made exactly while the owner runs a handler or continuation cannot be
+// told from one made by that handler, and is not caught (the race
+// detector catches it). eRPC likewise has background threads hand their
+// requests to the dispatch thread through a queue; there they call
+// enqueue_request directly and the library queues for them, here the
+// application submits a function, which keeps every owner-only method
+// lock-free.
+//
+// # Leases
+//
+// A server forgets a client that has gone silent. A client Rpc talks to
+// each server Nexus under a client id of its own, random, which every
+// session it opens there carries: the server holds a lease per client id,
+// with the sessions made under it and the exactly-once records of its
+// requests. Every request and acknowledgment renews the lease; a client
+// that sends none has its Nexus send a heartbeat instead, at most one per
+// server host per quarter of the lease, naming all its idle client ids
+// there. A lease unheard for Config.LeaseTimeout (default 4 s) goes, with
+// its sessions and records, within 5/4 of it. Nothing runs per session:
+// the server's Nexus advances an epoch every quarter lease while it holds
+// leases, a request stamps its lease with the epoch (an atomic load, and
+// a store once per epoch), and each tick forgets the leases stamped too
+// long ago. So a server whose clients crash or close without
+// DestroySession keeps room for new ones, and an idle server with no
+// leases does nothing at all.
+//
+// A client whose lease is gone learns it from the heartbeat's reply, or
+// when a request finds that the server no longer knows its session: the
+// session is reset, its pending requests fail with ErrSessionReset
+// wrapping ErrLeaseExpired (or saying that the server forgot the session),
+// and the handler gets Reset. The layer does not reconnect by itself: the
+// application destroys the session and creates another, which gets a new
+// client id. A client id is fresh until a connect under it succeeds, and
+// only a fresh connect may create a lease; a later connect under an id
+// whose lease is gone is refused as expired, so no request of a forgotten
+// client is ever taken for a new one. The client then connects again
+// under a new id, at once: the session had sent nothing under the old
+// one.
+//
+// # Large messages
+//
+// A request or response may be as large as Config.MaxMessage (default 8
+// MiB). One larger than MaxMsgSize (one Homa message) travels as several
+// Homa messages, fragments of up to 999,968 bytes with a fragment header
+// (message id, offset, total). A large request goes fragment by fragment,
+// each sent when the server has acknowledged the one before; the last
+// one's reply is the response. A large response comes as eRPC fetches
+// one with requests-for-response: the reply carries its first fragment
+// and total, and the client pulls the rest one fragment at a time. The
+// receiver commits memory only for fragments that arrived and fit its
+// limits: a server checks the claimed total against its MaxMessage and
+// charges each fragment to LargeMessageBytes as it comes (refusing,
+// retryably, what does not fit); fragments must come in order, all but
+// the last full and with the same total, else the message is dropped; a
+// message that makes no progress for MessageTimeout is dropped. A client
+// refuses a response whose total is above its own MaxMessage and grows
+// its buffer only with the bytes that came. Fragments go one at a time
+// per message, so a large message costs one round trip per fragment;
+// eRPC pipelines packets within a message under its credits, but here
+// each fragment is already a Homa message that Homa moves at full rate.
+// Exactly-once requests and their responses must fit one Homa message.
 //
 // # Failures
 //
@@ -69,22 +147,76 @@
 // With the ExactlyOnce option a request survives timeouts: an attempt
 // the transport reports timed out, or that gets no answer within
 // RetryTimeout, is abandoned and sent again (up to MaxRetries times,
-// RetryTimeout apart) under the same identity: the session's client id,
-// fixed at connect, and a sequence number. The server keeps a completion
-// record per (session, sequence): a duplicate of a request in progress
-// waits for its response; a duplicate of a completed one gets the
-// recorded response; the handler runs once. The client acknowledges, in
-// later requests or, after AckDelay, in an ack message: an ack floor
-// below which every sequence is complete (the server forgets those
-// records and answers later copies as stale), and single sequences with
-// their retry count (the server forgets such a record once every copy
-// the client sent has arrived, or keeps a tombstone until PacketLifetime
-// passes). Unacknowledged records expire after RecordTimeout. The
-// timeouts must satisfy table I of the R2P2 report, mapped as
-// ExactlyOnceConfig documents; NewNexus rejects a configuration that
-// does not, naming the inequality. Records are bounded in count and
-// bytes; a request that finds no room gets ErrRecordsFull, which is
-// retryable (errors.Is(err, ErrRetryable)): it did not run.
+// RetryTimeout apart) under the same identity: the client id of the Rpc
+// at that server Nexus (its lease, see Leases) and a sequence number. The
+// server keeps a completion record per (client id, sequence), not per
+// session: a duplicate of a request in progress waits for its response; a
+// duplicate of a completed one gets the recorded response; the handler
+// runs once. The client acknowledges, in later requests or, after
+// AckDelay, in an ack message: an ack floor below which every sequence is
+// complete (the server forgets those records and answers later copies as
+// stale), and single sequences with their retry count (the server forgets
+// such a record once every copy the client sent has arrived, or keeps a
+// tombstone until PacketLifetime passes). The timeouts must satisfy table
+// I of the R2P2 report, mapped as ExactlyOnceConfig documents; NewNexus
+// rejects a configuration that does not, naming the inequality.
+//
+// A request whose outcome the client cannot learn (its session was reset,
+// its attempts ran out, or the Call waiting for it ended) fails with an
+// *IncompleteError that carries a Ticket: its identity. The application
+// sends the request again with Resume(ticket), on the same session or a
+// new one of the same Rpc to the same server Nexus; the server answers it
+// from the record, or parks it behind the run in progress, so the handler
+// still runs once:
+//
+//	resp, err := r.Call(ctx, s, reqType, req, erpc.ExactlyOnce)
+//	if t := erpc.TicketOf(err); t != nil {
+//		resp, err = r.Call(ctx2, s, reqType, req, erpc.Resume(t))
+//	}
+//
+// Until it is resumed or released (ReleaseTicket, or TicketTimeout
+// passes, default 30 s) a ticket holds the ack floor below its sequence,
+// so its record stays.
+//
+// Memory is bounded in count (MaxRecords) and bytes (MaxRecordBytes). A
+// record in progress reserves 1 KiB, what a small response needs, so the
+// defaults take 65,536 requests in progress per Rpc; its response, up to
+// MaxResponse (default MaxMsgSize), is kept if it fits in the bytes left
+// when it comes. A request that finds no room is refused before its
+// handler runs with ErrRecordsFull, which is retryable (errors.Is(err,
+// ErrRetryable)). An unacknowledged response goes after RecordTimeout, but
+// its record stays, remembering that the request ran, until the client
+// acknowledges it or its lease expires.
+//
+// The guarantee: while the server process and the client's lease live, a
+// request sent under one identity runs at most once, however often it is
+// sent, over any session of the client; and it runs once if the client
+// keeps sending it while the server is reachable. Its limits:
+//   - A copy that finds its record without a response (too large for the
+//     room left, or kept past RecordTimeout) gets ErrResponseLost: it ran,
+//     its response is gone.
+//   - When the lease expires (the client was silent for LeaseTimeout:
+//     crashed, or cut off) the records go with it. The client's requests
+//     then fail with ErrLeaseExpired and may have run; they cannot be
+//     resumed, and the client id is refused from then on, so no copy runs
+//     again.
+//   - A server that restarts has no records: the same as an expired
+//     lease (connects under the old id are refused).
+//   - A client that crashes loses its tickets; a new Rpc is a new client.
+//
+// Where this departs from RIFL: RIFL's client ids are leases issued by a
+// lease server and its records are durable with the object they update;
+// here the client picks a random 64-bit id, the server itself keeps the
+// lease (renewed by traffic and heartbeats, as RIFL's lease renewal), and
+// records live in server memory, so the guarantee ends with the server
+// process. RIFL keeps every record until acknowledged; here an
+// unacknowledged response is dropped after RecordTimeout (the fact that
+// it ran is kept), bounding the bytes a silent client pins. From the R2P2
+// report: records are per server Rpc, not replicated, and the transport
+// (Homa) retransmits within an attempt, so the server never resends a
+// reply by itself. From eRPC: eRPC has no exactly-once layer; its
+// sessions end only by the client or by failure detection of the server,
+// while here the server also ends the sessions of a silent client.
 //
 // # Design
 //
@@ -97,11 +229,14 @@
 // session-management thread; the server sessions it makes are published
 // copy-on-write, so event loops read them without a lock.
 //
-// The erpc header (header.go) opens every Homa message: a fixed 16-byte
-// base (magic, version, kind, request type, flags, status, retry,
-// session number and token), and for exactly-once messages a fixed
-// 40-byte extension (client id, sequence, ack floor, acknowledged
-// sequence and its retries). Parse checks every field of an untrusted
+// The erpc header (header.go, version 2) opens every Homa message: a
+// fixed 16-byte base (magic, version, kind, request type, flags, status,
+// retry, session number and token), and for exactly-once messages a
+// fixed 40-byte extension (client id, sequence, ack floor, acknowledged
+// sequence and its retries), or for fragments of large messages a fixed
+// 16-byte one (message id, offset, total). Version 2 added leases to the
+// connect messages, heartbeats, pulls and fragments; a version-1 peer's
+// messages are refused. Parse checks every field of an untrusted
 // message and never panics. A MsgBuffer keeps room for the largest header
 // in front of its data, so header and data reach the transport as one
 // slice with no copy.
@@ -124,7 +259,8 @@
 //	go test -run '^$' -bench Echo32Ratio -benchtime 400000x ./sock/erpc/
 //
 // Everything is bounded by configuration: sessions per Rpc and per
-// server Rpc, queued requests per session, the background queue,
-// completion records in count and bytes. Every refusal is counted in
-// Stats.
+// server Rpc, leases per Nexus, queued requests per session, the submit
+// and background queues, completion records in count and bytes, tickets
+// per server, the size of a message and the bytes of large messages a
+// server holds. Every refusal is counted in Stats or NexusStats.
 package erpc

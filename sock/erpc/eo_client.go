@@ -37,16 +37,9 @@ type ackEntry struct {
 	retries uint16
 }
 
-// floor is the lowest sequence that has not completed at the client.
-func (s *session) floor() uint64 {
-	f := s.nextSeq
-	for _, q := range s.slots {
-		if q != nil && q.eo && q.seq != 0 && q.seq < f {
-			f = q.seq
-		}
-	}
-	return f
-}
+// floor is the lowest sequence of the session's stream that has not
+// completed at the client.
+func (s *session) floor() uint64 { return s.st.floor() }
 
 // pushAck remembers that sequence seq completed after retries retries.
 func (s *session) pushAck(seq uint64, retries uint16) {
@@ -119,7 +112,7 @@ func (r *Rpc) sendAck(s *session, now time.Time) {
 		// The previous ack message is in flight; its answer re-arms.
 		return
 	}
-	h := header{kind: kindAck, flags: flagExactlyOnce, session: s.srvNum, token: s.srvToken, clientID: s.clientID}
+	h := header{kind: kindAck, flags: flagExactlyOnce, session: s.srvNum, token: s.srvToken, clientID: s.st.id}
 	r.fillAcks(s, &h)
 	var b [eoHeaderLen]byte
 	id, err := r.sock.Send(s.remote, h.Append(b[:0]), makeCookie(ckAck, s.num, 0))

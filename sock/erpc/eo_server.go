@@ -9,9 +9,11 @@ import (
 )
 
 // The server side of exactly-once requests: completion records in the
-// RIFL style, kept per server Rpc and keyed by (session, sequence). The
-// client id of a session is fixed at connect, so a key names one
-// (client id, sequence). A record is:
+// RIFL style, kept per server Rpc and keyed by (client id, sequence). The
+// client id is the client's lease (see lease.go), not its session: a
+// record outlives the session its request came on, so that a copy sent
+// on a later session of the same client finds it. Per client id the
+// table keeps the ack floor, for as long as the lease lives. A record is:
 //
 //	in progress  the handler runs; a duplicate is parked (the newest one
 //	             only) and answered with the response when it comes
@@ -19,27 +21,34 @@ import (
 //	tombstone    acknowledged (or expired) but copies of the request may
 //	             still arrive: they are answered stale, never run
 //
-// A request below its session's ack floor has no record and is answered
+// A request below its client's ack floor has no record and is answered
 // stale. Records go away:
 //   - by the floor: every record below it is deleted;
 //   - by acknowledgment with a retry count: deleted when every copy the
 //     client sent has arrived, else a tombstone for PacketLifetime;
 //   - by timeout: a completed record unacknowledged for RecordTimeout
 //     becomes a tombstone, deleted PacketLifetime later;
-//   - with the session, on disconnect.
+//   - with the client's lease, when it expires (a later request under the
+//     lease is refused: the client's connects are refused as expired).
 //
 // Memory is bounded: at most MaxRecords records, and at most
-// MaxRecordBytes of responses, counting MaxResponse for every record in
-// progress. A new request that does not fit is refused, unexecuted, with
-// a retryable error.
+// MaxRecordBytes of responses. A record in progress reserves
+// recordReserve bytes, not the largest response: a new request is
+// refused, unexecuted and retryably, when the records hold or reserve so
+// much that another reservation does not fit. A response is kept if it
+// fits in what is left when it comes (its reservation given back); one
+// that does not is still sent to the client, but the record keeps only
+// the fact that the request ran, and a duplicate gets ErrResponseLost: a
+// handler never runs twice, whatever the budget.
 type eoTable struct {
 	cfg   *ExactlyOnceConfig
 	stats *counters
 
 	mu       sync.Mutex
 	recs     map[eoKey]*eoRecord
+	clients  map[uint64]*eoClient
 	bytes    int             // response bytes held by completed records
-	reserved int             // MaxResponse per record in progress
+	reserved int             // recordReserve per record in progress
 	done     dlist[eoRecord] // completed records, by completion time
 	tombs    dlist[eoRecord] // tombstones, by when they became one
 	free     []*eoRecord     // deleted records, for reuse
@@ -50,9 +59,22 @@ type eoTable struct {
 }
 
 type eoKey struct {
-	token uint32 // the server session's token, unique within the Rpc
-	seq   uint64
+	client uint64 // the client id (lease)
+	seq    uint64
 }
+
+// eoClient is the exactly-once state of one client id at this Rpc: its
+// ack floor and records. It lives as long as the client's lease.
+type eoClient struct {
+	id    uint64
+	lease *lease
+	floor uint64          // every sequence below it is acknowledged
+	recs  dlist[eoRecord] // this client's records
+}
+
+// recordReserve is what a record in progress reserves of
+// MaxRecordBytes: room for a small response and its header.
+const recordReserve = 1024
 
 type recState uint8
 
@@ -64,7 +86,7 @@ const (
 
 type eoRecord struct {
 	key      eoKey
-	ss       *srvSession
+	cl       *eoClient
 	state    recState
 	frame    []byte        // the response as sent, header included (completed)
 	received uint32        // copies of the request that arrived
@@ -72,7 +94,7 @@ type eoRecord struct {
 	parked   *sock.Message // the newest duplicate, while in progress
 	deleted  bool          // no longer in the table (the handler may still hold it)
 	gcLink   dlink[eoRecord]
-	ssLink   dlink[eoRecord]
+	clLink   dlink[eoRecord]
 }
 
 // eoVerdict is what admit decided for an exactly-once request.
@@ -85,11 +107,13 @@ const (
 	eoStale                       // answer stale
 	eoFull                        // refuse: no room for a record
 	eoGone                        // the session is gone
+	eoLost                        // it ran, but its response was not kept
 )
 
 func (t *eoTable) init(cfg *ExactlyOnceConfig, st *counters) {
 	t.cfg, t.stats = cfg, st
 	t.recs = make(map[eoKey]*eoRecord)
+	t.clients = make(map[uint64]*eoClient)
 	t.done = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.gcLink })
 	t.tombs = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.gcLink })
 }
@@ -103,18 +127,19 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message) (v eoVerdict
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.updateNextLocked()
-	if ss.dead {
+	cl := t.clientLocked(ss)
+	if cl == nil {
 		return eoGone, nil, nil, nil
 	}
-	t.ackLocked(ss, h)
-	if h.seq < ss.floor {
+	t.ackLocked(cl, h)
+	if h.seq < cl.floor {
 		t.stats.staleDups.Add(1)
 		return eoStale, nil, nil, nil
 	}
-	key := eoKey{ss.token, h.seq}
+	key := eoKey{cl.id, h.seq}
 	rec = t.recs[key]
 	if rec == nil {
-		if len(t.recs) >= t.cfg.MaxRecords || t.bytes+t.reserved+t.cfg.MaxResponse > t.cfg.MaxRecordBytes {
+		if len(t.recs) >= t.cfg.MaxRecords || t.bytes+t.reserved+recordReserve > t.cfg.MaxRecordBytes {
 			t.stats.full.Add(1)
 			return eoFull, nil, nil, nil
 		}
@@ -124,10 +149,10 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message) (v eoVerdict
 		} else {
 			rec = &eoRecord{}
 		}
-		rec.key, rec.ss, rec.received = key, ss, 1
+		rec.key, rec.cl, rec.received = key, cl, 1
 		t.recs[key] = rec
-		ss.recs.push(rec, time.Time{})
-		t.reserved += t.cfg.MaxResponse
+		cl.recs.push(rec, time.Time{})
+		t.reserved += recordReserve
 		return eoNew, rec, nil, nil
 	}
 	rec.received++
@@ -139,6 +164,9 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message) (v eoVerdict
 		return eoInProgress, nil, nil, old
 	case recCompleted:
 		t.stats.dups.Add(1)
+		if rec.frame == nil {
+			return eoLost, nil, nil, nil
+		}
 		return eoCompleted, nil, rec.frame, nil
 	}
 	t.stats.staleDups.Add(1)
@@ -148,34 +176,54 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message) (v eoVerdict
 	return eoStale, nil, nil, nil
 }
 
+// clientLocked returns the state of the client id of session ss, made if
+// need be; nil if the client's lease has expired.
+func (t *eoTable) clientLocked(ss *srvSession) *eoClient {
+	if ss.lease.dead.Load() {
+		return nil
+	}
+	cl := t.clients[ss.clientID]
+	if cl == nil {
+		cl = &eoClient{id: ss.clientID, lease: ss.lease}
+		cl.recs = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.clLink })
+		t.clients[cl.id] = cl
+	}
+	return cl
+}
+
 // ack applies the acknowledgments of an ack message.
 func (t *eoTable) ack(ss *srvSession, h *header) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.updateNextLocked()
-	if !ss.dead {
-		t.ackLocked(ss, h)
+	if cl := t.clientLocked(ss); cl != nil {
+		t.ackLocked(cl, h)
 	}
 }
 
-// ackLocked moves the floor of ss and applies a single acknowledgment.
+// ackLocked moves the floor of cl and applies a single acknowledgment.
 // (Expiry is left to collect, which the event loop runs when due.)
-func (t *eoTable) ackLocked(ss *srvSession, h *header) {
-	if h.ackFloor > ss.floor {
-		ss.floor = h.ackFloor
-		for rec := ss.recs.head; rec != nil; {
-			next := rec.ssLink.next
-			if rec.key.seq < ss.floor && rec.state != recInProgress {
+func (t *eoTable) ackLocked(cl *eoClient, h *header) {
+	if h.ackFloor > cl.floor {
+		cl.floor = h.ackFloor
+		// Records are in the order they arrived, nearly the order of
+		// their sequences: delete from the front up to the first at or
+		// above the floor. One that arrived early (from another session
+		// of the client) goes when a later floor reaches the records
+		// before it; the scan stays short whatever the client's window.
+		for rec := cl.recs.head; rec != nil && rec.key.seq < cl.floor; {
+			next := rec.clLink.next
+			if rec.state != recInProgress {
 				t.stats.acked.Add(1)
 				t.deleteLocked(rec)
 			}
 			rec = next
 		}
 	}
-	if h.flags&flagAck == 0 || h.ackSeq < ss.floor {
+	if h.flags&flagAck == 0 || h.ackSeq < cl.floor {
 		return
 	}
-	rec := t.recs[eoKey{ss.token, h.ackSeq}]
+	rec := t.recs[eoKey{cl.id, h.ackSeq}]
 	if rec == nil || rec.state == recInProgress || rec.expect != 0 {
 		return
 	}
@@ -199,9 +247,13 @@ func (t *eoTable) complete(rec *eoRecord, frame []byte, now time.Time) *sock.Mes
 	if rec.deleted {
 		return parked
 	}
-	t.reserved -= t.cfg.MaxResponse
-	rec.frame = append([]byte(nil), frame...)
-	t.bytes += len(rec.frame)
+	t.reserved -= recordReserve
+	if t.bytes+t.reserved+len(frame) <= t.cfg.MaxRecordBytes {
+		rec.frame = append([]byte(nil), frame...)
+		t.bytes += len(rec.frame)
+	} else {
+		t.stats.lost.Add(1) // it ran; duplicates learn that, not the response
+	}
 	rec.state = recCompleted
 	t.done.push(rec, now)
 	return parked
@@ -217,22 +269,28 @@ func (t *eoTable) abandon(rec *eoRecord) {
 	}
 }
 
-// dropSession deletes every record of a session that ended, returning the
-// duplicates that were parked on them, to be answered.
-func (t *eoTable) dropSession(ss *srvSession) []*sock.Message {
+// dropDead forgets the clients whose leases expired, with their
+// records, returning the duplicates that were parked on them, to be
+// answered.
+func (t *eoTable) dropDead() []*sock.Message {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.updateNextLocked()
-	ss.dead = true
 	var parked []*sock.Message
-	for rec := ss.recs.head; rec != nil; {
-		next := rec.ssLink.next
-		if rec.parked != nil {
-			parked = append(parked, rec.parked)
-			rec.parked = nil
+	for id, cl := range t.clients {
+		if !cl.lease.dead.Load() {
+			continue
 		}
-		t.deleteLocked(rec)
-		rec = next
+		for rec := cl.recs.head; rec != nil; {
+			next := rec.clLink.next
+			if rec.parked != nil {
+				parked = append(parked, rec.parked)
+				rec.parked = nil
+			}
+			t.deleteLocked(rec)
+			rec = next
+		}
+		delete(t.clients, id)
 	}
 	return parked
 }
@@ -247,8 +305,14 @@ func (t *eoTable) collect(now time.Time) {
 
 func (t *eoTable) collectLocked(now time.Time) {
 	for rec, at := t.done.front(); rec != nil && !now.Before(at.Add(t.cfg.RecordTimeout)); rec, at = t.done.front() {
+		// Unacknowledged: the response goes, the record stays (it ran).
 		t.stats.expired.Add(1)
-		t.tombstoneLocked(rec, now)
+		t.done.remove(rec)
+		if rec.frame != nil {
+			t.stats.lost.Add(1)
+		}
+		t.bytes -= len(rec.frame)
+		rec.frame = nil
 	}
 	for rec, at := t.tombs.front(); rec != nil && !now.Before(at.Add(t.cfg.PacketLifetime)); rec, at = t.tombs.front() {
 		t.deleteLocked(rec)
@@ -271,14 +335,14 @@ func (t *eoTable) deleteLocked(rec *eoRecord) {
 	}
 	rec.deleted = true
 	delete(t.recs, rec.key)
-	rec.ss.recs.remove(rec)
+	rec.cl.recs.remove(rec)
 	t.done.remove(rec)
 	t.tombs.remove(rec)
 	t.bytes -= len(rec.frame)
 	rec.frame = nil
 	if rec.state == recInProgress {
 		// Its handler may still hold it: not for reuse.
-		t.reserved -= t.cfg.MaxResponse
+		t.reserved -= recordReserve
 		return
 	}
 	if len(t.free) < maxFreeRecords {

@@ -14,10 +14,12 @@ var (
 	// ErrClosed: the Rpc or its Nexus is closed. It matches sock.ErrClosed
 	// and net.ErrClosed.
 	ErrClosed error = &wrapError{"erpc: closed", sock.ErrClosed}
-	// ErrMessageTooLarge: a message is larger than MaxMsgSize (or, for an
-	// exactly-once response, than ExactlyOnceConfig.MaxResponse). It
-	// matches sock.ErrMessageTooLong.
-	ErrMessageTooLarge error = &wrapError{"erpc: message too large", sock.ErrMessageTooLong}
+	// ErrMessageTooLarge: a message is larger than Config.MaxMessage (an
+	// exactly-once one, than MaxMsgSize; an exactly-once response, than
+	// the server's ExactlyOnceConfig.MaxResponse). It matches
+	// sock.ErrMessageTooLong.
+	ErrMessageTooLarge error = &limitError{"erpc: message too large: larger than Config.MaxMessage " +
+		"(exactly-once: than MaxMsgSize, one Homa message)"}
 	// ErrNoSuchService: the server has no handler for the request type.
 	ErrNoSuchService = errors.New("erpc: no handler for the request type at the server")
 	// ErrNoSuchRpc: the remote Nexus has no Rpc with the id asked for.
@@ -60,12 +62,28 @@ var (
 	// ErrBadHandle: EnqueueResponse got a handle that is not a pending
 	// request of this Rpc (answered already, or another Rpc's).
 	ErrBadHandle = errors.New("erpc: request handle not pending")
+	// ErrNotOwner: an owner-only method of an Rpc was called from a
+	// second goroutine while the owner was using the Rpc. Specific
+	// causes are *OwnerError values, which match it. Use Rpc.Submit.
+	ErrNotOwner = errors.New("erpc: Rpc used by a goroutine other than its owner")
 	// ErrRpcIDInUse: NewRpc was given an id another Rpc of the Nexus has.
 	ErrRpcIDInUse = errors.New("erpc: Rpc id in use")
 	// ErrRegisterTooLate: Register was called after the first Rpc was
 	// created; the handler table is fixed from then on, so that event
 	// loops read it without locks.
 	ErrRegisterTooLate = errors.New("erpc: handlers must be registered before the first Rpc")
+
+	// ErrLeaseExpired: the server forgot this client's lease (it heard
+	// nothing from it for its LeaseTimeout, or it restarted), with its
+	// sessions and exactly-once records. Requests pending under it may
+	// or may not have run. Sessions fail with it (wrapped in
+	// ErrSessionReset); new sessions get a new lease.
+	ErrLeaseExpired = errors.New("erpc: lease expired: the server forgot this client's sessions and records")
+	// ErrResponseLost: an exactly-once request ran at the server, but its
+	// response did not fit in the server's records
+	// (ExactlyOnceConfig.MaxRecordBytes) and the attempt that carried it
+	// was lost. The handler did not run again.
+	ErrResponseLost = errors.New("erpc: exactly-once request ran, but its response was not kept")
 
 	// ErrRetryable is matched by every error that says "not now" rather
 	// than "no": the request was not executed and may be sent again.
@@ -92,6 +110,29 @@ type wrapError struct {
 
 func (e *wrapError) Error() string { return e.msg + ": " + e.err.Error() }
 func (e *wrapError) Unwrap() error { return e.err }
+
+// limitError is a fixed error that matches ErrMessageTooLarge and
+// sock.ErrMessageTooLong, with a message of its own (the transport's names
+// its own limit, not the layer's).
+type limitError struct{ msg string }
+
+func (e *limitError) Error() string { return e.msg }
+func (e *limitError) Is(target error) bool {
+	return target == ErrMessageTooLarge || target == sock.ErrMessageTooLong
+}
+
+// errResponseTooLarge: the server's handler answered an exactly-once
+// request with more than the server's MaxResponse.
+var errResponseTooLarge error = &limitError{"erpc: the exactly-once response was larger than the server's " +
+	"ExactlyOnceConfig.MaxResponse; the request ran, its response was replaced by this error"}
+
+// errServerTooLarge: the server refused a large request, or could not
+// keep a large response, for its limits.
+var errServerTooLarge error = &limitError{"erpc: message too large for the server: the request, or its response, " +
+	"exceeds the server's Config.MaxMessage or the room left in its LargeMessageBytes"}
+
+// errLargeGone: the server no longer had the large response being pulled.
+var errLargeGone = errors.New("erpc: the server dropped the large response being fetched (MessageTimeout passed)")
 
 // retryableError is a fixed error that matches ErrRetryable.
 type retryableError struct{ msg string }
@@ -140,7 +181,11 @@ func statusError(s status) error {
 	case statusStale:
 		return ErrStale
 	case statusTooLarge:
-		return fmt.Errorf("%w: the response exceeded the exactly-once record limit", ErrMessageTooLarge)
+		return errResponseTooLarge
+	case statusLeaseExpired:
+		return fmt.Errorf("%w: %w", ErrConnectFailed, ErrLeaseExpired)
+	case statusResponseLost:
+		return ErrResponseLost
 	case statusBadRequest:
 		return &ProtocolError{"the server could not parse the request"}
 	}

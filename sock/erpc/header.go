@@ -8,7 +8,7 @@ import "encoding/binary"
 //
 //	offset size field
 //	 0      1   magic (0xE5)
-//	 1      1   version (1)
+//	 1      1   version (2)
 //	 2      1   kind (request, response, connect, ...)
 //	 3      1   request type (requests and their responses; else 0)
 //	 4      1   flags (exactly-once, carries an acknowledgment)
@@ -23,13 +23,21 @@ import "encoding/binary"
 //	40      8   acknowledged sequence (with flagAck)
 //	48      2   retries of the acknowledged sequence (with flagAck)
 //	50      6   reserved, zero
+//	--- fragment extension, present when flagFragment is set (never with
+//	    flagExactlyOnce) ---
+//	16      4   message id (a request's: the client's; a response's: the server's)
+//	20      4   offset of this fragment's data in the message
+//	24      4   total length of the message
+//	28      4   reserved, zero
 //
 // Control messages carry a fixed body after the base header (see
 // connectBody, connectReplyBody and disconnectBody). A request or a
 // response carries the application's bytes after its header.
 const (
-	hdrMagic   = 0xE5
-	hdrVersion = 1
+	hdrMagic = 0xE5
+	// hdrVersion 2: connects carry a lease (fresh flag, the lease's
+	// duration in the reply), heartbeats, statusLeaseExpired.
+	hdrVersion = 2
 
 	offMagic   = 0
 	offVersion = 1
@@ -53,6 +61,14 @@ const (
 	// extension.
 	eoHeaderLen = 56
 
+	offFragID       = 16
+	offFragOffset   = 20
+	offFragTotal    = 24
+	offFragReserved = 28
+	// fragHeaderLen is the length of the header with the fragment
+	// extension.
+	fragHeaderLen = 32
+
 	// maxHeaderLen is the longest header: every MsgBuffer keeps this much
 	// room in front of its data, so a header is written in place and
 	// header and data go to the transport as one slice.
@@ -71,10 +87,13 @@ const (
 	kindDisconnectReply kind = 6
 	kindAck             kind = 7 // client Rpc -> server Rpc: exactly-once acknowledgments alone
 	kindAckReply        kind = 8
-	kindMax                  = kindAckReply
+	kindHeartbeat       kind = 9 // client Nexus -> server Nexus: these leases are alive
+	kindHeartbeatReply  kind = 10
+	kindPull            kind = 11 // client Rpc -> server Rpc: the next fragment of a large response
+	kindMax                  = kindPull
 )
 
-func (k kind) isReply() bool { return k%2 == 0 }
+func (k kind) isReply() bool { return k%2 == 0 && k <= kindHeartbeatReply }
 
 // Flags.
 const (
@@ -82,6 +101,9 @@ const (
 	flagExactlyOnce = 1 << 0
 	// flagAck: the extension's acknowledged sequence and retries are set.
 	flagAck = 1 << 1
+	// flagFragment: the fragment extension follows the base header; the
+	// message is part of one larger than a Homa message.
+	flagFragment = 1 << 2
 )
 
 // status is a reply's outcome. Requests carry statusOK.
@@ -99,7 +121,9 @@ const (
 	statusInProgress      status = 8  // exactly-once: superseded by a newer attempt still in progress
 	statusTooLarge        status = 9  // the handler's response exceeded the limit for a record
 	statusBadRequest      status = 10 // the request did not parse
-	statusMax                    = statusBadRequest
+	statusLeaseExpired    status = 11 // the client's lease is unknown: expired, or the server restarted
+	statusResponseLost    status = 12 // exactly-once: it ran, but the record could not keep the response
+	statusMax                    = statusResponseLost
 )
 
 // header is the decoded erpc header.
@@ -118,12 +142,18 @@ type header struct {
 	ackFloor   uint64
 	ackSeq     uint64 // with flagAck
 	ackRetries uint16 // with flagAck
+
+	// The fragment extension (flagFragment).
+	msgID, fragOff, total uint32
 }
 
 // Len is the encoded length of h.
 func (h *header) Len() int {
-	if h.flags&flagExactlyOnce != 0 {
+	switch {
+	case h.flags&flagExactlyOnce != 0:
 		return eoHeaderLen
+	case h.flags&flagFragment != 0:
+		return fragHeaderLen
 	}
 	return baseHeaderLen
 }
@@ -139,6 +169,13 @@ func (h *header) put(b []byte) {
 	binary.BigEndian.PutUint16(b[offRetry:], h.retry)
 	binary.BigEndian.PutUint32(b[offSession:], h.session)
 	binary.BigEndian.PutUint32(b[offToken:], h.token)
+	if h.flags&flagFragment != 0 {
+		binary.BigEndian.PutUint32(b[offFragID:], h.msgID)
+		binary.BigEndian.PutUint32(b[offFragOffset:], h.fragOff)
+		binary.BigEndian.PutUint32(b[offFragTotal:], h.total)
+		clear(b[offFragReserved:fragHeaderLen])
+		return
+	}
 	if h.flags&flagExactlyOnce == 0 {
 		return
 	}
@@ -162,9 +199,10 @@ var zeroHeader [maxHeaderLen]byte
 
 // allowedFlags are the flags each kind may carry.
 var allowedFlags = [kindMax + 1]uint8{
-	kindRequest:  flagExactlyOnce | flagAck,
-	kindResponse: flagExactlyOnce,
+	kindRequest:  flagExactlyOnce | flagAck | flagFragment,
+	kindResponse: flagExactlyOnce | flagFragment,
 	kindAck:      flagExactlyOnce | flagAck,
+	kindPull:     flagFragment,
 }
 
 // Parse decodes the header at the start of b, which comes from the
@@ -200,6 +238,9 @@ func (h *header) Parse(b []byte) (n int, err error) {
 	if p.kind == kindAck && p.flags&flagExactlyOnce == 0 {
 		return 0, errFlags
 	}
+	if p.flags&flagFragment != 0 && p.flags&flagExactlyOnce != 0 || p.kind == kindPull && p.flags&flagFragment == 0 {
+		return 0, errFlags
+	}
 	p.status = status(b[offStatus])
 	if p.status > statusMax || (p.status != statusOK && !p.kind.isReply()) {
 		return 0, errStatus
@@ -210,6 +251,9 @@ func (h *header) Parse(b []byte) (n int, err error) {
 	}
 	p.session = binary.BigEndian.Uint32(b[offSession:])
 	p.token = binary.BigEndian.Uint32(b[offToken:])
+	if p.flags&flagFragment != 0 {
+		return h.parseFragment(b, p)
+	}
 	if p.flags&flagExactlyOnce == 0 {
 		*h = p
 		return baseHeaderLen, nil
@@ -250,17 +294,57 @@ func (h *header) Parse(b []byte) (n int, err error) {
 	return eoHeaderLen, nil
 }
 
+// parseFragment decodes the fragment extension of b into p (its base
+// already decoded) and stores p in h. It checks the fields against each
+// other only: whether a message of that total is welcome is the
+// receiver's decision.
+func (h *header) parseFragment(b []byte, p header) (int, error) {
+	if len(b) < fragHeaderLen {
+		return 0, errShort
+	}
+	p.msgID = binary.BigEndian.Uint32(b[offFragID:])
+	p.fragOff = binary.BigEndian.Uint32(b[offFragOffset:])
+	p.total = binary.BigEndian.Uint32(b[offFragTotal:])
+	for _, x := range b[offFragReserved:fragHeaderLen] {
+		if x != 0 {
+			return 0, errReserved
+		}
+	}
+	switch {
+	case p.kind == kindPull && p.total != 0:
+		return 0, errFragment // a pull names an offset only
+	case p.kind != kindPull && p.fragOff >= p.total && !(p.total == 0 && p.fragOff == 0):
+		return 0, errFragment
+	case p.kind != kindPull && uint64(p.fragOff)+uint64(len(b)-fragHeaderLen) > uint64(p.total):
+		return 0, errFragment // data beyond the claimed total
+	}
+	*h = p
+	return fragHeaderLen, nil
+}
+
 // Bodies of the control messages, after the base header.
 //
 //	connect (session and token: the client's session number and generation)
 //	 16     1   Rpc id the session goes to
 //	 17     1   Rpc id of the client
-//	 18     2   reserved, zero
-//	 20     8   exactly-once client id of the session
+//	 18     1   connect flags: 1 = fresh (the client id was never accepted)
+//	 19     1   reserved, zero
+//	 20     8   client id: the lease, and the exactly-once identity
 //
 //	connect reply (session and token: the server session's)
 //	 16     2   Homa port of the server Rpc's socket
 //	 18     2   reserved, zero
+//	 20     4   lease duration at the server, milliseconds
+//
+//	heartbeat (session and token zero)
+//	 16     2   count n of client ids, 1..maxHeartbeatIDs
+//	 18     2   reserved, zero
+//	 20   8*n   client ids whose leases the client renews
+//
+//	heartbeat reply
+//	 16     2   count n, as in the heartbeat
+//	 18     2   reserved, zero
+//	 20     n   per client id: 0 renewed, 1 unknown (the lease expired)
 //
 //	disconnect (session and token: the server session's)
 //	 16     1   Rpc id the session goes to
@@ -268,13 +352,24 @@ func (h *header) Parse(b []byte) (n int, err error) {
 const (
 	offConnDstRpc   = 16
 	offConnSrcRpc   = 17
-	offConnReserved = 18
+	offConnFlags    = 18
+	offConnReserved = 19
 	offConnClientID = 20
 	connectLen      = 28
 
 	offReplyPort     = 16
 	offReplyReserved = 18
-	connectReplyLen  = 20
+	offReplyLease    = 20
+	connectReplyLen  = 24
+
+	offHbCount    = 16
+	offHbReserved = 18
+	offHbIDs      = 20
+	// maxHeartbeatIDs bounds the client ids of one heartbeat (one per Rpc
+	// of the client's Nexus).
+	maxHeartbeatIDs = 256
+
+	connFresh = 1 // connect flag: the client id is new
 
 	offDiscDstRpc   = 16
 	offDiscReserved = 17
@@ -284,6 +379,7 @@ const (
 // connectBody is what a connect request asks for.
 type connectBody struct {
 	dstRpc, srcRpc uint8
+	fresh          bool
 	clientID       uint64
 }
 
@@ -292,7 +388,11 @@ func (c *connectBody) Len() int { return connectLen - baseHeaderLen }
 
 // Append appends the body to b (which holds the base header).
 func (c *connectBody) Append(b []byte) []byte {
-	b = append(b, c.dstRpc, c.srcRpc, 0, 0)
+	var f byte
+	if c.fresh {
+		f = connFresh
+	}
+	b = append(b, c.dstRpc, c.srcRpc, f, 0)
 	return binary.BigEndian.AppendUint64(b, c.clientID)
 }
 
@@ -302,12 +402,13 @@ func (c *connectBody) Parse(m []byte) (int, error) {
 	if len(m) != connectLen {
 		return 0, errLength
 	}
-	if m[offConnReserved] != 0 || m[offConnReserved+1] != 0 {
+	if m[offConnFlags]&^connFresh != 0 || m[offConnReserved] != 0 {
 		return 0, errReserved
 	}
 	p := connectBody{
 		dstRpc:   m[offConnDstRpc],
 		srcRpc:   m[offConnSrcRpc],
+		fresh:    m[offConnFlags]&connFresh != 0,
 		clientID: binary.BigEndian.Uint64(m[offConnClientID:]),
 	}
 	if p.clientID == 0 {
@@ -319,7 +420,8 @@ func (c *connectBody) Parse(m []byte) (int, error) {
 
 // connectReplyBody tells the client where the server Rpc listens.
 type connectReplyBody struct {
-	port uint16
+	port    uint16
+	leaseMs uint32 // the server's lease duration
 }
 
 // Len is connectReplyLen less the base header.
@@ -328,7 +430,8 @@ func (c *connectReplyBody) Len() int { return connectReplyLen - baseHeaderLen }
 // Append appends the body to b (which holds the base header).
 func (c *connectReplyBody) Append(b []byte) []byte {
 	b = binary.BigEndian.AppendUint16(b, c.port)
-	return append(b, 0, 0)
+	b = append(b, 0, 0)
+	return binary.BigEndian.AppendUint32(b, c.leaseMs)
 }
 
 // Parse decodes the body of a whole connect reply m. A reply with a
@@ -344,7 +447,11 @@ func (c *connectReplyBody) Parse(m []byte) (int, error) {
 	if port == 0 || port > maxServerPort {
 		return 0, errPort
 	}
-	c.port = port
+	lease := binary.BigEndian.Uint32(m[offReplyLease:])
+	if lease == 0 {
+		return 0, errLease
+	}
+	c.port, c.leaseMs = port, lease
 	return connectReplyLen - baseHeaderLen, nil
 }
 
@@ -396,4 +503,93 @@ var (
 	errFloor    = &ProtocolError{"ack floor beyond the request's sequence"}
 	errAck      = &ProtocolError{"acknowledgment fields out of place"}
 	errPort     = &ProtocolError{"port is not a server port"}
+	errLease    = &ProtocolError{"lease duration zero"}
+	errCount    = &ProtocolError{"heartbeat count out of range or not matching the length"}
+	errFragment = &ProtocolError{"fragment offset or length beyond the message's total"}
 )
+
+// heartbeatBody lists the client ids whose leases a client renews.
+type heartbeatBody struct {
+	ids []uint64
+}
+
+// Append appends the body to b (which holds the base header).
+func (hb *heartbeatBody) Append(b []byte) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(hb.ids)))
+	b = append(b, 0, 0)
+	for _, id := range hb.ids {
+		b = binary.BigEndian.AppendUint64(b, id)
+	}
+	return b
+}
+
+// Parse decodes the body of a whole heartbeat m, appending its ids to
+// hb.ids (reset first); the count must match the length exactly.
+func (hb *heartbeatBody) Parse(m []byte) (int, error) {
+	n, err := countOf(m, 8)
+	if err != nil {
+		return 0, err
+	}
+	hb.ids = hb.ids[:0]
+	for i := range n {
+		id := binary.BigEndian.Uint64(m[offHbIDs+8*i:])
+		if id == 0 {
+			return 0, errClientID
+		}
+		hb.ids = append(hb.ids, id)
+	}
+	return len(m) - baseHeaderLen, nil
+}
+
+// heartbeatReplyBody says, per client id of a heartbeat, whether the
+// server knew its lease.
+type heartbeatReplyBody struct {
+	unknown []bool
+}
+
+// Append appends the body to b (which holds the base header).
+func (hr *heartbeatReplyBody) Append(b []byte) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(hr.unknown)))
+	b = append(b, 0, 0)
+	for _, u := range hr.unknown {
+		var x byte
+		if u {
+			x = 1
+		}
+		b = append(b, x)
+	}
+	return b
+}
+
+// Parse decodes the body of a whole heartbeat reply m into hr.unknown
+// (reset first).
+func (hr *heartbeatReplyBody) Parse(m []byte) (int, error) {
+	n, err := countOf(m, 1)
+	if err != nil {
+		return 0, err
+	}
+	hr.unknown = hr.unknown[:0]
+	for _, x := range m[offHbIDs : offHbIDs+n] {
+		if x > 1 {
+			return 0, errReserved
+		}
+		hr.unknown = append(hr.unknown, x == 1)
+	}
+	return len(m) - baseHeaderLen, nil
+}
+
+// countOf checks the count and reserved field of a heartbeat or its reply
+// m, whose entries are size bytes each, against m's length.
+func countOf(m []byte, size int) (int, error) {
+	if len(m) < offHbIDs {
+		return 0, errLength
+	}
+	if m[offHbReserved] != 0 || m[offHbReserved+1] != 0 {
+		return 0, errReserved
+	}
+	n := int(binary.BigEndian.Uint16(m[offHbCount:]))
+	if n == 0 || n > maxHeartbeatIDs || len(m) != offHbIDs+size*n {
+		return 0, errCount
+	}
+	return n, nil
+}

@@ -24,6 +24,11 @@ var validHeaders = []header{
 	{kind: kindAck, flags: flagExactlyOnce | flagAck, session: 1, token: 2, clientID: 5, ackFloor: 9, ackSeq: 12},
 	{kind: kindAck, flags: flagExactlyOnce, session: 1, token: 2, clientID: 5, ackFloor: 9},
 	{kind: kindAckReply},
+	{kind: kindHeartbeat},
+	{kind: kindHeartbeatReply},
+	{kind: kindRequest, reqType: 3, flags: flagFragment, session: 1, token: 2, msgID: 7, fragOff: 0, total: 2_000_000},
+	{kind: kindResponse, reqType: 3, flags: flagFragment, msgID: 7, fragOff: 999_968, total: 2_000_000},
+	{kind: kindPull, flags: flagFragment, session: 1, token: 2, msgID: 9, fragOff: 999_968},
 }
 
 // TestHeaderBytes pins the layout: named offsets, big-endian.
@@ -31,7 +36,7 @@ func TestHeaderBytes(t *testing.T) {
 	h := header{kind: kindRequest, reqType: 0xAB, flags: flagExactlyOnce | flagAck, retry: 0x0102,
 		session: 0x03040506, token: 0x0708090A, clientID: 0x1112131415161718, seq: 0x2122232425262728,
 		ackFloor: 0x2122232425262720, ackSeq: 0x4142434445464748, ackRetries: 0x5152}
-	want := "e5" + "01" + "01" + "ab" + "03" + "00" + "0102" + "03040506" + "0708090a" +
+	want := "e5" + "02" + "01" + "ab" + "03" + "00" + "0102" + "03040506" + "0708090a" +
 		"1112131415161718" + "2122232425262728" + "2122232425262720" + "4142434445464748" + "5152" + "000000000000"
 	b := h.Append(nil)
 	if got := hex.EncodeToString(b); got != want {
@@ -40,8 +45,12 @@ func TestHeaderBytes(t *testing.T) {
 	if len(b) != h.Len() || h.Len() != eoHeaderLen {
 		t.Fatalf("length %d, Len %d", len(b), h.Len())
 	}
+	f := header{kind: kindRequest, reqType: 1, flags: flagFragment, session: 2, token: 3, msgID: 0x0A0B0C0D, fragOff: 0x000F4240, total: 0x00800000}
+	if got := hex.EncodeToString(f.Append(nil)); got != "e5020101040000000000000200000003"+"0a0b0c0d"+"000f4240"+"00800000"+"00000000" {
+		t.Fatalf("fragment header %s", got)
+	}
 	base := header{kind: kindResponse, status: statusStale, session: 1, token: 2}
-	if got := hex.EncodeToString(base.Append(nil)); got != "e5010200000700000000000100000002" {
+	if got := hex.EncodeToString(base.Append(nil)); got != "e5020200000700000000000100000002" {
 		t.Fatalf("base header %s", got)
 	}
 }
@@ -80,9 +89,10 @@ func TestHeaderRejects(t *testing.T) {
 		want *ProtocolError
 	}{
 		{"magic", patch(validHeaders[0], 0, 0x00), errMagic},
-		{"version", patch(validHeaders[0], 1, 2), errVersion},
+		{"version 1", patch(validHeaders[0], 1, 1), errVersion},
+		{"version 3", patch(validHeaders[0], 1, 3), errVersion},
 		{"kind 0", patch(validHeaders[0], 2, 0), errKind},
-		{"kind 9", patch(validHeaders[0], 2, 9), errKind},
+		{"kind 12", patch(validHeaders[0], 2, 12), errKind},
 		{"type on connect", patch(header{kind: kindConnect}, 3, 1), errReqType},
 		{"unknown flag", patch(validHeaders[0], 4, 0x80), errFlags},
 		{"ack without eo", patch(validHeaders[0], 4, flagAck), errFlags},
@@ -98,6 +108,12 @@ func TestHeaderRejects(t *testing.T) {
 		{"floor past seq", (&header{kind: kindRequest, flags: flagExactlyOnce, clientID: 1, seq: 4, ackFloor: 5}).Append(nil), errFloor},
 		{"ack fields without flag", (&header{kind: kindRequest, flags: flagExactlyOnce, clientID: 1, seq: 4, ackSeq: 2}).Append(nil), errAck},
 		{"ack flag without seq", (&header{kind: kindRequest, flags: flagExactlyOnce | flagAck, clientID: 1, seq: 4}).Append(nil), errAck},
+		{"fragment with exactly-once", (&header{kind: kindRequest, flags: flagFragment | flagExactlyOnce, clientID: 1, seq: 1}).Append(nil), errFlags},
+		{"pull without fragment", (&header{kind: kindPull}).Append(nil), errFlags},
+		{"pull with a total", (&header{kind: kindPull, flags: flagFragment, total: 5}).Append(nil), errFragment},
+		{"fragment offset past total", (&header{kind: kindRequest, flags: flagFragment, fragOff: 10, total: 10}).Append(nil), errFragment},
+		{"fragment data past total", append((&header{kind: kindRequest, flags: flagFragment, fragOff: 8, total: 10}).Append(nil), 1, 2, 3), errFragment},
+		{"fragment reserved", patch(header{kind: kindRequest, flags: flagFragment, total: 10}, 31, 1), errReserved},
 		{"ack fields on response", (&header{kind: kindResponse, flags: flagExactlyOnce, clientID: 1, seq: 4, ackFloor: 1}).Append(nil), errAck},
 	} {
 		var h header
@@ -117,7 +133,7 @@ func patch(h header, off int, v byte) []byte {
 // reserved bytes and out-of-range fields.
 func TestBodies(t *testing.T) {
 	base := (&header{kind: kindConnect}).Append(nil)
-	c := connectBody{dstRpc: 3, srcRpc: 4, clientID: 99}
+	c := connectBody{dstRpc: 3, srcRpc: 4, fresh: true, clientID: 99}
 	b := c.Append(bytes.Clone(base))
 	var pc connectBody
 	if n, err := pc.Parse(b); err != nil || pc != c || n != c.Len() || len(b) != connectLen {
@@ -130,21 +146,63 @@ func TestBodies(t *testing.T) {
 	if _, err := pc.Parse(b); err != errReserved {
 		t.Fatalf("connect reserved: %v", err)
 	}
+	b[offConnReserved] = 0
+	b[offConnFlags] = 2
+	if _, err := pc.Parse(b); err != errReserved {
+		t.Fatalf("connect unknown flag: %v", err)
+	}
 	if _, err := pc.Parse((&connectBody{dstRpc: 1}).Append(bytes.Clone(base))); err != errClientID {
 		t.Fatalf("connect client id 0: %v", err)
 	}
 
-	r := connectReplyBody{port: 4000}
+	r := connectReplyBody{port: 4000, leaseMs: 4000}
 	b = r.Append((&header{kind: kindConnectReply}).Append(nil))
 	var pr connectReplyBody
 	if n, err := pr.Parse(b); err != nil || pr != r || n != r.Len() {
 		t.Fatalf("connect reply: %+v %d %v", pr, n, err)
 	}
 	for _, port := range []uint16{0, 40000} {
-		b := (&connectReplyBody{port: port}).Append((&header{kind: kindConnectReply}).Append(nil))
+		b := (&connectReplyBody{port: port, leaseMs: 1}).Append((&header{kind: kindConnectReply}).Append(nil))
 		if _, err := pr.Parse(b); err != errPort {
 			t.Fatalf("connect reply port %d: %v", port, err)
 		}
+	}
+
+	if _, err := pr.Parse((&connectReplyBody{port: 4000}).Append((&header{kind: kindConnectReply}).Append(nil))); err != errLease {
+		t.Fatalf("connect reply lease 0: %v", err)
+	}
+
+	hb := heartbeatBody{ids: []uint64{1, 0x0102030405060708}}
+	b = hb.Append((&header{kind: kindHeartbeat}).Append(nil))
+	if got := hex.EncodeToString(b[baseHeaderLen:]); got != "00020000"+"0000000000000001"+"0102030405060708" {
+		t.Fatalf("heartbeat body %s", got)
+	}
+	var phb heartbeatBody
+	if n, err := phb.Parse(b); err != nil || len(phb.ids) != 2 || phb.ids[1] != hb.ids[1] || n != len(b)-baseHeaderLen {
+		t.Fatalf("heartbeat: %+v %d %v", phb, n, err)
+	}
+	for i := baseHeaderLen; i < len(b); i++ {
+		if _, err := phb.Parse(b[:i]); err == nil {
+			t.Fatalf("heartbeat cut to %d bytes parsed", i)
+		}
+	}
+	huge := bytes.Clone(b)
+	huge[offHbCount], huge[offHbCount+1] = 0xFF, 0xFF // claims 65535 ids
+	if _, err := phb.Parse(huge); err != errCount {
+		t.Fatalf("heartbeat claiming 65535 ids: %v", err)
+	}
+	if _, err := phb.Parse((&heartbeatBody{ids: []uint64{0}}).Append((&header{kind: kindHeartbeat}).Append(nil))); err != errClientID {
+		t.Fatalf("heartbeat of id 0: %v", err)
+	}
+	hr := heartbeatReplyBody{unknown: []bool{false, true}}
+	b = hr.Append((&header{kind: kindHeartbeatReply}).Append(nil))
+	var phr heartbeatReplyBody
+	if _, err := phr.Parse(b); err != nil || len(phr.unknown) != 2 || phr.unknown[0] || !phr.unknown[1] {
+		t.Fatalf("heartbeat reply: %+v %v", phr, err)
+	}
+	b[len(b)-1] = 2
+	if _, err := phr.Parse(b); err != errReserved {
+		t.Fatalf("heartbeat reply entry 2: %v", err)
 	}
 
 	d := disconnectBody{dstRpc: 200}
@@ -170,6 +228,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{hdrMagic, hdrVersion, byte(kindRequest)})
 	f.Add((&connectBody{dstRpc: 1, clientID: 7}).Append((&header{kind: kindConnect}).Append(nil)))
+	f.Add((&heartbeatBody{ids: []uint64{3, 5}}).Append((&header{kind: kindHeartbeat}).Append(nil)))
+	f.Add((&heartbeatReplyBody{unknown: []bool{true}}).Append((&header{kind: kindHeartbeatReply}).Append(nil)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h header
 		n, err := h.Parse(b)
@@ -191,5 +251,13 @@ func FuzzParse(f *testing.F) {
 		_, _ = c.Parse(b)
 		_, _ = r.Parse(b)
 		_, _ = d.Parse(b)
+		var hb heartbeatBody
+		if _, err := hb.Parse(b); err == nil {
+			if got := hb.Append(append([]byte(nil), b[:baseHeaderLen]...)); !bytes.Equal(got, b) {
+				t.Fatalf("heartbeat re-encoded %x, parsed from %x", got, b)
+			}
+		}
+		var hr heartbeatReplyBody
+		_, _ = hr.Parse(b)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
@@ -103,12 +104,12 @@ func TestHostilePeer(t *testing.T) {
 		if h, _ := p.call(nx.Addr(), (&header{kind: kindRequest, reqType: 1}).Append(nil)); h.status != statusBadRequest {
 			t.Fatalf("request to the Nexus: status %d", h.status)
 		}
-		connect := (&connectBody{dstRpc: 0, srcRpc: 9, clientID: 77}).Append((&header{kind: kindConnect}).Append(nil))
+		connect := (&connectBody{dstRpc: 0, srcRpc: 9, fresh: true, clientID: 77}).Append((&header{kind: kindConnect}).Append(nil))
 		if h, _ := p.call(r.LocalAddr(), connect); h.status != statusBadRequest {
 			t.Fatalf("connect to the Rpc: status %d", h.status)
 		}
 		// A connect to a missing Rpc, then a good one.
-		missing := (&connectBody{dstRpc: 5, clientID: 77}).Append((&header{kind: kindConnect}).Append(nil))
+		missing := (&connectBody{dstRpc: 5, fresh: true, clientID: 77}).Append((&header{kind: kindConnect}).Append(nil))
 		if h, _ := p.call(nx.Addr(), missing); h.status != statusNoSuchRpc {
 			t.Fatalf("connect to Rpc 5: status %d", h.status)
 		}
@@ -160,7 +161,8 @@ func TestHostilePeer(t *testing.T) {
 		}
 
 		// A disconnect from the wrong address is refused; from the
-		// client it ends the session and its records.
+		// client it ends the session; the client's records stay with
+		// its lease.
 		disc := (&disconnectBody{dstRpc: 0}).Append((&header{kind: kindDisconnect, session: sess, token: tok}).Append(nil))
 		if h, _ := other.call(nx.Addr(), disc); h.status != statusNoSession {
 			t.Fatalf("disconnect from a stranger: status %d", h.status)
@@ -168,12 +170,46 @@ func TestHostilePeer(t *testing.T) {
 		if h, _ := p.call(nx.Addr(), disc); h.kind != kindDisconnectReply || h.status != statusOK {
 			t.Fatalf("disconnect: %+v", h)
 		}
-		if st := r.Stats(); st.ServerSessions != 0 || st.Records != 0 {
-			t.Fatalf("after disconnect: %d sessions, %d records", st.ServerSessions, st.Records)
+		if st := r.Stats(); st.ServerSessions != 0 || st.Records != 1 {
+			t.Fatalf("after disconnect: %d sessions, %d records, want 0 and 1", st.ServerSessions, st.Records)
 		}
 		if st := nx.Stats(); st.Connects != 1 || st.Disconnects != 1 || st.Refused != 1 || st.BadMessages != 5 {
 			t.Fatalf("Nexus stats %+v, want 1 connect, 1 disconnect, 1 refused, 5 bad", st)
 		}
 		expect(p, req(8, 6, 0, 77, "eight"), statusNoSession)
+
+		// Another host can neither connect under the client's id nor
+		// renew its lease.
+		if h, _ := other.call(nx.Addr(), connect); h.status != statusBadRequest {
+			t.Fatalf("connect under another host's id: status %d", h.status)
+		}
+		steal := (&heartbeatBody{ids: []uint64{77}}).Append((&header{kind: kindHeartbeat}).Append(nil))
+		var sr heartbeatReplyBody
+		if _, b := other.call(nx.Addr(), steal); func() bool { _, err := sr.Parse(b); return err != nil }() || !sr.unknown[0] {
+			t.Fatalf("heartbeat for another host's lease: %+v", sr)
+		}
+
+		// Silent for longer than the lease (4 s, forgotten by 5 s): the
+		// records go, and the client id can no longer connect, fresh or
+		// not; a new one can.
+		time.Sleep(5100 * time.Millisecond)
+		if st := r.Stats(); st.Records != 0 {
+			t.Fatalf("after the lease: %d records", st.Records)
+		}
+		if st := nx.Stats(); st.Leases != 0 || st.LeasesExpired != 1 {
+			t.Fatalf("after the lease: Nexus stats %+v", st)
+		}
+		again := (&connectBody{dstRpc: 0, srcRpc: 9, clientID: 77}).Append((&header{kind: kindConnect}).Append(nil))
+		if h, _ := p.call(nx.Addr(), again); h.status != statusLeaseExpired {
+			t.Fatalf("connect under the expired id: status %d", h.status)
+		}
+		// A heartbeat names it unknown.
+		hb := (&heartbeatBody{ids: []uint64{77}}).Append((&header{kind: kindHeartbeat}).Append(nil))
+		var hr heartbeatReplyBody
+		if h, b := p.call(nx.Addr(), hb); h.kind != kindHeartbeatReply || h.status != statusOK {
+			t.Fatalf("heartbeat: %+v", h)
+		} else if _, err := hr.Parse(b); err != nil || len(hr.unknown) != 1 || !hr.unknown[0] {
+			t.Fatalf("heartbeat reply %+v %v", hr, err)
+		}
 	})
 }

@@ -6,9 +6,15 @@ import "sync"
 // 1..1,000,000 bytes).
 const maxHomaMessage = 1_000_000
 
-// MaxMsgSize is the largest request or response an application can send:
-// the largest Homa message less the room kept for the erpc header.
+// MaxMsgSize is the largest request or response that travels as one Homa
+// message: the largest Homa message less the room kept for the erpc
+// header. Larger ones, up to Config.MaxMessage, travel as several (see
+// the package doc).
 const MaxMsgSize = maxHomaMessage - maxHeaderLen
+
+// fragChunk is the data each fragment of a large message carries (the
+// last one less): the largest Homa message less the fragment header.
+const fragChunk = maxHomaMessage - fragHeaderLen
 
 // MsgBuffer holds one request or response. Its data region is contiguous
 // and preceded by room for the erpc header, so that header and data reach
@@ -64,6 +70,21 @@ func (m *MsgBuffer) setData(p []byte) {
 	copy(m.buf[maxHeaderLen:], p)
 }
 
+// appendData appends p to the data, growing the storage (keeping the
+// data) by doubling, never beyond limit bytes of data: memory follows the
+// bytes that arrived, not what a peer said would come.
+func (m *MsgBuffer) appendData(p []byte, limit int) {
+	need := m.n + len(p)
+	if need > len(m.buf)-maxHeaderLen {
+		nb := make([]byte, maxHeaderLen+min(limit, max(need, 2*(len(m.buf)-maxHeaderLen))))
+		copy(nb[maxHeaderLen:], m.Data())
+		m.buf, m.class = nb, int8(bigClass)
+	}
+	m.max = max(m.max, need)
+	m.n = need
+	copy(m.buf[maxHeaderLen+need-len(p):], p)
+}
+
 // Size classes of the pool: the data capacity of each class.
 var classSizes = [...]int{64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, MaxMsgSize}
 
@@ -74,13 +95,17 @@ const (
 	poolMinFree    = 4
 )
 
+// bigClass marks a buffer larger than any class: allocated to size, not
+// pooled.
+const bigClass = len(classSizes)
+
 func classOf(n int) int {
 	for i, s := range classSizes {
 		if n <= s {
 			return i
 		}
 	}
-	return -1
+	return bigClass
 }
 
 // bufPool recycles the MsgBuffers of one Rpc. It is safe for concurrent
@@ -88,14 +113,18 @@ func classOf(n int) int {
 type bufPool struct {
 	mu   sync.Mutex
 	free [len(classSizes)][]*MsgBuffer
+	max  int // the largest message: Config.MaxMessage
 }
 
 // get returns an application-owned buffer of length n.
 func (p *bufPool) get(n int) (*MsgBuffer, error) {
-	if n < 0 || n > MaxMsgSize {
+	if n < 0 || n > max(p.max, MaxMsgSize) {
 		return nil, ErrMessageTooLarge
 	}
 	c := classOf(n)
+	if c == bigClass {
+		return &MsgBuffer{buf: make([]byte, maxHeaderLen+n), class: int8(c), pool: p, n: n, max: n, state: bufApp}, nil
+	}
 	p.mu.Lock()
 	var m *MsgBuffer
 	if k := len(p.free[c]); k > 0 {
@@ -121,6 +150,9 @@ func (p *bufPool) put(m *MsgBuffer) {
 	}
 	m.state = bufFree
 	c := int(m.class)
+	if c == bigClass {
+		return // not pooled
+	}
 	keep := max(poolMinFree, poolClassBytes/classSizes[c])
 	p.mu.Lock()
 	if len(p.free[c]) < keep {
@@ -133,7 +165,7 @@ func (p *bufPool) put(m *MsgBuffer) {
 // its old storage to the pool. The data is not kept.
 func (p *bufPool) grow(m *MsgBuffer, n int) {
 	c := classOf(n)
-	if c != int(m.class) {
+	if c != int(m.class) || c == bigClass && n > len(m.buf)-maxHeaderLen {
 		old := &MsgBuffer{buf: m.buf, class: m.class, state: bufApp, pool: p}
 		nm, _ := p.get(n)
 		m.buf, m.class = nm.buf, nm.class

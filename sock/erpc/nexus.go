@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/homa-go/homa/sock"
 )
@@ -57,7 +58,13 @@ type Nexus struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 
+	leases leaseTable // server side: the leases of clients
+	hb     hbTable    // client side: the leases our Rpcs hold, to heartbeat
+	wakeMu sync.Mutex
+	wake   context.CancelFunc // ends the Nexus goroutine's wait
+
 	connects, disconnects, refused, bad atomic.Uint64
+	leasesExpired, heartbeats           atomic.Uint64
 }
 
 // NexusStats are the counters of a Nexus's session management.
@@ -66,15 +73,22 @@ type NexusStats struct {
 	Disconnects uint64 // server sessions ended by their client
 	Refused     uint64 // connects refused: no such Rpc, or its table full
 	BadMessages uint64 // management messages that did not parse, or of a wrong kind
+	// Leases.
+	Leases        int    // client leases held now (server side)
+	LeasesExpired uint64 // leases forgotten for silence, with their sessions and records
+	Heartbeats    uint64 // heartbeats sent (client side)
 }
 
 // Stats returns a snapshot of the Nexus's counters.
 func (n *Nexus) Stats() NexusStats {
 	return NexusStats{
-		Connects:    n.connects.Load(),
-		Disconnects: n.disconnects.Load(),
-		Refused:     n.refused.Load(),
-		BadMessages: n.bad.Load(),
+		Connects:      n.connects.Load(),
+		Disconnects:   n.disconnects.Load(),
+		Refused:       n.refused.Load(),
+		BadMessages:   n.bad.Load(),
+		Leases:        n.leases.len(),
+		LeasesExpired: n.leasesExpired.Load(),
+		Heartbeats:    n.heartbeats.Load(),
 	}
 }
 
@@ -93,6 +107,9 @@ func NewNexus(addr netip.AddrPort, cfg *Config) (*Nexus, error) {
 		return nil, err
 	}
 	n := &Nexus{cfg: c, addr: addr, done: make(chan struct{})}
+	n.leases.byID = make(map[uint64]*lease)
+	n.hb.byAddr = make(map[netip.AddrPort]*hbPeer)
+	n.hb.byCookie = make(map[uint64]*hbPeer)
 	n.sock, err = n.open(addr)
 	if err != nil {
 		return nil, fmt.Errorf("erpc: open Nexus socket: %w", err)
@@ -229,16 +246,34 @@ func (n *Nexus) work() {
 	}
 }
 
-// serve answers session management until the Nexus closes.
+// serve answers session management and heartbeats, and runs the lease
+// epochs, until the Nexus closes.
 func (n *Nexus) serve() {
 	defer n.wg.Done()
+	var w waker
+	defer w.stop()
+	var wake context.Context
 	for {
-		m, err := n.sock.Recv(context.Background(), sock.Any)
+		if w.fired() {
+			w.stop()
+			n.tick(time.Now())
+		}
+		wake = n.armWake(wake)
+		ctx := wake
+		if at, ok := n.nextTick(); ok {
+			ctx = w.until(wake, at)
+		} else {
+			w.stop()
+		}
+		m, err := n.sock.Recv(ctx, sock.Any)
 		if err != nil {
+			if ctx.Err() != nil {
+				continue // a tick, or a kick
+			}
 			return // closed
 		}
 		if !m.IsRequest() {
-			m.Release() // the Nexus sends nothing; nothing answers it
+			n.heartbeatReply(m) // the Nexus sends heartbeats only
 			continue
 		}
 		n.manage(m)
@@ -261,6 +296,8 @@ func (n *Nexus) manage(m *sock.Message) {
 			out = n.connect(m, &h, out)
 		case kindDisconnect:
 			out = n.disconnect(m, &h, out)
+		case kindHeartbeat:
+			out = n.serveHeartbeat(m, out)
 		default:
 			n.bad.Add(1)
 			reply.status = statusBadRequest
@@ -287,15 +324,24 @@ func (n *Nexus) connect(m *sock.Message, h *header, out []byte) []byte {
 		reply.status = statusNoSuchRpc
 		return reply.Append(out)
 	}
-	num, token, st := r.acceptSession(m.Peer, &c)
+	l, made, st := n.leases.attach(m.Peer.Addr(), c.clientID, c.fresh, n.cfg.MaxLeases)
+	if st != statusOK {
+		n.refused.Add(1)
+		reply.status = st
+		return reply.Append(out)
+	}
+	num, token, st := r.acceptSession(m.Peer, &c, l)
 	reply.status, reply.session, reply.token = st, num, token
 	out = reply.Append(out)
 	if st != statusOK {
+		if made {
+			n.leases.drop(l)
+		}
 		n.refused.Add(1)
 		return out
 	}
 	n.connects.Add(1)
-	body := connectReplyBody{port: r.LocalAddr().Port()}
+	body := connectReplyBody{port: r.LocalAddr().Port(), leaseMs: uint32(n.cfg.LeaseTimeout / time.Millisecond)}
 	return body.Append(out)
 }
 

@@ -315,7 +315,7 @@ func TestErrors(t *testing.T) {
 			t.Fatal("an unknown type broke the session")
 		}
 
-		if _, err := cli.rpc.AllocMsgBuffer(erpc.MaxMsgSize + 1); !errors.Is(err, erpc.ErrMessageTooLarge) || !errors.Is(err, sock.ErrMessageTooLong) {
+		if _, err := cli.rpc.AllocMsgBuffer(8<<20 + 1); !errors.Is(err, erpc.ErrMessageTooLarge) || !errors.Is(err, sock.ErrMessageTooLong) {
 			t.Fatalf("oversized buffer: %v, want ErrMessageTooLarge and sock.ErrMessageTooLong", err)
 		}
 		// The largest message goes through whole.

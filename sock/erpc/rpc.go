@@ -3,6 +3,7 @@ package erpc
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -16,11 +17,16 @@ import (
 // sessions, and an event loop that receives from the socket directly.
 // Continuations and dispatch handlers run only inside that event loop.
 //
-// Every method is for the owning goroutine, except EnqueueResponse (any
-// goroutine, so background handlers answer from their workers),
-// AllocMsgBuffer, ResizeMsgBuffer and FreeMsgBuffer (any goroutine, on
-// buffers it owns), and ID, LocalAddr and Stats. The owner may change:
-// a goroutine may hand an Rpc to another before it starts using it.
+// Every method is for the owning goroutine, except Submit (any
+// goroutine: it hands a function to the event loop, which may then use
+// every method), EnqueueResponse (any goroutine, so background handlers
+// answer from their workers), AllocMsgBuffer, ResizeMsgBuffer and
+// FreeMsgBuffer (any goroutine, on buffers it owns), and ID, LocalAddr
+// and Stats. The owner may change: a goroutine may hand an Rpc to another
+// before it starts using it. An owner-only method called by a second
+// goroutine while the owner runs the event loop or another owner-only
+// method fails with an *OwnerError (ErrNotOwner), or panics with it if it
+// returns no error, instead of racing; see Submit.
 type Rpc struct {
 	nx   *Nexus
 	cfg  *Config
@@ -32,19 +38,27 @@ type Rpc struct {
 	closed  atomic.Bool
 	cleaned bool // the owner has failed what was pending after the close
 
+	use atomic.Int32 // useIdle, useCall, useLoop or useRecv
+	sub submitQueue  // functions from other goroutines, for the loop
+
 	// Owned by the goroutine that runs the event loop.
-	inLoop   bool
-	stopLoop bool       // StopEventLoop was called
-	sessions []*session // by number; state sessFree when unused
-	freeNums []uint32
-	live     int // sessions not free
-	reqFree  []*request
-	hfree    []*ReqHandle    // handles answered within their dispatch call
-	pending  []deferred      // continuations and events to run, in order
-	attempts dlist[request]  // exactly-once attempts outstanding, by send time
-	acks     dlist[session]  // sessions with acknowledgments due, by when due
-	conns    dlist[session]  // sessions waiting for a connect reply, by send time
-	nbCtx    context.Context // always done: Recv without blocking
+	inLoop     bool
+	stopLoop   bool       // StopEventLoop was called
+	sessions   []*session // by number; state sessFree when unused
+	freeNums   []uint32
+	live       int // sessions not free
+	reqFree    []*request
+	hfree      []*ReqHandle               // handles answered within their dispatch call
+	pending    []deferred                 // continuations and events to run, in order
+	attempts   dlist[request]             // exactly-once attempts outstanding, by send time
+	acks       dlist[session]             // sessions with acknowledgments due, by when due
+	conns      dlist[session]             // sessions waiting for a connect reply, by send time
+	tickets    dlist[Ticket]              // tickets not resumed or released, by when made
+	nbCtx      context.Context            // always done: Recv without blocking
+	streams    map[netip.AddrPort]*stream // by server Nexus, for new sessions
+	allStreams map[*stream]struct{}       // every stream not ended, retired ones too
+	holdFree   []*seqHold
+	scratch    []byte // a fragment of a large request, being sent
 
 	// The server side, shared with the Nexus goroutine (connects and
 	// disconnects) and background workers (responses).
@@ -54,6 +68,7 @@ type Rpc struct {
 	srvLive  int
 	srvToken uint32
 	eo       eoTable
+	large    largeTable
 	handles  handlePool
 
 	stats counters
@@ -125,8 +140,14 @@ func newRpc(nx *Nexus, id uint8, s *sock.Socket, sm SMHandler) *Rpc {
 		attempts: newDlist(func(q *request) *dlink[request] { return &q.link }),
 		acks:     newDlist(func(s *session) *dlink[session] { return &s.ackLink }),
 		conns:    newDlist(func(s *session) *dlink[session] { return &s.connLink }),
+		tickets:  newDlist(func(t *Ticket) *dlink[Ticket] { return &t.link }),
 	}
 	r.eo.init(&nx.cfg.ExactlyOnce, &r.stats)
+	r.pool.max = nx.cfg.MaxMessage
+	// Tokens start at random, so that a session of a server that has
+	// restarted does not match a new one by chance.
+	r.srvToken = rand.Uint32()
+	r.large.init()
 	tab := []*srvSession{}
 	r.srvTab.Store(&tab)
 	return r
@@ -173,6 +194,7 @@ func (r *Rpc) Close() error {
 	r.cleanup()
 	if !r.inLoop {
 		r.drain()
+		r.runSubmitted()
 	}
 	return nil
 }
@@ -184,14 +206,6 @@ func (r *Rpc) shutdown() {
 	}
 	r.nx.forget(r)
 	r.sock.Close()
-	r.srvMu.Lock()
-	tab := *r.srvTab.Load()
-	r.srvMu.Unlock()
-	for _, ss := range tab {
-		if ss != nil {
-			r.eo.dropSession(ss)
-		}
-	}
 }
 
 // cleanup fails the pending requests of every session after a close. The
@@ -208,6 +222,9 @@ func (r *Rpc) cleanup() {
 		r.failSession(s, ErrClosed)
 		r.freeSession(s)
 	}
+	for st := range r.allStreams {
+		r.endStream(st)
+	}
 }
 
 // RunEventLoop runs the event loop for the given time: it receives
@@ -218,12 +235,22 @@ func (r *Rpc) RunEventLoop(timeout time.Duration) error {
 	if timeout <= 0 {
 		return r.RunEventLoopOnce()
 	}
+	held, err := r.acquire("RunEventLoop")
+	if err != nil {
+		return err
+	}
+	defer r.release(held)
 	return r.loop(context.Background(), time.Now().Add(timeout), nil)
 }
 
 // Serve runs the event loop until ctx ends (returning ctx.Err()) or the
 // Rpc closes (returning ErrClosed).
 func (r *Rpc) Serve(ctx context.Context) error {
+	held, err := r.acquire("Serve")
+	if err != nil {
+		return err
+	}
+	defer r.release(held)
 	return r.loop(ctx, time.Time{}, nil)
 }
 
@@ -231,7 +258,15 @@ func (r *Rpc) Serve(ctx context.Context) error {
 // or dispatch handler that calls it has returned: a client that knows
 // from its continuations when it is done uses it to end RunEventLoop or
 // Serve, which need then not watch a context.
-func (r *Rpc) StopEventLoop() { r.stopLoop = r.inLoop }
+func (r *Rpc) StopEventLoop() {
+	switch r.use.Load() {
+	case useLoop:
+		r.stopLoop = r.inLoop
+	case useIdle:
+	default:
+		panic(&OwnerError{Op: "StopEventLoop"})
+	}
+}
 
 // onceBatch bounds the messages one RunEventLoopOnce handles.
 const onceBatch = 16
@@ -239,12 +274,19 @@ const onceBatch = 16
 // RunEventLoopOnce does the work that is ready now, without blocking:
 // due timers, and up to 16 received messages.
 func (r *Rpc) RunEventLoopOnce() error {
+	held, err := r.acquire("RunEventLoopOnce")
+	if err != nil {
+		return err
+	}
+	defer r.release(held)
 	if r.inLoop {
 		return ErrInEventLoop
 	}
 	r.inLoop = true
-	defer func() { r.inLoop, r.stopLoop = false, false }()
+	prev := r.use.Swap(useLoop)
+	defer func() { r.inLoop, r.stopLoop = false, false; r.use.Store(prev) }()
 	r.drain()
+	r.runSubmitted()
 	if r.closed.Load() {
 		return r.closedNow()
 	}
@@ -265,6 +307,7 @@ func (r *Rpc) RunEventLoopOnce() error {
 		}
 		r.handle(m)
 		r.drain()
+		r.runSubmitted()
 	}
 	return nil
 }
@@ -276,12 +319,16 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 		return ErrInEventLoop
 	}
 	r.inLoop = true
-	defer func() { r.inLoop, r.stopLoop = false, false }()
+	prev := r.use.Swap(useLoop)
+	defer func() { r.inLoop, r.stopLoop = false, false; r.use.Store(prev) }()
 
 	var w waker
 	defer w.stop()
+	var wake context.Context // ctx, ended early by Submit
+	defer r.disarmWake()
 	for {
 		r.drain()
+		r.runSubmitted()
 		if r.closed.Load() {
 			return r.closedNow()
 		}
@@ -307,17 +354,20 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 				next = t
 			}
 		}
-		rctx := ctx
+		wake = r.armWake(ctx, wake)
+		rctx := wake
 		if !next.IsZero() {
-			rctx = w.until(ctx, next)
+			rctx = w.until(wake, next)
 		}
+		r.use.Store(useRecv)
 		m, err := r.sock.Recv(rctx, sock.Any)
+		r.use.Store(useLoop)
 		if err != nil {
 			if r.closed.Load() || errors.Is(err, sock.ErrClosed) {
 				return r.closedNow()
 			}
 			if rctx.Err() != nil {
-				continue // the waker fired, or ctx ended: checked above
+				continue // the waker fired, Submit woke us, or ctx ended: checked above
 			}
 			return err
 		}
@@ -345,7 +395,7 @@ func (w *waker) until(parent context.Context, at time.Time) context.Context {
 }
 
 // fired reports whether the waker's deadline has passed.
-func (w *waker) fired() bool { return w.ctx != nil && w.ctx.Err() != nil }
+func (w *waker) fired() bool { return w.ctx != nil && w.ctx.Err() == context.DeadlineExceeded }
 
 func (w *waker) stop() {
 	if w.cancel != nil {
@@ -359,6 +409,7 @@ func (r *Rpc) closedNow() error {
 	r.shutdown()
 	r.cleanup()
 	r.drain()
+	r.runSubmitted()
 	return ErrClosed
 }
 
@@ -395,7 +446,8 @@ func (r *Rpc) event(s *session, ev SMEvent, err error) {
 
 // hasTimers reports whether anything waits for a time.
 func (r *Rpc) hasTimers() bool {
-	return r.attempts.len() > 0 || r.acks.len() > 0 || r.conns.len() > 0 || r.eo.next.Load() != 0
+	return r.attempts.len() > 0 || r.acks.len() > 0 || r.conns.len() > 0 || r.eo.next.Load() != 0 ||
+		r.large.next.Load() != 0 || r.tickets.len() > 0
 }
 
 // nextTimer returns the earliest deadline of the timers.
@@ -419,6 +471,12 @@ func (r *Rpc) nextTimer() (time.Time, bool) {
 	if ns := r.eo.next.Load(); ns != 0 {
 		earliest(time.Unix(0, ns))
 	}
+	if ns := r.large.next.Load(); ns != 0 {
+		earliest(time.Unix(0, ns))
+	}
+	if tk, at := r.tickets.front(); tk != nil {
+		earliest(at.Add(eo.TicketTimeout))
+	}
 	return t, !t.IsZero()
 }
 
@@ -438,6 +496,13 @@ func (r *Rpc) runTimers(now time.Time) {
 	}
 	if ns := r.eo.next.Load(); ns != 0 && now.UnixNano() >= ns {
 		r.eo.collect(now)
+	}
+	if ns := r.large.next.Load(); ns != 0 && now.UnixNano() >= ns {
+		r.large.expire(now, r.cfg.MessageTimeout, &r.stats)
+	}
+	for tk, at := r.tickets.front(); tk != nil && !now.Before(at.Add(eo.TicketTimeout)); tk, at = r.tickets.front() {
+		r.stats.ticketsDropped.Add(1)
+		r.dropTicket(tk)
 	}
 }
 
@@ -466,12 +531,24 @@ type Stats struct {
 	Records         int    // records held now
 	RecordBytes     int    // response bytes they hold
 	RecordsReserved int    // bytes reserved by records in progress
+	ResponsesLost   uint64 // responses not kept: too large for the room left, or unacknowledged for RecordTimeout
+	// Exactly-once, client side.
+	TicketsDropped uint64 // tickets released because a stream held MaxTickets
+	// Large messages, server side.
+	LargeRefused uint64 // fragments or large responses refused: over a limit, out of order, inconsistent
+	LargeExpired uint64 // large messages dropped after MessageTimeout without progress
+	LargeBytes   int    // bytes of large messages held now
+	// Use from other goroutines.
+	SubmitFull uint64 // Submit refused: the submit queue was full
+	NotOwner   uint64 // owner-only methods refused: called by a second goroutine
 }
 
 type counters struct {
 	requestsSent, retries, responses, failed, resets, stale atomic.Uint64
 	served, responsesSent, bad, busy                        atomic.Uint64
 	dups, inProgress, staleDups, full, expired, acked       atomic.Uint64
+	submitFull, notOwner, lost, ticketsDropped              atomic.Uint64
+	largeRefused, largeExpired                              atomic.Uint64
 }
 
 // Stats returns a snapshot of the Rpc's counters. Any goroutine may call
@@ -495,10 +572,19 @@ func (r *Rpc) Stats() Stats {
 		RecordsFull:       c.full.Load(),
 		RecordsExpired:    c.expired.Load(),
 		RecordsAcked:      c.acked.Load(),
+		SubmitFull:        c.submitFull.Load(),
+		ResponsesLost:     c.lost.Load(),
+		TicketsDropped:    c.ticketsDropped.Load(),
+		LargeRefused:      c.largeRefused.Load(),
+		LargeExpired:      c.largeExpired.Load(),
+		NotOwner:          c.notOwner.Load(),
 	}
 	r.srvMu.Lock()
 	st.ServerSessions = r.srvLive
 	r.srvMu.Unlock()
 	st.Records, st.RecordBytes, st.RecordsReserved = r.eo.usage()
+	r.large.mu.Lock()
+	st.LargeBytes = r.large.bytes
+	r.large.mu.Unlock()
 	return st
 }

@@ -11,23 +11,19 @@ import (
 
 // srvSession is the server side of a session: created by the Nexus
 // goroutine when a connect arrives, read by the event loop for every
-// request, removed on disconnect. Its identity fields never change; its
-// exactly-once state is guarded by the Rpc's eoTable mutex.
+// request, removed on disconnect or when its lease expires. Its fields
+// never change.
 type srvSession struct {
 	num, token uint32
 	client     netip.AddrPort // the client Rpc's socket: requests must come from it
 	clientRpc  uint8
-	clientID   uint64 // exactly-once client id
-
-	// Guarded by eoTable.mu.
-	floor uint64          // every sequence below it is acknowledged
-	recs  dlist[eoRecord] // this session's records
-	dead  bool            // disconnected: records refused
+	clientID   uint64 // the client's lease and exactly-once identity
+	lease      *lease
 }
 
 // acceptSession makes a server session for a connect from the client Rpc
 // at peer. The Nexus goroutine calls it.
-func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody) (num, token uint32, st status) {
+func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody, l *lease) (num, token uint32, st status) {
 	r.srvMu.Lock()
 	defer r.srvMu.Unlock()
 	if r.closed.Load() {
@@ -48,16 +44,16 @@ func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody) (num, token uin
 	if r.srvToken == 0 {
 		r.srvToken = 1
 	}
-	ss := &srvSession{num: num, token: r.srvToken, client: peer, clientRpc: c.srcRpc, clientID: c.clientID}
-	ss.recs = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.ssLink })
+	ss := &srvSession{num: num, token: r.srvToken, client: peer, clientRpc: c.srcRpc, clientID: c.clientID, lease: l}
 	tab[num] = ss
 	r.srvTab.Store(&tab)
 	r.srvLive++
 	return num, ss.token, statusOK
 }
 
-// dropSession removes the server session a disconnect from peer names,
-// with its completion records. The Nexus goroutine calls it.
+// dropSession removes the server session a disconnect from peer names.
+// Its client's completion records stay, with the client's lease. The
+// Nexus goroutine calls it.
 func (r *Rpc) dropSession(num, token uint32, peer netip.AddrPort) status {
 	r.srvMu.Lock()
 	old := *r.srvTab.Load()
@@ -65,7 +61,6 @@ func (r *Rpc) dropSession(num, token uint32, peer netip.AddrPort) status {
 		r.srvMu.Unlock()
 		return statusNoSession
 	}
-	ss := old[num]
 	tab := make([]*srvSession, len(old))
 	copy(tab, old)
 	tab[num] = nil
@@ -73,10 +68,34 @@ func (r *Rpc) dropSession(num, token uint32, peer netip.AddrPort) status {
 	r.srvFree = append(r.srvFree, num)
 	r.srvLive--
 	r.srvMu.Unlock()
-	for _, m := range r.eo.dropSession(ss) {
+	return statusOK
+}
+
+// expireLeases removes the server sessions whose leases expired, and
+// their clients' completion records. The Nexus goroutine calls it.
+func (r *Rpc) expireLeases() {
+	r.srvMu.Lock()
+	old := *r.srvTab.Load()
+	var tab []*srvSession
+	for i, ss := range old {
+		if ss == nil || !ss.lease.dead.Load() {
+			continue
+		}
+		if tab == nil {
+			tab = make([]*srvSession, len(old))
+			copy(tab, old)
+		}
+		tab[i] = nil
+		r.srvFree = append(r.srvFree, uint32(i))
+		r.srvLive--
+	}
+	if tab != nil {
+		r.srvTab.Store(&tab)
+	}
+	r.srvMu.Unlock()
+	for _, m := range r.eo.dropDead() {
 		r.replyStatus(m, &header{kind: kindResponse}, statusNoSession)
 	}
-	return statusOK
 }
 
 // lookupSrv finds the server session a request names, if it came from
@@ -100,17 +119,29 @@ func (r *Rpc) lookupSrv(num, token uint32, peer netip.AddrPort) *srvSession {
 func (r *Rpc) serveRequest(m *sock.Message) {
 	var h header
 	n, err := h.Parse(m.Data)
-	if err != nil || (h.kind != kindRequest && h.kind != kindAck) {
+	if err != nil || (h.kind != kindRequest && h.kind != kindAck && h.kind != kindPull) {
 		r.stats.bad.Add(1)
 		r.replyStatus(m, &header{kind: kindResponse}, statusBadRequest)
 		return
 	}
 	ss := r.lookupSrv(h.session, h.token, m.Peer)
+	if ss != nil {
+		ss.lease.touch(r.nx.leases.epoch.Load())
+	}
 	if h.kind == kindAck {
 		if ss != nil && h.clientID == ss.clientID {
 			r.eo.ack(ss, &h)
 		}
 		r.replyStatus(m, &header{kind: kindAckReply}, statusOK)
+		return
+	}
+	if h.kind == kindPull {
+		if ss == nil {
+			r.stats.bad.Add(1)
+			r.replyStatus(m, &header{kind: kindResponse, flags: flagFragment, msgID: h.msgID}, statusNoSession)
+			return
+		}
+		r.servePull(m, &h, ss)
 		return
 	}
 	rh := header{kind: kindResponse, reqType: h.reqType}
@@ -126,6 +157,10 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 	if hd.fn == nil {
 		r.stats.bad.Add(1)
 		r.replyStatus(m, &rh, statusNoSuchType)
+		return
+	}
+	if h.flags&flagFragment != 0 {
+		r.serveFragment(m, &h, n, ss, hd)
 		return
 	}
 	var rec *eoRecord
@@ -153,6 +188,9 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 		case eoStale:
 			r.replyStatus(m, &rh, statusStale)
 			return
+		case eoLost:
+			r.replyStatus(m, &rh, statusResponseLost)
+			return
 		case eoFull:
 			r.replyStatus(m, &rh, statusRecordsFull)
 			return
@@ -161,6 +199,13 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 			return
 		}
 	}
+	r.dispatch(m, m.Data[n:], hd, rec, &rh, ss, 0)
+}
+
+// dispatch runs the handler hd of the request m, whose data is req, or
+// queues it for a worker. large is what a reassembled request holds of
+// LargeMessageBytes, given back when it is answered.
+func (r *Rpc) dispatch(m *sock.Message, req []byte, hd *handlerEntry, rec *eoRecord, rh *header, ss *srvSession, large int) {
 	var hdl *ReqHandle
 	if k := len(r.hfree); k > 0 {
 		hdl = r.hfree[k-1]
@@ -168,7 +213,8 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 	} else {
 		hdl = r.handles.get()
 	}
-	hdl.rpc, hdl.msg, hdl.req, hdl.fn, hdl.rec, hdl.rh, hdl.live = r, m, m.Data[n:], hd.fn, rec, rh, true
+	hdl.rpc, hdl.msg, hdl.req, hdl.fn, hdl.rec, hdl.rh, hdl.live = r, m, req, hd.fn, rec, *rh, true
+	hdl.token, hdl.large = ss.token, large
 	r.stats.served.Add(1)
 	if hd.mode == Dispatch {
 		hdl.phase.Store(phaseInCall)
@@ -191,7 +237,8 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 		if rec != nil {
 			r.eo.abandon(rec)
 		}
-		r.replyStatus(m, &rh, statusServerBusy)
+		r.large.release(large)
+		r.replyStatus(m, rh, statusServerBusy)
 		hdl.reset()
 		r.handles.put(hdl)
 	}
@@ -214,14 +261,18 @@ const PreRespSize = 1024
 // then the request's data stays valid. After EnqueueResponse the handle
 // must not be used.
 type ReqHandle struct {
-	rpc  *Rpc
-	msg  *sock.Message
-	req  []byte
-	fn   Handler
-	rec  *eoRecord // exactly-once record, if the request is one
-	rh   header    // the response header: kind, request type, exactly-once echo
-	pre  MsgBuffer
-	live bool
+	rpc *Rpc
+	msg *sock.Message
+	req []byte
+	fn  Handler
+	rec *eoRecord // exactly-once record, if the request is one
+	rh  header    // the response header: kind, request type, exactly-once echo
+	// token is the server session's; large, the bytes of a reassembled
+	// request, held until the answer.
+	token uint32
+	large int
+	pre   MsgBuffer
+	live  bool
 	// phase tells who recycles a dispatch handle: the event loop, if
 	// EnqueueResponse ran during the handler's call, else EnqueueResponse
 	// (which may run on any goroutine, later).
@@ -279,7 +330,10 @@ func (r *Rpc) EnqueueResponse(h *ReqHandle, resp *MsgBuffer) error {
 	var frame []byte
 	var err error
 	var parked *sock.Message
-	if h.rec != nil && resp.n > r.cfg.ExactlyOnce.MaxResponse {
+	r.large.release(h.large)
+	if h.rec == nil && resp.n > MaxMsgSize {
+		frame, err = r.large.storeResponse(r, h, resp, &rh)
+	} else if h.rec != nil && resp.n > r.cfg.ExactlyOnce.MaxResponse {
 		rh.status = statusTooLarge
 		frame = rh.Append(make([]byte, 0, eoHeaderLen))
 		err = ErrMessageTooLarge

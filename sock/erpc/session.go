@@ -2,7 +2,6 @@ package erpc
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"time"
 
@@ -43,13 +42,14 @@ type session struct {
 	ctlID   uint64 // transport RPC of the control message in flight, if any
 	ctlKind cookieKind
 
-	slots    []*request // the window: outstanding requests
-	inflight int
-	queue    reqQueue // requests waiting for a slot (or for the connect)
+	slots     []*request // the window: outstanding requests
+	nextMsgID uint32     // the last large request's message id
+	inflight  int
+	queue     reqQueue // requests waiting for a slot (or for the connect)
 
-	// Exactly-once, client side.
-	clientID  uint64
-	nextSeq   uint64
+	// The lease and exactly-once identity, shared by the Rpc's sessions
+	// to the same Nexus; the acknowledgments due to the server.
+	st        *stream
 	ackq      [ackQueueLen]ackEntry
 	ackHead   int
 	ackN      int
@@ -86,6 +86,11 @@ func splitCookie(c uint64) (k cookieKind, num uint32, slot uint32) {
 // Connected or ConnectFailed. Requests may be enqueued meanwhile: they go
 // out when the session connects, and fail if it does not.
 func (r *Rpc) CreateSession(remote netip.AddrPort, remoteRpc uint8) (Session, error) {
+	held, err := r.acquire("CreateSession")
+	if err != nil {
+		return Session{}, err
+	}
+	defer r.release(held)
 	if r.closed.Load() {
 		return Session{}, ErrClosed
 	}
@@ -98,21 +103,49 @@ func (r *Rpc) CreateSession(remote netip.AddrPort, remoteRpc uint8) (Session, er
 	s := r.allocSession()
 	s.state = sessConnecting
 	s.nexus, s.remoteRpc = remote, remoteRpc
-	s.clientID = rand.Uint64() | 1 // never zero
-	s.nextSeq = 1
-
-	h := header{kind: kindConnect, session: s.num, token: s.gen}
-	body := connectBody{dstRpc: remoteRpc, srcRpc: r.id, clientID: s.clientID}
-	var b [connectLen]byte
-	msg := body.Append(h.Append(b[:0]))
-	id, err := r.sock.Send(remote, msg, makeCookie(ckConnect, s.num, 0))
-	if err != nil {
+	s.st = r.streamTo(remote)
+	s.st.sessions++
+	if err := r.sendConnect(s); err != nil {
 		r.freeSession(s)
 		return Session{}, fmt.Errorf("erpc: connect to %v: %w", remote, closedError(err))
 	}
-	s.ctlID, s.ctlKind = id, ckConnect
 	r.conns.push(s, time.Now())
 	return s.handle(), nil
+}
+
+// sendConnect sends the connect request of s, under its stream's client
+// id.
+func (r *Rpc) sendConnect(s *session) error {
+	h := header{kind: kindConnect, session: s.num, token: s.gen}
+	body := connectBody{dstRpc: s.remoteRpc, srcRpc: r.id, fresh: s.st.ref == nil, clientID: s.st.id}
+	var b [connectLen]byte
+	msg := body.Append(h.Append(b[:0]))
+	id, err := r.sock.Send(s.nexus, msg, makeCookie(ckConnect, s.num, 0))
+	if err != nil {
+		return err
+	}
+	s.ctlID, s.ctlKind = id, ckConnect
+	return nil
+}
+
+// reconnectFresh sends the connect of s again under a new client id, the
+// server having refused its stream's as expired (the server restarted, or
+// the lease went while the client had nothing in flight). Nothing of s
+// has been sent under the old id, so nothing is lost. It reports whether
+// the connect went.
+func (r *Rpc) reconnectFresh(s *session) bool {
+	if s.st.ref == nil {
+		return false // a fresh id refused: not an old lease
+	}
+	r.retire(s.st)
+	r.leaveStream(s.st)
+	s.st = r.streamTo(s.nexus)
+	s.st.sessions++
+	if r.sendConnect(s) != nil {
+		return false
+	}
+	r.conns.push(s, time.Now())
+	return true
 }
 
 // allocSession takes a free session number.
@@ -137,6 +170,9 @@ func (r *Rpc) allocSession() *session {
 func (r *Rpc) freeSession(s *session) {
 	r.acks.remove(s)
 	r.conns.remove(s)
+	if s.st != nil {
+		r.leaveStream(s.st)
+	}
 	*s = session{num: s.num, gen: s.gen, slots: s.slots, queue: s.queue}
 	s.queue.reset()
 	r.freeNums = append(r.freeNums, s.num)
@@ -157,6 +193,7 @@ func (r *Rpc) session(h Session) (*session, error) {
 
 // IsConnected reports whether the session is connected.
 func (r *Rpc) IsConnected(h Session) bool {
+	defer r.release(r.mustAcquire("IsConnected"))
 	s, err := r.session(h)
 	return err == nil && s.state == sessConnected
 }
@@ -167,6 +204,11 @@ func (r *Rpc) IsConnected(h Session) bool {
 // server has answered; a session that failed to connect or was reset is
 // freed at once, without an event.
 func (r *Rpc) DestroySession(h Session) error {
+	held, err := r.acquire("DestroySession")
+	if err != nil {
+		return err
+	}
+	defer r.release(held)
 	s, err := r.session(h)
 	if err != nil {
 		return err
@@ -269,9 +311,13 @@ func (r *Rpc) connectResponse(s *session, m *sock.Message) {
 		_, err = body.Parse(m.Data)
 	}
 	if err != nil {
+		if h.status == statusLeaseExpired && r.reconnectFresh(s) {
+			return // still connecting, under a new client id
+		}
 		r.connectFailed(s, fmt.Errorf("%w: %w", ErrConnectFailed, err))
 		return
 	}
+	r.connected(s.st, time.Duration(body.leaseMs)*time.Millisecond)
 	s.remote = netip.AddrPortFrom(s.nexus.Addr(), body.port)
 	s.srvNum, s.srvToken = h.session, h.token
 	s.state = sessConnected
@@ -341,6 +387,20 @@ func (r *Rpc) resetSession(s *session, cause error) {
 	r.acks.remove(s)
 	r.failSession(s, err)
 	r.event(s, Reset, err)
+}
+
+// forgotten resets a session its server does not know: its lease
+// expired (the heartbeats said so, or nothing else explains it: the
+// server restarted, or its Rpc did). New sessions to the Nexus get a new
+// client id.
+func (r *Rpc) forgotten(s *session) {
+	r.retire(s.st)
+	if s.st.ref != nil && s.st.ref.expired.Load() {
+		r.resetSession(s, fmt.Errorf("%w: %w", ErrSessionReset, ErrLeaseExpired))
+		return
+	}
+	r.resetSession(s, fmt.Errorf("%w: the server does not know the session: "+
+		"its lease expired (nothing heard for the server's LeaseTimeout) or the server restarted", ErrSessionReset))
 }
 
 // failSession fails every request of s, outstanding or queued, with err.
