@@ -48,15 +48,15 @@ func (c *Core) leaveIncoming(r *rpc) {
 // takes it out.
 func (c *Core) startReceiving(r *rpc) {
 	r.progressTick = c.tick
-	c.receivingList(r).pushBack(r)
+	c.receivingList(r).PushBack(r)
 }
 
 func (c *Core) touch(r *rpc) {
 	r.progressTick = c.tick
-	c.receivingList(r).moveToBack(r)
+	c.receivingList(r).MoveToBack(r)
 }
 
-func (c *Core) stopReceiving(r *rpc) { c.receivingList(r).remove(r) }
+func (c *Core) stopReceiving(r *rpc) { c.receivingList(r).Remove(r) }
 
 func (c *Core) receivingList(r *rpc) *list[rpc] {
 	if r.isClient() {
@@ -126,7 +126,7 @@ func (c *Core) admitIncoming(p *peer, port uint16) bool {
 // made no progress this tick (a request that is moving is not shed for a
 // newcomer). Its client will RESEND and start it again.
 func (c *Core) shedRequest(p *peer) bool {
-	v := p.receivingServers.head
+	v := p.receivingServers.Front()
 	if v == nil || v.progressTick >= c.tick {
 		return false
 	}
@@ -141,7 +141,7 @@ func (c *Core) shedRequest(p *peer) bool {
 // discarded and fetched again by loss recovery once memory allows.
 func (c *Core) shedMessage(p *peer, keep *rpc) bool {
 	for _, l := range [...]*list[rpc]{&p.receivingServers, &p.receivingClients} {
-		for v := l.head; v != nil; v = l.next(v) {
+		for v := l.Front(); v != nil; v = l.Next(v) {
 			if v == keep || v.in.mem == 0 {
 				continue
 			}

@@ -35,13 +35,13 @@ func (c *Core) needAckSlot(p *peer) bool {
 
 // awaitNeedAck queues r, whose NEED_ACK is due, for its turn.
 func (c *Core) awaitNeedAck(r *rpc) {
-	if r.aq.listed {
+	if r.aq.Listed() {
 		return
 	}
 	p := r.peer
-	p.ackQ.pushBack(r)
-	if !p.aqLinks.listed {
-		c.ackPeers.pushBack(p)
+	p.ackQ.PushBack(r)
+	if !p.aqLinks.Listed() {
+		c.ackPeers.PushBack(p)
 	}
 	c.stats.NeedAcksDeferred++
 	c.timers.arm(&c.ackPump, c.at(c.tick+1))
@@ -50,13 +50,13 @@ func (c *Core) awaitNeedAck(r *rpc) {
 // unqueueNeedAck takes r out of its peer's queue, and the peer out of
 // the core's when that empties it.
 func (c *Core) unqueueNeedAck(r *rpc) {
-	if !r.aq.listed {
+	if !r.aq.Listed() {
 		return
 	}
 	p := r.peer
-	p.ackQ.remove(r)
-	if p.ackQ.len() == 0 {
-		c.ackPeers.remove(p)
+	p.ackQ.Remove(r)
+	if p.ackQ.Len() == 0 {
+		c.ackPeers.Remove(p)
 	}
 }
 
@@ -65,19 +65,19 @@ func (c *Core) unqueueNeedAck(r *rpc) {
 // timer runs at once: it sends its NEED_ACK (or finds the RPC
 // acknowledged or due for reclaiming) and sets itself again.
 func (c *Core) pumpNeedAcks() {
-	for n := c.ackPeers.len(); n > 0; n-- {
-		p := c.ackPeers.head
-		c.ackPeers.remove(p)
-		for p.ackQ.len() > 0 && (p.needAckTick != c.tick+1 || p.needAcks < maxNeedAcksPerTick) {
-			r := p.ackQ.head
-			p.ackQ.remove(r)
+	for n := c.ackPeers.Len(); n > 0; n-- {
+		p := c.ackPeers.Front()
+		c.ackPeers.Remove(p)
+		for p.ackQ.Len() > 0 && (p.needAckTick != c.tick+1 || p.needAcks < maxNeedAcksPerTick) {
+			r := p.ackQ.Front()
+			p.ackQ.Remove(r)
 			c.rpcTimer(r)
 		}
-		if p.ackQ.len() > 0 && !p.aqLinks.listed {
-			c.ackPeers.pushBack(p)
+		if p.ackQ.Len() > 0 && !p.aqLinks.Listed() {
+			c.ackPeers.PushBack(p)
 		}
 	}
-	if c.ackPeers.len() > 0 {
+	if c.ackPeers.Len() > 0 {
 		c.timers.arm(&c.ackPump, c.at(c.tick+1))
 	}
 }

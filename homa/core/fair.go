@@ -68,7 +68,7 @@ func (c *Core) shedForPort(p *peer, u *portUse, need int, of func(*portUse) int)
 	if hog == nil || hog == u || of(hog) <= have+need {
 		return false
 	}
-	for v := p.receivingServers.head; v != nil; v = p.receivingServers.next(v) {
+	for v := p.receivingServers.Front(); v != nil; v = p.receivingServers.Next(v) {
 		if v.use == hog && of(hog) > 0 && (need == 1 || v.in.mem > 0) {
 			c.stats.Shed++
 			c.freeServer(v, false)

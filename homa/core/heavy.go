@@ -34,14 +34,14 @@ func (h *heavy) update(p *peer, v int) {
 	}
 	if *cur > 0 {
 		l := &h.buckets[*cur]
-		l.remove(p)
-		if l.len() == 0 {
+		l.Remove(p)
+		if l.Len() == 0 {
 			h.nonzero &^= 1 << (*cur - 1)
 		}
 	}
 	*cur = b
 	if b > 0 {
-		h.buckets[b].pushBack(p)
+		h.buckets[b].PushBack(p)
 		h.nonzero |= 1 << (b - 1)
 	}
 }
@@ -51,5 +51,5 @@ func (h *heavy) top() *peer {
 	if h.nonzero == 0 {
 		return nil
 	}
-	return h.buckets[bits.Len64(h.nonzero)].head
+	return h.buckets[bits.Len64(h.nonzero)].Front()
 }

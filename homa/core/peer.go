@@ -167,7 +167,7 @@ func (c *Core) peerFor(addr netip.Addr) *peer {
 		return p
 	}
 	if len(c.peers) >= c.cfg.Limits.Peers {
-		old := c.idlePeers.head
+		old := c.idlePeers.Front()
 		if old == nil {
 			return nil
 		}
@@ -176,7 +176,7 @@ func (c *Core) peerFor(addr netip.Addr) *peer {
 	p := newPeer(addr)
 	c.adapt(p)
 	c.peers[addr] = p
-	c.idlePeers.pushBack(p)
+	c.idlePeers.PushBack(p)
 	return p
 }
 
@@ -184,7 +184,7 @@ func (c *Core) peerFor(addr netip.Addr) *peer {
 // with none is idle.
 func (c *Core) holdPeer(p *peer) {
 	p.rpcs++
-	c.idlePeers.remove(p)
+	c.idlePeers.Remove(p)
 }
 
 func (c *Core) releasePeer(p *peer) {
@@ -194,13 +194,13 @@ func (c *Core) releasePeer(p *peer) {
 
 // maybeIdle puts p on the idle list if nothing refers to it any more.
 func (c *Core) maybeIdle(p *peer) {
-	if p.rpcs == 0 && len(p.acks) == 0 && !p.idle.listed {
-		c.idlePeers.pushBack(p)
+	if p.rpcs == 0 && len(p.acks) == 0 && !p.idle.Listed() {
+		c.idlePeers.PushBack(p)
 	}
 }
 
 func (c *Core) evictPeer(p *peer) {
-	c.idlePeers.remove(p)
+	c.idlePeers.Remove(p)
 	c.timers.disarm(&p.timer)
 	delete(c.peers, p.addr)
 	c.stats.PeersEvicted++

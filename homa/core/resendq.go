@@ -37,13 +37,13 @@ func (c *Core) resendSlot(p *peer) bool {
 
 // awaitResend queues r, whose RESEND is due, for its turn.
 func (c *Core) awaitResend(r *rpc) {
-	if r.rq.listed {
+	if r.rq.Listed() {
 		return
 	}
 	p := r.peer
-	p.resendQ.pushBack(r)
-	if !p.rqLinks.listed {
-		c.resendPeers.pushBack(p)
+	p.resendQ.PushBack(r)
+	if !p.rqLinks.Listed() {
+		c.resendPeers.PushBack(p)
 	}
 	c.stats.ResendsDeferred++
 	c.timers.arm(&c.resendPump, c.at(c.tick+1))
@@ -52,13 +52,13 @@ func (c *Core) awaitResend(r *rpc) {
 // unqueueResend takes r out of its peer's queue, and the peer out of the
 // core's when that empties it.
 func (c *Core) unqueueResend(r *rpc) {
-	if !r.rq.listed {
+	if !r.rq.Listed() {
 		return
 	}
 	p := r.peer
-	p.resendQ.remove(r)
-	if p.resendQ.len() == 0 {
-		c.resendPeers.remove(p)
+	p.resendQ.Remove(r)
+	if p.resendQ.Len() == 0 {
+		c.resendPeers.Remove(p)
 	}
 }
 
@@ -67,21 +67,21 @@ func (c *Core) unqueueResend(r *rpc) {
 // timer runs at once: it sends its RESEND (or finds it no longer due:
 // bytes came meanwhile) and sets itself again.
 func (c *Core) pumpResends() {
-	for n := c.resendPeers.len(); n > 0 && c.resendsLeftNow() > 0; n-- {
-		p := c.resendPeers.head
-		c.resendPeers.remove(p)
+	for n := c.resendPeers.Len(); n > 0 && c.resendsLeftNow() > 0; n-- {
+		p := c.resendPeers.Front()
+		c.resendPeers.Remove(p)
 		if p.resendTick == c.tick+1 {
-			c.resendPeers.pushBack(p) // it had its RESEND this tick
+			c.resendPeers.PushBack(p) // it had its RESEND this tick
 			continue
 		}
-		r := p.resendQ.head
-		p.resendQ.remove(r)
-		if p.resendQ.len() > 0 {
-			c.resendPeers.pushBack(p)
+		r := p.resendQ.Front()
+		p.resendQ.Remove(r)
+		if p.resendQ.Len() > 0 {
+			c.resendPeers.PushBack(p)
 		}
 		c.rpcTimer(r)
 	}
-	if c.resendPeers.len() > 0 {
+	if c.resendPeers.Len() > 0 {
 		c.timers.arm(&c.resendPump, c.at(c.tick+1))
 	}
 }

@@ -72,7 +72,7 @@ func (c *Core) resendDue(r *rpc) (time.Duration, bool) {
 	if due := r.rs.Due(cfg); due > c.tick {
 		return c.at(due), true
 	}
-	if r.rq.listed {
+	if r.rq.Listed() {
 		return never, true // waiting for its turn
 	}
 	if !c.resendSlot(r.peer) {
@@ -106,7 +106,7 @@ func (c *Core) resendDue(r *rpc) (time.Duration, bool) {
 // reclaimed.
 func (c *Core) ackDue(r *rpc) (time.Duration, bool) {
 	cfg := &r.peer.ack
-	if r.aq.listed && r.ak.ReclaimDue(cfg) > c.tick {
+	if r.aq.Listed() && r.ak.ReclaimDue(cfg) > c.tick {
 		return c.at(r.ak.ReclaimDue(cfg)), true // waiting for its turn
 	}
 	if due := r.ak.Due(cfg); due > c.tick {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/erpc"
 )
@@ -69,19 +70,19 @@ func benchTransports(b *testing.B) []benchTransport {
 		{
 			name: "mem", host: serverHost, base: 2000,
 			open: func(b *testing.B, port uint16) *sock.Socket {
-				c, err := nw.Open(serverHost, port)
+				c, err := socktest.OpenMem(nw, netip.AddrPortFrom(serverHost, port), nil)
 				if err != nil {
 					b.Fatal(err)
 				}
-				return sock.OpenConn(c, nil)
+				return c
 			},
 			config: func(*testing.B) *erpc.Config {
 				return &erpc.Config{Open: func(a netip.AddrPort) (*sock.Socket, error) {
-					c, err := nw.Open(a.Addr(), a.Port())
+					c, err := socktest.OpenMem(nw, a, nil)
 					if err != nil {
 						return nil, err
 					}
-					return sock.OpenConn(c, nil), nil
+					return c, nil
 				}}
 			},
 		},

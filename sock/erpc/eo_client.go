@@ -94,7 +94,7 @@ func (r *Rpc) queueAck(s *session, seq uint64, retries uint16, sent time.Time) {
 // completed, when known: it saves reading the clock per response, and
 // errs on the side of acknowledging early); zero means now.
 func (r *Rpc) ackIfDue(s *session, since time.Time) {
-	if s.ackLink.list == nil && s.state == sessConnected && s.ackDue() {
+	if !s.ackLink.Listed() && s.state == sessConnected && s.ackDue() {
 		if since.IsZero() {
 			since = time.Now()
 		}

@@ -10,7 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/erpc"
 )
@@ -21,19 +22,15 @@ import (
 // largest response.
 func TestExactlyOnce4096InFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 60})
+		nw := memnet.New(memnet.Config{Seed: 60})
 		defer nw.Close()
 		var h holder
 		// The transport holds at most 2,000 requests of one client host
 		// unanswered by default; that limit is the transport's.
 		scfg := &erpc.Config{Open: func(a netip.AddrPort) (*sock.Socket, error) {
-			c, err := nw.Open(a.Addr(), a.Port())
-			if err != nil {
-				return nil, err
-			}
 			sc := testConfig()
 			sc.Limits.IncomingRPCsPerPeer, sc.Limits.PendingRepliesPerPeer = 5000, 5000
-			return sock.OpenConn(c, sc), nil
+			return socktest.OpenMem(nw, a, sc)
 		}}
 		srv := newServer(t, scfg, serverHost, func(nx *erpc.Nexus) {
 			_ = nx.Register(1, h.handle, erpc.Dispatch)
@@ -71,7 +68,7 @@ func TestExactlyOnce4096InFlight(t *testing.T) {
 // ran rather than running it again.
 func TestExactlyOnceLargeResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 61})
+		nw := memnet.New(memnet.Config{Seed: 61})
 		defer nw.Close()
 		big := bytes.Repeat([]byte("0123456789"), 20_000)
 		var runs int
@@ -126,7 +123,7 @@ func TestExactlyOnceLargeResponse(t *testing.T) {
 // request gets the response of its one run.
 func TestExactlyOnceResume(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 62})
+		nw := memnet.New(memnet.Config{Seed: 62})
 		defer nw.Close()
 		var h holder
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
@@ -189,7 +186,7 @@ func TestExactlyOnceResume(t *testing.T) {
 // oldest going first; a released or dropped ticket cannot be resumed.
 func TestExactlyOnceTicketsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 63})
+		nw := memnet.New(memnet.Config{Seed: 63})
 		defer nw.Close()
 		var h holder
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {

@@ -211,8 +211,8 @@ func (t *eoTable) ackLocked(cl *eoClient, h *header) {
 		// above the floor. One that arrived early (from another session
 		// of the client) goes when a later floor reaches the records
 		// before it; the scan stays short whatever the client's window.
-		for rec := cl.recs.head; rec != nil && rec.key.seq < cl.floor; {
-			next := rec.clLink.next
+		for rec := cl.recs.Front(); rec != nil && rec.key.seq < cl.floor; {
+			next := cl.recs.Next(rec)
 			if rec.state != recInProgress {
 				t.stats.acked.Add(1)
 				t.deleteLocked(rec)
@@ -281,8 +281,8 @@ func (t *eoTable) dropDead() []*sock.Message {
 		if !cl.lease.dead.Load() {
 			continue
 		}
-		for rec := cl.recs.head; rec != nil; {
-			next := rec.clLink.next
+		for rec := cl.recs.Front(); rec != nil; {
+			next := cl.recs.Next(rec)
 			if rec.parked != nil {
 				parked = append(parked, rec.parked)
 				rec.parked = nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/erpc"
 )
@@ -32,11 +33,11 @@ const nexusPort = 1000
 // memConfig returns a Nexus configuration whose sockets live on nw.
 func memConfig(nw *memnet.Network) *erpc.Config {
 	return &erpc.Config{Open: func(a netip.AddrPort) (*sock.Socket, error) {
-		c, err := nw.Open(a.Addr(), a.Port())
+		c, err := socktest.OpenMem(nw, a, testConfig())
 		if err != nil {
 			return nil, err
 		}
-		return sock.OpenConn(c, testConfig()), nil
+		return c, nil
 	}}
 }
 

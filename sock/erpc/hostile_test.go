@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -49,11 +50,11 @@ func TestHostilePeer(t *testing.T) {
 		defer nw.Close()
 		host := netip.MustParseAddr("10.1.0.1")
 		cfg := &Config{Open: func(a netip.AddrPort) (*sock.Socket, error) {
-			c, err := nw.Open(a.Addr(), a.Port())
+			c, err := socktest.OpenMem(nw, a, testConfig())
 			if err != nil {
 				return nil, err
 			}
-			return sock.OpenConn(c, testConfig()), nil
+			return c, nil
 		}}
 		nx, err := NewNexus(netip.AddrPortFrom(host, 2000), cfg)
 		if err != nil {
@@ -82,11 +83,11 @@ func TestHostilePeer(t *testing.T) {
 		defer func() { cancel(); wg.Wait(); r.Close() }()
 
 		open := func(a string) rawPeer {
-			c, err := nw.Open(netip.MustParseAddr(a), 0)
+			c, err := socktest.OpenMem(nw, netip.AddrPortFrom(netip.MustParseAddr(a), 0), testConfig())
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := sock.OpenConn(c, testConfig())
+			s := c
 			t.Cleanup(func() { s.Close() })
 			return rawPeer{t, s}
 		}

@@ -8,7 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -20,15 +21,15 @@ import (
 // is refused. The handler never runs.
 func TestLargeHostile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 72})
+		nw := memnet.New(memnet.Config{Seed: 72})
 		defer nw.Close()
 		host := netip.MustParseAddr("10.3.0.1")
 		open := func(a netip.AddrPort) (*sock.Socket, error) {
-			c, err := nw.Open(a.Addr(), a.Port())
+			c, err := socktest.OpenMem(nw, a, testConfig())
 			if err != nil {
 				return nil, err
 			}
-			return sock.OpenConn(c, testConfig()), nil
+			return c, nil
 		}
 		const budget = 2*fragChunk + 10
 		nx, err := NewNexus(netip.AddrPortFrom(host, 2000), &Config{Open: open, LargeMessageBytes: budget})

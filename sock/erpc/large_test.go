@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock/erpc"
 )
 
@@ -27,7 +27,7 @@ func pattern(n int) []byte {
 // dispatch and background handlers, and leave nothing held at the server.
 func TestLargeMessages(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 70})
+		nw := memnet.New(memnet.Config{Seed: 70})
 		defer nw.Close()
 		scfg := memConfig(nw)
 		scfg.BackgroundThreads = 1
@@ -89,7 +89,7 @@ func TestLargeMessages(t *testing.T) {
 // response above it, before taking more than one fragment.
 func TestLargeMessageLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 71})
+		nw := memnet.New(memnet.Config{Seed: 71})
 		defer nw.Close()
 		scfg := memConfig(nw)
 		scfg.MaxMessage = 2 << 20

@@ -9,7 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -26,15 +27,15 @@ func TestLeaseManyClients(t *testing.T) {
 		clients = 2_000
 	}
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 53})
+		nw := memnet.New(memnet.Config{Seed: 53})
 		defer nw.Close()
 		host := netip.MustParseAddr("10.2.0.1")
 		open := func(a netip.AddrPort) (*sock.Socket, error) {
-			c, err := nw.Open(a.Addr(), a.Port())
+			c, err := socktest.OpenMem(nw, a, testConfig())
 			if err != nil {
 				return nil, err
 			}
-			return sock.OpenConn(c, testConfig()), nil
+			return c, nil
 		}
 		nx, err := NewNexus(netip.AddrPortFrom(host, 2000), &Config{Open: open})
 		if err != nil {

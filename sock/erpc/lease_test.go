@@ -8,7 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock/erpc"
 )
 
@@ -19,7 +19,7 @@ import (
 // new client connects.
 func TestLeaseReclaimsVanishedClients(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 50})
+		nw := memnet.New(memnet.Config{Seed: 50})
 		defer nw.Close()
 		scfg := memConfig(nw)
 		scfg.MaxServerSessions = 2
@@ -79,7 +79,7 @@ func TestLeaseReclaimsVanishedClients(t *testing.T) {
 // requests all along needs none.
 func TestLeaseIdleClientStays(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 51})
+		nw := memnet.New(memnet.Config{Seed: 51})
 		defer nw.Close()
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
 			_ = nx.Register(1, echo, erpc.Dispatch)
@@ -129,7 +129,7 @@ func TestLeaseIdleClientStays(t *testing.T) {
 func TestLeaseExpiredReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var cut atomic.Bool
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 52, Drop: func(src, dst netip.Addr, _ []byte) bool {
+		nw := memnet.New(memnet.Config{Seed: 52, Drop: func(src, dst netip.Addr, _ []byte) bool {
 			return cut.Load() && (src == clientHost || dst == clientHost)
 		}})
 		defer nw.Close()
@@ -174,7 +174,7 @@ func TestLeaseExpiredReported(t *testing.T) {
 // session, once used, is reset with a message that says why.
 func TestLeaseServerRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 54})
+		nw := memnet.New(memnet.Config{Seed: 54})
 		defer nw.Close()
 		register := func(nx *erpc.Nexus) { _ = nx.Register(1, echo, erpc.Dispatch) }
 		srv := newServer(t, memConfig(nw), serverHost, register, nil)

@@ -10,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock/erpc"
 )
 
@@ -20,7 +20,7 @@ import (
 // owner-only state.
 func TestNestedFromBackground(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 40})
+		nw := memnet.New(memnet.Config{Seed: 40})
 		defer nw.Close()
 		back := newServer(t, memConfig(nw), otherHost, func(nx *erpc.Nexus) {
 			_ = nx.Register(2, func(h *erpc.ReqHandle) {
@@ -92,7 +92,7 @@ func TestNestedFromBackground(t *testing.T) {
 // refuses with ErrClosed.
 func TestSubmitWakesLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 41})
+		nw := memnet.New(memnet.Config{Seed: 41})
 		defer nw.Close()
 		cfg := memConfig(nw)
 		cfg.SubmitQueue = 3
@@ -145,7 +145,7 @@ func TestSubmitWakesLoop(t *testing.T) {
 // without an error), and the loop goes on unharmed.
 func TestNotOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := netio.NewMemNetwork(netio.MemConfig{Seed: 42})
+		nw := memnet.New(memnet.Config{Seed: 42})
 		defer nw.Close()
 		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
 			_ = nx.Register(1, echo, erpc.Dispatch)

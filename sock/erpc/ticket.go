@@ -199,7 +199,7 @@ func settled(err error) bool {
 // dropOldestTicket releases the ticket with the lowest sequence of st:
 // tickets are bounded per stream (ExactlyOnceConfig.MaxTickets).
 func (r *Rpc) dropOldestTicket(st *stream) {
-	for h := st.open.head; h != nil; h = h.link.next {
+	for h := st.open.Front(); h != nil; h = st.open.Next(h) {
 		if h.t != nil && !h.t.inUse {
 			r.stats.ticketsDropped.Add(1)
 			t := h.t

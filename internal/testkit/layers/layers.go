@@ -31,9 +31,9 @@ var pure = []string{
 	"slices", "sort", "strconv", "strings", "time", "container/heap",
 }
 
-// protocol are the pure packages: the wire format, the core, and the
-// policies it is made of.
-var protocol = []string{"homa/wire", "homa/core", "grant", "pacer", "priority", "resend", "ack"}
+// protocol are the pure packages: the wire format, the core, the
+// policies it is made of, and the intrusive list it keeps its queues in.
+var protocol = []string{"homa/wire", "homa/core", "grant", "pacer", "priority", "resend", "ack", "internal/ilist"}
 
 // below are the packages under sock: the contract, the backends and
 // what they are built of.
@@ -77,7 +77,7 @@ var rules = []rule{
 	{
 		why:         "the RPC layers use sock's public API only",
 		pkgs:        []string{"sock/erpc", "sock/netrpc", "sock/homagrpc"},
-		allowModule: []string{"sock"},
+		allowModule: []string{"sock", "internal/ilist"},
 	},
 	{
 		why:  "metrics, bench and the command reach the transport through sock only",

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -120,4 +121,15 @@ var BenchConfigs = []Loopback{
 	{"homa-raw", "127.0.0.1", sock.Config{Transport: sock.Raw}},
 	{"homa-udp-nopoll", "127.0.0.1", sock.Config{Transport: sock.UDP, PollDuration: -1}},
 	{"homa-raw-nopoll", "127.0.0.1", sock.Config{Transport: sock.Raw, PollDuration: -1}},
+}
+
+// OpenMem opens a socket at addr on the in-memory network nw, with cfg
+// (nil: the defaults).
+func OpenMem(nw *memnet.Network, addr netip.AddrPort, cfg *sock.Config) (*sock.Socket, error) {
+	var c sock.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	c.Network = nw
+	return sock.Open(addr, &c)
 }
