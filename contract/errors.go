@@ -50,6 +50,9 @@ var (
 	ErrPermission = errors.New("netio: raw IP sockets need CAP_NET_RAW (run as root, grant the capability, or use UDP encapsulation)")
 	// ErrPortInUse means another socket on this host holds the Homa port.
 	ErrPortInUse = errors.New("netio: Homa port in use")
+	// ErrNoKernelHoma means the kernel has no Homa module (or the
+	// platform is not Linux): the kernel backend cannot open a socket.
+	ErrNoKernelHoma = errors.New("khoma: the kernel has no Homa module (IP protocol 146 sockets are not supported)")
 )
 
 // closedError is ErrClosed: it unwraps to net.ErrClosed, so that code

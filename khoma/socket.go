@@ -16,7 +16,7 @@ import (
 // ErrNoKernelHoma means the running kernel has no Homa module: a Homa
 // socket cannot be created (socket(2) with protocol 146 failed with
 // EPROTONOSUPPORT or EAFNOSUPPORT), or the platform is not Linux.
-var ErrNoKernelHoma = errors.New("khoma: the kernel has no Homa module (IP protocol 146 sockets are not supported)")
+var ErrNoKernelHoma = contract.ErrNoKernelHoma
 
 // Tuning.
 const (

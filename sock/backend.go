@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/khoma"
 )
@@ -45,7 +46,7 @@ func (b Backend) String() string {
 
 // ErrNoKernelHoma means the kernel has no Homa module (or the platform
 // is not Linux): the Kernel backend cannot open a socket.
-var ErrNoKernelHoma = khoma.ErrNoKernelHoma
+var ErrNoKernelHoma = contract.ErrNoKernelHoma
 
 // backend is what a Socket runs on: the engine or the kernel module.
 type backend interface {
