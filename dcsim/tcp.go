@@ -1,0 +1,4 @@
+package dcsim
+
+// tcpSeg is a baseline segment's header.
+type tcpSeg struct{}
