@@ -18,6 +18,9 @@ type Packet struct {
 	// ECT marks a packet as ECN-capable; CE is set on it by a port whose
 	// queue is above its ECN threshold.
 	ECT, CE bool
+	// Data is set on packets that carry message bytes: what reaches
+	// hosts of them in the measured window is the achieved load.
+	Data bool
 
 	data []byte // a Homa datagram
 	seg  tcpSeg // a baseline segment or ACK
@@ -130,6 +133,10 @@ type fabric struct {
 	onApp  func(h int32) // the workload's arrivals
 	layers [numLayers]LayerStats
 	events uint64
+	// The measured window, and the wire bytes of data packets delivered
+	// in it.
+	warm, end int64
+	dataBytes uint64
 
 	racks, spines, perRack int32
 	// Port numbering: NICs [0, H), ToR down [H, 2H), ToR up
@@ -143,6 +150,7 @@ func newFabric(cfg Config, rng *rand.Rand) *fabric {
 	h := int32(cfg.Hosts)
 	f := &fabric{
 		cfg: cfg, rng: rng,
+		warm: ns(cfg.Warmup), end: ns(cfg.Duration),
 		racks: int32(cfg.Racks), spines: int32(cfg.Spines), perRack: int32(cfg.HostsPerRack),
 	}
 	if f.racks == 1 {
@@ -295,6 +303,9 @@ func (f *fabric) run(until int64, stop func() bool) bool {
 		case evArrive:
 			f.enqueue(f.route(ev.idx, ev.pkt), ev.pkt)
 		case evDeliver:
+			if ev.pkt.Data && f.now >= f.warm && f.now < f.end {
+				f.dataBytes += uint64(ev.pkt.Wire)
+			}
 			f.ep.deliver(ev.idx, ev.pkt)
 		case evTx:
 			ev.pkt.tail = f.now

@@ -1,0 +1,64 @@
+package dcsim
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// small is a fabric of 12 hosts in 3 racks with 2 spines.
+func small(workload string, load float64) Config {
+	return Config{Racks: 3, HostsPerRack: 4, Spines: 2, Workload: workload, Load: load,
+		Duration: 2 * time.Millisecond, Seed: 7}
+}
+
+func TestHomaEndToEnd(t *testing.T) {
+	for _, w := range []string{"w1", "w3", "w4"} {
+		r, err := Run(small(w, 0.5), "homa")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Messages < 100 || r.Incomplete != 0 || r.Failed != 0 {
+			t.Errorf("%s: %d messages, %d incomplete, %d failed RPCs; want >= 100, 0, 0", w, r.Messages, r.Incomplete, r.Failed)
+		}
+		if r.MinSlowdown < 1 || r.ShortP50 < 1 || r.P99 < r.P50 {
+			t.Errorf("%s: slowdown min %.3f, short p50 %.3f, p50 %.3f, p99 %.3f: want min >= 1 and p99 >= p50",
+				w, r.MinSlowdown, r.ShortP50, r.P50, r.P99)
+		}
+		if r.Drops != 0 || r.Resends != 0 {
+			t.Errorf("%s: %d drops, %d RESENDs in a lightly loaded fabric with large buffers", w, r.Drops, r.Resends)
+		}
+		if w == "w4" && r.Grants == 0 {
+			t.Errorf("w4: no grants, though messages exceed the unscheduled bytes")
+		}
+	}
+}
+
+// TestIdleSlowdown: one message at a time finishes in the idle time the
+// model computes for it, give or take the pacer's margin.
+func TestIdleSlowdown(t *testing.T) {
+	cfg := small("fixed:100000", 0.01)
+	cfg.Duration = 20 * time.Millisecond
+	r, err := Run(cfg, "homa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Messages == 0 || r.MinSlowdown < 1 || r.P99 > 1.1 {
+		t.Errorf("%d messages, slowdown min %.4f p99 %.4f; want them in [1, 1.1]", r.Messages, r.MinSlowdown, r.P99)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	var out [2][]byte
+	for i := range out {
+		r, err := Run(small("w3", 0.7), "homa")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.WallSeconds, r.EventsPerSec, r.SimPerWall, r.HeapPerHost = 0, 0, 0, 0
+		out[i], _ = json.Marshal(r)
+	}
+	if string(out[0]) != string(out[1]) {
+		t.Errorf("two runs with one seed differ:\n%s\n%s", out[0], out[1])
+	}
+}
