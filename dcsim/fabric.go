@@ -257,10 +257,27 @@ func (f *fabric) startPort(pi int32) {
 		return
 	}
 	head := f.now + prop
-	if f.cfg.StoreAndForward {
+	if f.cfg.StoreAndForward || f.nextMbps(pt, p) > pt.mbps {
 		head = p.tail
 	}
 	f.schedule(head+int64(f.cfg.SwitchDelay), evArrive, pt.to, 0, p)
+}
+
+// nextMbps is the rate of the port p leaves the next switch by. A switch
+// cannot cut a packet through to a faster link (it would run out of
+// bits to send), so it stores and forwards such packets.
+func (f *fabric) nextMbps(pt *port, p *Packet) int64 {
+	switch pt.layer {
+	case LayerNIC:
+		if f.rack(p.Dst) != f.rack(p.Src) {
+			return f.cfg.FabricMbps
+		}
+		return f.cfg.HostMbps
+	case LayerToRUp:
+		return f.cfg.FabricMbps
+	default:
+		return f.cfg.HostMbps
+	}
 }
 
 // route returns the egress port of switch sw for p.

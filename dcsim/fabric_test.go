@@ -65,11 +65,12 @@ func TestOneFlowLineRate(t *testing.T) {
 		if len(r.got) != n {
 			t.Fatalf("store-and-forward %v: %d packets arrived, want %d", saf, len(r.got), n)
 		}
-		// Cut-through: the head crosses three switches (250 ns each)
-		// while the source sends; the last link (10G) ends a full packet
-		// time after the head reached it. Store-and-forward: every link
-		// sends the whole packet after the switch delay.
-		first := int64(3*250 + full10G)
+		// Cut-through: the ToR stores the packet before its faster
+		// uplink, then the head crosses the spine and the ToR (250 ns
+		// each) while the ToR's uplink sends; the last link (10G) ends a
+		// full packet time after the head reached it. Store-and-forward:
+		// every link sends the whole packet after the switch delay.
+		first := int64(3*250 + 2*full10G)
 		if saf {
 			first = full10G + 3*250 + 2*full40G + full10G
 		}

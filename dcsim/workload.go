@@ -205,14 +205,16 @@ func (f *fabric) ideal(pk packetizer, n int, src, dst int32) int64 {
 	finish := start + txNs(w, host)
 	prop := ns(f.cfg.LinkDelay)
 	tail := finish + prop
+	in := host
 	hop := func(mbps int64) {
 		head := start + prop
-		if f.cfg.StoreAndForward {
+		if f.cfg.StoreAndForward || mbps > in {
 			head = tail
 		}
 		start = head + ns(f.cfg.SwitchDelay)
 		finish = max(start+txNs(w, mbps), tail)
 		tail = finish + prop
+		in = mbps
 	}
 	if f.rack(src) != f.rack(dst) {
 		hop(f.cfg.FabricMbps)
