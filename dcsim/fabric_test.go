@@ -153,3 +153,18 @@ func TestIncast(t *testing.T) {
 		t.Errorf("ToR down: %d drops, peak %d bytes; want 0 and a standing queue", ls[LayerToRDown].Drops, ls[LayerToRDown].PeakQ)
 	}
 }
+
+func TestECNMarks(t *testing.T) {
+	f, r := testFabric(t, 1, 5, func(c *Config) { c.ECNBytes = 3000 })
+	for src := int32(1); src <= 4; src++ {
+		p := f.newPacket()
+		p.Src, p.Dst, p.Wire, p.ECT = src, 0, 1538, true
+		f.schedule(0, evTx, src, 0, p)
+	}
+	f.run(int64(time.Second), nil)
+	// The first goes out at once, the second finds 1538 bytes queued
+	// (itself), the third and fourth more than 3000.
+	if ls := f.layerStats(); len(r.got) != 4 || ls[LayerToRDown].Marks != 2 {
+		t.Errorf("%d delivered, %d marked; want 4 and 2", len(r.got), ls[LayerToRDown].Marks)
+	}
+}

@@ -62,3 +62,18 @@ func TestDeterministic(t *testing.T) {
 		t.Errorf("two runs with one seed differ:\n%s\n%s", out[0], out[1])
 	}
 }
+
+// TestHomaRecovers: with tiny switch buffers packets are dropped, and
+// the core's RESENDs recover every message.
+func TestHomaRecovers(t *testing.T) {
+	cfg := small("w4", 0.7)
+	cfg.BufferBytes = 20_000
+	cfg.Drain = 200 * time.Millisecond // the slowest recovers after about 110 ms (RTT-stretched timers)
+	r, err := Run(cfg, "homa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Drops == 0 || r.Resends == 0 || r.Incomplete != 0 || r.Failed != 0 {
+		t.Errorf("%d drops, %d RESENDs, %d incomplete, %d failed; want drops recovered", r.Drops, r.Resends, r.Incomplete, r.Failed)
+	}
+}
