@@ -2,6 +2,7 @@ package dcsim
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 )
@@ -75,5 +76,39 @@ func TestHomaRecovers(t *testing.T) {
 	}
 	if r.Drops == 0 || r.Resends == 0 || r.Incomplete != 0 || r.Failed != 0 {
 		t.Errorf("%d drops, %d RESENDs, %d incomplete, %d failed; want drops recovered", r.Drops, r.Resends, r.Incomplete, r.Failed)
+	}
+}
+
+// TestResultJSON: the fields the command's --json promises.
+func TestResultJSON(t *testing.T) {
+	r, err := Run(small("w2", 0.3), "homa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"proto", "workload", "load", "achieved_load", "messages", "short_p99_slowdown", "sim_seconds", "wall_seconds", "buckets", "layers", "drops", "grants", "resends"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("no %q in %s", k, b)
+		}
+	}
+	if m["proto"] != "homa" || m["workload"] != "w2" {
+		t.Errorf("proto %v, workload %v", m["proto"], m["workload"])
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for _, c := range []Config{
+		{Workload: "w9"}, {Workload: "fixed:0"}, {Load: -1}, {Hosts: 1}, {Racks: 2, Spines: -1, HostsPerRack: 2, Duration: time.Millisecond, Warmup: 2 * time.Millisecond},
+	} {
+		if _, err := Run(c, "homa"); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v, want ErrConfig", c, err)
+		}
+	}
+	if _, err := Run(Config{}, "quic"); !errors.Is(err, ErrConfig) {
+		t.Errorf("protocol quic: %v, want ErrConfig", err)
 	}
 }

@@ -13,10 +13,10 @@ import (
 // each run's slowdown by message size.
 func WriteTable(w io.Writer, results []*Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "proto\tworkload\tload\toffered\tachieved\tmessages\tincomplete\tshort p50\tshort p99\tp50\tp99\tdrops\tgrants\tresends\tretransmits\tsim s\twall s\tevents/s\t")
+	fmt.Fprintln(tw, "run\tworkload\tload\toffered\tachieved\tmessages\tincomplete\tshort p50\tshort p99\tp50\tp99\tdrops\tgrants\tresends\tretransmits\tsim s\twall s\tevents/s\t")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.3f\t%.3f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%d\t%d\t%.4f\t%.1f\t%.3g\t\n",
-			r.Proto, r.Workload, r.Load, r.OfferedLoad, r.AchievedLoad, r.Messages, r.Incomplete,
+			r.Label, r.Workload, r.Load, r.OfferedLoad, r.AchievedLoad, r.Messages, r.Incomplete,
 			r.ShortP50, r.ShortP99, r.P50, r.P99, r.Drops, r.Grants, r.Resends, r.Retransmits,
 			r.SimSeconds, r.WallSeconds, r.EventsPerSec)
 	}
@@ -24,7 +24,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 		return err
 	}
 	for _, r := range results {
-		fmt.Fprintf(w, "\n%s %s at %.2f load: slowdown by message size\n", r.Proto, r.Workload, r.Load)
+		fmt.Fprintf(w, "\n%s %s at %.2f load: slowdown by message size\n", r.Label, r.Workload, r.Load)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "size <=\tcum. fraction\tcount\tp50\tp99\t")
 		for _, b := range r.Buckets {
@@ -51,7 +51,7 @@ func WriteTable(w io.Writer, results []*Result) error {
 func WritePlot(path, title string, results []*Result) error {
 	series := make([]benchplot.Series, 0, len(results))
 	for _, r := range results {
-		series = append(series, benchplot.Series{Name: fmt.Sprintf("%s %s %.0f%%", r.Proto, r.Workload, 100*r.Load), Buckets: r.series})
+		series = append(series, benchplot.Series{Name: fmt.Sprintf("%s %s %.0f%%", r.Label, r.Workload, 100*r.Load), Buckets: r.series})
 	}
 	return benchplot.WriteSlowdown(path, title, series)
 }

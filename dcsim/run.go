@@ -66,6 +66,15 @@ func Run(cfg Config, proto string) (*Result, error) {
 	}
 
 	r := &Result{Proto: strings.ToLower(proto), Workload: d.Name(), Load: cfg.Load, Hosts: cfg.Hosts}
+	r.Label = r.Proto
+	if r.Proto == "homa" {
+		if cfg.Overcommit > 0 {
+			r.Label += fmt.Sprintf(" overcommit %d", cfg.Overcommit)
+		}
+		if cfg.SchedLevels > 0 {
+			r.Label += fmt.Sprintf(" sched-levels %d", cfg.SchedLevels)
+		}
+	}
 	summarize(r, g, pk)
 	ls := f.layerStats()
 	r.Layers = make(map[string]LayerStats, numLayers)

@@ -10,7 +10,10 @@ import (
 
 // Result is what one run of one protocol measured.
 type Result struct {
-	Proto    string  `json:"proto"`
+	Proto string `json:"proto"`
+	// Label names the run in plots and tables (default: the protocol,
+	// with the Homa parameters that differ from the engine's defaults).
+	Label    string  `json:"label"`
 	Workload string  `json:"workload"`
 	Load     float64 `json:"load"` // offered, as configured
 	Hosts    int     `json:"hosts"`
