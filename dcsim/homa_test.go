@@ -112,3 +112,23 @@ func TestBadConfig(t *testing.T) {
 		t.Errorf("protocol quic: %v, want ErrConfig", err)
 	}
 }
+
+// TestHomaIncast: bursts of 10 requests to one host at once all arrive,
+// reported apart from the workload's messages.
+func TestHomaIncast(t *testing.T) {
+	cfg := small("w2", 0.3)
+	cfg.Incast, cfg.IncastSize, cfg.IncastRate = 10, 50_000, 5000
+	r, err := Run(cfg, "homa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Incast == nil || r.Incast.Count < 20 || r.Incomplete != 0 {
+		t.Fatalf("incast %+v, %d incomplete; want every burst's requests delivered", r.Incast, r.Incomplete)
+	}
+	t.Logf("incast: %d requests, slowdown p50 %.2f p99 %.2f", r.Incast.Count, r.Incast.P50, r.Incast.P99)
+	// Ten 50 KB requests share one 10 Gbit/s link: the last waits for
+	// the nine others, so the p99 is well above 1.
+	if r.Incast.P50 < 1 || r.Incast.P99 < 3 {
+		t.Errorf("incast slowdown p50 %.2f, p99 %.2f; want >= 1 and >= 3", r.Incast.P50, r.Incast.P99)
+	}
+}
