@@ -18,4 +18,14 @@
 // incast) and returns its Result: slowdowns by message size, the
 // shortest 20% apart, achieved against offered load, queue occupancy by
 // layer, drops, grants and RESENDs. A run is deterministic for a seed.
+// WriteTable prints results, WritePlot draws slowdown by message size
+// per run; the command "homa sim" (cmd/homa) wraps all three.
+//
+// Each host runs one core with the engine's default configuration (the
+// pacer set to 97% of the host link): the simulator only moves packets
+// and keeps time, so the grant, pacing, priority and resend policies it
+// shows are the shipped ones. Workloads come from package
+// internal/workload (W1 to W5, truncated at the core's 1,000,000-byte
+// maximum message); every RPC's request and response are both workload
+// messages, with independent sizes.
 package dcsim
