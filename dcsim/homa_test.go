@@ -132,3 +132,16 @@ func TestHomaIncast(t *testing.T) {
 		t.Errorf("incast slowdown p50 %.2f, p99 %.2f; want >= 1 and >= 3", r.Incast.P50, r.Incast.P99)
 	}
 }
+
+// TestLoadCarried: at a light load every offered byte arrives within
+// the window but the last few microseconds' worth.
+func TestLoadCarried(t *testing.T) {
+	r, err := Run(small("w2", 0.3), "homa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("offered %.3f, achieved %.3f, left over %.1f µs per host", r.OfferedLoad, r.AchievedLoad, r.LeftOver*1e6)
+	if r.OfferedLoad < 0.2 || r.AchievedLoad < 0.95*r.OfferedLoad || r.LeftOver > 20e-6 {
+		t.Errorf("offered %.3f, achieved %.3f, left over %.1f µs per host", r.OfferedLoad, r.AchievedLoad, r.LeftOver*1e6)
+	}
+}

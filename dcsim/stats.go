@@ -23,6 +23,10 @@ type Result struct {
 	// hosts' link capacity over the window.
 	OfferedLoad  float64 `json:"offered_load"`
 	AchievedLoad float64 `json:"achieved_load"`
+	// LeftOver is (offered - achieved) bytes at the window's end per
+	// host, in seconds of its link: about constant across durations when
+	// the load is carried, growing with the duration when it is not.
+	LeftOver float64 `json:"left_over_seconds_per_host"`
 	// Messages counts the measured messages (started after the warmup,
 	// requests and responses, incast apart); Incomplete those not
 	// delivered by the end of the drain.
@@ -126,6 +130,7 @@ func summarize(r *Result, g *generator, pk packetizer) {
 		}
 	}
 	r.OfferedLoad, r.AchievedLoad = offered/capBytes, float64(f.dataBytes)/capBytes
+	r.LeftOver = (r.OfferedLoad - r.AchievedLoad) * window / 1e9
 	r.Messages = len(all) + r.Incomplete
 	if len(incast) > 0 {
 		b := bucketOf(cfg.IncastSize, incast)
