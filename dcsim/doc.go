@@ -1,0 +1,31 @@
+// Package dcsim simulates a datacenter fabric running the real Homa
+// protocol core (package homa/core), one core per host, on a virtual
+// clock, and a TCP-like baseline (DCTCP-style windows with ECN) in the
+// same fabric, so that the Homa paper's experiments can be rerun on the
+// code that ships.
+//
+// The fabric is a two-level leaf-spine network: hosts with NICs at a
+// line rate, top-of-rack switches and spines, every link's sending end a
+// port with eight strict-priority queues (the packet's priority picks
+// the queue) and a finite buffer whose overflows are dropped and
+// counted. Packets are sprayed over the spines, or hashed (ECMP).
+// Switches are cut-through or store-and-forward; propagation, switching
+// and host software delays are parameters. See docs/simulation.md for the
+// model and its simplifications.
+//
+// Run runs one protocol over a workload (W1 to W5: Poisson arrivals at a
+// fraction of the host link rate, uniform random destinations, optional
+// incast) and returns its Result: slowdowns by message size, the
+// shortest 20% apart, achieved against offered load, queue occupancy by
+// layer, drops, grants and RESENDs. A run is deterministic for a seed.
+// WriteTable prints results, WritePlot draws slowdown by message size
+// per run; the command "homa sim" (cmd/homa) wraps all three.
+//
+// Each host runs one core with the engine's default configuration (the
+// pacer set to 97% of the host link): the simulator only moves packets
+// and keeps time, so the grant, pacing, priority and resend policies it
+// shows are the shipped ones. Workloads come from package
+// internal/workload (W1 to W5, truncated at the core's 1,000,000-byte
+// maximum message); every RPC's request and response are both workload
+// messages, with independent sizes.
+package dcsim
