@@ -25,7 +25,7 @@
 // pacer set to 97% of the host link): the simulator only moves packets
 // and keeps time, so the grant, pacing, priority and resend policies it
 // shows are the shipped ones. Workloads come from package
-// internal/workload (W1 to W5, truncated at the core's 1,000,000-byte
+// internal/tools/workload (W1 to W5, truncated at the core's 1,000,000-byte
 // maximum message); every RPC's request and response are both workload
 // messages, with independent sizes.
 package dcsim

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/wire"
 )
@@ -25,7 +26,7 @@ type homaNet struct {
 	hosts     []homaHost
 	bufs      *pool
 	out       core.Output
-	msgs      []*core.Message
+	msgs      []*contract.Message
 	maxPacket int
 	frame     int
 	failed    uint64
@@ -177,7 +178,7 @@ func (n *homaNet) settle(h int32) {
 
 // message is host h's application: it answers a request with the RPC's
 // response message and records both arrivals.
-func (n *homaNet) message(h int32, m *core.Message) {
+func (n *homaNet) message(h int32, m *contract.Message) {
 	defer m.Release()
 	if m.Err != nil {
 		n.failed++

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/homa-go/homa/internal/benchplot"
+	"github.com/homa-go/homa/internal/tools/benchplot"
 )
 
 // WriteTable prints results as tables: one line of figures per run, then

@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // Result is what one run of one protocol measured.

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // msg is one workload message: a request, or the response to one.
