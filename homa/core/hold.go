@@ -30,6 +30,9 @@ func (h *Hold) Release() {
 		if h.pool != nil {
 			h.pool.Put(h.buf)
 		}
+		// A retired Hold waiting for its next message must not keep the
+		// buffer reachable: the pool may have let it go.
+		h.buf = nil
 		h.free.Store(true)
 	}
 }

@@ -170,3 +170,22 @@ func TestCacheAndBuffers(t *testing.T) {
 		t.Fatalf("a held message went back to Buffers: %v, to the cache: %v; want true, false", shared.put[&big[0]], cache.put[&big[0]])
 	}
 }
+
+// TestHoldLetsGo: once its last reference is released a Hold keeps no
+// pointer to the buffer, so that a retired Hold waiting for its next
+// message does not keep a buffer the pool let go of reachable.
+func TestHoldLetsGo(t *testing.T) {
+	bufs := &trackingBuffers{put: map[*byte]bool{}}
+	c := New(Local{Buffers: bufs}, Config{})
+	data := make([]byte, ZeroCopyMin)
+	h := c.holdFor(data)
+	h.refs.Add(1) // an Output's
+	h.Release()
+	if h.buf == nil || h.Done() {
+		t.Fatal("released with a reference left")
+	}
+	h.Release()
+	if !h.Done() || h.buf != nil || !bufs.put[unsafe.SliceData(data)] {
+		t.Fatalf("after the last release: done %v, buffer kept %v, returned %v", h.Done(), h.buf != nil, bufs.put[unsafe.SliceData(data)])
+	}
+}
