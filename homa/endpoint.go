@@ -364,9 +364,15 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*contract.Message, erro
 // the application's from now on. The caller holds mu.
 func (e *Endpoint) taken(m *contract.Message) {
 	if m.IsRequest() {
-		e.core.Delivered(m.Peer.Addr(), m.ID)
-		e.spin.served.Store(int64(len(m.Data)))
+		e.delivered(m.Peer.Addr(), m.ID, len(m.Data))
 	}
+}
+
+// delivered records that the request id of client host peer, n bytes
+// long, went to the application.
+func (e *Endpoint) delivered(peer netip.Addr, id uint64, n int) {
+	e.core.Delivered(peer, id)
+	e.spin.served.Store(int64(n))
 }
 
 // Abort ends the client RPC id. A goroutine waiting in Recv for this id
@@ -403,8 +409,11 @@ func (e *Endpoint) Abort(id uint64) error {
 // released), and arms the timer at the core's next deadline.
 func (e *Endpoint) settle(b *txBatch) {
 	for _, m := range e.out.Messages {
-		if e.mb.Deliver(m, e.rxSelf) != nil {
-			e.taken(m)
+		// A message handed to a waiting goroutine is that goroutine's at
+		// once (it may release it): read what taken needs before.
+		req, peer, id, n := m.IsRequest(), m.Peer.Addr(), m.ID, len(m.Data)
+		if e.mb.Deliver(m, e.rxSelf) != nil && req {
+			e.delivered(peer, id, n)
 		}
 	}
 	e.wakeBlocked()
