@@ -69,13 +69,21 @@ var (
 type memWorld struct {
 	nw     *netio.MemNetwork
 	server *sock.Socket
+	srv    *netrpc.Server
 	arith  *Arith
 	served chan struct{} // closed when Serve returns
+	err    error         // Serve's, once served is closed
 }
 
 // newMemWorld starts an Arith server on an in-memory network. Stop it
 // with close.
 func newMemWorld(t *testing.T) *memWorld {
+	t.Helper()
+	return newMemWorldConfig(t, nil)
+}
+
+// newMemWorldConfig is newMemWorld with the server configured by cfg.
+func newMemWorldConfig(t *testing.T, cfg *netrpc.Config) *memWorld {
 	t.Helper()
 	w := &memWorld{nw: netio.NewMemNetwork(netio.MemConfig{}), arith: &Arith{}, served: make(chan struct{})}
 	conn, err := w.nw.Open(serverAddr.Addr(), serverAddr.Port())
@@ -87,9 +95,10 @@ func newMemWorld(t *testing.T) *memWorld {
 	if err := srv.Register(w.arith); err != nil {
 		t.Fatal(err)
 	}
+	w.srv = netrpc.NewServer(srv, w.server, cfg)
 	go func() {
 		defer close(w.served)
-		netrpc.Serve(srv, w.server)
+		w.err = w.srv.Serve()
 	}()
 	return w
 }

@@ -40,9 +40,15 @@ type serverShared struct {
 	s      *sock.Socket
 	ctx    context.Context // ends when the socket is closed here
 	cancel context.CancelFunc
+	cfg    Config
 	closed atomic.Bool
 	once   sync.Once
 	err    error // from closing the socket
+
+	// shutting is set by Shutdown: new requests are refused. inflight
+	// counts the calls handed to net/rpc and not yet answered.
+	shutting atomic.Bool
+	inflight atomic.Int64
 
 	enc     encoders
 	dec     decoders
@@ -54,12 +60,12 @@ var _ rpc.ServerCodec = (*ServerCodec)(nil)
 // NewServerCodec returns a codec serving the requests that arrive at the
 // server socket s, which it owns from now on, for rpc.Server.ServeCodec.
 func NewServerCodec(s *sock.Socket) *ServerCodec {
-	return newServerCodec(newServerShared(s), nil)
+	return newServerCodec(newServerShared(s, nil), nil)
 }
 
-func newServerShared(s *sock.Socket) *serverShared {
+func newServerShared(s *sock.Socket, cfg *Config) *serverShared {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &serverShared{s: s, ctx: ctx, cancel: cancel}
+	return &serverShared{s: s, ctx: ctx, cancel: cancel, cfg: cfg.withDefaults()}
 }
 
 func newServerCodec(sh *serverShared, pool *workers) *ServerCodec {
@@ -105,12 +111,16 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 			continue
 		}
 		method, body, err := parseRequest(m.Data)
+		if err == nil && sh.shutting.Load() {
+			err = fmt.Errorf("netrpc: server %v is shutting down; %s did not run", sh.s.LocalAddr(), method)
+		}
 		if err != nil {
 			sh.dropped.Add(1)
-			_ = sh.s.Reply(m, appendResponse(nil, "", err.Error()))
+			_ = sh.s.Reply(m, appendResponse(nil, string(method), err.Error()))
 			m.Release()
 			continue
 		}
+		sh.inflight.Add(1)
 		c.seq++
 		r.Seq = c.seq
 		r.ServiceMethod = string(method)
@@ -148,6 +158,9 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, body any) error {
 	m := c.pending[r.Seq]
 	delete(c.pending, r.Seq)
 	c.pendingMu.Unlock()
+	if m != nil {
+		defer c.sh.inflight.Add(-1) // once the reply is on its way
+	}
 	if m == nil {
 		if c.sh.closed.Load() {
 			return fmt.Errorf("netrpc: codec closed: %w", sock.ErrClosed)
@@ -184,6 +197,7 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, body any) error {
 func (c *ServerCodec) Close() error {
 	err := c.sh.close()
 	c.pendingMu.Lock()
+	c.sh.inflight.Add(-int64(len(c.pending)))
 	clear(c.pending)
 	c.pendingMu.Unlock()
 	return err
@@ -193,74 +207,3 @@ func (c *ServerCodec) Close() error {
 // handing them to net/rpc (malformed frames), and responses arriving at
 // its socket.
 func (c *ServerCodec) Dropped() uint64 { return c.sh.dropped.Load() }
-
-// Serve serves the calls arriving at the server socket s with server
-// (rpc.DefaultServer when nil) until s is closed; it owns s from now on.
-// Like rpc.Server.ServeConn it blocks and returns once every call it
-// started has answered. Close the socket to stop it.
-//
-// Unlike ServeCodec, which reads requests in one goroutine and starts a
-// goroutine per call, Serve keeps a few goroutines waiting for requests;
-// the one that receives a request runs the call itself
-// (rpc.Server.ServeRequest) and replies, so a call costs no hand-off
-// between goroutines, and another starts waiting whenever none is left,
-// up to MaxConcurrentCalls calls at once.
-func Serve(server *rpc.Server, s *sock.Socket) {
-	if server == nil {
-		server = rpc.DefaultServer
-	}
-	p := &workers{server: server, sh: newServerShared(s)}
-	p.wg.Add(1) // Serve's own hold, so spawning never races a zero count
-	for range idleWorkers {
-		p.spawn()
-	}
-	p.wg.Done()
-	p.wg.Wait()
-	p.sh.close()
-}
-
-// MaxConcurrentCalls bounds the calls Serve runs at once on one socket,
-// the engine's default bound on server RPCs; requests beyond it wait in
-// the socket.
-const MaxConcurrentCalls = 10_000
-
-// idleWorkers is how many of Serve's goroutines wait for requests: one
-// that finishes a call while as many are waiting ends.
-const idleWorkers = 2
-
-// workers are Serve's goroutines on one socket, each with a codec of its
-// own over the shared socket, encoders and decoders.
-type workers struct {
-	server *rpc.Server
-	sh     *serverShared
-	wg     sync.WaitGroup
-	idle   atomic.Int32 // goroutines waiting in Recv
-	total  atomic.Int32 // goroutines
-}
-
-// spawn starts another goroutine unless the bound is reached.
-func (p *workers) spawn() {
-	if p.total.Add(1) > MaxConcurrentCalls {
-		p.total.Add(-1)
-		return
-	}
-	p.wg.Add(1)
-	go p.run()
-}
-
-// run serves one request at a time until the socket closes or enough
-// other goroutines are waiting.
-func (p *workers) run() {
-	defer p.wg.Done()
-	defer p.total.Add(-1)
-	c := newServerCodec(p.sh, p)
-	for {
-		err := p.server.ServeRequest(c)
-		if err == io.EOF || p.sh.closed.Load() {
-			return
-		}
-		if p.idle.Load() >= idleWorkers {
-			return
-		}
-	}
-}
