@@ -2,6 +2,7 @@ package netrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -29,6 +30,10 @@ type ClientCodec struct {
 	closed atomic.Bool
 	once   sync.Once
 	err    error // from closing the socket
+
+	// failed is the error that ended the codec when an RPC to the
+	// server failed; WriteRequest returns it from then on.
+	failed atomic.Pointer[unavailableError]
 
 	enc encoders
 
@@ -60,7 +65,7 @@ func NewClient(s *sock.Socket, server netip.AddrPort) *rpc.Client {
 // server's family, configured by cfg (nil for defaults), and returns an
 // rpc.Client calling server from it. Homa has no connections: nothing is
 // sent until the first call, so an absent server shows up as that call's
-// error (sock.ErrPeerTimeout).
+// error (ErrServerUnavailable).
 func Dial(server netip.AddrPort, cfg *sock.Config) (*rpc.Client, error) {
 	if !server.Addr().IsValid() || server.Port() == 0 {
 		return nil, fmt.Errorf("netrpc: dial %v: %w", server, sock.ErrBadAddress)
@@ -80,6 +85,9 @@ func Dial(server netip.AddrPort, cfg *sock.Config) (*rpc.Client, error) {
 // is the call's sequence number. Errors from the socket (for example
 // sock.ErrMessageTooLong) are wrapped and become the call's error.
 func (c *ClientCodec) WriteRequest(r *rpc.Request, body any) error {
+	if f := c.failed.Load(); f != nil {
+		return f
+	}
 	buf := getBuffer()
 	defer putBuffer(buf)
 	b, err := appendRequest(buf.AvailableBuffer(), r.ServiceMethod)
@@ -98,11 +106,12 @@ func (c *ClientCodec) WriteRequest(r *rpc.Request, body any) error {
 
 // ReadResponseHeader waits for the next response. A malformed response
 // fails its call alone, with an error string. A failed Homa RPC (the
-// server stopped answering: sock.ErrPeerTimeout) is returned as an
-// error wrapping the transport's, which rpc.Client gives to every call
-// in progress before it shuts down, as it does when a TCP connection
-// breaks: a later call returns rpc.ErrShutdown, and the caller dials
-// again. After Close it returns io.EOF.
+// server is absent or stopped answering) ends the codec: it closes the
+// socket and returns an error matching ErrServerUnavailable and the
+// transport's cause, which rpc.Client gives to every call in progress
+// before it shuts down, as it does when a TCP connection breaks: a
+// later call returns rpc.ErrShutdown, and the caller dials again. After
+// Close it returns io.EOF.
 func (c *ClientCodec) ReadResponseHeader(r *rpc.Response) error {
 	for {
 		m, err := c.s.Recv(c.ctx, sock.Any)
@@ -120,7 +129,7 @@ func (c *ClientCodec) ReadResponseHeader(r *rpc.Response) error {
 			continue
 		}
 		if m.Err != nil {
-			return fmt.Errorf("netrpc: call %d to %v: %w", m.Cookie, c.server, m.Err)
+			return c.fail(m.Err)
 		}
 		r.Seq = m.Cookie
 		method, errMsg, body, err := parseResponse(m.Data)
@@ -156,6 +165,45 @@ func (c *ClientCodec) ReadResponseBody(body any) error {
 	}
 	return nil
 }
+
+// fail ends the codec after an RPC to the server failed with cause.
+func (c *ClientCodec) fail(cause error) error {
+	e := &unavailableError{server: c.server, cause: cause}
+	if !c.failed.CompareAndSwap(nil, e) {
+		e = c.failed.Load()
+	}
+	c.Close()
+	return e
+}
+
+// ErrServerUnavailable matches the error of every call in progress when
+// a Homa RPC to the server fails, over every transport and backend: no
+// socket listens on the server's port (sock.ErrNoListener: reported at
+// once over UDP, and by hosts with the Linux module), the server stopped
+// answering or its host has no Homa (sock.ErrPeerTimeout, after
+// sock.Config.PeerTimeout), or the network reported the host
+// unreachable (sock.ErrHostUnreachable). The error matches that cause
+// too, and names the server. The rpc.Client is then shut down, as after
+// a broken TCP connection: dial again to call the server once it is
+// back.
+var ErrServerUnavailable = errors.New("netrpc: server unavailable")
+
+// unavailableError is the error that ends a client codec.
+type unavailableError struct {
+	server netip.AddrPort
+	cause  error // the failed RPC's *sock.OpError
+}
+
+func (e *unavailableError) Error() string {
+	cause := e.cause
+	var oe *sock.OpError
+	if errors.As(cause, &oe) {
+		cause = oe.Err // the RPC's id and peer add nothing here
+	}
+	return fmt.Sprintf("netrpc: server %v unavailable: %v (the client is shut down; dial again)", e.server, cause)
+}
+
+func (e *unavailableError) Unwrap() []error { return []error{ErrServerUnavailable, e.cause} }
 
 // Close ends the codec: a ReadResponseHeader in progress returns io.EOF
 // and the socket is closed. Close is idempotent.

@@ -34,14 +34,22 @@
 //
 // Errors: an error returned by the service reaches the caller as an
 // rpc.ServerError, as over TCP. Errors of the transport are wrapped, so
-// errors.Is finds them: a call too large for one Homa message fails
-// alone with sock.ErrMessageTooLong (a reply too large fails its call
-// with a ServerError saying so). When the server stops answering, the
-// Homa RPCs to it fail with sock.ErrPeerTimeout; rpc.Client then fails
-// every call in progress with that error and shuts down, as it does
-// when a TCP connection breaks; later calls return rpc.ErrShutdown and
-// the caller dials again. Close on the client or the server codec closes
-// the socket and ends its goroutines.
+// errors.Is finds them: a call longer than Config.MaxMessage fails
+// alone with an error wrapping sock.ErrMessageTooLong that names the
+// limit (a reply too long fails its call with a ServerError saying so).
+//
+// A server that is absent or stops answering fails the client the same
+// way over every transport and backend: the Homa RPCs to it fail (over
+// UDP at once with sock.ErrNoListener, as the network reports the
+// closed port; over raw IP, when the server's host runs this engine or
+// has no Homa, with sock.ErrPeerTimeout after sock.Config.PeerTimeout),
+// and rpc.Client fails every call in progress with an error that names
+// the server and matches both ErrServerUnavailable and that cause. The
+// client then shuts down, as it does when a TCP connection breaks: its
+// socket is closed, later calls return rpc.ErrShutdown, and the caller
+// dials again, which succeeds at once (Homa has no connections) and
+// calls the server once it is back. Close on the client or the server
+// codec closes the socket and ends its goroutines.
 //
 // A client codec owns its socket and is its only reader (it receives
 // responses of any RPC); give it a client socket of its own.
@@ -49,6 +57,19 @@
 // Serving: Serve keeps a few goroutines waiting for requests, and the
 // one that receives a request runs the call and replies itself, with no
 // hand-off between goroutines; at most MaxConcurrentCalls run at once.
+// NewServer does the same with a Config and a way to stop:
+// Server.Shutdown refuses new calls (each fails at once with a
+// ServerError saying the server is shutting down), lets the calls
+// running finish and their replies go out, then closes the socket;
+// Server.Close stops at once.
+//
+//	srv := netrpc.NewServer(rpcServer, s, nil)
+//	go srv.Serve()
+//	...
+//	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+//	defer cancel()
+//	srv.Shutdown(ctx) // or srv.Close()
+//
 // rpc.Server.ServeCodec(NewServerCodec(s)) works too, the way net/rpc
 // serves a connection: one goroutine reads and every call runs in a new
 // goroutine. Either way a request holds a server RPC in the socket until

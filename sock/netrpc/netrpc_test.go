@@ -144,8 +144,8 @@ func TestDeadServer(t *testing.T) {
 			c.Go("Arith.Multiply", &Args{i, i}, new(int), done)
 		}
 		for range 5 {
-			if call := <-done; !errors.Is(call.Error, sock.ErrPeerTimeout) {
-				t.Errorf("call to a dead server: %v, want sock.ErrPeerTimeout", call.Error)
+			if call := <-done; !errors.Is(call.Error, sock.ErrPeerTimeout) || !errors.Is(call.Error, netrpc.ErrServerUnavailable) {
+				t.Errorf("call to a dead server: %v, want ErrServerUnavailable and sock.ErrPeerTimeout", call.Error)
 			}
 		}
 		t.Logf("calls failed after %v", time.Since(start))
