@@ -35,13 +35,21 @@ type ClientCodec struct {
 	// server failed; WriteRequest returns it from then on.
 	failed atomic.Pointer[unavailableError]
 
+	cfg Config
 	enc encoders
 
+	// Large calls in progress (see client_large.go), by sequence number.
+	largeMu sync.Mutex
+	large   map[uint64]*largeCall
+	nlarge  atomic.Int32 // len(large), read without the lock
+
 	// The reading goroutine's own: its decoders, and the response
-	// between ReadResponseHeader and ReadResponseBody.
-	dec  decoders
-	cur  *sock.Message
-	body []byte
+	// between ReadResponseHeader and ReadResponseBody: the message to
+	// release (nil when its bytes were copied) and the body.
+	dec      decoders
+	cur      *sock.Message
+	body     []byte
+	haveBody bool
 
 	dropped atomic.Uint64
 }
@@ -51,8 +59,14 @@ var _ rpc.ClientCodec = (*ClientCodec)(nil)
 // NewClientCodec returns a codec that calls the server at server from
 // the client socket s, which it owns from now on.
 func NewClientCodec(s *sock.Socket, server netip.AddrPort) *ClientCodec {
+	return NewClientCodecConfig(s, server, nil)
+}
+
+// NewClientCodecConfig is NewClientCodec configured by cfg (nil for
+// defaults).
+func NewClientCodecConfig(s *sock.Socket, server netip.AddrPort, cfg *Config) *ClientCodec {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &ClientCodec{s: s, server: server, ctx: ctx, cancel: cancel}
+	return &ClientCodec{s: s, server: server, ctx: ctx, cancel: cancel, cfg: cfg.withDefaults(), large: make(map[uint64]*largeCall)}
 }
 
 // NewClient returns an rpc.Client whose calls go to the server at server
@@ -67,6 +81,12 @@ func NewClient(s *sock.Socket, server netip.AddrPort) *rpc.Client {
 // sent until the first call, so an absent server shows up as that call's
 // error (ErrServerUnavailable).
 func Dial(server netip.AddrPort, cfg *sock.Config) (*rpc.Client, error) {
+	return DialConfig(server, cfg, nil)
+}
+
+// DialConfig is Dial with the client configured by ncfg (nil for
+// defaults).
+func DialConfig(server netip.AddrPort, cfg *sock.Config, ncfg *Config) (*rpc.Client, error) {
 	if !server.Addr().IsValid() || server.Port() == 0 {
 		return nil, fmt.Errorf("netrpc: dial %v: %w", server, sock.ErrBadAddress)
 	}
@@ -78,7 +98,7 @@ func Dial(server netip.AddrPort, cfg *sock.Config) (*rpc.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netrpc: dial %v: %w", server, err)
 	}
-	return NewClient(s, server), nil
+	return rpc.NewClientWithCodec(NewClientCodecConfig(s, server, ncfg)), nil
 }
 
 // WriteRequest sends the call as a new Homa RPC whose completion cookie
@@ -89,7 +109,11 @@ func (c *ClientCodec) WriteRequest(r *rpc.Request, body any) error {
 		return f
 	}
 	buf := getBuffer()
-	defer putBuffer(buf)
+	defer func() {
+		if buf != nil {
+			putBuffer(buf)
+		}
+	}()
 	b, err := appendRequest(buf.AvailableBuffer(), r.ServiceMethod)
 	if err != nil {
 		return err
@@ -97,6 +121,17 @@ func (c *ClientCodec) WriteRequest(r *rpc.Request, body any) error {
 	buf.Write(b)
 	if err := c.enc.encode(buf, body); err != nil {
 		return fmt.Errorf("netrpc: encode %s arguments: %w", r.ServiceMethod, err)
+	}
+	if buf.Len() > homaMax {
+		if buf.Len() > c.cfg.MaxMessage {
+			return tooLong(r.ServiceMethod+" request", buf.Len(), c.cfg.MaxMessage, "client")
+		}
+		msg := buf.Bytes()
+		buf = nil // msg is the large call's
+		if err := c.sendLarge(r.Seq, msg); err != nil {
+			return fmt.Errorf("netrpc: call %s on %v: %w", r.ServiceMethod, c.server, err)
+		}
+		return nil
 	}
 	if _, err := c.s.Send(c.server, buf.Bytes(), r.Seq); err != nil {
 		return fmt.Errorf("netrpc: call %s on %v: %w", r.ServiceMethod, c.server, err)
@@ -132,10 +167,26 @@ func (c *ClientCodec) ReadResponseHeader(r *rpc.Response) error {
 			return c.fail(m.Err)
 		}
 		r.Seq = m.Cookie
-		method, errMsg, body, err := parseResponse(m.Data)
+		msg, cur := m.Data, m
+		if c.nlarge.Load() > 0 || kindOf(msg) != kindResponse {
+			var err error
+			var deliver bool
+			msg, cur, deliver, err = c.takeLarge(m)
+			if !deliver {
+				continue
+			}
+			if err != nil {
+				c.dropped.Add(1)
+				r.Error = err.Error()
+				return nil
+			}
+		}
+		method, errMsg, body, err := parseResponse(msg)
 		if err != nil {
 			c.dropped.Add(1)
-			m.Release()
+			if cur != nil {
+				cur.Release()
+			}
 			r.Error = err.Error()
 			return nil
 		}
@@ -143,7 +194,7 @@ func (c *ClientCodec) ReadResponseHeader(r *rpc.Response) error {
 		if len(errMsg) > 0 {
 			r.Error = string(errMsg)
 		}
-		c.cur, c.body = m, body
+		c.cur, c.body, c.haveBody = cur, body, true
 		return nil
 	}
 }
@@ -151,12 +202,14 @@ func (c *ClientCodec) ReadResponseHeader(r *rpc.Response) error {
 // ReadResponseBody decodes the reply of the response just read into
 // body, or discards it when body is nil.
 func (c *ClientCodec) ReadResponseBody(body any) error {
-	m, data := c.cur, c.body
-	c.cur, c.body = nil, nil
-	if m == nil {
+	m, data, ok := c.cur, c.body, c.haveBody
+	c.cur, c.body, c.haveBody = nil, nil, false
+	if !ok {
 		return nil // a malformed response: its header carried the error
 	}
-	defer m.Release()
+	if m != nil {
+		defer m.Release()
+	}
 	if body == nil {
 		return nil
 	}

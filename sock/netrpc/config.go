@@ -1,7 +1,10 @@
 package netrpc
 
 import (
+	"fmt"
 	"time"
+
+	"github.com/homa-go/homa/sock"
 )
 
 // Config configures either end of netrpc: NewServer, NewClientCodecConfig
@@ -20,7 +23,10 @@ type Config struct {
 	// requests being assembled from their parts and replies waiting for
 	// their clients to fetch them. Memory is counted as parts arrive,
 	// never from the length a part claims. LargeMemoryPerPeer bounds one
-	// client host's share. Defaults 64 MiB and a quarter of LargeMemory.
+	// client host's share. Defaults 256 MiB and a quarter of LargeMemory
+	// (64 MiB: room for several 8 MiB calls from one host at once). A
+	// large request that would exceed them is refused, and its call
+	// fails with an error saying so (retry later).
 	LargeMemory, LargeMemoryPerPeer int
 	// LargeTimeout is how long a server keeps a large request that
 	// brings no new part, or a large reply its client fetches nothing
@@ -32,9 +38,13 @@ type Config struct {
 const (
 	DefaultMaxMessage   = 8 << 20
 	MaxMessageLimit     = 1 << 30
-	DefaultLargeMemory  = 64 << 20
+	DefaultLargeMemory  = 256 << 20
 	DefaultLargeTimeout = 10 * time.Second
 )
+
+// homaMax is the largest Homa message (sock.ErrMessageTooLong): a call
+// this long or shorter travels as one.
+const homaMax = 1_000_000
 
 // withDefaults returns cfg with its zero fields set to the defaults and
 // the others clamped to what works.
@@ -58,4 +68,11 @@ func (cfg *Config) withDefaults() Config {
 		c.LargeTimeout = DefaultLargeTimeout
 	}
 	return c
+}
+
+// tooLong is the error of a message longer than MaxMessage, saying who
+// set the limit and how to raise it; it wraps sock.ErrMessageTooLong.
+func tooLong(what string, n, limit int, who string) error {
+	return fmt.Errorf("netrpc: %s of %d bytes exceeds the %s's limit of %d bytes (raise netrpc.Config.MaxMessage, at most %d): %w",
+		what, n, who, limit, MaxMessageLimit, sock.ErrMessageTooLong)
 }

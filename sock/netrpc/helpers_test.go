@@ -112,11 +112,17 @@ func (w *memWorld) client(t *testing.T) *rpc.Client {
 // codec opens a client socket and a codec on it to dst.
 func (w *memWorld) codec(t *testing.T, dst netip.AddrPort) *netrpc.ClientCodec {
 	t.Helper()
+	return w.codecConfig(t, dst, nil)
+}
+
+// codecConfig is codec configured by cfg.
+func (w *memWorld) codecConfig(t *testing.T, dst netip.AddrPort, cfg *netrpc.Config) *netrpc.ClientCodec {
+	t.Helper()
 	conn, err := w.nw.Open(clientHost, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return netrpc.NewClientCodec(sock.OpenConn(conn, testConfig()), dst)
+	return netrpc.NewClientCodecConfig(sock.OpenConn(conn, testConfig()), dst, cfg)
 }
 
 // close stops the server and waits for Serve to return.

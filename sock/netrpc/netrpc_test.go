@@ -104,31 +104,6 @@ func TestServiceError(t *testing.T) {
 	})
 }
 
-// A call too large for a Homa message fails alone, with an error that
-// wraps sock.ErrMessageTooLong; a reply too large fails its call with a
-// ServerError saying so. Messages close to the limit go through.
-func TestMessageTooLong(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t)
-		defer w.close()
-		c := w.client(t)
-		defer c.Close()
-		var reply []byte
-		err := c.Call("Arith.Echo", make([]byte, 1_000_001), &reply)
-		if !errors.Is(err, sock.ErrMessageTooLong) {
-			t.Fatalf("Echo of 1,000,001 bytes: %v, want sock.ErrMessageTooLong", err)
-		}
-		err = c.Call("Arith.Make", 1_000_001, &reply)
-		if !isServerError(err, "reply of") {
-			t.Fatalf("Make(1,000,001): %v, want a ServerError about the reply", err)
-		}
-		big := bytes.Repeat([]byte("homa"), 240_000) // 960,000 bytes
-		if err := c.Call("Arith.Echo", big, &reply); err != nil || !bytes.Equal(reply, big) {
-			t.Fatalf("Echo of %d bytes: %d bytes back, %v", len(big), len(reply), err)
-		}
-	})
-}
-
 // A call to a server that does not answer fails with an error matching
 // sock.ErrPeerTimeout, as does every call in flight; then the client is
 // shut down, as after a broken connection.

@@ -129,7 +129,7 @@ func (sh *serverShared) idle() bool {
 	if sh.closed.Load() {
 		return true
 	}
-	if sh.inflight.Load() != 0 {
+	if sh.inflight.Load() != 0 || sh.large.replyCount(time.Now()) != 0 {
 		return false
 	}
 	st := sh.s.Stats()

@@ -8,6 +8,7 @@ import (
 	"net/rpc"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/homa-go/homa/sock"
 )
@@ -27,9 +28,10 @@ type ServerCodec struct {
 
 	// The reading goroutine's own: the last number given out, and the
 	// request between ReadRequestHeader and ReadRequestBody.
-	seq  uint64
-	cur  *sock.Message
-	body []byte
+	seq     uint64
+	cur     *sock.Message
+	body    []byte
+	curCost int // bytes of a large request counted by the store
 
 	pendingMu sync.Mutex
 	pending   map[uint64]*sock.Message // seq -> request awaiting its response
@@ -50,6 +52,8 @@ type serverShared struct {
 	shutting atomic.Bool
 	inflight atomic.Int64
 
+	large *largeServer
+
 	enc     encoders
 	dec     decoders
 	dropped atomic.Uint64
@@ -65,7 +69,9 @@ func NewServerCodec(s *sock.Socket) *ServerCodec {
 
 func newServerShared(s *sock.Socket, cfg *Config) *serverShared {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &serverShared{s: s, ctx: ctx, cancel: cancel, cfg: cfg.withDefaults()}
+	sh := &serverShared{s: s, ctx: ctx, cancel: cancel, cfg: cfg.withDefaults()}
+	sh.large = newLargeServer(&sh.cfg, s.LocalAddr())
+	return sh
 }
 
 func newServerCodec(sh *serverShared, pool *workers) *ServerCodec {
@@ -78,6 +84,7 @@ func (sh *serverShared) close() error {
 		sh.closed.Store(true)
 		sh.cancel()
 		sh.err = sh.s.Close()
+		sh.large.free()
 	})
 	return sh.err
 }
@@ -110,7 +117,11 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 			m.Release()
 			continue
 		}
-		method, body, err := parseRequest(m.Data)
+		msg, cost, ok := c.take(m)
+		if !ok {
+			continue
+		}
+		method, body, err := parseRequest(msg)
 		if err == nil && sh.shutting.Load() {
 			err = fmt.Errorf("netrpc: server %v is shutting down; %s did not run", sh.s.LocalAddr(), method)
 		}
@@ -118,13 +129,14 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 			sh.dropped.Add(1)
 			_ = sh.s.Reply(m, appendResponse(nil, string(method), err.Error()))
 			m.Release()
+			sh.large.release(m.Peer.Addr(), cost)
 			continue
 		}
 		sh.inflight.Add(1)
 		c.seq++
 		r.Seq = c.seq
 		r.ServiceMethod = string(method)
-		c.cur, c.body = m, body
+		c.cur, c.body, c.curCost = m, body, cost
 		c.pendingMu.Lock()
 		c.pending[c.seq] = m
 		c.pendingMu.Unlock()
@@ -132,15 +144,61 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 	}
 }
 
+// take handles what arrived in m besides whole requests: parts of large
+// requests (acknowledged, or completing their request) and pulls of
+// large replies. It returns the request that m is or completes, and
+// the bytes the large-message store counts for it; false when there is
+// none.
+func (c *ServerCodec) take(m *sock.Message) (msg []byte, cost int, ok bool) {
+	sh := c.sh
+	var err error
+	switch kindOf(m.Data) {
+	case kindRequestPart:
+		var p part
+		if p, err = parsePart(m.Data, kindRequestPart); err == nil {
+			var res partResult
+			res, msg, cost, err = sh.large.takePart(m, p, time.Now(), sh.shutting.Load())
+			switch res {
+			case partHeld: // m is the store's now
+				_ = sh.s.Reply(m, appendPart(nil, part{kind: kindPartAck, total: p.total, offset: p.offset, id: p.id}))
+				return nil, 0, false
+			case partComplete:
+				return msg, cost, true
+			}
+		}
+	case kindReplyPull:
+		var p part
+		var b []byte
+		if p, err = parsePart(m.Data, kindReplyPull); err == nil {
+			b, err = sh.large.pull(m.Peer, p, time.Now())
+		}
+		if err == nil {
+			p.kind, p.data = kindReplyPart, b
+			_ = sh.s.ReplyOwned(m, appendPart(make([]byte, 0, partLen(len(b))), p))
+			m.Release()
+			return nil, 0, false
+		}
+	default:
+		return m.Data, 0, true
+	}
+	sh.dropped.Add(1)
+	_ = sh.s.Reply(m, appendResponse(nil, "", err.Error()))
+	m.Release()
+	return nil, 0, false
+}
+
 // ReadRequestBody decodes the arguments of the request just read into
 // body, or discards them when body is nil.
 func (c *ServerCodec) ReadRequestBody(body any) error {
-	m, data := c.cur, c.body
-	c.cur, c.body = nil, nil
+	m, data, cost := c.cur, c.body, c.curCost
+	c.cur, c.body, c.curCost = nil, nil, 0
 	if m == nil {
 		return errors.New("netrpc: ReadRequestBody without ReadRequestHeader")
 	}
 	defer m.Release() // the message itself stays pending for its response
+	if cost > 0 {
+		defer c.sh.large.release(m.Peer.Addr(), cost)
+	}
 	if body == nil {
 		return nil
 	}
@@ -169,7 +227,11 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, body any) error {
 	}
 	s := c.sh.s
 	buf := getBuffer()
-	defer putBuffer(buf)
+	defer func() {
+		if buf != nil {
+			putBuffer(buf)
+		}
+	}()
 	buf.Write(appendResponse(buf.AvailableBuffer(), r.ServiceMethod, r.Error))
 	if r.Error == "" {
 		// An error response carries no body: the client discards it.
@@ -179,14 +241,38 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, body any) error {
 			return err
 		}
 	}
-	err := s.Reply(m, buf.Bytes())
-	if errors.Is(err, sock.ErrMessageTooLong) {
-		err = fmt.Errorf("netrpc: %s reply of %d bytes: %w", r.ServiceMethod, buf.Len(), err)
-		_ = s.Reply(m, appendResponse(nil, r.ServiceMethod, err.Error()))
-		return err
+	if buf.Len() > homaMax {
+		msg := buf.Bytes()
+		buf = nil // msg is the store's
+		return c.writeLarge(m, r.ServiceMethod, msg)
+	}
+	if err := s.Reply(m, buf.Bytes()); err != nil {
+		return fmt.Errorf("netrpc: reply to %s: %w", r.ServiceMethod, err)
+	}
+	return nil
+}
+
+// writeLarge answers m with msg, a reply longer than one Homa message,
+// which it owns from now on: it sends the first part, and keeps msg for
+// the client to pull the rest. A reply it cannot send is replaced by an
+// error response, so the caller learns of it, and the error returned.
+func (c *ServerCodec) writeLarge(m *sock.Message, method string, msg []byte) error {
+	sh := c.sh
+	var err error
+	if len(msg) > sh.cfg.MaxMessage {
+		err = tooLong(method+" reply", len(msg), sh.cfg.MaxMessage, "server")
+	}
+	var id uint64
+	if err == nil {
+		id, err = sh.large.storeReply(m.Peer, msg, time.Now())
 	}
 	if err != nil {
-		return fmt.Errorf("netrpc: reply to %s: %w", r.ServiceMethod, err)
+		_ = sh.s.Reply(m, appendResponse(nil, method, err.Error()))
+		return err
+	}
+	head := appendPart(make([]byte, 0, homaMax), part{kind: kindReplyPart, total: len(msg), id: id, data: msg[:partData]})
+	if err := sh.s.ReplyOwned(m, head); err != nil {
+		return fmt.Errorf("netrpc: reply to %s: %w", method, err)
 	}
 	return nil
 }
