@@ -54,6 +54,13 @@ func (t *Arith) Make(n int, reply *[]byte) error {
 	return nil
 }
 
+// SlowMake returns n bytes after a second.
+func (t *Arith) SlowMake(n int, reply *[]byte) error {
+	time.Sleep(time.Second)
+	*reply = make([]byte, n)
+	return nil
+}
+
 // Sleep sleeps for d.
 func (t *Arith) Sleep(d time.Duration, reply *int) error {
 	time.Sleep(d)

@@ -2,14 +2,18 @@ package netrpc_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/rpc"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
+	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"
 )
@@ -101,6 +105,162 @@ func TestMessageTooLong(t *testing.T) {
 		}
 		if err := small.Call("Arith.Make", 1<<20, &out); err != nil || len(out) != 1<<20 {
 			t.Errorf("Make(1 MiB) after it: %d bytes, %v", len(out), err)
+		}
+	})
+}
+
+// partFrame is a part of a large message as package netrpc encodes it
+// (part.go), built here by hand as a hostile peer would.
+func partFrame(kind byte, total, offset int, id uint64, data []byte) []byte {
+	b := []byte{1, kind, 0, 0}
+	b = binary.BigEndian.AppendUint32(b, uint32(total))
+	b = binary.BigEndian.AppendUint32(b, uint32(offset))
+	b = binary.BigEndian.AppendUint64(b, id)
+	return append(b, data...)
+}
+
+// Kinds of parts (part.go).
+const (
+	kindRequestPart = 3
+	kindPartAck     = 4
+	kindReplyPart   = 5
+	kindReplyPull   = 6
+	partData        = 1_000_000 - 20
+)
+
+// A server given hostile parts of large requests refuses them with an
+// error naming what is wrong, and keeps serving: a part claiming more
+// than the limit, a repeated part, parts of a call claiming different
+// lengths, a part at a place that does not fit, and pulls of replies
+// that do not exist or belong to others.
+func TestHostileParts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newMemWorld(t)
+		defer w.close()
+		cc, err := w.nw.Open(clientHost, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := sock.OpenConn(cc, testConfig())
+		defer raw.Close()
+		send := func(b []byte) []byte {
+			t.Helper()
+			m, err := raw.Call(context.Background(), serverAddr, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m.Data
+		}
+		chunk := make([]byte, 64<<10)
+		for _, c := range []struct {
+			name string
+			msg  []byte
+			want string
+		}{
+			{"claim of 1 GiB", partFrame(kindRequestPart, 1<<30, 0, 1, chunk), "server's limit of 8388608 bytes"},
+			{"claim of 4 GiB-1", partFrame(kindRequestPart, 1<<32-1, 0, 1, chunk), "server's limit of 8388608 bytes"},
+			{"first part of 8 MiB", partFrame(kindRequestPart, 8<<20, 0, 2, chunk), ""},
+			{"the same part again", partFrame(kindRequestPart, 8<<20, 0, 2, chunk), "repeats bytes"},
+			{"the next part of the refused call", partFrame(kindRequestPart, 8<<20, 64<<10, 2, chunk), "repeats bytes"},
+			{"a part of another call", partFrame(kindRequestPart, 8<<20, 64<<10, 3, chunk), ""},
+			{"that call claiming another length", partFrame(kindRequestPart, 4<<20, 128<<10, 3, chunk), "claims 4194304 bytes"},
+			{"an overlapping part", partFrame(kindRequestPart, 8<<20, 96<<10, 4, chunk), ""},
+			{"", partFrame(kindRequestPart, 8<<20, 64<<10, 4, chunk), "overlaps"},
+			{"a short part not at the end", partFrame(kindRequestPart, 8<<20, 0, 5, chunk[:100]), "the least is 65536"},
+			{"a part past the end", partFrame(kindRequestPart, 2<<20, 2<<20-10, 6, chunk), "malformed"},
+			{"a pull of a reply nobody stored", partFrame(kindReplyPull, 3<<20, partData, 77, nil), "no reply 77"},
+			{"a part of a reply", partFrame(kindReplyPart, 3<<20, 0, 77, chunk), "kind 5"},
+		} {
+			got := send(c.msg)
+			if c.want == "" {
+				if !bytes.Equal(got[:2], []byte{1, kindPartAck}) {
+					t.Errorf("%s: answered %q, want an acknowledgment", c.name, got)
+				}
+				continue
+			}
+			if len(got) < 2 || got[1] != 2 || !bytes.Contains(got, []byte(c.want)) {
+				t.Errorf("%s: answered %q, want an error response containing %q", c.name, got, c.want)
+			}
+		}
+		if n := w.srv.Dropped(); n != 10 {
+			t.Errorf("Dropped = %d, want 10", n)
+		}
+		// Meanwhile real large calls work.
+		c := w.client(t)
+		defer c.Close()
+		in := pattern(3_000_000)
+		var out []byte
+		if err := c.Call("Arith.Echo", in, &out); err != nil || !bytes.Equal(in, out) {
+			t.Errorf("Echo of 3 MB after the hostile parts: %d bytes, %v", len(out), err)
+		}
+	})
+}
+
+// A client given hostile replies fails the call alone with an error
+// naming what is wrong, and its later calls work: a reply claiming more
+// than its limit, or too little to need parts, and answers to its pulls
+// of another reply, at a place it did not ask for, or of the wrong
+// length.
+func TestHostileReplies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := netio.NewMemNetwork(netio.MemConfig{})
+		defer nw.Close()
+		sc, err := nw.Open(serverAddr.Addr(), serverAddr.Port())
+		if err != nil {
+			t.Fatal(err)
+		}
+		liar := sock.OpenConn(sc, testConfig())
+		defer liar.Close()
+		const total = 3 << 20
+		head := partFrame(kindReplyPart, total, 0, 5, make([]byte, partData))
+		var mode atomic.Int32
+		go func() {
+			for {
+				m, err := liar.Recv(context.Background(), sock.Any)
+				if err != nil {
+					return
+				}
+				var resp []byte
+				if m.Data[1] == kindReplyPull {
+					off := int(binary.BigEndian.Uint32(m.Data[8:]))
+					n := min(partData, total-off)
+					switch mode.Load() {
+					case 2: // another reply
+						resp = partFrame(kindReplyPart, total, off, 6, make([]byte, n))
+					case 3: // another place
+						resp = partFrame(kindReplyPart, total, off+1, 5, make([]byte, n-1))
+					case 4: // short
+						resp = partFrame(kindReplyPart, total, off, 5, make([]byte, 64<<10))
+					case 5: // a response frame: the server's error
+						resp = []byte{1, 2, 0, 0, 0, 0, 0, 4, 'g', 'o', 'n', 'e'}
+					}
+				} else {
+					switch mode.Load() {
+					case 0:
+						resp = partFrame(kindReplyPart, 1<<30, 0, 5, make([]byte, partData))
+					case 1:
+						resp = partFrame(kindReplyPart, 900_000, 0, 5, make([]byte, 900_000))
+					default:
+						resp = head
+					}
+				}
+				_ = liar.Reply(m, resp)
+				m.Release()
+			}
+		}()
+		cc, err := nw.Open(clientHost, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codec := netrpc.NewClientCodec(sock.OpenConn(cc, testConfig()), serverAddr)
+		c := rpc.NewClientWithCodec(codec)
+		defer c.Close()
+		for i, want := range []string{"client's limit of 8388608 bytes", "reply of 900000 bytes starts", "part of reply 6", "not asked for", "want 999980", "gone"} {
+			mode.Store(int32(i))
+			var out []byte
+			if err := c.Call("Arith.Make", 1, &out); !isServerError(err, want) {
+				t.Errorf("mode %d: %v, want an error containing %q", i, err, want)
+			}
 		}
 	})
 }

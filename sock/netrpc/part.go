@@ -91,6 +91,8 @@ func parsePart(msg []byte, kind byte) (part, error) {
 		data:   msg[partHeaderLen:],
 	}
 	switch {
+	case msg[2] != 0 || msg[3] != 0:
+		return part{}, fmt.Errorf("%w: part header bytes 2..3 are %x, want zero", errMalformed, msg[2:4])
 	case p.total == 0:
 		return part{}, fmt.Errorf("%w: part of a message of 0 bytes", errMalformed)
 	case p.offset >= p.total:

@@ -121,3 +121,24 @@ func TestServerClose(t *testing.T) {
 		}
 	})
 }
+
+// Shutdown waits for a large reply until its client has pulled all of
+// it.
+func TestShutdownLargeReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newMemWorld(t)
+		defer w.close()
+		c := w.client(t)
+		defer c.Close()
+		var out []byte
+		call := c.Go("Arith.SlowMake", 5_000_000, &out, nil)
+		synctest.Wait()
+		if err := w.srv.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		<-call.Done
+		if call.Error != nil || len(out) != 5_000_000 {
+			t.Errorf("large call in flight at Shutdown: %d bytes, %v", len(out), call.Error)
+		}
+	})
+}
