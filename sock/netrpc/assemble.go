@@ -9,25 +9,31 @@ import (
 
 // assembler puts one large message together from parts that arrive in
 // any order. Its memory follows what has arrived, never the total a part
-// claims: the bytes from the start that have arrived in order are copied
-// into buf, which grows with them (to at most twice what it holds, and
-// never beyond the total); a part that arrives early is kept in its Homa
-// message until the bytes before it are in. Parts must not overlap.
+// claims: it keeps the first parts in their Homa messages until half of
+// the message has arrived, then gives it one buffer of its whole length
+// and copies every part into place, so that it holds at most about twice
+// what arrived, and each byte is copied once. Parts must not overlap.
+// (The engine's receive path does the same at a quarter: docs/design.md,
+// receive storage.)
 //
 // An assembler is not safe for concurrent use.
 type assembler struct {
 	total int
-	buf   []byte     // bytes 0..len(buf) of the message
-	held  []heldPart // parts beyond len(buf), by offset, not overlapping
-	have  int        // bytes arrived: len(buf) + the held parts'
+	buf   []byte     // the whole message, once half of it has arrived
+	held  []heldPart // parts not yet copied into buf, by offset
+	got   []span     // the ranges arrived, by offset, adjacent ones merged
+	have  int        // bytes arrived
 }
 
-// heldPart is a part that arrived before the bytes ahead of it.
+// heldPart is a part kept in its Homa message.
 type heldPart struct {
 	off  int
 	data []byte        // aliases m.Data
 	m    *sock.Message // released once data is copied
 }
+
+// span is the bytes off..end of the message.
+type span struct{ off, end int }
 
 // heldCost is what the assembler counts for keeping a part besides its
 // buffer: the message and the bookkeeping.
@@ -50,71 +56,78 @@ func (a *assembler) check(off, n, c int) (grow int, err error) {
 	if off < 0 || n <= 0 || end > a.total {
 		return 0, fmt.Errorf("%w: part of %d bytes at byte %d of a message of %d bytes", errMalformed, n, off, a.total)
 	}
-	if off < len(a.buf) {
-		return 0, fmt.Errorf("%w: part at bytes %d..%d repeats bytes that arrived before", errMalformed, off, end)
+	i := a.spanAfter(off)
+	if i > 0 && a.got[i-1].end > off || i < len(a.got) && a.got[i].off < end {
+		return 0, fmt.Errorf("%w: part at bytes %d..%d repeats or overlaps bytes that arrived before", errMalformed, off, end)
 	}
-	i, _ := slices.BinarySearchFunc(a.held, off, func(h heldPart, off int) int { return h.off - off })
-	if i > 0 && a.held[i-1].off+len(a.held[i-1].data) > off || i < len(a.held) && a.held[i].off < end {
-		return 0, fmt.Errorf("%w: part at bytes %d..%d overlaps bytes that arrived before", errMalformed, off, end)
+	switch {
+	case a.buf != nil:
+		return 0, nil
+	case a.joins(n):
+		return a.total - a.cost(), nil
 	}
-	if off > len(a.buf) {
-		return c + heldCost, nil
-	}
-	// It joins buf, and so do the held parts it reaches.
-	for _, h := range a.held[i:] {
-		if h.off != end {
-			break
-		}
-		end += len(h.data)
-		grow -= cap(h.m.Data) + heldCost
-	}
-	return grow + newCap(cap(a.buf), end, a.total) - cap(a.buf), nil
+	return c + heldCost, nil
 }
 
-// newCap is the capacity buf gets to hold need bytes.
-func newCap(cur, need, total int) int {
-	if need <= cur {
-		return cur
+// spanAfter is the index of the first span starting after off.
+func (a *assembler) spanAfter(off int) int {
+	i, found := slices.BinarySearchFunc(a.got, off, func(s span, off int) int { return s.off - off })
+	if found {
+		i++
 	}
-	return min(total, max(need, 2*cur))
+	return i
 }
+
+// joins reports whether n more bytes bring half of the message.
+func (a *assembler) joins(n int) bool { return 2*(a.have+n) >= a.total }
 
 // add takes the part data at off, which check has accepted; m holds it
 // and is released once data is copied.
 func (a *assembler) add(off int, data []byte, m *sock.Message) {
+	a.note(off, off+len(data))
+	join := a.buf == nil && a.joins(len(data))
 	a.have += len(data)
-	if off > len(a.buf) {
+	if a.buf == nil && !join {
 		i, _ := slices.BinarySearchFunc(a.held, off, func(h heldPart, off int) int { return h.off - off })
 		a.held = slices.Insert(a.held, i, heldPart{off: off, data: data, m: m})
 		return
 	}
-	end := off + len(data)
-	k := 0 // the held parts it reaches
-	for ; k < len(a.held) && a.held[k].off == end; k++ {
-		end += len(a.held[k].data)
+	if join {
+		a.buf = make([]byte, a.total)
+		for i, h := range a.held {
+			copy(a.buf[h.off:], h.data)
+			h.m.Release()
+			a.held[i] = heldPart{}
+		}
+		a.held = nil
 	}
-	if c := newCap(cap(a.buf), end, a.total); c > cap(a.buf) {
-		b := make([]byte, len(a.buf), c)
-		copy(b, a.buf)
-		a.buf = b
-	}
-	a.buf = append(a.buf, data...)
+	copy(a.buf[off:], data)
 	m.Release()
-	for i := range k {
-		a.buf = append(a.buf, a.held[i].data...)
-		a.held[i].m.Release()
-		a.held[i] = heldPart{}
-	}
-	a.held = a.held[k:]
 }
 
-// complete reports whether the whole message has arrived.
-func (a *assembler) complete() bool { return len(a.buf) == a.total }
+// note records that off..end arrived.
+func (a *assembler) note(off, end int) {
+	i := a.spanAfter(off)
+	switch {
+	case i > 0 && a.got[i-1].end == off && i < len(a.got) && a.got[i].off == end:
+		a.got[i-1].end = a.got[i].end
+		a.got = slices.Delete(a.got, i, i+1)
+	case i > 0 && a.got[i-1].end == off:
+		a.got[i-1].end = end
+	case i < len(a.got) && a.got[i].off == end:
+		a.got[i].off = off
+	default:
+		a.got = slices.Insert(a.got, i, span{off, end})
+	}
+}
+
+// complete reports whether the whole message has arrived; buf holds it.
+func (a *assembler) complete() bool { return a.have == a.total }
 
 // free releases what the assembler holds.
 func (a *assembler) free() {
 	for _, h := range a.held {
 		h.m.Release()
 	}
-	a.held, a.buf = nil, nil
+	a.held, a.buf, a.got = nil, nil, nil
 }

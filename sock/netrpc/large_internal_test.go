@@ -29,7 +29,7 @@ func testMessage(n int) []byte {
 // partMsg is the Homa message of the request part of call id from peer
 // holding msg[off:off+n].
 func partMsg(peer netip.AddrPort, id uint64, msg []byte, total, off, n int) (*sock.Message, part) {
-	b := appendPart(nil, part{kind: kindRequestPart, total: total, offset: off, id: id, data: msg[off : off+n]})
+	b := appendPart(make([]byte, 0, partLen(n)), part{kind: kindRequestPart, total: total, offset: off, id: id, data: msg[off : off+n]})
 	p, err := parsePart(b, kindRequestPart)
 	if err != nil {
 		panic(err)
@@ -73,12 +73,12 @@ func TestAssembler(t *testing.T) {
 			t.Errorf("order %v: complete %v, equal %v", order, a.complete(), bytes.Equal(a.buf, msg))
 		}
 	}
-	// A claim of 8 MiB with 64 KiB of it holds 64 KiB.
+	// A claim of 8 MiB with 64 KiB of it holds the 64 KiB.
 	a := &assembler{total: 8 << 20}
 	m, p := partMsg(peerA, 1, testMessage(minPartData), 8<<20, 0, minPartData)
 	a.add(p.offset, p.data, m)
-	if a.cost() != minPartData {
-		t.Errorf("64 KiB of a message claiming 8 MiB cost %d", a.cost())
+	if want := partLen(minPartData) + heldCost; a.cost() != want {
+		t.Errorf("64 KiB of a message claiming 8 MiB cost %d, want %d", a.cost(), want)
 	}
 	for _, bad := range [][2]int{{-1, 10}, {8 << 20, 1}, {8<<20 - 5, 10}, {100, 0}, {100, 10}} {
 		if _, err := a.check(bad[0], bad[1], bad[1]); !errors.Is(err, errMalformed) {
@@ -114,7 +114,7 @@ func TestLargeServerRequests(t *testing.T) {
 	if res, _, _, err := take(l, now, peerA, 1, msg[:minPartData], 4<<20, 0); res != partHeld || err != nil {
 		t.Fatalf("first part: %v, %v", res, err)
 	}
-	if want := entryCost + minPartData; l.used != want {
+	if want := entryCost + partLen(minPartData) + heldCost; l.used != want {
 		t.Errorf("a 64 KiB part claiming 4 MiB holds %d, want %d", l.used, want)
 	}
 	// Beyond the limit: refused at once, nothing held.
@@ -138,8 +138,8 @@ func TestLargeServerRequests(t *testing.T) {
 		if res != partRefused || !errors.Is(err, errMalformed) {
 			t.Errorf("bad part %+v: %v, %v, want refused as malformed", bad, res, err)
 		}
-		if l.used != used-partData {
-			t.Errorf("bad part %+v: %d held, want %d", bad, l.used, used-partData)
+		if want := used - partLen(partData) - heldCost; l.used != want {
+			t.Errorf("bad part %+v: %d held, want %d", bad, l.used, want)
 		}
 		if res, _, _, err := take(l, now, peerA, id, msg, 4<<20, 2*partData); res != partRefused || err == nil {
 			t.Errorf("part after a bad one: %v, %v, want refused", res, err)
