@@ -34,8 +34,10 @@ import (
 //     scratch.
 //
 // Like net/rpc's codec, gob decodes untrusted input with only basic
-// checks of sizes; here a body is never larger than one Homa message
-// (1 MB), which bounds what decoding it may allocate.
+// checks of sizes; here a body is never longer than Config.MaxMessage
+// (8 MiB by default) at the end that decodes it, which bounds what
+// decoding it may allocate (gob allocates a slice or string only as
+// long as the bytes left in its message).
 
 // errGobFraming marks a body that is not a sequence of gob messages
 // ending in a value.

@@ -32,6 +32,39 @@
 // the types again costs a few dozen bytes per message and no work (see
 // body.go).
 //
+// Large messages: a request or reply longer than one Homa message
+// (1,000,000 bytes) travels as several, up to Config.MaxMessage (8 MiB
+// by default; set it at both ends to go further, up to 1 GiB). The
+// client sends a large request in parts of about 1 MB, each a Homa RPC
+// of its own, at most four in flight per call; the server acknowledges
+// each part, and answers the call on the Homa RPC of the part that
+// completes it. A large reply goes back as its first part and its
+// length; the client pulls the rest, four parts at a time (part.go has
+// the layout). Each part is an independent Homa RPC, so Homa's
+// shortest-first scheduling still lets small calls pass large ones.
+//
+// Memory for large messages is counted as their bytes arrive, never
+// from the lengths their parts claim: a part claiming 8 MB costs the
+// server what it brought until half of the message has arrived, and
+// only then is the message given one buffer of its length (so a message
+// holds at most about twice what arrived, as the engine's receive path
+// does at a quarter). The server holds large requests being assembled
+// and large replies waiting to be pulled within Config.LargeMemory and
+// a per-host share (LargeMemoryPerPeer); a request that would exceed
+// them, or MaxMessage, is refused and its call fails with an error
+// naming the limit. Parts that repeat or overlap others, claim another
+// length than their call's first part, or fall outside the message
+// refuse their call; parts of a call are matched by client host, port
+// and call number, so other calls and other clients cannot join them.
+// A request missing parts, or a reply nobody pulls, is dropped after
+// Config.LargeTimeout (10 s). The client pulls only the parts it needs
+// and checks each answer against what it asked for, so a server cannot
+// make it hold more than the reply's length, within its own
+// MaxMessage. Unlike eRPC, which carries a large message as one message
+// of many packets, this layer builds on Homa messages of at most 1 MB:
+// each part is reliable and flow-controlled by Homa, and only the
+// assembly is the layer's.
+//
 // Errors: an error returned by the service reaches the caller as an
 // rpc.ServerError, as over TCP. Errors of the transport are wrapped, so
 // errors.Is finds them: a call longer than Config.MaxMessage fails
