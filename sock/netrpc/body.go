@@ -36,8 +36,9 @@ import (
 // Like net/rpc's codec, gob decodes untrusted input with only basic
 // checks of sizes; here a body is never longer than Config.MaxMessage
 // (8 MiB by default) at the end that decodes it, which bounds what
-// decoding it may allocate (gob allocates a slice or string only as
-// long as the bytes left in its message).
+// decoding it may allocate (gob grows a slice it decodes in steps of at
+// most 10 MB as elements arrive, rather than trusting the count it
+// reads).
 
 // errGobFraming marks a body that is not a sequence of gob messages
 // ending in a value.
