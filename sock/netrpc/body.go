@@ -180,22 +180,40 @@ type decoders struct {
 // primedDecoder is a gob decoder that has read one prefix.
 type primedDecoder struct {
 	dec *gob.Decoder
-	r   bytes.Reader
+	r   pieceReader
 }
+
+// errSplitPrefix marks a body whose type descriptions do not fit its
+// first piece: join the pieces and decode again.
+var errSplitPrefix = errors.New("netrpc: gob type descriptions span two parts of the message")
 
 // decode decodes the self-contained gob stream data into body.
 func (d *decoders) decode(data []byte, body any) error {
-	p, err := splitGob(data)
+	return d.decodePieces(data, nil, body)
+}
+
+// decodePieces decodes the self-contained gob stream that is first
+// followed by rest into body. It returns errSplitPrefix when the
+// stream's type descriptions do not fit first.
+func (d *decoders) decodePieces(first []byte, rest [][]byte, body any) error {
+	total := len(first)
+	for _, r := range rest {
+		total += len(r)
+	}
+	p, err := splitGobIn(first, total)
 	if err != nil {
 		return err
 	}
 	d.mu.Lock()
-	pool := d.all[string(data[:p])]
+	pool := d.all[string(first[:p])]
 	d.mu.Unlock()
 	if pool != nil {
 		if pd, _ := pool.Get().(*primedDecoder); pd != nil {
-			pd.r.Reset(data[p:])
-			if err := pd.dec.Decode(body); err == nil && pd.r.Len() == 0 {
+			pd.r.reset(first[p:], rest)
+			err := pd.dec.Decode(body)
+			left := pd.r.len()
+			pd.r.reset(nil, nil)
+			if err == nil && left == 0 {
 				pool.Put(pd)
 				return nil
 			}
@@ -203,22 +221,25 @@ func (d *decoders) decode(data []byte, body any) error {
 		}
 	}
 	pd := &primedDecoder{}
-	pd.r.Reset(data)
+	pd.r.reset(first, rest)
 	pd.dec = gob.NewDecoder(&pd.r)
-	if err := pd.dec.Decode(body); err != nil {
+	err = pd.dec.Decode(body)
+	left := pd.r.len()
+	pd.r.reset(nil, nil)
+	if err != nil {
 		return err
 	}
-	if pd.r.Len() != 0 {
-		return fmt.Errorf("%w: %d bytes after the value", errGobFraming, pd.r.Len())
+	if left != 0 {
+		return fmt.Errorf("%w: %d bytes after the value", errGobFraming, left)
 	}
 	if pool == nil {
 		d.mu.Lock()
-		if pool = d.all[string(data[:p])]; pool == nil {
+		if pool = d.all[string(first[:p])]; pool == nil {
 			if d.all == nil || len(d.all) >= maxDecoders {
 				d.all = make(map[string]*sync.Pool)
 			}
 			pool = new(sync.Pool)
-			d.all[string(data[:p])] = pool
+			d.all[string(first[:p])] = pool
 		}
 		d.mu.Unlock()
 	}
@@ -226,19 +247,78 @@ func (d *decoders) decode(data []byte, body any) error {
 	return nil
 }
 
+// pieceReader reads a message in pieces, as gob.Decoder wants it (an
+// io.ByteReader, which it then does not buffer again).
+type pieceReader struct {
+	cur  []byte
+	rest [][]byte
+}
+
+func (r *pieceReader) reset(first []byte, rest [][]byte) { r.cur, r.rest = first, rest }
+
+// next moves to the next piece when the current one is spent.
+func (r *pieceReader) next() bool {
+	for len(r.cur) == 0 {
+		if len(r.rest) == 0 {
+			return false
+		}
+		r.cur, r.rest = r.rest[0], r.rest[1:]
+	}
+	return true
+}
+
+func (r *pieceReader) Read(p []byte) (int, error) {
+	if !r.next() {
+		return 0, io.EOF
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+func (r *pieceReader) ReadByte() (byte, error) {
+	if !r.next() {
+		return 0, io.EOF
+	}
+	b := r.cur[0]
+	r.cur = r.cur[1:]
+	return b, nil
+}
+
+// len is the number of bytes left.
+func (r *pieceReader) len() int {
+	n := len(r.cur)
+	for _, p := range r.rest {
+		n += len(p)
+	}
+	return n
+}
+
 // splitGob returns the length of the type descriptions at the start of
 // the gob stream data: the messages before the first value message. Each
 // gob message is a length and that many bytes, which begin with a type
 // number: negative for a type description, positive for a value.
-func splitGob(data []byte) (int, error) {
+func splitGob(data []byte) (int, error) { return splitGobIn(data, len(data)) }
+
+// splitGobIn is splitGob of a stream of total bytes that begins with
+// data: the descriptions must lie in data, and lengths fit total. It
+// returns errSplitPrefix when they do not fit data but might fit total.
+func splitGobIn(data []byte, total int) (int, error) {
 	off := 0
 	for off < len(data) {
 		n, w, ok := gobUint(data[off:])
-		if !ok || n == 0 || n > uint64(len(data)-off-w) {
+		if !ok || n == 0 || n > uint64(total-off-w) {
+			if total > len(data) && len(data)-off < 9 {
+				return 0, errSplitPrefix
+			}
 			return 0, fmt.Errorf("%w: bad message length at byte %d", errGobFraming, off)
 		}
-		u, _, ok := gobUint(data[off+w : off+w+int(n)])
+		end := off + w + int(n)
+		u, _, ok := gobUint(data[off+w : min(end, len(data))])
 		if !ok {
+			if end > len(data) {
+				return 0, errSplitPrefix
+			}
 			return 0, fmt.Errorf("%w: bad type number at byte %d", errGobFraming, off+w)
 		}
 		if u&1 == 0 { // a non-negative number: a value
@@ -247,7 +327,13 @@ func splitGob(data []byte) (int, error) {
 			}
 			return off, nil
 		}
-		off += w + int(n)
+		if end > len(data) {
+			return 0, errSplitPrefix
+		}
+		off = end
+	}
+	if total > len(data) {
+		return 0, errSplitPrefix
 	}
 	return 0, fmt.Errorf("%w: %w: no value", errGobFraming, io.ErrUnexpectedEOF)
 }

@@ -44,11 +44,11 @@ type ClientCodec struct {
 	nlarge  atomic.Int32 // len(large), read without the lock
 
 	// The reading goroutine's own: its decoders, and the response
-	// between ReadResponseHeader and ReadResponseBody: the message to
-	// release (nil when its bytes were copied) and the body.
+	// between ReadResponseHeader and ReadResponseBody: its message and
+	// the length of its header, which the body follows.
 	dec      decoders
-	cur      *sock.Message
-	body     []byte
+	in       inbound
+	hdr      int
 	haveBody bool
 
 	dropped atomic.Uint64
@@ -167,11 +167,11 @@ func (c *ClientCodec) ReadResponseHeader(r *rpc.Response) error {
 			return c.fail(m.Err)
 		}
 		r.Seq = m.Cookie
-		msg, cur := m.Data, m
-		if c.nlarge.Load() > 0 || kindOf(msg) != kindResponse {
+		in := wholeMessage(m)
+		if c.nlarge.Load() > 0 || kindOf(m.Data) != kindResponse {
 			var err error
 			var deliver bool
-			msg, cur, deliver, err = c.takeLarge(m)
+			in, deliver, err = c.takeLarge(m)
 			if !deliver {
 				continue
 			}
@@ -181,12 +181,14 @@ func (c *ClientCodec) ReadResponseHeader(r *rpc.Response) error {
 				return nil
 			}
 		}
-		method, errMsg, body, err := parseResponse(msg)
+		method, errMsg, body, err := parseResponse(in.first)
+		if err != nil && in.rest != nil {
+			in.join() // a header longer than the first part
+			method, errMsg, body, err = parseResponse(in.first)
+		}
 		if err != nil {
 			c.dropped.Add(1)
-			if cur != nil {
-				cur.Release()
-			}
+			in.free()
 			r.Error = err.Error()
 			return nil
 		}
@@ -194,7 +196,7 @@ func (c *ClientCodec) ReadResponseHeader(r *rpc.Response) error {
 		if len(errMsg) > 0 {
 			r.Error = string(errMsg)
 		}
-		c.cur, c.body, c.haveBody = cur, body, true
+		c.in, c.hdr, c.haveBody = in, len(in.first)-len(body), true
 		return nil
 	}
 }
@@ -202,18 +204,16 @@ func (c *ClientCodec) ReadResponseHeader(r *rpc.Response) error {
 // ReadResponseBody decodes the reply of the response just read into
 // body, or discards it when body is nil.
 func (c *ClientCodec) ReadResponseBody(body any) error {
-	m, data, ok := c.cur, c.body, c.haveBody
-	c.cur, c.body, c.haveBody = nil, nil, false
+	in, hdr, ok := c.in, c.hdr, c.haveBody
+	c.in, c.hdr, c.haveBody = inbound{}, 0, false
 	if !ok {
 		return nil // a malformed response: its header carried the error
 	}
-	if m != nil {
-		defer m.Release()
-	}
+	defer in.free()
 	if body == nil {
 		return nil
 	}
-	if err := c.dec.decode(data, body); err != nil {
+	if err := in.decodeBody(&c.dec, hdr, body); err != nil {
 		return fmt.Errorf("netrpc: decode reply: %w", err)
 	}
 	return nil

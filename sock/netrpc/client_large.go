@@ -87,10 +87,9 @@ func (c *ClientCodec) forget(seq uint64, lc *largeCall) {
 // takeLarge handles a response that is not simply a whole response to a
 // call of one Homa message: an acknowledgment of a request part, a part
 // of a reply, or the response to a large call. deliver reports whether
-// the call's response is now known: msg, whose buffer cur holds (nil
-// when msg is the codec's own), or err, which fails the call alone.
-// takeLarge releases m when it does not return it as cur.
-func (c *ClientCodec) takeLarge(m *sock.Message) (msg []byte, cur *sock.Message, deliver bool, err error) {
+// the call's response is now known: in, or err, which fails the call
+// alone. takeLarge releases m unless in holds it.
+func (c *ClientCodec) takeLarge(m *sock.Message) (in inbound, deliver bool, err error) {
 	seq := m.Cookie
 	c.largeMu.Lock()
 	defer c.largeMu.Unlock()
@@ -105,7 +104,7 @@ func (c *ClientCodec) takeLarge(m *sock.Message) (msg []byte, cur *sock.Message,
 		if lc.done {
 			c.dropped.Add(1) // late: the call is over
 			m.Release()
-			return nil, nil, false, nil
+			return inbound{}, false, nil
 		}
 	}
 	switch kindOf(m.Data) {
@@ -113,39 +112,43 @@ func (c *ClientCodec) takeLarge(m *sock.Message) (msg []byte, cur *sock.Message,
 		m.Release()
 		if lc == nil {
 			c.dropped.Add(1)
-			return nil, nil, false, nil
+			return inbound{}, false, nil
 		}
 		if lc.req != nil {
 			if err := c.sendPart(seq, lc); err != nil {
 				lc.done = true
-				return nil, nil, true, fmt.Errorf("netrpc: call to %v: send a part of the request: %w", c.server, err)
+				return inbound{}, true, fmt.Errorf("netrpc: call to %v: send a part of the request: %w", c.server, err)
 			}
 		}
-		return nil, nil, false, nil
+		return inbound{}, false, nil
 	case kindReplyPart:
 		if lc == nil {
 			lc = &largeCall{}
 			c.large[seq] = lc
 			c.nlarge.Add(1)
 		}
-		msg, err = c.takeReplyPart(seq, lc, m)
-		if msg == nil && err == nil {
-			return nil, nil, false, nil
+		a, err := c.takeReplyPart(seq, lc, m)
+		if a == nil && err == nil {
+			return inbound{}, false, nil
 		}
 		lc.done = true
-		return msg, nil, true, err
+		if err != nil {
+			return inbound{}, true, err
+		}
+		return assembled(a), true, nil
 	default: // the call's response, or something parseResponse refuses
 		if lc != nil {
 			lc.done, lc.req = true, nil
 		}
-		return m.Data, m, true, nil
+		return wholeMessage(m), true, nil
 	}
 }
 
 // takeReplyPart takes a part of lc's reply and asks for the next ones.
-// It returns the whole reply once it is complete, or an error that
-// fails the call; it releases m.
-func (c *ClientCodec) takeReplyPart(seq uint64, lc *largeCall, m *sock.Message) ([]byte, error) {
+// It returns the reply's parts, the caller's from then on, once it is
+// complete, or an error that fails the call; m is released or kept
+// with the reply.
+func (c *ClientCodec) takeReplyPart(seq uint64, lc *largeCall, m *sock.Message) (*assembler, error) {
 	p, err := parsePart(m.Data, kindReplyPart)
 	if err != nil {
 		m.Release()
@@ -188,9 +191,9 @@ func (c *ClientCodec) takeReplyPart(seq uint64, lc *largeCall, m *sock.Message) 
 	}
 	lc.reply.add(p.offset, p.data, m)
 	if lc.reply.complete() {
-		msg := lc.reply.buf
-		lc.reply = &assembler{} // msg is the caller's
-		return msg, nil
+		a := lc.reply
+		lc.reply = &assembler{} // a is the caller's
+		return a, nil
 	}
 	for len(lc.pulls) < partWindow && lc.pullAt < lc.reply.total {
 		if err := c.sendPull(seq, lc); err != nil {

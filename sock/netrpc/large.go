@@ -74,10 +74,11 @@ const (
 )
 
 // takePart takes the request part p, which arrived in m. When the
-// request is complete it returns the message and the bytes it counts
-// for, to be given back with release once the call has decoded it.
-// A part that breaks the rules refuses its whole request.
-func (l *largeServer) takePart(m *sock.Message, p part, now time.Time, shutting bool) (res partResult, msg []byte, cost int, err error) {
+// request is complete it returns its parts, the caller's from then on,
+// and the bytes they count for, to be given back with release once the
+// call has decoded them. A part that breaks the rules refuses its whole
+// request.
+func (l *largeServer) takePart(m *sock.Message, p part, now time.Time, shutting bool) (res partResult, done *assembler, cost int, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.maybeSweep(now)
@@ -118,11 +119,11 @@ func (l *largeServer) takePart(m *sock.Message, p part, now time.Time, shutting 
 	if !in.a.complete() {
 		return partHeld, nil, 0, nil
 	}
-	msg, cost = in.a.buf, in.cost-entryCost
-	in.a = assembler{}
-	in.cost = entryCost
+	done = &assembler{}
+	*done, in.a = in.a, assembler{}
+	cost, in.cost = in.cost-entryCost, entryCost
 	in.closed = fmt.Errorf("%w: part of call %d, which is complete", errMalformed, p.id)
-	return partComplete, msg, cost, nil
+	return partComplete, done, cost, nil
 }
 
 // refusal is why a new large request is not taken, or nil.

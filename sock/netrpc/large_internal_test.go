@@ -59,7 +59,7 @@ func TestAssembler(t *testing.T) {
 			if a.cost() != before+grow {
 				t.Errorf("order %v: cost went from %d to %d, check said +%d", order, before, a.cost(), grow)
 			}
-			if a.cost() > 2*a.have+(k+1)*(heldCost+partHeaderLen) {
+			if a.cost() != a.have+(k+1)*(heldCost+partHeaderLen) {
 				t.Errorf("order %v: cost %d for %d bytes arrived", order, a.cost(), a.have)
 			}
 			if _, err := a.check(p.offset, len(p.data), cap(m.Data)); err == nil {
@@ -69,8 +69,13 @@ func TestAssembler(t *testing.T) {
 				t.Errorf("order %v: a part inside the one at %d was accepted", order, off)
 			}
 		}
-		if !a.complete() || !bytes.Equal(a.buf, msg) {
-			t.Errorf("order %v: complete %v, equal %v", order, a.complete(), bytes.Equal(a.buf, msg))
+		in := assembled(a)
+		if len(in.rest) != 5 {
+			t.Errorf("order %v: %d pieces after the first, want 5", order, len(in.rest))
+		}
+		in.join()
+		if !a.complete() || !bytes.Equal(in.first, msg) {
+			t.Errorf("order %v: complete %v, equal %v", order, a.complete(), bytes.Equal(in.first, msg))
 		}
 	}
 	// A claim of 8 MiB with 64 KiB of it holds the 64 KiB.
@@ -98,7 +103,13 @@ func testServer() *largeServer {
 func take(l *largeServer, now time.Time, peer netip.AddrPort, id uint64, msg []byte, total, off int) (partResult, []byte, int, error) {
 	n := min(partData, total-off, len(msg)-off)
 	m, p := partMsg(peer, id, msg, total, off, n)
-	return l.takePart(m, p, now, false)
+	res, done, cost, err := l.takePart(m, p, now, false)
+	if done == nil {
+		return res, nil, cost, err
+	}
+	in := assembled(done)
+	in.join()
+	return res, in.first, cost, err
 }
 
 // A server's store of large requests: a claim costs what arrived, a

@@ -29,9 +29,10 @@ type ServerCodec struct {
 	// The reading goroutine's own: the last number given out, and the
 	// request between ReadRequestHeader and ReadRequestBody.
 	seq     uint64
-	cur     *sock.Message
-	body    []byte
-	curCost int // bytes of a large request counted by the store
+	cur     *sock.Message // the request's Homa RPC, to answer
+	in      inbound       // its message
+	hdr     int           // the length of its header: the body follows
+	curCost int           // bytes of a large request counted by the store
 
 	pendingMu sync.Mutex
 	pending   map[uint64]*sock.Message // seq -> request awaiting its response
@@ -117,18 +118,22 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 			m.Release()
 			continue
 		}
-		msg, cost, ok := c.take(m)
+		in, cost, ok := c.take(m)
 		if !ok {
 			continue
 		}
-		method, body, err := parseRequest(msg)
+		method, body, err := parseRequest(in.first)
+		if err != nil && in.rest != nil {
+			in.join() // a header longer than the first part
+			method, body, err = parseRequest(in.first)
+		}
 		if err == nil && sh.shutting.Load() {
 			err = fmt.Errorf("netrpc: server %v is shutting down; %s did not run", sh.s.LocalAddr(), method)
 		}
 		if err != nil {
 			sh.dropped.Add(1)
 			_ = sh.s.Reply(m, appendResponse(nil, string(method), err.Error()))
-			m.Release()
+			in.free()
 			sh.large.release(m.Peer.Addr(), cost)
 			continue
 		}
@@ -136,7 +141,7 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 		c.seq++
 		r.Seq = c.seq
 		r.ServiceMethod = string(method)
-		c.cur, c.body, c.curCost = m, body, cost
+		c.cur, c.in, c.hdr, c.curCost = m, in, len(in.first)-len(body), cost
 		c.pendingMu.Lock()
 		c.pending[c.seq] = m
 		c.pendingMu.Unlock()
@@ -149,7 +154,7 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 // large replies. It returns the request that m is or completes, and
 // the bytes the large-message store counts for it; false when there is
 // none.
-func (c *ServerCodec) take(m *sock.Message) (msg []byte, cost int, ok bool) {
+func (c *ServerCodec) take(m *sock.Message) (in inbound, cost int, ok bool) {
 	sh := c.sh
 	var err error
 	switch kindOf(m.Data) {
@@ -157,13 +162,14 @@ func (c *ServerCodec) take(m *sock.Message) (msg []byte, cost int, ok bool) {
 		var p part
 		if p, err = parsePart(m.Data, kindRequestPart); err == nil {
 			var res partResult
-			res, msg, cost, err = sh.large.takePart(m, p, time.Now(), sh.shutting.Load())
+			var done *assembler
+			res, done, cost, err = sh.large.takePart(m, p, time.Now(), sh.shutting.Load())
 			switch res {
 			case partHeld: // m is the store's now
 				_ = sh.s.Reply(m, appendPart(nil, part{kind: kindPartAck, total: p.total, offset: p.offset, id: p.id}))
-				return nil, 0, false
+				return inbound{}, 0, false
 			case partComplete:
-				return msg, cost, true
+				return assembled(done), cost, true
 			}
 		}
 	case kindReplyPull:
@@ -176,33 +182,33 @@ func (c *ServerCodec) take(m *sock.Message) (msg []byte, cost int, ok bool) {
 			p.kind, p.data = kindReplyPart, b
 			_ = sh.s.ReplyOwned(m, appendPart(make([]byte, 0, partLen(len(b))), p))
 			m.Release()
-			return nil, 0, false
+			return inbound{}, 0, false
 		}
 	default:
-		return m.Data, 0, true
+		return wholeMessage(m), 0, true
 	}
 	sh.dropped.Add(1)
 	_ = sh.s.Reply(m, appendResponse(nil, "", err.Error()))
 	m.Release()
-	return nil, 0, false
+	return inbound{}, 0, false
 }
 
 // ReadRequestBody decodes the arguments of the request just read into
 // body, or discards them when body is nil.
 func (c *ServerCodec) ReadRequestBody(body any) error {
-	m, data, cost := c.cur, c.body, c.curCost
-	c.cur, c.body, c.curCost = nil, nil, 0
+	m, in, hdr, cost := c.cur, c.in, c.hdr, c.curCost
+	c.cur, c.in, c.hdr, c.curCost = nil, inbound{}, 0, 0
 	if m == nil {
 		return errors.New("netrpc: ReadRequestBody without ReadRequestHeader")
 	}
-	defer m.Release() // the message itself stays pending for its response
+	defer in.free() // the Homa RPC itself stays pending for its response
 	if cost > 0 {
 		defer c.sh.large.release(m.Peer.Addr(), cost)
 	}
 	if body == nil {
 		return nil
 	}
-	if err := c.sh.dec.decode(data, body); err != nil {
+	if err := in.decodeBody(&c.sh.dec, hdr, body); err != nil {
 		return fmt.Errorf("netrpc: decode arguments: %w", err)
 	}
 	return nil
