@@ -45,14 +45,14 @@
 //
 // Memory for large messages is counted as their bytes arrive, never
 // from the lengths their parts claim: a part claiming 8 MB costs the
-// server what it brought until half of the message has arrived, and
-// only then is the message given one buffer of its length (so a message
-// holds at most about twice what arrived, as the engine's receive path
-// does at a quarter). The server holds large requests being assembled
-// and large replies waiting to be pulled within Config.LargeMemory and
-// a per-host share (LargeMemoryPerPeer); a request that would exceed
-// them, or MaxMessage, is refused and its call fails with an error
-// naming the limit. Parts that repeat or overlap others, claim another
+// server what it brought. The parts stay in the Homa messages that
+// brought them, and the message is decoded from them in place, so a
+// large message holds what arrived, each byte is copied once, and the
+// buffers go back to the socket's pool. The server holds large requests
+// being assembled and large replies waiting to be pulled within
+// Config.LargeMemory and a per-host share (LargeMemoryPerPeer); a
+// request that would exceed them, or MaxMessage, is refused and its
+// call fails with an error naming the limit. Parts that repeat or overlap others, claim another
 // length than their call's first part, or fall outside the message
 // refuse their call; parts of a call are matched by client host, port
 // and call number, so other calls and other clients cannot join them.
