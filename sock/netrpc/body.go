@@ -61,14 +61,35 @@ type typeEncoder struct {
 	retired bool // stop using it: it is not known to repeat itself exactly
 }
 
-// bufferWriter sends an encoder's output to the buffer of the message
-// being built.
-type bufferWriter struct{ buf *bytes.Buffer }
+// bufferWriter sends an encoder's output to the message being built,
+// and notes the type descriptions written before the value. gob writes
+// each of its messages (a description or the value) with one Write; a
+// write that is not one whole gob message retires the encoder.
+type bufferWriter struct {
+	to    io.Writer
+	desc  []byte // the descriptions written before the value
+	value bool   // the value has been written
+	bad   bool   // a write was not one gob message
+}
 
-func (w *bufferWriter) Write(p []byte) (int, error) { return w.buf.Write(p) }
+func (w *bufferWriter) Write(p []byte) (int, error) {
+	if !w.value && !w.bad {
+		n, k, ok := gobUint(p)
+		u, _, ok2 := gobUint(p[min(k, len(p)):])
+		switch {
+		case !ok || !ok2 || n != uint64(len(p)-k) || u == 0:
+			w.bad = true
+		case u&1 == 0: // a non-negative type number: the value
+			w.value = true
+		default:
+			w.desc = append(w.desc, p...)
+		}
+	}
+	return w.to.Write(p)
+}
 
-// encode appends body to buf as a self-contained gob stream.
-func (e *encoders) encode(buf *bytes.Buffer, body any) error {
+// encode appends body to w as a self-contained gob stream.
+func (e *encoders) encode(w io.Writer, body any) error {
 	if body == nil {
 		return errors.New("netrpc: cannot encode a nil body")
 	}
@@ -81,7 +102,7 @@ func (e *encoders) encode(buf *bytes.Buffer, body any) error {
 	if te == nil {
 		if holdsInterface(t, nil) {
 			e.mu.Unlock()
-			return gob.NewEncoder(buf).Encode(body)
+			return gob.NewEncoder(w).Encode(body)
 		}
 		te = &typeEncoder{}
 		te.enc = gob.NewEncoder(&te.out)
@@ -92,29 +113,31 @@ func (e *encoders) encode(buf *bytes.Buffer, body any) error {
 	te.mu.Lock()
 	defer te.mu.Unlock()
 	if te.retired {
-		return gob.NewEncoder(buf).Encode(body)
+		return gob.NewEncoder(w).Encode(body)
 	}
 	if te.primed {
-		buf.Write(te.prefix)
+		if _, err := w.Write(te.prefix); err != nil {
+			return err
+		}
 	}
-	valueStart := buf.Len()
-	te.out.buf = buf
+	te.out = bufferWriter{to: w, desc: te.out.desc[:0]}
 	err := te.enc.Encode(body)
-	te.out.buf = nil
-	if err != nil {
+	out := te.out
+	te.out.to = nil
+	switch {
+	case err != nil:
 		te.retire(e, t)
 		return err
-	}
-	out := buf.Bytes()[valueStart:]
-	p, perr := splitGob(out)
-	switch {
-	case perr != nil:
+	case out.bad || !out.value:
 		te.retire(e, t)
-		return perr
+		if out.bad {
+			return nil // what it wrote still stands
+		}
+		return fmt.Errorf("%w: %w: no value", errGobFraming, io.ErrUnexpectedEOF)
 	case !te.primed:
-		te.prefix = bytes.Clone(out[:p])
+		te.prefix = bytes.Clone(out.desc)
 		te.primed = true
-	case p != 0:
+	case len(out.desc) != 0:
 		// The encoder described a type again: it does not repeat
 		// itself. What it wrote still stands after the kept prefix.
 		te.retire(e, t)

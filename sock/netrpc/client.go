@@ -108,32 +108,25 @@ func (c *ClientCodec) WriteRequest(r *rpc.Request, body any) error {
 	if f := c.failed.Load(); f != nil {
 		return f
 	}
-	buf := getBuffer()
-	defer func() {
-		if buf != nil {
-			putBuffer(buf)
-		}
-	}()
-	b, err := appendRequest(buf.AvailableBuffer(), r.ServiceMethod)
+	out := newOutMsg(c.cfg.MaxMessage)
+	defer out.release()
+	b, err := appendRequest(out.head.AvailableBuffer(), r.ServiceMethod)
 	if err != nil {
 		return err
 	}
-	buf.Write(b)
-	if err := c.enc.encode(buf, body); err != nil {
+	out.Write(b)
+	if err := c.enc.encode(out, body); err != nil {
 		return fmt.Errorf("netrpc: encode %s arguments: %w", r.ServiceMethod, err)
 	}
-	if buf.Len() > homaMax {
-		if buf.Len() > c.cfg.MaxMessage {
-			return tooLong(r.ServiceMethod+" request", buf.Len(), c.cfg.MaxMessage, "client")
-		}
-		msg := buf.Bytes()
-		buf = nil // msg is the large call's
-		if err := c.sendLarge(r.Seq, msg); err != nil {
-			return fmt.Errorf("netrpc: call %s on %v: %w", r.ServiceMethod, c.server, err)
-		}
-		return nil
+	if out.tooLong() {
+		return tooLong(r.ServiceMethod+" request", out.n, c.cfg.MaxMessage, "client")
 	}
-	if _, err := c.s.Send(c.server, buf.Bytes(), r.Seq); err != nil {
+	if out.parts != nil {
+		err = c.sendLarge(r.Seq, out.parts, out.n)
+	} else {
+		_, err = c.s.Send(c.server, out.head.Bytes(), r.Seq)
+	}
+	if err != nil {
 		return fmt.Errorf("netrpc: call %s on %v: %w", r.ServiceMethod, c.server, err)
 	}
 	return nil

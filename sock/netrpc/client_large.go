@@ -15,10 +15,11 @@ const partWindow = 4
 // message, from its first part until the last of its Homa RPCs has
 // answered. Its fields are guarded by the codec's largeMu.
 type largeCall struct {
-	req      []byte // the request, until every part is sent
-	next     int    // offset of the request's next part to send
-	inflight int    // Homa RPCs of the call not yet answered
-	done     bool   // its response went to net/rpc: later answers are dropped
+	parts    [][]byte // the request's parts (outMsg), until sent
+	total    int      // the request's length
+	next     int      // the request's next part to send
+	inflight int      // Homa RPCs of the call not yet answered
+	done     bool     // its response went to net/rpc: later answers are dropped
 
 	// The reply, once its first part has come: its assembly, id, and
 	// the offsets asked for and not yet answered.
@@ -28,15 +29,16 @@ type largeCall struct {
 	pullAt  int // offset of the next pull to send
 }
 
-// sendLarge sends the first parts of the request msg of the call seq;
-// the rest follow as the server acknowledges them.
-func (c *ClientCodec) sendLarge(seq uint64, msg []byte) error {
-	lc := &largeCall{req: msg}
+// sendLarge sends the first parts (from an outMsg, which it takes over)
+// of the request of total bytes of the call seq; the rest follow as the
+// server acknowledges them.
+func (c *ClientCodec) sendLarge(seq uint64, parts [][]byte, total int) error {
+	lc := &largeCall{parts: parts, total: total}
 	c.largeMu.Lock()
 	defer c.largeMu.Unlock()
 	c.large[seq] = lc
 	c.nlarge.Add(1)
-	for lc.inflight < partWindow && lc.req != nil {
+	for lc.inflight < partWindow && lc.parts != nil {
 		if err := c.sendPart(seq, lc); err != nil {
 			lc.done = true
 			c.forget(seq, lc)
@@ -46,16 +48,18 @@ func (c *ClientCodec) sendLarge(seq uint64, msg []byte) error {
 	return nil
 }
 
-// sendPart sends the next part of lc's request.
+// sendPart sends the next part of lc's request. The socket takes its
+// buffer over.
 func (c *ClientCodec) sendPart(seq uint64, lc *largeCall) error {
-	n := min(partData, len(lc.req)-lc.next)
-	b := appendPart(make([]byte, 0, partLen(n)), part{kind: kindRequestPart, total: len(lc.req), offset: lc.next, id: seq, data: lc.req[lc.next : lc.next+n]})
+	b := lc.parts[lc.next]
+	putPartHeader(b, kindRequestPart, lc.total, lc.next, seq)
 	if _, err := c.s.SendOwned(c.server, b, seq); err != nil {
 		return err
 	}
+	lc.parts[lc.next] = nil
 	lc.inflight++
-	if lc.next += n; lc.next == len(lc.req) {
-		lc.req = nil // all sent
+	if lc.next++; lc.next == len(lc.parts) {
+		lc.parts = nil // all sent
 	}
 	return nil
 }
@@ -114,7 +118,7 @@ func (c *ClientCodec) takeLarge(m *sock.Message) (in inbound, deliver bool, err 
 			c.dropped.Add(1)
 			return inbound{}, false, nil
 		}
-		if lc.req != nil {
+		if lc.parts != nil {
 			if err := c.sendPart(seq, lc); err != nil {
 				lc.done = true
 				return inbound{}, true, fmt.Errorf("netrpc: call to %v: send a part of the request: %w", c.server, err)
@@ -138,7 +142,7 @@ func (c *ClientCodec) takeLarge(m *sock.Message) (in inbound, deliver bool, err 
 		return assembled(a), true, nil
 	default: // the call's response, or something parseResponse refuses
 		if lc != nil {
-			lc.done, lc.req = true, nil
+			lc.done, lc.parts = true, nil
 		}
 		return wholeMessage(m), true, nil
 	}
@@ -155,7 +159,7 @@ func (c *ClientCodec) takeReplyPart(seq uint64, lc *largeCall, m *sock.Message) 
 		return nil, err
 	}
 	if lc.reply == nil { // the first part
-		lc.req = nil // the server has the request
+		lc.parts = nil // the server has the request
 		switch {
 		case p.offset != 0:
 			err = fmt.Errorf("%w: reply starts with a part at byte %d", errMalformed, p.offset)

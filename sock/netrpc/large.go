@@ -45,11 +45,13 @@ type incoming struct {
 	closed error // why later parts are refused; nil while assembling
 }
 
-// outgoing is a large reply waiting to be pulled.
+// outgoing is a large reply waiting to be pulled: its parts after the
+// first (from an outMsg), each dropped once it is sent.
 type outgoing struct {
-	data   []byte
-	pulled int // bytes sent by pulls
-	last   time.Time
+	parts [][]byte
+	total int
+	left  int // parts not yet sent
+	last  time.Time
 }
 
 // entryCost is what the store counts for an entry besides its bytes.
@@ -154,22 +156,33 @@ func (l *largeServer) release(peer netip.Addr, cost int) {
 	l.mu.Unlock()
 }
 
-// storeReply keeps the reply data (which it owns from now on) for
-// peer's pulls and returns its id.
-func (l *largeServer) storeReply(peer netip.AddrPort, data []byte, now time.Time) (uint64, error) {
+// storeReply keeps parts, the parts after the first of a reply of total
+// bytes (from an outMsg; the store owns them from now on), for peer's
+// pulls and returns the reply's id.
+func (l *largeServer) storeReply(peer netip.AddrPort, parts [][]byte, total int, now time.Time) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.maybeSweep(now)
-	if err := l.charge(peer.Addr(), entryCost+cap(data), now); err != nil {
+	if err := l.charge(peer.Addr(), entryCost+partsCost(parts), now); err != nil {
 		return 0, err
 	}
 	l.lastID++
-	l.replies[partKey{peer, l.lastID}] = &outgoing{data: data, last: now}
+	l.replies[partKey{peer, l.lastID}] = &outgoing{parts: parts, total: total, left: len(parts), last: now}
 	return l.lastID, nil
 }
 
-// pull returns the bytes the pull p of peer asks for. The reply is
-// dropped once every byte after its first part has been pulled.
+// partsCost is what the parts of a reply hold.
+func partsCost(parts [][]byte) int {
+	n := 0
+	for _, p := range parts {
+		n += cap(p)
+	}
+	return n
+}
+
+// pull returns the part the pull p of peer asks for, the caller's from
+// now on: its buffer, with room for the part header. A part is sent
+// once; the reply is dropped once every part has been.
 func (l *largeServer) pull(peer netip.AddrPort, p part, now time.Time) ([]byte, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -179,15 +192,22 @@ func (l *largeServer) pull(peer netip.AddrPort, p part, now time.Time) ([]byte, 
 	if out == nil {
 		return nil, fmt.Errorf("netrpc: server %v has no reply %d for %v: it was fetched, or dropped after netrpc.Config.LargeTimeout (%v) without a pull", l.local, p.id, peer, l.cfg.LargeTimeout)
 	}
-	if p.total != len(out.data) {
-		return nil, fmt.Errorf("%w: pull of reply %d claims %d bytes, the reply has %d", errMalformed, p.id, p.total, len(out.data))
+	i := p.offset/partData - 1 // the first part went with the response
+	switch {
+	case p.total != out.total:
+		return nil, fmt.Errorf("%w: pull of reply %d claims %d bytes, the reply has %d", errMalformed, p.id, p.total, out.total)
+	case p.offset%partData != 0 || i < 0 || i >= len(out.parts):
+		return nil, fmt.Errorf("%w: pull of reply %d at byte %d, not where a part begins", errMalformed, p.id, p.offset)
+	case out.parts[i] == nil:
+		return nil, fmt.Errorf("%w: pull of reply %d at byte %d, which was sent before", errMalformed, p.id, p.offset)
 	}
-	b := out.data[p.offset : p.offset+min(partData, len(out.data)-p.offset)]
+	b := out.parts[i]
+	out.parts[i] = nil
 	out.last = now
-	out.pulled += len(b)
-	if out.pulled >= len(out.data)-partData {
+	l.uncharge(peer.Addr(), cap(b))
+	if out.left--; out.left == 0 {
 		delete(l.replies, k)
-		l.uncharge(peer.Addr(), entryCost+cap(out.data))
+		l.uncharge(peer.Addr(), entryCost)
 	}
 	return b, nil
 }
@@ -252,7 +272,7 @@ func (l *largeServer) sweep(now time.Time) {
 	}
 	for k, out := range l.replies {
 		if out.last.Before(old) {
-			l.uncharge(k.peer.Addr(), entryCost+cap(out.data))
+			l.uncharge(k.peer.Addr(), entryCost+partsCost(out.parts))
 			delete(l.replies, k)
 		}
 	}

@@ -218,14 +218,31 @@ func TestLargeServerRequests(t *testing.T) {
 	}
 }
 
+// replyParts builds data as a message of parts, as WriteResponse does,
+// and returns the parts after the first.
+func replyParts(t *testing.T, data []byte) [][]byte {
+	t.Helper()
+	o := newOutMsg(MaxMessageLimit)
+	o.Write(data)
+	if o.n != len(data) || len(o.parts) != (len(data)+partData-1)/partData {
+		t.Fatalf("a message of %d bytes: %d counted, %d parts", len(data), o.n, len(o.parts))
+	}
+	for i, p := range o.parts {
+		if !bytes.Equal(p[partHeaderLen:], data[i*partData:min((i+1)*partData, len(data))]) {
+			t.Fatalf("part %d of %d bytes does not hold bytes %d.. of the message", i, len(p), i*partData)
+		}
+	}
+	return o.parts[1:]
+}
+
 // A server's store of large replies: only their peer may pull them,
-// with the right length; pulled to the end they are dropped, and
-// unpulled they expire.
+// each part once, where parts begin and with the right length; pulled
+// to the end they are dropped, and unpulled they expire.
 func TestLargeServerReplies(t *testing.T) {
 	now := time.Unix(1000, 0)
 	l := testServer()
 	data := testMessage(2*partData + 99)
-	id, err := l.storeReply(peerA, data, now)
+	id, err := l.storeReply(peerA, replyParts(t, data), len(data), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,22 +255,33 @@ func TestLargeServerReplies(t *testing.T) {
 	if _, err := pull(peerA, id+1, len(data), partData); err == nil {
 		t.Errorf("a pull of another id was answered")
 	}
+	for _, off := range []int{0, partData + 1, 3 * partData} {
+		if _, err := pull(peerA, id, len(data), off); !errors.Is(err, errMalformed) {
+			t.Errorf("a pull at %d: %v, want errMalformed", off, err)
+		}
+	}
 	if _, err := pull(peerA, id, len(data)+1, partData); !errors.Is(err, errMalformed) {
 		t.Errorf("a pull claiming another length: %v, want errMalformed", err)
 	}
-	for _, off := range []int{partData, 2 * partData} {
-		b, err := pull(peerA, id, len(data), off)
-		if err != nil || !bytes.Equal(b, data[off:min(off+partData, len(data))]) {
-			t.Fatalf("pull at %d: %d bytes, %v", off, len(b), err)
-		}
+	b, err := pull(peerA, id, len(data), partData)
+	if err != nil || !bytes.Equal(b[partHeaderLen:], data[partData:2*partData]) {
+		t.Fatalf("pull at %d: %d bytes, %v", partData, len(b), err)
+	}
+	if _, err := pull(peerA, id, len(data), partData); !errors.Is(err, errMalformed) {
+		t.Errorf("the same pull again: %v, want errMalformed", err)
+	}
+	b, err = pull(peerA, id, len(data), 2*partData)
+	if err != nil || !bytes.Equal(b[partHeaderLen:], data[2*partData:]) {
+		t.Fatalf("pull at %d: %d bytes, %v", 2*partData, len(b), err)
 	}
 	if l.used != 0 || len(l.replies) != 0 {
 		t.Errorf("after the last pull: %d bytes, %d replies held", l.used, len(l.replies))
 	}
-	if _, err := l.storeReply(peerA, data, now); err != nil {
+	if _, err := l.storeReply(peerA, replyParts(t, data), len(data), now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.storeReply(peerA, make([]byte, 3<<20), now); err == nil {
+	big := make([]byte, 3<<20)
+	if _, err := l.storeReply(peerA, replyParts(t, big), len(big), now); err == nil {
 		t.Errorf("a reply over the peer's share was stored")
 	}
 	if n := l.replyCount(now.Add(2 * time.Second)); n != 0 || l.used != 0 {

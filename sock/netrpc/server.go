@@ -178,9 +178,9 @@ func (c *ServerCodec) take(m *sock.Message) (in inbound, cost int, ok bool) {
 		if p, err = parsePart(m.Data, kindReplyPull); err == nil {
 			b, err = sh.large.pull(m.Peer, p, time.Now())
 		}
-		if err == nil {
-			p.kind, p.data = kindReplyPart, b
-			_ = sh.s.ReplyOwned(m, appendPart(make([]byte, 0, partLen(len(b))), p))
+		if err == nil { // b is a part of an outMsg, and the socket's now
+			putPartHeader(b, kindReplyPart, p.total, p.offset/partData, p.id)
+			_ = sh.s.ReplyOwned(m, b)
 			m.Release()
 			return inbound{}, 0, false
 		}
@@ -232,51 +232,47 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, body any) error {
 		return fmt.Errorf("netrpc: response to unknown request %d", r.Seq)
 	}
 	s := c.sh.s
-	buf := getBuffer()
-	defer func() {
-		if buf != nil {
-			putBuffer(buf)
-		}
-	}()
-	buf.Write(appendResponse(buf.AvailableBuffer(), r.ServiceMethod, r.Error))
+	out := newOutMsg(c.sh.cfg.MaxMessage)
+	defer out.release()
+	out.Write(appendResponse(out.head.AvailableBuffer(), r.ServiceMethod, r.Error))
 	if r.Error == "" {
 		// An error response carries no body: the client discards it.
-		if err := c.sh.enc.encode(buf, body); err != nil {
+		if err := c.sh.enc.encode(out, body); err != nil {
 			err = fmt.Errorf("netrpc: encode %s reply: %w", r.ServiceMethod, err)
 			_ = s.Reply(m, appendResponse(nil, r.ServiceMethod, err.Error()))
 			return err
 		}
 	}
-	if buf.Len() > homaMax {
-		msg := buf.Bytes()
-		buf = nil // msg is the store's
-		return c.writeLarge(m, r.ServiceMethod, msg)
+	if out.tooLong() || out.parts != nil {
+		return c.writeLarge(m, r.ServiceMethod, out)
 	}
-	if err := s.Reply(m, buf.Bytes()); err != nil {
+	if err := s.Reply(m, out.head.Bytes()); err != nil {
 		return fmt.Errorf("netrpc: reply to %s: %w", r.ServiceMethod, err)
 	}
 	return nil
 }
 
-// writeLarge answers m with msg, a reply longer than one Homa message,
-// which it owns from now on: it sends the first part, and keeps msg for
-// the client to pull the rest. A reply it cannot send is replaced by an
-// error response, so the caller learns of it, and the error returned.
-func (c *ServerCodec) writeLarge(m *sock.Message, method string, msg []byte) error {
+// writeLarge answers m with out, a reply longer than one Homa message or
+// than Config.MaxMessage, whose parts it takes over: it sends the first
+// part, and keeps the others for the client to pull. A reply it cannot
+// send is replaced by an error response, so the caller learns of it, and
+// the error returned.
+func (c *ServerCodec) writeLarge(m *sock.Message, method string, out *outMsg) error {
 	sh := c.sh
 	var err error
-	if len(msg) > sh.cfg.MaxMessage {
-		err = tooLong(method+" reply", len(msg), sh.cfg.MaxMessage, "server")
+	if out.tooLong() {
+		err = tooLong(method+" reply", out.n, sh.cfg.MaxMessage, "server")
 	}
 	var id uint64
 	if err == nil {
-		id, err = sh.large.storeReply(m.Peer, msg, time.Now())
+		id, err = sh.large.storeReply(m.Peer, out.parts[1:], out.n, time.Now())
 	}
 	if err != nil {
 		_ = sh.s.Reply(m, appendResponse(nil, method, err.Error()))
 		return err
 	}
-	head := appendPart(make([]byte, 0, homaMax), part{kind: kindReplyPart, total: len(msg), id: id, data: msg[:partData]})
+	head := out.parts[0]
+	putPartHeader(head, kindReplyPart, out.n, 0, id)
 	if err := sh.s.ReplyOwned(m, head); err != nil {
 		return fmt.Errorf("netrpc: reply to %s: %w", method, err)
 	}
