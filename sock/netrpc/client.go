@@ -160,6 +160,12 @@ func (c *ClientCodec) ReadResponseHeader(r *rpc.Response) error {
 			return c.fail(m.Err)
 		}
 		r.Seq = m.Cookie
+		if len(m.Data) > c.cfg.MaxMessage { // only when set below homaMax
+			c.dropped.Add(1)
+			m.Release()
+			r.Error = tooLong("reply", len(m.Data), c.cfg.MaxMessage, "client").Error()
+			return nil
+		}
 		in := wholeMessage(m)
 		if c.nlarge.Load() > 0 || kindOf(m.Data) != kindResponse {
 			var err error

@@ -264,3 +264,36 @@ func TestHostileReplies(t *testing.T) {
 		}
 	})
 }
+
+// A MaxMessage below one Homa message holds too, at both ends.
+func TestSmallMaxMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newMemWorldConfig(t, &netrpc.Config{MaxMessage: 1000})
+		defer w.close()
+		c := rpc.NewClientWithCodec(w.codecConfig(t, serverAddr, &netrpc.Config{MaxMessage: 2000}))
+		defer c.Close()
+		var out []byte
+		if err := c.Call("Arith.Echo", make([]byte, 3000), &out); !errors.Is(err, sock.ErrMessageTooLong) || !strings.Contains(err.Error(), "client's limit of 2000") {
+			t.Errorf("Echo of 3000 bytes: %v, want the client's limit", err)
+		}
+		if err := c.Call("Arith.Echo", make([]byte, 1500), &out); !isServerError(err, "server's limit of 1000") {
+			t.Errorf("Echo of 1500 bytes: %v, want the server's limit", err)
+		}
+		if err := c.Call("Arith.Make", 1500, &out); !isServerError(err, "server's limit of 1000") {
+			t.Errorf("Make(1500): %v, want the server's limit", err)
+		}
+		if err := c.Call("Arith.Echo", make([]byte, 500), &out); err != nil || len(out) != 500 {
+			t.Errorf("Echo of 500 bytes: %d back, %v", len(out), err)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		w := newMemWorld(t)
+		defer w.close()
+		c := rpc.NewClientWithCodec(w.codecConfig(t, serverAddr, &netrpc.Config{MaxMessage: 2000}))
+		defer c.Close()
+		var out []byte
+		if err := c.Call("Arith.Make", 5000, &out); !isServerError(err, "client's limit of 2000") {
+			t.Errorf("Make(5000) by a client taking 2000: %v, want the client's limit", err)
+		}
+	})
+}

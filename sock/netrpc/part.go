@@ -28,10 +28,11 @@ import (
 // RPC carries the call's response. A response too long for one Homa
 // message goes as a kindReplyPart holding its first bytes and length;
 // the client then asks for the rest with requests of kind kindReplyPull
-// (offset: the first byte wanted; the server sends the next
-// min(partData, T-offset) bytes), each answered with a kindReplyPart. A
-// part that cannot be taken is answered with a response frame carrying
-// the error, which ends the call.
+// (offset: where the part wanted begins, a multiple of partData; each
+// part is sent once), each answered with a kindReplyPart. Every part but
+// the last carries partData bytes. A part that cannot be taken is
+// answered with a response frame carrying the error, which ends the
+// call.
 const (
 	kindRequestPart = 3
 	kindPartAck     = 4

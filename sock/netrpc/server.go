@@ -185,7 +185,10 @@ func (c *ServerCodec) take(m *sock.Message) (in inbound, cost int, ok bool) {
 			return inbound{}, 0, false
 		}
 	default:
-		return wholeMessage(m), 0, true
+		if len(m.Data) <= sh.cfg.MaxMessage {
+			return wholeMessage(m), 0, true
+		}
+		err = tooLong("request", len(m.Data), sh.cfg.MaxMessage, "server")
 	}
 	sh.dropped.Add(1)
 	_ = sh.s.Reply(m, appendResponse(nil, "", err.Error()))
