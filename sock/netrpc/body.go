@@ -31,7 +31,11 @@ import (
 //     fed only the values that follow the same prefix. Equal prefixes
 //     mean equal type numbering, so a kept decoder reads the value as a
 //     fresh one would. If it fails, the body is decoded again from
-//     scratch.
+//     scratch. Only short prefixes, after short values, are kept
+//     (maxKeptPrefix, maxKeptValue), since a decoder keeps a buffer as
+//     long as the longest message it read; the long bodies of large
+//     messages are decoded by fresh decoders, whose setup is small
+//     beside them.
 //
 // Like net/rpc's codec, gob decodes untrusted input with only basic
 // checks of sizes; here a body is never longer than Config.MaxMessage
@@ -193,6 +197,15 @@ func mark(seen map[reflect.Type]bool, t reflect.Type) map[reflect.Type]bool {
 // learned again.
 const maxDecoders = 64
 
+// A decoder is kept only for a prefix of at most maxKeptPrefix bytes,
+// and only after a value of at most maxKeptValue: a gob.Decoder keeps a
+// buffer as long as the longest message it read. So what peers can make
+// a codec keep is bounded by these, not by the messages they send.
+const (
+	maxKeptPrefix = 16 << 10
+	maxKeptValue  = 64 << 10
+)
+
 // decoders keeps idle gob decoders per prefix. It is safe for concurrent
 // use: each decoding takes a decoder of its own.
 type decoders struct {
@@ -227,9 +240,13 @@ func (d *decoders) decodePieces(first []byte, rest [][]byte, body any) error {
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	pool := d.all[string(first[:p])]
-	d.mu.Unlock()
+	keep := p <= maxKeptPrefix && total-p <= maxKeptValue
+	var pool *sync.Pool
+	if keep {
+		d.mu.Lock()
+		pool = d.all[string(first[:p])]
+		d.mu.Unlock()
+	}
 	if pool != nil {
 		if pd, _ := pool.Get().(*primedDecoder); pd != nil {
 			pd.r.reset(first[p:], rest)
@@ -254,6 +271,9 @@ func (d *decoders) decodePieces(first []byte, rest [][]byte, body any) error {
 	}
 	if left != 0 {
 		return fmt.Errorf("%w: %d bytes after the value", errGobFraming, left)
+	}
+	if !keep {
+		return nil
 	}
 	if pool == nil {
 		d.mu.Lock()

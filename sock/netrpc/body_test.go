@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -141,6 +142,22 @@ func TestDecodersBounded(t *testing.T) {
 		if len(d.all) > maxDecoders {
 			t.Fatalf("%d kept decoders, more than %d", len(d.all), maxDecoders)
 		}
+	}
+	// Decoders of long prefixes or after long values are not kept.
+	d = decoders{}
+	long := reflect.StructOf([]reflect.StructField{{Name: "F" + strings.Repeat("x", maxKeptPrefix), Type: reflect.TypeFor[int]()}})
+	if err := d.decode(encodeMsg(t, &e, reflect.New(long).Interface()), reflect.New(long).Interface()); err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	if err := d.decode(encodeMsg(t, &e, make([]byte, maxKeptValue+1)), &b); err != nil || len(b) != maxKeptValue+1 {
+		t.Fatalf("a long value: %d bytes, %v", len(b), err)
+	}
+	if len(d.all) != 0 {
+		t.Errorf("%d decoders kept after a prefix and a value too long to keep", len(d.all))
+	}
+	if err := d.decode(encodeMsg(t, &e, make([]byte, 10)), &b); err != nil || len(d.all) != 1 {
+		t.Errorf("a short value: %v, %d decoders kept, want 1", err, len(d.all))
 	}
 }
 
