@@ -42,13 +42,13 @@ func BenchmarkCall(b *testing.B) {
 	})
 }
 
-// BenchmarkLargeCall measures one call at a time of Arith.Echo with
+// BenchmarkEcho8MB measures one call at a time of Arith.Echo with
 // 8,000,000 bytes each way (several Homa messages each way over Homa)
 // over the configurations of BenchmarkCall and over net/rpc on TCP
 // loopback, in one run, and reports the median and 99th percentile.
 //
-//	go test -run '^$' -bench LargeCall -benchtime 40x ./sock/netrpc
-func BenchmarkLargeCall(b *testing.B) {
+//	go test -run '^$' -bench Echo8MB -benchtime 40x ./sock/netrpc
+func BenchmarkEcho8MB(b *testing.B) {
 	in := make([]byte, 8_000_000)
 	for i := range in {
 		in[i] = byte(i)

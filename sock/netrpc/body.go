@@ -400,23 +400,3 @@ func gobUint(b []byte) (x uint64, n int, ok bool) {
 	}
 	return x, 1 + k, true
 }
-
-// maxPooledBuffer is the largest buffer kept for reuse, so one large
-// message does not pin its memory in the pool.
-const maxPooledBuffer = 64 << 10
-
-var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// getBuffer returns an empty buffer from the pool.
-func getBuffer() *bytes.Buffer {
-	b := buffers.Get().(*bytes.Buffer)
-	b.Reset()
-	return b
-}
-
-// putBuffer returns b to the pool unless it has grown large.
-func putBuffer(b *bytes.Buffer) {
-	if b.Cap() <= maxPooledBuffer {
-		buffers.Put(b)
-	}
-}

@@ -3,6 +3,7 @@ package netrpc
 import (
 	"bytes"
 	"encoding/binary"
+	"sync"
 )
 
 // outMsg is a message being built: in a pooled buffer while it fits one
@@ -11,14 +12,24 @@ import (
 // copied once, into the buffers that are sent. Past limit it only counts
 // what is written.
 type outMsg struct {
-	head  *bytes.Buffer
+	head  bytes.Buffer
 	parts [][]byte // once the message is longer than homaMax
 	n     int      // the message's length
 	limit int
 }
 
-// newOutMsg starts a message of at most limit bytes.
-func newOutMsg(limit int) *outMsg { return &outMsg{head: getBuffer(), limit: limit} }
+// maxPooledBuffer is the largest buffer kept for reuse, so one long
+// message does not pin its memory in the pool.
+const maxPooledBuffer = 64 << 10
+
+var outMsgs = sync.Pool{New: func() any { return new(outMsg) }}
+
+// newOutMsg starts a message of at most limit bytes, from the pool.
+func newOutMsg(limit int) *outMsg {
+	o := outMsgs.Get().(*outMsg)
+	o.limit = limit
+	return o
+}
 
 // Write appends p to the message.
 func (o *outMsg) Write(p []byte) (int, error) {
@@ -56,10 +67,14 @@ func (o *outMsg) spill(p []byte, more int) {
 // tooLong reports whether the message went past its limit.
 func (o *outMsg) tooLong() bool { return o.n > o.limit }
 
-// release gives the pooled buffer back; the parts are their sender's.
+// release returns o to the pool unless its buffer has grown long; the
+// parts are their sender's.
 func (o *outMsg) release() {
-	putBuffer(o.head)
-	o.head, o.parts = nil, nil
+	o.head.Reset()
+	o.parts, o.n = nil, 0
+	if o.head.Cap() <= maxPooledBuffer {
+		outMsgs.Put(o)
+	}
 }
 
 // putPartHeader writes the header of the part of kind in b (a part of
