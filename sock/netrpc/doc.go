@@ -36,10 +36,10 @@
 // (1,000,000 bytes) travels as several, up to Config.MaxMessage (8 MiB
 // by default; set it at both ends to go further, up to 1 GiB). The
 // client sends a large request in parts of about 1 MB, each a Homa RPC
-// of its own, at most four in flight per call; the server acknowledges
+// of its own, at most eight in flight per call; the server acknowledges
 // each part, and answers the call on the Homa RPC of the part that
 // completes it. A large reply goes back as its first part and its
-// length; the client pulls the rest, four parts at a time (part.go has
+// length; the client pulls the rest, eight parts at a time (part.go has
 // the layout). Each part is an independent Homa RPC, so Homa's
 // shortest-first scheduling still lets small calls pass large ones.
 //
