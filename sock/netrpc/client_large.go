@@ -8,10 +8,11 @@ import (
 )
 
 // partWindow is how many Homa RPCs of one large call a client keeps in
-// flight: parts of its request being sent, or pulls of its reply. Eight
-// (an 8 MB message at once) took an 8 MB echo on loopback from 24 ms
-// to 14 ms against four, and 40 ms with two (BenchmarkEcho8MB); Homa's
-// grants and receive memory bound what the server takes in at once.
+// flight: parts of its request being sent, or pulls of its reply. With
+// eight (an 8 MB message at once) the median 8 MB echo on loopback took
+// 13-14 ms, against 15-24 ms with four and 37-41 ms with two
+// (BenchmarkEcho8MB, the polling configurations, one loaded run each);
+// Homa's grants and receive memory bound what a server takes in at once.
 const partWindow = 8
 
 // largeCall is a call whose request or reply is longer than one Homa
