@@ -45,8 +45,8 @@
 //
 // Memory for large messages is counted as their bytes arrive, never
 // from the lengths their parts claim: a part claiming 8 MB costs the
-// server what it brought. The parts stay in the Homa messages that
-// brought them, and the message is decoded from them in place, so a
+// server what it brought (counted as the capacity of the buffers that
+// hold it). The parts stay in the Homa messages that brought them, and the message is decoded from them in place, so a
 // large message holds what arrived, each byte is copied once, and the
 // buffers go back to the socket's pool. The server holds large requests
 // being assembled and large replies waiting to be pulled within

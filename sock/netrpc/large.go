@@ -131,7 +131,7 @@ func (l *largeServer) takePart(m *sock.Message, p part, now time.Time, shutting 
 // refusal is why a new large request is not taken, or nil.
 func (l *largeServer) refusal(p part, shutting bool) error {
 	if shutting {
-		return fmt.Errorf("netrpc: server %v is shutting down; the request of %d bytes did not run", l.local, p.total)
+		return fmt.Errorf("netrpc: server %v is %w; the request of %d bytes did not run", l.local, errShuttingDown, p.total)
 	}
 	if p.total > l.cfg.MaxMessage {
 		return tooLong("request", p.total, l.cfg.MaxMessage, "server")
@@ -190,7 +190,7 @@ func (l *largeServer) pull(peer netip.AddrPort, p part, now time.Time) ([]byte, 
 	k := partKey{peer, p.id}
 	out := l.replies[k]
 	if out == nil {
-		return nil, fmt.Errorf("netrpc: server %v has no reply %d for %v: it was fetched, or dropped after netrpc.Config.LargeTimeout (%v) without a pull", l.local, p.id, peer, l.cfg.LargeTimeout)
+		return nil, fmt.Errorf("netrpc: server %v has %w %d for %v: it was fetched, or dropped after netrpc.Config.LargeTimeout (%v) without a pull", l.local, errNoReply, p.id, peer, l.cfg.LargeTimeout)
 	}
 	i := p.offset/partData - 1 // the first part went with the response
 	switch {
@@ -234,8 +234,8 @@ func (l *largeServer) charge(peer netip.Addr, n int, now time.Time) error {
 		l.sweep(now)
 	}
 	if !fits() {
-		return fmt.Errorf("netrpc: server %v is out of memory for large messages: %d bytes more would exceed netrpc.Config.LargeMemory (%d bytes, %d in use) or LargeMemoryPerPeer (%d bytes, %d in use by %v); retry later, or raise them",
-			l.local, n, l.cfg.LargeMemory, l.used, l.cfg.LargeMemoryPerPeer, l.byPeer[peer], peer)
+		return fmt.Errorf("netrpc: server %v is %w: %d bytes more would exceed netrpc.Config.LargeMemory (%d bytes, %d in use) or LargeMemoryPerPeer (%d bytes, %d in use by %v); retry later, or raise them",
+			l.local, errLargeMemory, n, l.cfg.LargeMemory, l.used, l.cfg.LargeMemoryPerPeer, l.byPeer[peer], peer)
 	}
 	l.used += n
 	l.byPeer[peer] += n

@@ -168,7 +168,7 @@ func TestHostileParts(t *testing.T) {
 			{"", partFrame(kindRequestPart, 8<<20, 64<<10, 4, chunk), "repeats or overlaps"},
 			{"a short part not at the end", partFrame(kindRequestPart, 8<<20, 0, 5, chunk[:100]), "the least is 65536"},
 			{"a part past the end", partFrame(kindRequestPart, 2<<20, 2<<20-10, 6, chunk), "malformed"},
-			{"a pull of a reply nobody stored", partFrame(kindReplyPull, 3<<20, partData, 77, nil), "no reply 77"},
+			{"a pull of a reply nobody stored", partFrame(kindReplyPull, 3<<20, partData, 77, nil), "no large reply 77"},
 			{"a part of a reply", partFrame(kindReplyPart, 3<<20, 0, 77, chunk), "kind 5"},
 		} {
 			got := send(c.msg)
@@ -182,8 +182,8 @@ func TestHostileParts(t *testing.T) {
 				t.Errorf("%s: answered %q, want an error response containing %q", c.name, got, c.want)
 			}
 		}
-		if n := w.srv.Dropped(); n != 10 {
-			t.Errorf("Dropped = %d, want 10", n)
+		if d := w.srv.Drops(); d != (netrpc.Drops{Malformed: 7, TooLong: 2, NoReply: 1}) || w.srv.Dropped() != 10 {
+			t.Errorf("Drops = %+v, Dropped = %d; want 7 malformed, 2 too long, 1 without its reply", d, w.srv.Dropped())
 		}
 		// Meanwhile real large calls work.
 		c := w.client(t)
@@ -294,6 +294,44 @@ func TestSmallMaxMessage(t *testing.T) {
 		var out []byte
 		if err := c.Call("Arith.Make", 5000, &out); !isServerError(err, "client's limit of 2000") {
 			t.Errorf("Make(5000) by a client taking 2000: %v, want the client's limit", err)
+		}
+	})
+}
+
+// A server out of memory for large messages refuses the part that
+// would go past the limit, saying so, and counts it.
+func TestLargeMemoryRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newMemWorldConfig(t, &netrpc.Config{LargeMemory: 10 << 20})
+		defer w.close()
+		cc, err := w.nw.Open(clientHost, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := sock.OpenConn(cc, testConfig())
+		defer raw.Close()
+		chunk := make([]byte, 512<<10)
+		var answers [][]byte
+		// Each part is held in a buffer of 1 MiB (the socket's pool rounds
+		// up to a power of two), which is what counts: two fit the
+		// host's share of 2.5 MiB, the others do not.
+		for id := range uint64(4) {
+			m, err := raw.Call(context.Background(), serverAddr, partFrame(kindRequestPart, 8<<20, 0, id, chunk))
+			if err != nil {
+				t.Fatal(err)
+			}
+			answers = append(answers, m.Data)
+		}
+		for i, a := range answers[:2] {
+			if a[1] != kindPartAck {
+				t.Errorf("part %d: %q, want an acknowledgment", i, a)
+			}
+		}
+		if a := answers[2]; a[1] != 2 || !bytes.Contains(a, []byte("LargeMemoryPerPeer (2621440 bytes")) {
+			t.Errorf("part over the host's share: %q, want an error naming LargeMemoryPerPeer", a)
+		}
+		if d := w.srv.Drops(); d.Memory != 2 {
+			t.Errorf("Drops = %+v, want 2 for memory", d)
 		}
 	})
 }

@@ -94,8 +94,11 @@ func (srv *Server) Close() error { return srv.p.sh.close() }
 
 // Dropped counts requests the server answered with an error without
 // handing them to net/rpc (malformed or refused), and responses
-// arriving at its socket.
-func (srv *Server) Dropped() uint64 { return srv.p.sh.dropped.Load() }
+// arriving at its socket; Drops says why.
+func (srv *Server) Dropped() uint64 { return srv.p.sh.drops.snapshot().Total() }
+
+// Drops counts what the server refused or discarded, by reason.
+func (srv *Server) Drops() Drops { return srv.p.sh.drops.snapshot() }
 
 // drain waits until no call is running, no large reply waits to be
 // fetched and every reply sent has been acknowledged, or ctx ends.

@@ -55,9 +55,9 @@ type serverShared struct {
 
 	large *largeServer
 
-	enc     encoders
-	dec     decoders
-	dropped atomic.Uint64
+	enc   encoders
+	dec   decoders
+	drops dropCounters
 }
 
 var _ rpc.ServerCodec = (*ServerCodec)(nil)
@@ -114,7 +114,7 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 		}
 		if !m.IsRequest() {
 			// Only a socket that also sent requests gets responses.
-			sh.dropped.Add(1)
+			sh.drops.responses.Add(1)
 			m.Release()
 			continue
 		}
@@ -128,10 +128,10 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 			method, body, err = parseRequest(in.first)
 		}
 		if err == nil && sh.shutting.Load() {
-			err = fmt.Errorf("netrpc: server %v is shutting down; %s did not run", sh.s.LocalAddr(), method)
+			err = fmt.Errorf("netrpc: server %v is %w; %s did not run", sh.s.LocalAddr(), errShuttingDown, method)
 		}
 		if err != nil {
-			sh.dropped.Add(1)
+			sh.drop(err)
 			_ = sh.s.Reply(m, appendResponse(nil, string(method), err.Error()))
 			in.free()
 			sh.large.release(m.Peer.Addr(), cost)
@@ -190,7 +190,7 @@ func (c *ServerCodec) take(m *sock.Message) (in inbound, cost int, ok bool) {
 		}
 		err = tooLong("request", len(m.Data), sh.cfg.MaxMessage, "server")
 	}
-	sh.dropped.Add(1)
+	sh.drop(err)
 	_ = sh.s.Reply(m, appendResponse(nil, "", err.Error()))
 	m.Release()
 	return inbound{}, 0, false
@@ -295,6 +295,9 @@ func (c *ServerCodec) Close() error {
 }
 
 // Dropped counts requests the codec answered with an error without
-// handing them to net/rpc (malformed frames), and responses arriving at
-// its socket.
-func (c *ServerCodec) Dropped() uint64 { return c.sh.dropped.Load() }
+// handing them to net/rpc (malformed frames, parts of large messages
+// it refused), and responses arriving at its socket; Drops says why.
+func (c *ServerCodec) Dropped() uint64 { return c.sh.drops.snapshot().Total() }
+
+// Drops counts what the codec refused or discarded, by reason.
+func (c *ServerCodec) Drops() Drops { return c.sh.drops.snapshot() }
