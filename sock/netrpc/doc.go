@@ -46,24 +46,25 @@
 // Memory for large messages is counted as their bytes arrive, never
 // from the lengths their parts claim: a part claiming 8 MB costs the
 // server what it brought (counted as the capacity of the buffers that
-// hold it). The parts stay in the Homa messages that brought them, and the message is decoded from them in place, so a
-// large message holds what arrived, each byte is copied once, and the
-// buffers go back to the socket's pool. The server holds large requests
-// being assembled and large replies waiting to be pulled within
-// Config.LargeMemory and a per-host share (LargeMemoryPerPeer); a
-// request that would exceed them, or MaxMessage, is refused and its
-// call fails with an error naming the limit. Parts that repeat or overlap others, claim another
+// hold it). The parts stay in the Homa messages that brought them, and
+// the message is decoded from them in place, so a large message holds
+// what arrived, each byte is copied once, and the buffers go back to
+// the socket's pool. The server holds large requests being assembled
+// and large replies waiting to be pulled within Config.LargeMemory and
+// a per-host share (LargeMemoryPerPeer); a request that would exceed
+// them, or MaxMessage, is refused and its call fails with an error
+// naming the limit. Parts that repeat or overlap others, claim another
 // length than their call's first part, or fall outside the message
 // refuse their call; parts of a call are matched by client host, port
 // and call number, so other calls and other clients cannot join them.
 // A request missing parts, or a reply nobody pulls, is dropped after
-// Config.LargeTimeout (10 s). The client pulls only the parts it needs
-// and checks each answer against what it asked for, so a server cannot
-// make it hold more than the reply's length, within its own
-// MaxMessage. Unlike eRPC, which carries a large message as one message
-// of many packets, this layer builds on Homa messages of at most 1 MB:
-// each part is reliable and flow-controlled by Homa, and only the
-// assembly is the layer's.
+// Config.LargeTimeout (10 s). Server.Drops counts what was refused, by
+// reason. The client pulls only the parts it needs and checks each
+// answer against what it asked for, so a server cannot make it hold
+// more than the reply's length, within its own MaxMessage. Unlike eRPC,
+// which carries a large message as one message of many packets, this
+// layer builds on Homa messages of at most 1 MB: each part is reliable
+// and flow-controlled by Homa, and only the assembly is the layer's.
 //
 // Errors: an error returned by the service reaches the caller as an
 // rpc.ServerError, as over TCP. Errors of the transport are wrapped, so
