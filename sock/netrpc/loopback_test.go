@@ -1,6 +1,7 @@
 package netrpc_test
 
 import (
+	"bytes"
 	"errors"
 	"net/netip"
 	"net/rpc"
@@ -46,6 +47,11 @@ func TestLoopback(t *testing.T) {
 			var q Quotient
 			if err := c.Call("Arith.Divide", &Args{1, 0}, &q); !isServerError(err, "divide by zero") {
 				t.Errorf("Divide by zero: %v", err)
+			}
+			in := pattern(3_000_000) // several Homa messages each way
+			var out []byte
+			if err := c.Call("Arith.Echo", in, &out); err != nil || !bytes.Equal(in, out) {
+				t.Errorf("Echo of %d bytes: %d back, %v", len(in), len(out), err)
 			}
 			if err := c.Close(); err != nil {
 				t.Errorf("client Close: %v", err)
