@@ -71,8 +71,15 @@ func (cfg *Config) withDefaults() Config {
 }
 
 // tooLong is the error of a message longer than MaxMessage, saying who
-// set the limit and how to raise it; it wraps sock.ErrMessageTooLong.
+// set the limit and how to raise it. It matches sock.ErrMessageTooLong,
+// without repeating that error's text, which is about one Homa message.
 func tooLong(what string, n, limit int, who string) error {
-	return fmt.Errorf("netrpc: %s of %d bytes exceeds the %s's limit of %d bytes (raise netrpc.Config.MaxMessage, at most %d): %w",
-		what, n, who, limit, MaxMessageLimit, sock.ErrMessageTooLong)
+	return &tooLongError{fmt.Sprintf("netrpc: %s of %d bytes exceeds the %s's limit of %d bytes (raise netrpc.Config.MaxMessage, at most %d)",
+		what, n, who, limit, MaxMessageLimit)}
 }
+
+// tooLongError is the error tooLong returns.
+type tooLongError struct{ msg string }
+
+func (e *tooLongError) Error() string { return e.msg }
+func (e *tooLongError) Unwrap() error { return sock.ErrMessageTooLong }

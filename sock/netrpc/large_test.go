@@ -77,6 +77,9 @@ func TestMessageTooLong(t *testing.T) {
 		if !errors.Is(err, sock.ErrMessageTooLong) || !strings.Contains(err.Error(), limit) || !strings.Contains(err.Error(), "netrpc.Config.MaxMessage") {
 			t.Errorf("Echo of %d bytes: %v, want sock.ErrMessageTooLong naming the limit %s and netrpc.Config.MaxMessage", netrpc.DefaultMaxMessage, err, limit)
 		}
+		if err != nil && strings.Contains(err.Error(), "1..1000000") {
+			t.Errorf("Echo of %d bytes: %q speaks of one Homa message's limit, not the one that refused it", netrpc.DefaultMaxMessage, err)
+		}
 		err = c.Call("Arith.Make", netrpc.DefaultMaxMessage, &reply)
 		if !isServerError(err, "reply of") || !isServerError(err, limit) {
 			t.Errorf("Make(%d): %v, want a ServerError about the reply naming the limit", netrpc.DefaultMaxMessage, err)
