@@ -1,6 +1,7 @@
 package netrpc_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/rpc"
@@ -8,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"
 )
 
@@ -139,6 +141,46 @@ func TestShutdownLargeReply(t *testing.T) {
 		<-call.Done
 		if call.Error != nil || len(out) != 5_000_000 {
 			t.Errorf("large call in flight at Shutdown: %d bytes, %v", len(out), call.Error)
+		}
+	})
+}
+
+// During Shutdown, parts of large requests are refused too, and what
+// is refused is counted as such.
+func TestShutdownRefusesParts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newMemWorld(t)
+		defer w.close()
+		c := w.client(t)
+		defer c.Close()
+		slow := c.Go("Arith.Sleep", time.Second, new(int), nil)
+		synctest.Wait()
+		shut := make(chan error, 1)
+		go func() { shut <- w.srv.Shutdown(context.Background()) }()
+		synctest.Wait()
+		cc, err := w.nw.Open(clientHost, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := sock.OpenConn(cc, testConfig())
+		defer raw.Close()
+		m, err := raw.Call(context.Background(), serverAddr, partFrame(kindRequestPart, 3<<20, 0, 1, make([]byte, 64<<10)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Data[1] != 2 || !bytes.Contains(m.Data, []byte("shutting down")) {
+			t.Errorf("a part during Shutdown: answered %q, want an error saying the server is shutting down", m.Data)
+		}
+		err = c.Call("Arith.Echo", make([]byte, 2_000_000), new([]byte))
+		if !isServerError(err, "shutting down") {
+			t.Errorf("a large call during Shutdown: %v, want a ServerError saying the server is shutting down", err)
+		}
+		<-slow.Done
+		if err := <-shut; err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if d := w.srv.Drops(); d.Shutdown < 2 || d.Malformed != 0 {
+			t.Errorf("Drops = %+v, want at least 2 for Shutdown and none malformed", d)
 		}
 	})
 }
