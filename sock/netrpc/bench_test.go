@@ -42,6 +42,58 @@ func BenchmarkCall(b *testing.B) {
 	})
 }
 
+// BenchmarkEcho8MB measures one call at a time of Arith.Echo with
+// 8,000,000 bytes each way (several Homa messages each way over Homa)
+// over the configurations of BenchmarkCall and over net/rpc on TCP
+// loopback, in one run, and reports the median and 99th percentile.
+//
+//	go test -run '^$' -bench Echo8MB -benchtime 40x ./sock/netrpc
+func BenchmarkEcho8MB(b *testing.B) {
+	in := make([]byte, 8_000_000)
+	for i := range in {
+		in[i] = byte(i)
+	}
+	run := func(b *testing.B, c *rpc.Client) {
+		var out []byte
+		if err := c.Call("Arith.Echo", in, &out); err != nil || len(out) != len(in) {
+			b.Fatalf("Echo of %d bytes: %d back, %v", len(in), len(out), err)
+		}
+		rtts := make([]time.Duration, 0, b.N)
+		b.SetBytes(int64(2 * len(in)))
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			out = out[:0]
+			start := time.Now()
+			err := c.Call("Arith.Echo", in, &out)
+			rtts = append(rtts, time.Since(start))
+			if err != nil || len(out) != len(in) {
+				b.Fatalf("Echo of %d bytes: %d back, %v", len(in), len(out), err)
+			}
+		}
+		b.StopTimer()
+		reportLatency(b, rtts)
+	}
+	for _, tc := range socktest.BenchConfigs {
+		b.Run(tc.Name, func(b *testing.B) {
+			c, stop, err := startHoma(&tc.Cfg)
+			if errors.Is(err, sock.ErrPermission) {
+				b.Skipf("skipping: %v", err)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer stop()
+			run(b, c)
+		})
+	}
+	b.Run("tcp", func(b *testing.B) {
+		c, stop := startTCP(b)
+		defer stop()
+		run(b, c)
+	})
+}
+
 // BenchmarkCallInterleaved makes the calls of BenchmarkCall over every
 // transport in turn, 100 at a time, so that all of them meet the same
 // load from the rest of the machine, and reports each one's median and

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -142,6 +143,22 @@ func TestDecodersBounded(t *testing.T) {
 			t.Fatalf("%d kept decoders, more than %d", len(d.all), maxDecoders)
 		}
 	}
+	// Decoders of long prefixes or after long values are not kept.
+	d = decoders{}
+	long := reflect.StructOf([]reflect.StructField{{Name: "F" + strings.Repeat("x", maxKeptPrefix), Type: reflect.TypeFor[int]()}})
+	if err := d.decode(encodeMsg(t, &e, reflect.New(long).Interface()), reflect.New(long).Interface()); err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	if err := d.decode(encodeMsg(t, &e, make([]byte, maxKeptValue+1)), &b); err != nil || len(b) != maxKeptValue+1 {
+		t.Fatalf("a long value: %d bytes, %v", len(b), err)
+	}
+	if len(d.all) != 0 {
+		t.Errorf("%d decoders kept after a prefix and a value too long to keep", len(d.all))
+	}
+	if err := d.decode(encodeMsg(t, &e, make([]byte, 10)), &b); err != nil || len(d.all) != 1 {
+		t.Errorf("a short value: %v, %d decoders kept, want 1", err, len(d.all))
+	}
 }
 
 func TestHoldsInterface(t *testing.T) {
@@ -233,4 +250,48 @@ func TestDecodersConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A body in pieces decodes as the same body whole, wherever the pieces
+// are cut: across the value, decodePieces reads it in place; across the
+// type descriptions, it says so (errSplitPrefix) and decodeBody joins
+// the pieces first.
+func TestDecodePieces(t *testing.T) {
+	want := shape{Name: "pieces", Points: []point{{1, 2}, {3, 4}}, Tags: map[string]int{"a": 1}}
+	var buf bytes.Buffer
+	var e encoders
+	if err := e.encode(&buf, &want); err != nil {
+		t.Fatal(err)
+	}
+	body := buf.Bytes()
+	prefix, err := splitGob(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d decoders
+	for cut := 1; cut < len(body); cut++ {
+		for _, second := range []int{cut, (cut + len(body)) / 2} {
+			pieces := [][]byte{body[cut:second], body[second:]}
+			var got shape
+			err := d.decodePieces(body[:cut], pieces, &got)
+			if cut <= prefix && !errors.Is(err, errSplitPrefix) {
+				t.Fatalf("cut at %d, in the descriptions (%d bytes): %v, want errSplitPrefix", cut, prefix, err)
+			}
+			if errors.Is(err, errSplitPrefix) {
+				if cut > prefix+18 { // past the value's length and type number
+					t.Fatalf("cut at %d, in the value after %d bytes of descriptions: errSplitPrefix", cut, prefix)
+				}
+				in := inbound{first: body[:cut], rest: pieces}
+				err = in.decodeBody(&d, 0, &got)
+			}
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("cut at %d and %d: %+v, %v", cut, second, got, err)
+			}
+		}
+	}
+	// Bytes after the value, in a later piece, are an error.
+	var got shape
+	if err := d.decodePieces(body, [][]byte{{0}}, &got); !errors.Is(err, errGobFraming) {
+		t.Errorf("a byte after the value in another piece: %v, want errGobFraming", err)
+	}
 }

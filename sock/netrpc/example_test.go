@@ -1,11 +1,13 @@
 package netrpc_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
 	"net/netip"
 	"net/rpc"
+	"time"
 
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"
@@ -71,4 +73,43 @@ func Example() {
 	// Output:
 	// 7*8 = 56
 	// 1/0: divide by zero true
+}
+
+// A server that stops gracefully: Shutdown lets the calls running
+// finish and refuses new ones; Config raises the largest message.
+func ExampleServer_Shutdown() {
+	cfg := &sock.Config{Transport: sock.UDP}
+	limits := &netrpc.Config{MaxMessage: 16 << 20}
+	rs := rpc.NewServer()
+	if err := rs.Register(Calculator{}); err != nil {
+		log.Fatal(err)
+	}
+	s, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:27312"), cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := netrpc.NewServer(rs, s, limits)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+
+	client, err := netrpc.DialConfig(s.LocalAddr(), cfg, limits)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	var product int
+	if err := client.Call("Calculator.Multiply", &Operands{6, 7}, &product); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("6*7 =", product)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("Serve:", <-served)
+	// Output:
+	// 6*7 = 42
+	// Serve: netrpc: server closed
 }

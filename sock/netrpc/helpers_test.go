@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"
 )
@@ -54,6 +55,13 @@ func (t *Arith) Make(n int, reply *[]byte) error {
 	return nil
 }
 
+// SlowMake returns n bytes after a second.
+func (t *Arith) SlowMake(n int, reply *[]byte) error {
+	time.Sleep(time.Second)
+	*reply = make([]byte, n)
+	return nil
+}
+
 // Sleep sleeps for d.
 func (t *Arith) Sleep(d time.Duration, reply *int) error {
 	time.Sleep(d)
@@ -69,27 +77,36 @@ var (
 type memWorld struct {
 	nw     *memnet.Network
 	server *sock.Socket
+	srv    *netrpc.Server
 	arith  *Arith
 	served chan struct{} // closed when Serve returns
+	err    error         // Serve's, once served is closed
 }
 
 // newMemWorld starts an Arith server on an in-memory network. Stop it
 // with close.
 func newMemWorld(t *testing.T) *memWorld {
 	t.Helper()
+	return newMemWorldConfig(t, nil)
+}
+
+// newMemWorldConfig is newMemWorld with the server configured by cfg.
+func newMemWorldConfig(t *testing.T, cfg *netrpc.Config) *memWorld {
+	t.Helper()
 	w := &memWorld{nw: memnet.New(memnet.Config{}), arith: &Arith{}, served: make(chan struct{})}
-	conn, err := w.nw.Open(serverAddr.Addr(), serverAddr.Port())
+	conn, err := socktest.OpenMem(w.nw, serverAddr, testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.server = sock.OpenConn(conn, testConfig())
+	w.server = conn
 	srv := rpc.NewServer()
 	if err := srv.Register(w.arith); err != nil {
 		t.Fatal(err)
 	}
+	w.srv = netrpc.NewServer(srv, w.server, cfg)
 	go func() {
 		defer close(w.served)
-		netrpc.Serve(srv, w.server)
+		w.err = w.srv.Serve()
 	}()
 	return w
 }
@@ -103,11 +120,17 @@ func (w *memWorld) client(t *testing.T) *rpc.Client {
 // codec opens a client socket and a codec on it to dst.
 func (w *memWorld) codec(t *testing.T, dst netip.AddrPort) *netrpc.ClientCodec {
 	t.Helper()
-	conn, err := w.nw.Open(clientHost, 0)
+	return w.codecConfig(t, dst, nil)
+}
+
+// codecConfig is codec configured by cfg.
+func (w *memWorld) codecConfig(t *testing.T, dst netip.AddrPort, cfg *netrpc.Config) *netrpc.ClientCodec {
+	t.Helper()
+	conn, err := socktest.OpenMem(w.nw, netip.AddrPortFrom(clientHost, 0), testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return netrpc.NewClientCodec(sock.OpenConn(conn, testConfig()), dst)
+	return netrpc.NewClientCodecConfig(conn, dst, cfg)
 }
 
 // close stops the server and waits for Serve to return.

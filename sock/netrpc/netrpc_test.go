@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"
 )
@@ -104,31 +105,6 @@ func TestServiceError(t *testing.T) {
 	})
 }
 
-// A call too large for a Homa message fails alone, with an error that
-// wraps sock.ErrMessageTooLong; a reply too large fails its call with a
-// ServerError saying so. Messages close to the limit go through.
-func TestMessageTooLong(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := newMemWorld(t)
-		defer w.close()
-		c := w.client(t)
-		defer c.Close()
-		var reply []byte
-		err := c.Call("Arith.Echo", make([]byte, 1_000_001), &reply)
-		if !errors.Is(err, sock.ErrMessageTooLong) {
-			t.Fatalf("Echo of 1,000,001 bytes: %v, want sock.ErrMessageTooLong", err)
-		}
-		err = c.Call("Arith.Make", 1_000_001, &reply)
-		if !isServerError(err, "reply of") {
-			t.Fatalf("Make(1,000,001): %v, want a ServerError about the reply", err)
-		}
-		big := bytes.Repeat([]byte("homa"), 240_000) // 960,000 bytes
-		if err := c.Call("Arith.Echo", big, &reply); err != nil || !bytes.Equal(reply, big) {
-			t.Fatalf("Echo of %d bytes: %d bytes back, %v", len(big), len(reply), err)
-		}
-	})
-}
-
 // A call to a server that does not answer fails with an error matching
 // sock.ErrPeerTimeout, as does every call in flight; then the client is
 // shut down, as after a broken connection.
@@ -144,8 +120,8 @@ func TestDeadServer(t *testing.T) {
 			c.Go("Arith.Multiply", &Args{i, i}, new(int), done)
 		}
 		for range 5 {
-			if call := <-done; !errors.Is(call.Error, sock.ErrPeerTimeout) {
-				t.Errorf("call to a dead server: %v, want sock.ErrPeerTimeout", call.Error)
+			if call := <-done; !errors.Is(call.Error, sock.ErrPeerTimeout) || !errors.Is(call.Error, netrpc.ErrServerUnavailable) {
+				t.Errorf("call to a dead server: %v, want ErrServerUnavailable and sock.ErrPeerTimeout", call.Error)
 			}
 		}
 		t.Logf("calls failed after %v", time.Since(start))
@@ -211,11 +187,11 @@ func TestServerCodecClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newMemWorld(t)
 		defer w.close()
-		conn, err := w.nw.Open(serverAddr.Addr(), 4001)
+		conn, err := socktest.OpenMem(w.nw, netip.AddrPortFrom(serverAddr.Addr(), 4001), testConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		codec := netrpc.NewServerCodec(sock.OpenConn(conn, testConfig()))
+		codec := netrpc.NewServerCodec(conn)
 		srv := rpc.NewServer()
 		if err := srv.Register(new(Arith)); err != nil {
 			t.Fatal(err)
@@ -246,11 +222,11 @@ func TestMalformedRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newMemWorld(t)
 		defer w.close()
-		conn, err := w.nw.Open(serverAddr.Addr(), 4002)
+		conn, err := socktest.OpenMem(w.nw, netip.AddrPortFrom(serverAddr.Addr(), 4002), testConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		codec := netrpc.NewServerCodec(sock.OpenConn(conn, testConfig()))
+		codec := netrpc.NewServerCodec(conn)
 		srv := rpc.NewServer()
 		if err := srv.Register(new(Arith)); err != nil {
 			t.Fatal(err)
@@ -262,11 +238,11 @@ func TestMalformedRequest(t *testing.T) {
 		}()
 		defer func() { codec.Close(); <-done }()
 
-		cc, err := w.nw.Open(clientHost, 0)
+		cc, err := socktest.OpenMem(w.nw, netip.AddrPortFrom(clientHost, 0), testConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw := sock.OpenConn(cc, testConfig())
+		raw := cc
 		defer raw.Close()
 		dst := netip.AddrPortFrom(serverAddr.Addr(), 4002)
 		for i, junk := range [][]byte{{1}, {9, 1, 0, 1, 'x'}, {1, 2, 0, 1, 'x'}, {1, 1, 0, 0}, {1, 1, 0, 9, 'x'}} {
@@ -291,11 +267,11 @@ func TestMalformedResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := memnet.New(memnet.Config{})
 		defer nw.Close()
-		sc, err := nw.Open(serverAddr.Addr(), serverAddr.Port())
+		sc, err := socktest.OpenMem(nw, serverAddr, testConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		liar := sock.OpenConn(sc, testConfig())
+		liar := sc
 		defer liar.Close()
 		go func() {
 			for {
@@ -307,11 +283,11 @@ func TestMalformedResponse(t *testing.T) {
 				m.Release()
 			}
 		}()
-		cc, err := nw.Open(clientHost, 0)
+		cc, err := socktest.OpenMem(nw, netip.AddrPortFrom(clientHost, 0), testConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		codec := netrpc.NewClientCodec(sock.OpenConn(cc, testConfig()), serverAddr)
+		codec := netrpc.NewClientCodec(cc, serverAddr)
 		c := rpc.NewClientWithCodec(codec)
 		defer c.Close()
 		for range 2 {

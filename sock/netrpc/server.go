@@ -8,6 +8,7 @@ import (
 	"net/rpc"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/homa-go/homa/sock"
 )
@@ -27,9 +28,11 @@ type ServerCodec struct {
 
 	// The reading goroutine's own: the last number given out, and the
 	// request between ReadRequestHeader and ReadRequestBody.
-	seq  uint64
-	cur  *sock.Message
-	body []byte
+	seq     uint64
+	cur     *sock.Message // the request's Homa RPC, to answer
+	in      inbound       // its message
+	hdr     int           // the length of its header: the body follows
+	curCost int           // bytes of a large request counted by the store
 
 	pendingMu sync.Mutex
 	pending   map[uint64]*sock.Message // seq -> request awaiting its response
@@ -40,13 +43,21 @@ type serverShared struct {
 	s      *sock.Socket
 	ctx    context.Context // ends when the socket is closed here
 	cancel context.CancelFunc
+	cfg    Config
 	closed atomic.Bool
 	once   sync.Once
 	err    error // from closing the socket
 
-	enc     encoders
-	dec     decoders
-	dropped atomic.Uint64
+	// shutting is set by Shutdown: new requests are refused. inflight
+	// counts the calls handed to net/rpc and not yet answered.
+	shutting atomic.Bool
+	inflight atomic.Int64
+
+	large *largeServer
+
+	enc   encoders
+	dec   decoders
+	drops dropCounters
 }
 
 var _ rpc.ServerCodec = (*ServerCodec)(nil)
@@ -54,12 +65,14 @@ var _ rpc.ServerCodec = (*ServerCodec)(nil)
 // NewServerCodec returns a codec serving the requests that arrive at the
 // server socket s, which it owns from now on, for rpc.Server.ServeCodec.
 func NewServerCodec(s *sock.Socket) *ServerCodec {
-	return newServerCodec(newServerShared(s), nil)
+	return newServerCodec(newServerShared(s, nil), nil)
 }
 
-func newServerShared(s *sock.Socket) *serverShared {
+func newServerShared(s *sock.Socket, cfg *Config) *serverShared {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &serverShared{s: s, ctx: ctx, cancel: cancel}
+	sh := &serverShared{s: s, ctx: ctx, cancel: cancel, cfg: cfg.withDefaults()}
+	sh.large = newLargeServer(&sh.cfg, s.LocalAddr())
+	return sh
 }
 
 func newServerCodec(sh *serverShared, pool *workers) *ServerCodec {
@@ -72,6 +85,7 @@ func (sh *serverShared) close() error {
 		sh.closed.Store(true)
 		sh.cancel()
 		sh.err = sh.s.Close()
+		sh.large.free()
 	})
 	return sh.err
 }
@@ -100,21 +114,34 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 		}
 		if !m.IsRequest() {
 			// Only a socket that also sent requests gets responses.
-			sh.dropped.Add(1)
+			sh.drops.responses.Add(1)
 			m.Release()
 			continue
 		}
-		method, body, err := parseRequest(m.Data)
+		in, cost, ok := c.take(m)
+		if !ok {
+			continue
+		}
+		method, body, err := parseRequest(in.first)
+		if err != nil && in.rest != nil {
+			in.join() // a header longer than the first part
+			method, body, err = parseRequest(in.first)
+		}
+		if err == nil && sh.shutting.Load() {
+			err = fmt.Errorf("netrpc: server %v is %w; %s did not run", sh.s.LocalAddr(), errShuttingDown, method)
+		}
 		if err != nil {
-			sh.dropped.Add(1)
-			_ = sh.s.Reply(m, appendResponse(nil, "", err.Error()))
-			m.Release()
+			sh.drop(err)
+			_ = sh.s.Reply(m, appendResponse(nil, string(method), err.Error()))
+			in.free()
+			sh.large.release(m.Peer.Addr(), cost)
 			continue
 		}
+		sh.inflight.Add(1)
 		c.seq++
 		r.Seq = c.seq
 		r.ServiceMethod = string(method)
-		c.cur, c.body = m, body
+		c.cur, c.in, c.hdr, c.curCost = m, in, len(in.first)-len(body), cost
 		c.pendingMu.Lock()
 		c.pending[c.seq] = m
 		c.pendingMu.Unlock()
@@ -122,19 +149,69 @@ func (c *ServerCodec) ReadRequestHeader(r *rpc.Request) error {
 	}
 }
 
+// take handles what arrived in m besides whole requests: parts of large
+// requests (acknowledged, or completing their request) and pulls of
+// large replies. It returns the request that m is or completes, and
+// the bytes the large-message store counts for it; false when there is
+// none.
+func (c *ServerCodec) take(m *sock.Message) (in inbound, cost int, ok bool) {
+	sh := c.sh
+	var err error
+	switch kindOf(m.Data) {
+	case kindRequestPart:
+		var p part
+		if p, err = parsePart(m.Data, kindRequestPart); err == nil {
+			var res partResult
+			var done *assembler
+			res, done, cost, err = sh.large.takePart(m, p, time.Now(), sh.shutting.Load())
+			switch res {
+			case partHeld: // m is the store's now
+				_ = sh.s.Reply(m, appendPart(nil, part{kind: kindPartAck, total: p.total, offset: p.offset, id: p.id}))
+				return inbound{}, 0, false
+			case partComplete:
+				return assembled(done), cost, true
+			}
+		}
+	case kindReplyPull:
+		var p part
+		var b []byte
+		if p, err = parsePart(m.Data, kindReplyPull); err == nil {
+			b, err = sh.large.pull(m.Peer, p, time.Now())
+		}
+		if err == nil { // b is a part of an outMsg, and the socket's now
+			putPartHeader(b, kindReplyPart, p.total, p.offset/partData, p.id)
+			_ = sh.s.ReplyOwned(m, b)
+			m.Release()
+			return inbound{}, 0, false
+		}
+	default:
+		if len(m.Data) <= sh.cfg.MaxMessage {
+			return wholeMessage(m), 0, true
+		}
+		err = tooLong("request", len(m.Data), sh.cfg.MaxMessage, "server")
+	}
+	sh.drop(err)
+	_ = sh.s.Reply(m, appendResponse(nil, "", err.Error()))
+	m.Release()
+	return inbound{}, 0, false
+}
+
 // ReadRequestBody decodes the arguments of the request just read into
 // body, or discards them when body is nil.
 func (c *ServerCodec) ReadRequestBody(body any) error {
-	m, data := c.cur, c.body
-	c.cur, c.body = nil, nil
+	m, in, hdr, cost := c.cur, c.in, c.hdr, c.curCost
+	c.cur, c.in, c.hdr, c.curCost = nil, inbound{}, 0, 0
 	if m == nil {
 		return errors.New("netrpc: ReadRequestBody without ReadRequestHeader")
 	}
-	defer m.Release() // the message itself stays pending for its response
+	defer in.free() // the Homa RPC itself stays pending for its response
+	if cost > 0 {
+		defer c.sh.large.release(m.Peer.Addr(), cost)
+	}
 	if body == nil {
 		return nil
 	}
-	if err := c.sh.dec.decode(data, body); err != nil {
+	if err := in.decodeBody(&c.sh.dec, hdr, body); err != nil {
 		return fmt.Errorf("netrpc: decode arguments: %w", err)
 	}
 	return nil
@@ -148,6 +225,9 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, body any) error {
 	m := c.pending[r.Seq]
 	delete(c.pending, r.Seq)
 	c.pendingMu.Unlock()
+	if m != nil {
+		defer c.sh.inflight.Add(-1) // once the reply is on its way
+	}
 	if m == nil {
 		if c.sh.closed.Load() {
 			return fmt.Errorf("netrpc: codec closed: %w", sock.ErrClosed)
@@ -155,25 +235,49 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, body any) error {
 		return fmt.Errorf("netrpc: response to unknown request %d", r.Seq)
 	}
 	s := c.sh.s
-	buf := getBuffer()
-	defer putBuffer(buf)
-	buf.Write(appendResponse(buf.AvailableBuffer(), r.ServiceMethod, r.Error))
+	out := newOutMsg(c.sh.cfg.MaxMessage)
+	defer out.release()
+	out.Write(appendResponse(out.head.AvailableBuffer(), r.ServiceMethod, r.Error))
 	if r.Error == "" {
 		// An error response carries no body: the client discards it.
-		if err := c.sh.enc.encode(buf, body); err != nil {
+		if err := c.sh.enc.encode(out, body); err != nil {
 			err = fmt.Errorf("netrpc: encode %s reply: %w", r.ServiceMethod, err)
 			_ = s.Reply(m, appendResponse(nil, r.ServiceMethod, err.Error()))
 			return err
 		}
 	}
-	err := s.Reply(m, buf.Bytes())
-	if errors.Is(err, sock.ErrMessageTooLong) {
-		err = fmt.Errorf("netrpc: %s reply of %d bytes: %w", r.ServiceMethod, buf.Len(), err)
-		_ = s.Reply(m, appendResponse(nil, r.ServiceMethod, err.Error()))
-		return err
+	if out.tooLong() || out.parts != nil {
+		return c.writeLarge(m, r.ServiceMethod, out)
+	}
+	if err := s.Reply(m, out.head.Bytes()); err != nil {
+		return fmt.Errorf("netrpc: reply to %s: %w", r.ServiceMethod, err)
+	}
+	return nil
+}
+
+// writeLarge answers m with out, a reply longer than one Homa message or
+// than Config.MaxMessage, whose parts it takes over: it sends the first
+// part, and keeps the others for the client to pull. A reply it cannot
+// send is replaced by an error response, so the caller learns of it, and
+// the error returned.
+func (c *ServerCodec) writeLarge(m *sock.Message, method string, out *outMsg) error {
+	sh := c.sh
+	var err error
+	if out.tooLong() {
+		err = tooLong(method+" reply", out.n, sh.cfg.MaxMessage, "server")
+	}
+	var id uint64
+	if err == nil {
+		id, err = sh.large.storeReply(m.Peer, out.parts[1:], out.n, time.Now())
 	}
 	if err != nil {
-		return fmt.Errorf("netrpc: reply to %s: %w", r.ServiceMethod, err)
+		_ = sh.s.Reply(m, appendResponse(nil, method, err.Error()))
+		return err
+	}
+	head := out.parts[0]
+	putPartHeader(head, kindReplyPart, out.n, 0, id)
+	if err := sh.s.ReplyOwned(m, head); err != nil {
+		return fmt.Errorf("netrpc: reply to %s: %w", method, err)
 	}
 	return nil
 }
@@ -184,83 +288,16 @@ func (c *ServerCodec) WriteResponse(r *rpc.Response, body any) error {
 func (c *ServerCodec) Close() error {
 	err := c.sh.close()
 	c.pendingMu.Lock()
+	c.sh.inflight.Add(-int64(len(c.pending)))
 	clear(c.pending)
 	c.pendingMu.Unlock()
 	return err
 }
 
 // Dropped counts requests the codec answered with an error without
-// handing them to net/rpc (malformed frames), and responses arriving at
-// its socket.
-func (c *ServerCodec) Dropped() uint64 { return c.sh.dropped.Load() }
+// handing them to net/rpc (malformed frames, parts of large messages
+// it refused), and responses arriving at its socket; Drops says why.
+func (c *ServerCodec) Dropped() uint64 { return c.sh.drops.snapshot().Total() }
 
-// Serve serves the calls arriving at the server socket s with server
-// (rpc.DefaultServer when nil) until s is closed; it owns s from now on.
-// Like rpc.Server.ServeConn it blocks and returns once every call it
-// started has answered. Close the socket to stop it.
-//
-// Unlike ServeCodec, which reads requests in one goroutine and starts a
-// goroutine per call, Serve keeps a few goroutines waiting for requests;
-// the one that receives a request runs the call itself
-// (rpc.Server.ServeRequest) and replies, so a call costs no hand-off
-// between goroutines, and another starts waiting whenever none is left,
-// up to MaxConcurrentCalls calls at once.
-func Serve(server *rpc.Server, s *sock.Socket) {
-	if server == nil {
-		server = rpc.DefaultServer
-	}
-	p := &workers{server: server, sh: newServerShared(s)}
-	p.wg.Add(1) // Serve's own hold, so spawning never races a zero count
-	for range idleWorkers {
-		p.spawn()
-	}
-	p.wg.Done()
-	p.wg.Wait()
-	p.sh.close()
-}
-
-// MaxConcurrentCalls bounds the calls Serve runs at once on one socket,
-// the engine's default bound on server RPCs; requests beyond it wait in
-// the socket.
-const MaxConcurrentCalls = 10_000
-
-// idleWorkers is how many of Serve's goroutines wait for requests: one
-// that finishes a call while as many are waiting ends.
-const idleWorkers = 2
-
-// workers are Serve's goroutines on one socket, each with a codec of its
-// own over the shared socket, encoders and decoders.
-type workers struct {
-	server *rpc.Server
-	sh     *serverShared
-	wg     sync.WaitGroup
-	idle   atomic.Int32 // goroutines waiting in Recv
-	total  atomic.Int32 // goroutines
-}
-
-// spawn starts another goroutine unless the bound is reached.
-func (p *workers) spawn() {
-	if p.total.Add(1) > MaxConcurrentCalls {
-		p.total.Add(-1)
-		return
-	}
-	p.wg.Add(1)
-	go p.run()
-}
-
-// run serves one request at a time until the socket closes or enough
-// other goroutines are waiting.
-func (p *workers) run() {
-	defer p.wg.Done()
-	defer p.total.Add(-1)
-	c := newServerCodec(p.sh, p)
-	for {
-		err := p.server.ServeRequest(c)
-		if err == io.EOF || p.sh.closed.Load() {
-			return
-		}
-		if p.idle.Load() >= idleWorkers {
-			return
-		}
-	}
-}
+// Drops counts what the codec refused or discarded, by reason.
+func (c *ServerCodec) Drops() Drops { return c.sh.drops.snapshot() }
