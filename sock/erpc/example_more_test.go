@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log"
 	"net/netip"
-	"time"
+	"sync/atomic"
 
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/erpc"
@@ -95,11 +95,13 @@ func ExampleRpc_Submit() {
 // of its one run.
 func ExampleResume() {
 	cfg := &erpc.Config{Socket: &sock.Config{Transport: sock.UDP}, BackgroundThreads: 1}
-	release := make(chan struct{})
-	runs := 0
+	started, release := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
 	nx, _, stop := serveOn("127.0.0.1:27320", cfg, func(nx *erpc.Nexus, _ func() *erpc.Rpc) {
 		nx.Register(1, func(h *erpc.ReqHandle) {
-			runs++
+			if runs.Add(1) == 1 {
+				close(started)
+			}
 			<-release // slow
 			resp := h.PreResp()
 			n := copy(resp.Data(), fmt.Sprintf("paid %s", h.Request()))
@@ -115,17 +117,18 @@ func ExampleResume() {
 	defer rpc.Close()
 	s, _ := rpc.CreateSession(nx.Addr(), 0)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	// The caller gives up once the handler has started.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
 	_, err := rpc.Call(ctx, s, 1, []byte("42"), erpc.ExactlyOnce)
-	cancel()
 	t := erpc.TicketOf(err)
 	fmt.Println("first try:", ctx.Err(), "ticket:", t != nil)
 
 	close(release)
 	out, err := rpc.Call(context.Background(), s, 1, []byte("42"), erpc.Resume(t))
-	fmt.Println("resumed:", string(out), err, "runs:", runs)
+	fmt.Println("resumed:", string(out), err, "runs:", runs.Load())
 	// Output:
-	// first try: context deadline exceeded ticket: true
+	// first try: context canceled ticket: true
 	// resumed: paid 42 <nil> runs: 1
 }
 
