@@ -53,6 +53,9 @@ type Endpoint struct {
 	timerAt time.Duration
 	timerOn bool
 	dueAt   atomic.Int64 // timerAt while timerOn, else 0: read by spinning readers (runDue)
+	// behind says the last read filled its batch: more packets are
+	// likely waiting in the socket (see postpone).
+	behind bool
 
 	// Receiving (see receive.go). Whoever holds rxTok reads the Conn
 	// (into rxPkts): a goroutine in Recv, or else the background reader.
@@ -437,7 +440,7 @@ func (e *Endpoint) settle(b *txBatch) {
 // anyway, the timer goroutine finds nothing due.
 func (e *Endpoint) runDue(now time.Duration, b *txBatch) {
 	e.mu.Lock()
-	if e.closed || !e.timerOn || now < e.timerAt {
+	if e.closed || !e.timerOn || now < e.timerAt || e.postpone(now) {
 		e.mu.Unlock()
 		return
 	}
@@ -448,6 +451,24 @@ func (e *Endpoint) runDue(now time.Duration, b *txBatch) {
 	e.settle(b)
 	e.mu.Unlock()
 	e.flush(b)
+}
+
+// Timers wait for the socket. A timer that comes due while the socket
+// holds packets not yet read would judge peers on what it has not seen:
+// the client of an overloaded process RESENDs for responses sitting in
+// its own receive queue, and its server retransmits them. So while the
+// last read filled its batch (more packets are likely waiting), due
+// timers wait for the readers to catch up, for at most maxPostpone past
+// their time, and run as soon as a read finds the socket drained.
+const (
+	maxPostpone  = 2 * time.Millisecond
+	postponeStep = 100 * time.Microsecond
+)
+
+// postpone reports whether timers due at timerAt should wait at now for
+// the readers. The caller holds mu.
+func (e *Endpoint) postpone(now time.Duration) bool {
+	return e.behind && now-e.timerAt < maxPostpone
 }
 
 // wakeBlocked wakes the goroutine in Recv parked reading the socket if
@@ -472,6 +493,12 @@ func (e *Endpoint) timerLoop() {
 		e.io.wakeups.Add(1)
 		b := e.getBatch()
 		e.mu.Lock()
+		if !e.closed && e.postpone(e.now()) {
+			e.timer.Reset(postponeStep)
+			e.mu.Unlock()
+			e.putBatch(b)
+			continue
+		}
 		if !e.closed {
 			e.timerOn = false
 			e.dueAt.Store(0)

@@ -97,3 +97,25 @@ func TestSpinBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestPostponeBound: due timers wait for the readers only while the last
+// read filled its batch, and never more than maxPostpone past their time.
+func TestPostponeBound(t *testing.T) {
+	e := &Endpoint{timerAt: 10 * time.Millisecond}
+	for _, tc := range []struct {
+		behind bool
+		now    time.Duration
+		want   bool
+	}{
+		{false, 10 * time.Millisecond, false},
+		{true, 10 * time.Millisecond, true},
+		{true, 10*time.Millisecond + maxPostpone - 1, true},
+		{true, 10*time.Millisecond + maxPostpone, false},
+		{false, 10*time.Millisecond + maxPostpone - 1, false},
+	} {
+		e.behind = tc.behind
+		if got := e.postpone(tc.now); got != tc.want {
+			t.Errorf("behind %v, %v past due: postpone %v, want %v", tc.behind, tc.now-e.timerAt, got, tc.want)
+		}
+	}
+}

@@ -453,6 +453,7 @@ func (e *Endpoint) process(pkts []netio.Packet, now time.Duration, b *txBatch, s
 	}
 	e.mu.Lock()
 	if !e.closed {
+		e.behind = len(pkts) == len(e.rxPkts)
 		e.rxSelf = self
 		e.core.HandleBatch(in, now, &e.out)
 		e.settle(b)
