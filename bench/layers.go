@@ -14,7 +14,10 @@ import (
 //     homa's at least 0.85 (throughput mode);
 //   - the same protoc-generated stub is at least twice as fast in median
 //     latency over Homa as over gRPC-go/TCP: stub-tcp's median over
-//     stub-homa's at least 2 (latency mode, one call at a time).
+//     stub-homa's at least 2 (latency mode, one call at a time);
+//   - messages on bidirectional gRPC streams go at least twice as fast
+//     over Homa as over gRPC-go/TCP: stream-homa's messages per second
+//     over stream-tcp's at least 2 (throughput mode).
 //
 // Both rows come from the same run, one after the other, so that they
 // see the same machine.
@@ -33,6 +36,8 @@ var layerGoals = []layerGoal{
 	{"erpc-udp", "homa-udp", "rate", Throughput, 0.85},
 	{"stub-tcp", "stub-homa", "median", Latency, 2},
 	{"stub-tcp", "stub-homa-udp", "median", Latency, 2},
+	{"stream-homa", "stream-tcp", "rate", Throughput, 2},
+	{"stream-homa-udp", "stream-tcp", "rate", Throughput, 2},
 }
 
 // LayerRatio is a goal's ratio as measured.

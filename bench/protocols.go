@@ -176,6 +176,9 @@ var protocols = []Protocol{
 	stubHomaProtocol("stub-homa", sock.Raw),
 	stubHomaProtocol("stub-homa-udp", sock.UDP),
 	stubTCPProtocol,
+	streamHomaProtocol("stream-homa", sock.Raw),
+	streamHomaProtocol("stream-homa-udp", sock.UDP),
+	streamTCPProtocol,
 	{
 		name: "udp", maxSize: udpMaxDatagram - 20,
 		desc:     "Go UDP echo: one datagram each way (a floor for a datagram stack in Go)",
@@ -212,6 +215,8 @@ var protocolSets = map[string]string{
 	// layers compares the RPC layers with bare Homa on each transport,
 	// and the gRPC stub over Homa with the same stub over gRPC-go/TCP.
 	"layers": "homa,erpc,homa-udp,erpc-udp,stub-homa,stub-homa-udp,stub-tcp",
+	// streams: gRPC streaming over Homa against gRPC-go/TCP.
+	"streams": "stream-homa,stream-homa-udp,stream-tcp",
 }
 
 // ProtocolNames lists the names of the protocols that pass keep.

@@ -52,8 +52,8 @@ type Options struct {
 	ReplySize int
 }
 
-// service is the TestService implementation: UnaryCall echoes, every
-// other method is unimplemented.
+// service is the TestService implementation: UnaryCall and
+// FullDuplexCall echo, every other method is unimplemented.
 type service struct {
 	testpb.UnimplementedTestServiceServer
 	replySize int
@@ -64,16 +64,20 @@ type service struct {
 // The request was decoded into fresh memory, which the reply may share:
 // gRPC encodes the reply before it reuses anything.
 func (s *service) UnaryCall(_ context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-	body := req.GetPayload().GetBody()
+	s.served.Add(1)
+	return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: s.reply(req.GetPayload().GetBody())}}, nil
+}
+
+// reply is the payload that answers body: body itself, or ReplySize
+// bytes of it, zero-padded.
+func (s *service) reply(body []byte) []byte {
 	if n := s.replySize; n > 0 {
 		if n <= len(body) {
-			body = body[:n]
-		} else {
-			body = tcpecho.AppendReply(make([]byte, 0, n), body, n)
+			return body[:n]
 		}
+		return tcpecho.AppendReply(make([]byte, 0, n), body, n)
 	}
-	s.served.Add(1)
-	return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: body}}, nil
+	return body
 }
 
 // TCPServer serves the service with gRPC-go on a TCP listener.
