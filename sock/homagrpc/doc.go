@@ -1,6 +1,7 @@
-// Package homagrpc carries gRPC unary calls over Homa: protoc-generated
-// clients and servers run unchanged, each call one Homa RPC instead of a
-// stream on an HTTP/2 connection.
+// Package homagrpc carries gRPC over Homa: protoc-generated clients and
+// servers run unchanged, each unary call one Homa RPC instead of a
+// stream on an HTTP/2 connection, and each streaming call a sequence of
+// Homa RPCs (see Streams).
 //
 // The model: a Server accepts service registrations (it is a
 // grpc.ServiceRegistrar, so the generated RegisterXxxServer functions
@@ -40,15 +41,14 @@
 // security (their metadata is sent; those that do fail with
 // Unauthenticated, since Homa has none).
 //
-// What is not: streaming RPCs (client, server or bidirectional): a Homa
-// RPC carries one request and one response, so ClientConn.NewStream
-// returns codes.Unimplemented with a message saying so, as the server
-// does for a request naming a streaming method; compression (messages
-// travel as the codec encodes them; grpc.UseCompressor is ignored);
-// WaitForReady (there is no connection to wait for); telling the server
-// that a caller gave up: a canceled call is aborted at the client, while
-// the handler's context ends only at the deadline, when the handler
-// returns, or at Stop; transport security.
+// Streaming calls (client, server and bidirectional), with the same
+// metadata, deadlines, status and size limits, in order, with
+// half-close (CloseSend), per-stream flow control and stream
+// interceptors (StreamInterceptor, WithStreamInterceptor); so grpc-go's
+// health service (Watch included) and server reflection work over Homa.
+//
+// What is not: WaitForReady (there is no connection to wait for);
+// transport security.
 //
 // Server lifecycle: Serve(sock) blocks while serving one socket (it may
 // be called for several); Stop cancels the handlers' contexts, closes the
@@ -76,12 +76,70 @@
 //	ClientConn or its socket closed        Canceled          sock.ErrClosed
 //	RPC aborted on the socket              Canceled          sock.ErrAborted
 //	response that is not a valid frame     Internal
-//	unknown service or method, streaming   Unimplemented
+//	unknown service or method              Unimplemented
+//	streaming method called by Invoke      Unimplemented
 //	any other transport error              Unavailable       the error
+//
+// # Streams
+//
+// Homa carries requests and responses, and only clients send requests,
+// so a stream is a conversation of Homa RPCs from the client, each
+// carrying one frame that names the stream by an id the client chose
+// (stream_frame.go has the layout):
+//
+//   - open: the method, metadata, timeout and codec, as a unary request
+//     has them, and the first messages. The server starts the handler
+//     and answers at once with its credit. When the client has nothing
+//     more to send (a server-streaming call: one message, then the
+//     half-close), the open is also the first pull, and the call costs
+//     one round trip to its first response, as a unary call does.
+//   - data: messages, the half-close, and credit for the server. The
+//     client has one data frame in flight at a time and puts in it
+//     everything queued meanwhile, so frames stay in order without
+//     sequence numbers and a fast sender's messages travel in batches.
+//   - pull: the client keeps one at the server at all times. The server
+//     holds it until it has something to say (header metadata, messages,
+//     new credit, the status and trailer) and then answers it; the
+//     client sends the next one. So the server's messages are in order
+//     too, and batched the same way.
+//   - cancel: the client gave up (its context ended); the handler's
+//     context ends. Unary calls whose context can end carry an id for
+//     the same purpose.
+//
+// Flow control counts the bytes of messages from the stream's start,
+// each way: the receiver grants up to which byte it accepts (its window,
+// default 1 MiB, less what its reader has not taken yet), the sender
+// sends nothing beyond, and SendMsg waits while its queue holds what the
+// credit lets go plus one message. A reader that stops thus bounds its
+// peer's memory and its own. Credit travels in every frame and response;
+// a reader that frees half its window tells the other side at once
+// (the client in a data frame, the server in its answer to the pull).
+// Messages of any length up to the receiver's limit (MaxRecvMsgSize,
+// grpc.MaxCallRecvMsgSize; default 4 MiB, as in grpc-go) are cut into
+// chunks across frames; the receiver holds only the bytes that arrived,
+// within the limit and the credit, never what a peer claims.
+//
+// Where this departs from gRPC over HTTP/2, and why:
+//
+//   - The stream's first RPC opens it; a client-streaming or
+//     bidirectional call learns the server's window and may pull only
+//     when that RPC's response arrives, so before it the client sends
+//     at most 64 KiB (HTTP/2's initial window).
+//   - The server cannot speak unasked: it answers pulls. A pull it
+//     holds for StreamKeepalive (1 s) with nothing to say is answered
+//     empty, and a client that sends no frame for four times as long is
+//     taken as gone: the handler's context is canceled (Stats counts
+//     Abandoned). An idle stream thus costs one small RPC per second.
+//   - Flow control is per stream; there is no connection window, since
+//     there is no connection: each peer's sockets bound their memory
+//     (sock.Limits).
+//   - The server holds one Homa RPC per open stream (the pull), so the
+//     socket's limit on pending replies (sock.Limits.PendingReplies,
+//     default 2,000 per client host) bounds a host's open streams.
 //
 // # Wire framing
 //
-// Each call is one Homa RPC. The request message holds a 20-byte header
+// Each unary call is one Homa RPC. The request message holds a 20-byte header
 // (version, kind, codec name length, flags, method length, metadata entry
 // count and length, and the timeout in nanoseconds), then the codec name
 // (the content subtype, empty for proto), the method ("/package.Service/

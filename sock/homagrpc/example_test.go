@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"net/netip"
 	"time"
@@ -19,7 +20,8 @@ import (
 
 // upperService implements the protoc-generated grpc.testing.TestService
 // as it would for grpc-go: its UnaryCall answers with the payload in
-// upper case and says who served it in the trailer.
+// upper case and says who served it in the trailer; its FullDuplexCall
+// answers each message of a stream the same way.
 type upperService struct {
 	testpb.UnimplementedTestServiceServer
 }
@@ -27,6 +29,22 @@ type upperService struct {
 func (upperService) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 	grpc.SetTrailer(ctx, metadata.Pairs("served-by", "homa"))
 	return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: bytes.ToUpper(req.GetPayload().GetBody())}}, nil
+}
+
+func (upperService) FullDuplexCall(st testpb.TestService_FullDuplexCallServer) error {
+	for {
+		req, err := st.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		body := bytes.ToUpper(req.GetPayload().GetBody())
+		if err := st.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: body}}); err != nil {
+			return err
+		}
+	}
 }
 
 // A generated gRPC server and client talking over Homa. UDP encapsulation
@@ -61,10 +79,29 @@ func Example() {
 
 	_, err = client.EmptyCall(ctx, &testpb.Empty{}) // not implemented by upperService
 	fmt.Println(status.Code(err))
-	_, err = client.FullDuplexCall(ctx) // streaming: not carried over Homa
-	fmt.Println(status.Code(err))
+
+	// A bidirectional stream: each message a frame of a Homa RPC.
+	stream, err := client.FullDuplexCall(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, w := range []string{"one", "two"} {
+		if err := stream.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte(w)}}); err != nil {
+			log.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s\n", resp.GetPayload().GetBody())
+	}
+	stream.CloseSend()
+	_, err = stream.Recv()
+	fmt.Println(err == io.EOF)
 	// Output:
 	// HELLO, HOMA [homa]
 	// Unimplemented
-	// Unimplemented
+	// ONE
+	// TWO
+	// true
 }

@@ -121,13 +121,22 @@ type memWorld struct {
 // newMemWorld serves svc on an in-memory network; close stops it.
 func newMemWorld(t *testing.T, mc netio.MemConfig, svc *testService, opts ...homagrpc.ServerOption) *memWorld {
 	t.Helper()
-	w := &memWorld{nw: netio.NewMemNetwork(mc), svc: svc, served: make(chan error, 1)}
+	w := serveMem(t, mc, func(r grpc.ServiceRegistrar) { testpb.RegisterTestServiceServer(r, svc) }, opts...)
+	w.svc = svc
+	return w
+}
+
+// serveMem serves what register registers on an in-memory network;
+// close stops it.
+func serveMem(t *testing.T, mc netio.MemConfig, register func(grpc.ServiceRegistrar), opts ...homagrpc.ServerOption) *memWorld {
+	t.Helper()
+	w := &memWorld{nw: netio.NewMemNetwork(mc), served: make(chan error, 1)}
 	conn, err := w.nw.Open(serverAddr.Addr(), serverAddr.Port())
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.srv = homagrpc.NewServer(opts...)
-	testpb.RegisterTestServiceServer(w.srv, svc)
+	register(w.srv)
 	s := sock.OpenConn(conn, testConfig())
 	go func() { w.served <- w.srv.Serve(s) }()
 	return w

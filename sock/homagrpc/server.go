@@ -69,10 +69,13 @@ type service struct {
 }
 
 type method struct {
-	svc     *service
-	name    string // full name
-	handler grpc.MethodHandler
-	stream  bool
+	svc           *service
+	name          string // full name
+	handler       grpc.MethodHandler
+	stream        bool
+	streamHandler grpc.StreamHandler
+	clientStreams bool
+	serverStreams bool
 }
 
 // RegisterService registers a service and its implementation, as
@@ -107,7 +110,7 @@ func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	}
 	for _, st := range desc.Streams {
 		name := "/" + desc.ServiceName + "/" + st.StreamName
-		next.methods[name] = &method{svc: svc, name: name, stream: true}
+		next.methods[name] = &method{svc: svc, name: name, stream: true, streamHandler: st.Handler, clientStreams: st.ClientStreams, serverStreams: st.ServerStreams}
 	}
 	s.registry.Store(next)
 }
@@ -144,6 +147,9 @@ func (s *Server) Serve(socket *sock.Socket) error {
 		return grpc.ErrServerStopped
 	}
 	l := &listener{srv: s, s: socket, local: Addr(socket.LocalAddr())}
+	l.recvCtx, l.stopRecv = context.WithCancel(context.Background())
+	stopDrain := context.AfterFunc(s.recvCtx, l.drain)
+	defer stopDrain()
 	s.listeners[l] = struct{}{}
 	l.wg.Add(1) // Serve's own hold, so spawning never races a zero count
 	s.mu.Unlock()
@@ -218,16 +224,18 @@ type ServerStats struct {
 	// Malformed counts requests that were not valid frames, answered
 	// with codes.Internal.
 	Malformed uint64
-	// Unimplemented counts requests for unknown services or methods, or
-	// for streaming methods, answered with codes.Unimplemented.
+	// Unimplemented counts requests for unknown services or methods,
+	// answered with codes.Unimplemented.
 	Unimplemented uint64
+	// Abandoned counts streams whose client went silent.
+	Abandoned uint64
 	// Dropped counts responses that arrived at the server's sockets
 	// (which send no requests) and were discarded.
 	Dropped uint64
 }
 
 type serverCounters struct {
-	calls, malformed, unimplemented, dropped atomic.Uint64
+	calls, malformed, unimplemented, dropped, abandoned atomic.Uint64
 }
 
 // Stats returns the server's counters.
@@ -237,6 +245,7 @@ func (s *Server) Stats() ServerStats {
 		Malformed:     s.stats.malformed.Load(),
 		Unimplemented: s.stats.unimplemented.Load(),
 		Dropped:       s.stats.dropped.Load(),
+		Abandoned:     s.stats.abandoned.Load(),
 	}
 }
 
@@ -256,6 +265,17 @@ type listener struct {
 	total atomic.Int32   // goroutines
 	once  sync.Once
 	err   error // why receiving failed, unless stopped
+
+	// recvCtx ends the receiving: once the server stops receiving and
+	// the last stream is gone.
+	recvCtx  context.Context
+	stopRecv context.CancelFunc
+
+	smu      sync.Mutex
+	streams  map[streamKey]*sstream
+	calls    map[streamKey]context.CancelCauseFunc // unary calls with an id
+	draining bool                                  // no new calls
+	sweeping bool                                  // sweep runs
 }
 
 // spawn starts another goroutine unless the bound is reached.
@@ -275,7 +295,7 @@ func (l *listener) run() {
 	defer l.total.Add(-1)
 	for {
 		l.idle.Add(1)
-		m, err := l.s.Recv(l.srv.recvCtx, sock.Any)
+		m, err := l.s.Recv(l.recvCtx, sock.Any)
 		waiting := l.idle.Add(-1)
 		if err != nil {
 			l.fail(err)

@@ -1,0 +1,195 @@
+package homagrpc
+
+import (
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Flow control of a stream, one direction at a time. Credit counts the
+// bytes of messages (chunk contents) from the stream's start: the
+// receiver says up to which byte it accepts, the sender sends no byte
+// beyond. The receiver grants its window less what it holds in complete
+// messages not yet read, so a reader that stops bounds what it holds to
+// one window plus one message (a message in progress is let through up
+// to the size limit, so that a message longer than the window can
+// complete).
+
+// initialCredit is the credit an opening client assumes the server gives
+// before it hears otherwise, as HTTP/2's initial window.
+const initialCredit = 65_535
+
+// defaultWindow is the default receive window of a stream, each way.
+const defaultWindow = 1 << 20
+
+// inMsg is a message received whole.
+type inMsg struct {
+	data       []byte
+	compressed bool
+}
+
+// inQueue is the receiving half of a stream. Its owner guards it.
+type inQueue struct {
+	msgs     []inMsg // complete, not yet read
+	queued   int     // bytes in msgs
+	partial  []byte  // the message in progress
+	inPart   bool    // a message is in progress
+	partComp bool
+	received uint64 // bytes received
+	limit    uint64 // the credit granted
+	told     uint64 // the credit the peer has been told
+	window   int
+	maxMsg   int // longest message accepted
+}
+
+func newInQueue(window, maxMsg int, limit uint64) inQueue {
+	return inQueue{window: window, maxMsg: maxMsg, limit: limit, told: limit}
+}
+
+// add takes a frame's chunks in. A peer that sends beyond its credit or
+// a message beyond the size limit fails the stream; nothing is held
+// beyond what arrived.
+func (q *inQueue) add(sec []byte) error {
+	for len(sec) > 0 {
+		flags, data, rest := nextChunk(sec)
+		sec = rest
+		if q.received+uint64(len(data)) > q.limit {
+			return status.Errorf(codes.ResourceExhausted, "homagrpc: the peer sent %d bytes beyond the %d it was granted", q.received+uint64(len(data))-q.limit, q.limit)
+		}
+		q.received += uint64(len(data))
+		comp := flags&chunkFlagCompressed != 0
+		if q.inPart && comp != q.partComp {
+			return status.Error(codes.Internal, "homagrpc: chunks of one message disagree on compression")
+		}
+		if len(q.partial)+len(data) > q.maxMsg {
+			return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(q.partial)+len(data), q.maxMsg)
+		}
+		if flags&chunkFlagLast != 0 && !q.inPart {
+			// A whole message in one chunk: one allocation of its size.
+			q.push(inMsg{data: append([]byte(nil), data...), compressed: comp})
+			continue
+		}
+		q.inPart, q.partComp = true, comp
+		q.partial = append(q.partial, data...)
+		if flags&chunkFlagLast != 0 {
+			q.push(inMsg{data: q.partial, compressed: comp})
+			q.partial, q.inPart = nil, false
+		}
+	}
+	return nil
+}
+
+func (q *inQueue) push(m inMsg) {
+	q.msgs = append(q.msgs, m)
+	q.queued += len(m.data)
+}
+
+// take returns the next complete message.
+func (q *inQueue) take() (inMsg, bool) {
+	if len(q.msgs) == 0 {
+		return inMsg{}, false
+	}
+	m := q.msgs[0]
+	q.msgs[0] = inMsg{}
+	q.msgs = q.msgs[1:]
+	if len(q.msgs) == 0 {
+		q.msgs = q.msgs[:0:0]
+	}
+	q.queued -= len(m.data)
+	return m, true
+}
+
+// grant returns the credit to give now: never less than before.
+func (q *inQueue) grant() uint64 {
+	if l := q.received + uint64(max(0, q.window-q.queued)); l > q.limit {
+		q.limit = l
+	}
+	return q.limit
+}
+
+// tell returns the credit to send and records it as told.
+func (q *inQueue) tell() uint64 {
+	q.told = q.grant()
+	return q.told
+}
+
+// due reports whether enough credit has opened since the peer was last
+// told that telling it is worth a frame.
+func (q *inQueue) due() bool {
+	return q.grant()-q.told >= uint64(q.window/2)
+}
+
+// outMsg is a message waiting to be sent.
+type outMsg struct {
+	data       []byte
+	compressed bool
+}
+
+// outQueue is the sending half of a stream. Its owner guards it.
+type outQueue struct {
+	msgs    []outMsg
+	off     int    // bytes of msgs[0] already sent
+	pending int    // bytes not yet sent
+	sent    uint64 // bytes sent
+	limit   uint64 // the peer's credit
+}
+
+// full reports whether a sender must wait before queueing more: what
+// waits already reaches beyond the credit. So the queue holds at most
+// the credit and one message.
+func (q *outQueue) full() bool {
+	return q.pending > 0 && q.sent+uint64(q.pending) >= q.limit
+}
+
+func (q *outQueue) push(data []byte, compressed bool) {
+	q.msgs = append(q.msgs, outMsg{data: data, compressed: compressed})
+	q.pending += len(data)
+}
+
+// ready reports whether there is something the credit lets go.
+func (q *outQueue) ready() bool {
+	return len(q.msgs) > 0 && (q.sent < q.limit || len(q.msgs[0].data) == q.off)
+}
+
+// empty reports whether every message went out.
+func (q *outQueue) empty() bool { return len(q.msgs) == 0 }
+
+// setLimit takes the peer's credit; it never shrinks.
+func (q *outQueue) setLimit(l uint64) {
+	if l > q.limit {
+		q.limit = l
+	}
+}
+
+// fill appends chunks to b while the credit lasts and b stays within
+// room bytes.
+func (q *outQueue) fill(b []byte, room int) []byte {
+	for len(q.msgs) > 0 {
+		m := &q.msgs[0]
+		n := len(m.data) - q.off
+		n = int(min(uint64(n), q.limit-q.sent))
+		n = min(n, room-len(b)-chunkHeaderLen)
+		if n < 0 || n == 0 && len(m.data) > q.off {
+			return b
+		}
+		flags := byte(0)
+		if m.compressed {
+			flags |= chunkFlagCompressed
+		}
+		last := q.off+n == len(m.data)
+		if last {
+			flags |= chunkFlagLast
+		}
+		b = appendChunkHeader(b, flags, n)
+		b = append(b, m.data[q.off:q.off+n]...)
+		q.sent += uint64(n)
+		q.pending -= n
+		q.off += n
+		if !last {
+			return b
+		}
+		q.msgs[0] = outMsg{}
+		q.msgs, q.off = q.msgs[1:], 0
+	}
+	q.msgs = q.msgs[:0:0]
+	return b
+}

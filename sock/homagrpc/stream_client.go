@@ -1,0 +1,482 @@
+package homagrpc
+
+import (
+	"context"
+	"io"
+	"net/netip"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/homa-go/homa/sock"
+)
+
+// clientStream is one stream of a ClientConn: a sender goroutine sends
+// the open frame and then data frames (messages, half-close, credit),
+// one at a time; a puller keeps one pull frame at the server, whose
+// responses bring the server's header, messages, credit and, at the end,
+// status and trailer.
+type clientStream struct {
+	c      *ClientConn
+	target netip.AddrPort
+	desc   *grpc.StreamDesc
+	ci     callInfo
+	comp   encoding.Compressor
+	id     uint64
+	ctx    context.Context // the caller's
+	// rpcCtx ends when the stream does; the frames' RPCs wait in it.
+	rpcCtx context.Context
+	endRPC context.CancelFunc
+	open   []byte // the open frame's request header, before its chunks
+	stats  *callStats
+	stop   func() bool // releases the caller's context's AfterFunc
+
+	mu        sync.Mutex
+	in        inQueue
+	out       outQueue
+	started   bool
+	openSent  bool
+	halfClose bool // CloseSend, or the one message of a call that does not stream requests
+	halfSent  bool
+	sendEnded bool // the server takes no more messages
+	header    metadata.MD
+	gotHeader bool
+	trailer   metadata.MD
+	final     error // nil: OK
+	done      bool
+
+	headerCh chan struct{} // closed when the header or the end arrives
+	doneCh   chan struct{} // closed at the end
+	recvSig  chan struct{} // a message or the end arrived
+	sendSig  chan struct{} // credit opened, or the sending ended
+	work     chan struct{} // something for the sender
+	wg       sync.WaitGroup
+}
+
+// newClientStream prepares a stream; nothing is sent before the first
+// SendMsg, CloseSend, RecvMsg or Header.
+func (c *ClientConn) newClientStream(ctx context.Context, desc *grpc.StreamDesc, method string, ci *callInfo, target netip.AddrPort) (*clientStream, error) {
+	comp, err := compressor(ci.compressor)
+	if err != nil {
+		return nil, err
+	}
+	var timeout time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		if timeout = time.Until(dl); timeout <= 0 {
+			return nil, transportError(context.DeadlineExceeded)
+		}
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	if len(ci.creds) > 0 {
+		if md, err = addCreds(ctx, md, ci.creds, method); err != nil {
+			return nil, err
+		}
+	}
+	cs := &clientStream{
+		c: c, target: target, desc: desc, ci: *ci, comp: comp, ctx: ctx,
+		id:       c.newID(),
+		in:       newInQueue(c.opts.window(), recvLimit(ci.maxRecv), 0),
+		out:      outQueue{limit: initialCredit},
+		headerCh: make(chan struct{}), doneCh: make(chan struct{}),
+		recvSig: make(chan struct{}, 1), sendSig: make(chan struct{}, 1), work: make(chan struct{}, 1),
+	}
+	cs.in.limit = cs.in.grant()
+	cs.in.told = cs.in.limit
+	cs.open, err = appendRequestHead(nil, reqHead{codec: ci.subtype, comp: ci.compressor, method: method, timeout: timeout, md: md})
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	cs.rpcCtx, cs.endRPC = context.WithCancel(c.closeCtx)
+	cs.stop = context.AfterFunc(ctx, func() { cs.abandon(transportError(ctx.Err())) })
+	return cs, nil
+}
+
+// start starts the sender, once. The caller holds mu.
+func (cs *clientStream) start() {
+	if cs.started || cs.done {
+		return
+	}
+	cs.started = true
+	cs.wg.Add(1)
+	go cs.sendLoop()
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// sendLoop sends the open frame, then data frames whenever there is
+// something to send, and starts the puller once the server knows the
+// stream.
+func (cs *clientStream) sendLoop() {
+	defer cs.wg.Done()
+	for {
+		cs.mu.Lock()
+		for !cs.done && !cs.hasWork() {
+			cs.mu.Unlock()
+			select {
+			case <-cs.work:
+			case <-cs.doneCh:
+			}
+			cs.mu.Lock()
+		}
+		if cs.done {
+			cs.mu.Unlock()
+			return
+		}
+		opening := !cs.openSent
+		frame, pulls := cs.buildFrame()
+		cs.mu.Unlock()
+		m, err := cs.rpc(frame)
+		if err != nil {
+			cs.fail(err)
+			return
+		}
+		switch {
+		case pulls:
+			cs.onPull(m)
+		default:
+			cs.onAck(m)
+		}
+		m.Release()
+		if opening {
+			cs.wg.Add(1)
+			go cs.pullLoop(!pulls)
+		}
+	}
+}
+
+// hasWork reports whether the sender has a frame to send. The caller
+// holds mu.
+func (cs *clientStream) hasWork() bool {
+	if !cs.openSent {
+		return true
+	}
+	if cs.sendEnded {
+		return false
+	}
+	return cs.out.ready() || cs.halfClose && !cs.halfSent && cs.out.empty() || cs.in.due()
+}
+
+// buildFrame builds the next frame for the sender and reports whether
+// it is an open that is also the first pull. The caller holds mu.
+func (cs *clientStream) buildFrame() (frame []byte, pulls bool) {
+	op, hdr := byte(opData), 0
+	if !cs.openSent {
+		op, hdr = opOpen, len(cs.open)
+	}
+	b := make([]byte, sreqHeaderLen, sreqHeaderLen+hdr+min(cs.out.pending+chunkHeaderLen*4, maxFrame))
+	if op == opOpen {
+		b = append(b, cs.open...)
+		cs.openSent = true
+	}
+	sent := cs.out.sent
+	b = cs.out.fill(b, maxFrame)
+	if cs.out.sent != sent || op == opOpen {
+		signal(cs.sendSig)
+	}
+	flags := byte(0)
+	if cs.halfClose && cs.out.empty() {
+		flags |= sreqFlagHalfClose
+		cs.halfSent = true
+		if op == opOpen {
+			flags |= sreqFlagPull
+			pulls = true
+		}
+	}
+	appendStreamReqHeader(b[:0], op, flags, cs.id, cs.in.tell())
+	return b, pulls
+}
+
+// pullLoop keeps a pull at the server until the stream ends. first
+// says whether to pull at once (not when the open frame was the first
+// pull).
+func (cs *clientStream) pullLoop(first bool) {
+	defer cs.wg.Done()
+	if !first {
+		cs.mu.Lock()
+		done := cs.done
+		cs.mu.Unlock()
+		if done {
+			return
+		}
+	}
+	for {
+		cs.mu.Lock()
+		if cs.done {
+			cs.mu.Unlock()
+			return
+		}
+		frame := appendStreamReqHeader(make([]byte, 0, sreqHeaderLen), opPull, 0, cs.id, cs.in.tell())
+		cs.mu.Unlock()
+		m, err := cs.rpc(frame)
+		if err != nil {
+			cs.fail(err)
+			return
+		}
+		cs.onPull(m)
+		m.Release()
+	}
+}
+
+// rpc sends one frame and waits for its response, within the stream.
+func (cs *clientStream) rpc(frame []byte) (*sock.Message, error) {
+	id, err := cs.c.s.SendOwned(cs.target, frame, 0)
+	if err != nil {
+		return nil, err
+	}
+	m, err := cs.c.s.Recv(cs.rpcCtx, id)
+	if err != nil {
+		_ = cs.c.s.Abort(id)
+		return nil, err
+	}
+	if m.Err != nil {
+		err := m.Err
+		m.Release()
+		return nil, err
+	}
+	return m, nil
+}
+
+// onAck takes the response to a data frame: the server's credit, or the
+// news that it takes no more messages.
+func (cs *clientStream) onAck(m *sock.Message) {
+	r, err := parseStreamResp(m.Data)
+	if err != nil {
+		cs.fail(err)
+		return
+	}
+	cs.mu.Lock()
+	cs.out.setLimit(r.credit)
+	if r.flags&srespFlagEnd != 0 {
+		cs.sendEnded = true
+	}
+	cs.mu.Unlock()
+	signal(cs.sendSig)
+}
+
+// onPull takes the response to a pull: header, messages, credit, end.
+func (cs *clientStream) onPull(m *sock.Message) {
+	r, err := parseStreamResp(m.Data)
+	if err != nil {
+		cs.fail(err)
+		return
+	}
+	cs.mu.Lock()
+	if cs.done {
+		cs.mu.Unlock()
+		return
+	}
+	cs.out.setLimit(r.credit)
+	if r.flags&srespFlagHeader != 0 && !cs.gotHeader {
+		cs.header, cs.gotHeader = parseMD(r.resp.header, r.resp.nHeader), true
+		close(cs.headerCh)
+	}
+	if err := cs.in.add(r.resp.payload); err != nil {
+		cs.mu.Unlock()
+		cs.abandon(err)
+		return
+	}
+	if cs.stats != nil {
+		cs.stats.inHeader(cs.header, r.flags&srespFlagHeader != 0)
+	}
+	if r.flags&srespFlagEnd != 0 {
+		cs.trailer = parseMD(r.resp.trailer, r.resp.nTrailer)
+		if r.resp.code != 0 {
+			cs.final = responseStatus(r.resp).Err()
+		}
+		cs.finish()
+	}
+	cs.mu.Unlock()
+	signal(cs.recvSig)
+	signal(cs.sendSig)
+	signal(cs.work)
+}
+
+// finish ends the stream. The caller holds mu.
+func (cs *clientStream) finish() {
+	if cs.done {
+		return
+	}
+	cs.done = true
+	if !cs.gotHeader {
+		close(cs.headerCh)
+	}
+	close(cs.doneCh)
+	cs.endRPC()
+	cs.stop()
+	if cs.stats != nil {
+		cs.stats.end(cs.final, cs.trailer)
+	}
+}
+
+// fail ends the stream with a transport failure.
+func (cs *clientStream) fail(err error) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.done {
+		return
+	}
+	if cs.c.closed.Load() {
+		cs.final = failure(codes.Canceled, err, "homagrpc: the client connection is closing")
+	} else {
+		cs.final = transportError(err)
+	}
+	cs.finish()
+}
+
+// abandon ends the stream with err (the caller's context ended, or a
+// message broke a limit) and tells the server, so that the handler's
+// context ends too.
+func (cs *clientStream) abandon(err error) {
+	cs.mu.Lock()
+	if cs.done {
+		cs.mu.Unlock()
+		return
+	}
+	cs.final = err
+	opened := cs.openSent
+	cs.finish()
+	cs.mu.Unlock()
+	if opened {
+		cs.c.sendCancel(cs.target, cs.id)
+	}
+}
+
+func (cs *clientStream) Context() context.Context { return cs.ctx }
+
+func (cs *clientStream) Header() (metadata.MD, error) {
+	cs.mu.Lock()
+	cs.start()
+	cs.mu.Unlock()
+	<-cs.headerCh
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if !cs.gotHeader && cs.final != nil {
+		return nil, cs.final
+	}
+	return cs.header, nil
+}
+
+func (cs *clientStream) Trailer() metadata.MD {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.trailer
+}
+
+func (cs *clientStream) CloseSend() error {
+	cs.mu.Lock()
+	cs.halfClose = true
+	cs.start()
+	cs.mu.Unlock()
+	signal(cs.work)
+	return nil
+}
+
+// SendMsg queues m for the sender; it waits while the server's credit
+// is used up. After the end it returns io.EOF, the status coming from
+// RecvMsg, as in grpc-go.
+func (cs *clientStream) SendMsg(m any) error {
+	data, err := encodeMsg(cs.ci.codec, cs.comp, m, cs.ci.maxSend)
+	if err != nil {
+		return err
+	}
+	cs.mu.Lock()
+	if cs.halfClose && cs.desc.ClientStreams {
+		cs.mu.Unlock()
+		return status.Error(codes.Internal, "SendMsg called after CloseSend")
+	}
+	cs.start()
+	for cs.out.full() && !cs.done && !cs.sendEnded {
+		cs.mu.Unlock()
+		select {
+		case <-cs.sendSig:
+		case <-cs.doneCh:
+		}
+		cs.mu.Lock()
+	}
+	if cs.done || cs.sendEnded || cs.halfClose {
+		cs.mu.Unlock()
+		return io.EOF
+	}
+	cs.out.push(data, cs.comp != nil)
+	if !cs.desc.ClientStreams {
+		cs.halfClose = true
+	}
+	if cs.stats != nil {
+		cs.stats.outPayload(m, data)
+	}
+	cs.mu.Unlock()
+	signal(cs.work)
+	return nil
+}
+
+// RecvMsg waits for the next message. At the end it returns io.EOF for
+// status OK, otherwise the status error.
+func (cs *clientStream) RecvMsg(m any) error {
+	cs.mu.Lock()
+	cs.start()
+	msg, err := cs.next()
+	if err != nil {
+		cs.mu.Unlock()
+		return err
+	}
+	if cs.in.due() {
+		signal(cs.work)
+	}
+	cs.mu.Unlock()
+	if err := decodeMsg(cs.ci.codec, cs.comp, msg, recvLimit(cs.ci.maxRecv), m); err != nil {
+		cs.abandon(err)
+		return err
+	}
+	if cs.stats != nil {
+		cs.stats.inPayload(m, msg.data)
+	}
+	if cs.desc.ServerStreams {
+		return nil
+	}
+	// One response: wait for the end, so that the status and trailer
+	// are known when RecvMsg returns, as in grpc-go.
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if _, err := cs.next(); err != io.EOF {
+		if err == nil {
+			err = status.Error(codes.Internal, "cardinality violation: expected <EOF> for non server-streaming RPCs, but received another message")
+			cs.mu.Unlock()
+			cs.abandon(err)
+			cs.mu.Lock()
+		}
+		return err
+	}
+	return nil
+}
+
+// next waits for a message or the end. The caller holds mu, which next
+// releases while it waits.
+func (cs *clientStream) next() (inMsg, error) {
+	for {
+		if msg, ok := cs.in.take(); ok {
+			return msg, nil
+		}
+		if cs.done {
+			if cs.final != nil {
+				return inMsg{}, cs.final
+			}
+			return inMsg{}, io.EOF
+		}
+		cs.mu.Unlock()
+		select {
+		case <-cs.recvSig:
+		case <-cs.doneCh:
+		}
+		cs.mu.Lock()
+	}
+}

@@ -1,0 +1,584 @@
+package homagrpc
+
+import (
+	"context"
+	"io"
+	"net/netip"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/homa-go/homa/sock"
+)
+
+// streamKey names a call or stream at a server: the client's socket and
+// the id it chose.
+type streamKey struct {
+	peer netip.AddrPort
+	id   uint64
+}
+
+// sstream is one stream at the server. Its handler runs in a goroutine
+// of its own; the listener's goroutines hand it the client's frames, and
+// the server answers the client's pull, which it holds, when it has
+// something to say.
+type sstream struct {
+	l      *listener
+	key    streamKey
+	method string
+	setup
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stats  *callStats
+
+	mu         sync.Mutex
+	in         inQueue
+	out        outQueue
+	halfClosed bool
+	pull       *sock.Message // the client's pull, held
+	pullAt     time.Time
+	heard      time.Time // the client's last frame
+	header     metadata.MD
+	headerSent bool // sent, or fixed by SendHeader
+	headerDue  bool // to go in the next response
+	trailer    metadata.MD
+	end        *status.Status // the handler's result, once it returned
+	endSent    bool
+	gone       bool // removed from the listener
+
+	recvSig chan struct{}
+	sendSig chan struct{}
+}
+
+// answer is a response to send once the stream's lock is released.
+type answer struct {
+	m     *sock.Message
+	frame []byte
+	end   bool // the stream's last
+}
+
+// handleStream takes a stream frame. It owns m.
+func (l *listener) handleStream(m *sock.Message) {
+	req, err := parseStreamReq(m.Data)
+	if err != nil {
+		l.srv.stats.malformed.Add(1)
+		l.endFrame(m, status.New(codes.Internal, err.Error()))
+		return
+	}
+	key := streamKey{m.Peer, req.id}
+	switch req.op {
+	case opOpen:
+		l.openStream(m, key, req)
+	case opCancel:
+		l.cancelCall(key)
+		l.endFrame(m, nil)
+	default:
+		ss := l.stream(key)
+		if ss == nil {
+			l.endFrame(m, status.Newf(codes.Canceled, "homagrpc: stream %d is not open at the server", req.id))
+			return
+		}
+		ss.frame(m, req)
+	}
+}
+
+// endFrame answers a stream frame with an empty response: the end of the
+// stream with status st, or (st nil) just an acknowledgment.
+func (l *listener) endFrame(m *sock.Message, st *status.Status) {
+	flags := byte(0)
+	b := make([]byte, 0, 64)
+	if st != nil {
+		flags = srespFlagEnd
+	}
+	b = appendStreamRespHeader(b, flags, 0)
+	if st != nil {
+		b = appendStatusResponse(b, st, statusDetails(st), nil, nil)
+	} else {
+		b, _ = appendResponseHeader(b, 0, "", nil, nil, nil)
+	}
+	_ = l.s.ReplyOwned(m, b)
+	m.Release()
+}
+
+// statusDetails is the serialized status when it has details.
+func statusDetails(st *status.Status) []byte {
+	if len(st.Details()) == 0 {
+		return nil
+	}
+	d, _ := proto.Marshal(st.Proto())
+	return d
+}
+
+// openStream opens a stream and starts its handler.
+func (l *listener) openStream(m *sock.Message, key streamKey, req streamReq) {
+	s := l.srv
+	md, sts := s.lookup(l, req.open)
+	if sts != nil {
+		l.endFrame(m, sts)
+		return
+	}
+	cs, sts := s.callSetup(req.open)
+	if sts != nil {
+		l.endFrame(m, sts)
+		return
+	}
+	ss := &sstream{l: l, key: key, method: md.name, setup: cs, out: outQueue{limit: req.credit},
+		in:      newInQueue(s.opts.windowSize, cs.maxRecv, initialCredit),
+		heard:   time.Now(),
+		recvSig: make(chan struct{}, 1), sendSig: make(chan struct{}, 1),
+	}
+	if err := ss.in.add(req.chunks); err != nil {
+		l.endFrame(m, status.Convert(err))
+		return
+	}
+	ss.halfClosed = req.flags&sreqFlagHalfClose != 0
+	ss.ctx, ss.cancel = s.handlerContext(l, m.Peer, req.open, transportStream{ss})
+	if sts := l.addStream(ss); sts != nil {
+		ss.cancel(nil)
+		l.endFrame(m, sts)
+		return
+	}
+	s.stats.calls.Add(1)
+	ss.ctx, ss.stats = newCallStats(ss.ctx, s.opts.statsHs, false, md.name, cs.compName, md.clientStreams, md.serverStreams, Addr(m.Peer), l.local)
+	if ss.stats != nil {
+		inMD, _ := metadata.FromIncomingContext(ss.ctx)
+		ss.stats.inHeader(inMD, true)
+	}
+	l.wg.Add(1)
+	go ss.run(md)
+	if req.flags&sreqFlagPull != 0 {
+		ss.frame(m, streamReq{op: opPull, credit: req.credit})
+		return
+	}
+	ss.mu.Lock()
+	a := ss.ack(m)
+	ss.mu.Unlock()
+	ss.send(a)
+}
+
+// run runs the handler: a streaming one as it is, a unary one (a call
+// whose messages did not fit in one Homa message) through the stream.
+func (ss *sstream) run(md *method) {
+	defer ss.l.wg.Done()
+	s := ss.l.srv
+	var err error
+	if md.stream {
+		if s.opts.streamInt != nil {
+			info := &grpc.StreamServerInfo{FullMethod: md.name, IsClientStream: md.clientStreams, IsServerStream: md.serverStreams}
+			err = s.opts.streamInt(md.svc.impl, ss, info, md.streamHandler)
+		} else {
+			err = md.streamHandler(md.svc.impl, ss)
+		}
+	} else {
+		var resp any
+		resp, err = md.handler(md.svc.impl, ss.ctx, ss.RecvMsg, s.opts.interceptor)
+		if err == nil {
+			err = ss.SendMsg(resp)
+		}
+	}
+	ss.finish(err)
+}
+
+// finish ends the stream with the handler's result.
+func (ss *sstream) finish(err error) {
+	st := status.New(codes.OK, "")
+	if err != nil {
+		st = errStatus(err)
+	}
+	ss.mu.Lock()
+	ss.end = st
+	if !ss.headerSent {
+		ss.headerSent, ss.headerDue = true, true
+	}
+	if ss.stats != nil {
+		ss.stats.outHeader(ss.header)
+		defer ss.stats.end(st.Err(), ss.trailer)
+	}
+	abandoned := ss.ctx.Err() != nil
+	a := ss.flush(abandoned)
+	ss.mu.Unlock()
+	ss.send(a)
+	ss.cancel(nil)
+	if abandoned {
+		// The client canceled or expired, or the server stops: nobody
+		// waits for what is left.
+		ss.l.removeStream(ss)
+	}
+}
+
+// frame takes a data or pull frame of the stream. It owns m.
+func (ss *sstream) frame(m *sock.Message, req streamReq) {
+	ss.mu.Lock()
+	ss.heard = time.Now()
+	ss.out.setLimit(req.credit)
+	var as [2]answer
+	if req.op == opData {
+		if err := ss.in.add(req.chunks); err != nil {
+			ss.mu.Unlock()
+			ss.cancel(err)
+			ss.l.endFrame(m, status.Convert(err))
+			ss.l.cancelCall(ss.key)
+			return
+		}
+		if req.flags&sreqFlagHalfClose != 0 {
+			ss.halfClosed = true
+		}
+		as[0] = ss.ack(m)
+		signal(ss.recvSig)
+	} else {
+		if ss.pull != nil {
+			as[0] = ss.flush(true) // a second pull: answer the first
+		}
+		ss.pull, ss.pullAt = m, time.Now()
+	}
+	as[1] = ss.flush(false)
+	ss.mu.Unlock()
+	signal(ss.sendSig)
+	ss.send(as[0])
+	ss.send(as[1])
+}
+
+// ack is the response to a data frame: the credit, and the end flag once
+// the handler returned (it takes no more messages). The caller holds mu.
+func (ss *sstream) ack(m *sock.Message) answer {
+	flags := byte(0)
+	if ss.end != nil {
+		flags = srespFlagEnd
+	}
+	b := appendStreamRespHeader(make([]byte, 0, 64), flags, ss.in.tell())
+	b, _ = appendResponseHeader(b, 0, "", nil, nil, nil)
+	return answer{m: m, frame: b}
+}
+
+// flush answers the held pull when there is something to say (or, with
+// force, in any case): the header when due, messages as far as the
+// credit goes, new credit, and the end once every message is out. The
+// caller holds mu.
+func (ss *sstream) flush(force bool) answer {
+	if ss.pull == nil {
+		return answer{}
+	}
+	ending := ss.end != nil && ss.out.empty()
+	if !force && !ending && !ss.headerDue && !ss.out.ready() && !ss.in.due() {
+		return answer{}
+	}
+	var chunks []byte
+	if ss.out.ready() {
+		chunks = ss.out.fill(make([]byte, 0, min(ss.out.pending+64, maxFrame)), maxFrame-(64<<10))
+		ending = ss.end != nil && ss.out.empty()
+	}
+	flags := byte(0)
+	var hdr, trl metadata.MD
+	if ss.headerDue {
+		flags |= srespFlagHeader
+		hdr, ss.headerDue = ss.header, false
+	}
+	st := status.New(codes.OK, "")
+	if ending {
+		flags |= srespFlagEnd
+		trl, st = ss.trailer, ss.end
+		ss.endSent = true
+	}
+	b := appendStreamRespHeader(make([]byte, 0, srespHeaderLen+respHeaderLen+len(chunks)+256), flags, ss.in.tell())
+	start := len(b)
+	b, err := appendResponseHeader(b, uint32(st.Code()), st.Message(), statusDetails(st), hdr, trl)
+	if err != nil {
+		// Metadata that breaks gRPC's rules ends the stream.
+		b = appendStatusResponse(b[:start], status.New(codes.Internal, "homagrpc: invalid metadata from the handler: "+err.Error()), nil, nil, nil)
+		b[srespOffFlags] = srespFlagEnd
+		ss.endSent, chunks = true, nil
+	}
+	b = append(b, chunks...)
+	m := ss.pull
+	ss.pull = nil
+	signal(ss.sendSig)
+	return answer{m: m, frame: b, end: ss.endSent}
+}
+
+// send sends an answer, and forgets the stream after its last.
+func (ss *sstream) send(a answer) {
+	if a.m == nil {
+		return
+	}
+	_ = ss.l.s.ReplyOwned(a.m, a.frame)
+	a.m.Release()
+	if a.end {
+		ss.l.removeStream(ss)
+	}
+}
+
+// Method, Context, SetHeader, SendHeader, SetTrailer, SendMsg and
+// RecvMsg make the stream the handler's grpc.ServerStream.
+
+func (ss *sstream) Method() string           { return ss.method }
+func (ss *sstream) Context() context.Context { return ss.ctx }
+
+func (ss *sstream) SetHeader(md metadata.MD) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.headerSent || ss.end != nil {
+		return errStreamDone
+	}
+	ss.header = metadata.Join(ss.header, md)
+	return nil
+}
+
+func (ss *sstream) SendHeader(md metadata.MD) error {
+	ss.mu.Lock()
+	if ss.headerSent || ss.end != nil {
+		ss.mu.Unlock()
+		return errStreamDone
+	}
+	ss.header = metadata.Join(ss.header, md)
+	ss.headerSent, ss.headerDue = true, true
+	ss.stats.outHeader(ss.header)
+	a := ss.flush(false)
+	ss.mu.Unlock()
+	ss.send(a)
+	return nil
+}
+
+func (ss *sstream) SetTrailer(md metadata.MD) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.end == nil {
+		ss.trailer = metadata.Join(ss.trailer, md)
+	}
+}
+
+// transportStream is a stream as the handler's
+// grpc.ServerTransportStream, for grpc.SetHeader and the like.
+type transportStream struct{ *sstream }
+
+func (t transportStream) SetTrailer(md metadata.MD) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.end != nil {
+		return errStreamDone
+	}
+	t.trailer = metadata.Join(t.trailer, md)
+	return nil
+}
+
+// SendMsg queues m for the client's pulls; it waits while the client's
+// credit is used up.
+func (ss *sstream) SendMsg(m any) error {
+	data, err := encodeMsg(ss.codec, ss.comp, m, ss.maxSend)
+	if err != nil {
+		return err
+	}
+	ss.mu.Lock()
+	for ss.out.full() && ss.ctx.Err() == nil {
+		ss.mu.Unlock()
+		select {
+		case <-ss.sendSig:
+		case <-ss.ctx.Done():
+		}
+		ss.mu.Lock()
+	}
+	if err := ss.ctx.Err(); err != nil {
+		ss.mu.Unlock()
+		return status.FromContextError(err).Err()
+	}
+	if !ss.headerSent {
+		ss.headerSent, ss.headerDue = true, true
+		ss.stats.outHeader(ss.header)
+	}
+	ss.out.push(data, ss.comp != nil)
+	ss.stats.outPayload(m, data)
+	a := ss.flush(false)
+	ss.mu.Unlock()
+	ss.send(a)
+	return nil
+}
+
+// RecvMsg waits for the client's next message; after the client's
+// half-close it returns io.EOF.
+func (ss *sstream) RecvMsg(m any) error {
+	ss.mu.Lock()
+	var msg inMsg
+	for {
+		var ok bool
+		if msg, ok = ss.in.take(); ok {
+			break
+		}
+		if ss.halfClosed {
+			ss.mu.Unlock()
+			return io.EOF
+		}
+		if err := ss.ctx.Err(); err != nil {
+			ss.mu.Unlock()
+			return status.FromContextError(err).Err()
+		}
+		ss.mu.Unlock()
+		select {
+		case <-ss.recvSig:
+		case <-ss.ctx.Done():
+		}
+		ss.mu.Lock()
+	}
+	a := ss.flush(false) // new credit, when enough opened
+	ss.mu.Unlock()
+	ss.send(a)
+	if err := decodeMsg(ss.codec, ss.comp, msg, ss.maxRecv, m); err != nil {
+		return err
+	}
+	ss.stats.inPayload(m, msg.data)
+	return nil
+}
+
+// The listener's table of streams and cancelable unary calls.
+
+// addStream registers a new stream, within the bound on calls.
+func (l *listener) addStream(ss *sstream) *status.Status {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	if l.draining {
+		return status.New(codes.Unavailable, "homagrpc: the server is stopping")
+	}
+	if _, dup := l.streams[ss.key]; dup {
+		return status.Newf(codes.Internal, "homagrpc: stream id %d is in use", ss.key.id)
+	}
+	if len(l.streams) >= l.srv.opts.maxHandlers {
+		return status.Newf(codes.ResourceExhausted, "homagrpc: %d streams are open, the server's bound", len(l.streams))
+	}
+	if l.streams == nil {
+		l.streams = make(map[streamKey]*sstream)
+	}
+	l.streams[ss.key] = ss
+	if !l.sweeping {
+		l.sweeping = true
+		l.wg.Add(1)
+		go l.sweep()
+	}
+	return nil
+}
+
+func (l *listener) stream(key streamKey) *sstream {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	return l.streams[key]
+}
+
+// removeStream forgets a stream; a held pull is answered.
+func (l *listener) removeStream(ss *sstream) {
+	l.smu.Lock()
+	if l.streams[ss.key] == ss {
+		delete(l.streams, ss.key)
+	}
+	if l.draining && len(l.streams) == 0 {
+		l.stopRecv()
+	}
+	l.smu.Unlock()
+	ss.mu.Lock()
+	ss.gone = true
+	var a answer
+	if ss.pull != nil {
+		a = ss.flush(true)
+	}
+	ss.mu.Unlock()
+	if a.m != nil {
+		_ = l.s.ReplyOwned(a.m, a.frame)
+		a.m.Release()
+	}
+}
+
+// addCall registers a unary call that a cancel frame may end.
+func (l *listener) addCall(key streamKey, cancel context.CancelCauseFunc) {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	if l.calls == nil {
+		l.calls = make(map[streamKey]context.CancelCauseFunc)
+	}
+	l.calls[key] = cancel
+}
+
+func (l *listener) removeCall(key streamKey) {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	delete(l.calls, key)
+}
+
+// errCanceledByClient is the cause of a handler's context that a cancel
+// frame ended.
+var errCanceledByClient = status.Error(codes.Canceled, "homagrpc: the client canceled the call")
+
+// cancelCall ends the handler's context of the call or stream key.
+func (l *listener) cancelCall(key streamKey) {
+	l.smu.Lock()
+	cancel := l.calls[key]
+	ss := l.streams[key]
+	l.smu.Unlock()
+	if cancel != nil {
+		cancel(errCanceledByClient)
+	}
+	if ss != nil {
+		ss.cancel(errCanceledByClient)
+		l.removeStream(ss)
+	}
+}
+
+func (l *listener) isDraining() bool {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	return l.draining
+}
+
+// drain stops new calls; receiving stops once the last stream is gone.
+func (l *listener) drain() {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	l.draining = true
+	if len(l.streams) == 0 {
+		l.stopRecv()
+	}
+}
+
+// sweep runs while the listener has streams: it answers pulls held for
+// the keepalive interval, so that the clients' next pulls show they are
+// alive, and abandons the streams whose clients went silent.
+func (l *listener) sweep() {
+	defer l.wg.Done()
+	ka := l.srv.opts.keepalive
+	t := time.NewTicker(ka / 2)
+	defer t.Stop()
+	var ss []*sstream
+	for {
+		select {
+		case <-t.C:
+		case <-l.recvCtx.Done():
+		}
+		l.smu.Lock()
+		if len(l.streams) == 0 || l.recvCtx.Err() != nil {
+			l.sweeping = false
+			l.smu.Unlock()
+			return
+		}
+		ss = ss[:0]
+		for _, s := range l.streams {
+			ss = append(ss, s)
+		}
+		l.smu.Unlock()
+		now := time.Now()
+		for _, s := range ss {
+			s.mu.Lock()
+			var a answer
+			if s.pull != nil && now.Sub(s.pullAt) >= ka {
+				a = s.flush(true)
+			}
+			silent := now.Sub(s.heard) >= 4*ka && s.pull == nil
+			s.mu.Unlock()
+			s.send(a)
+			if silent {
+				l.srv.stats.abandoned.Add(1)
+				s.cancel(status.Error(codes.Unavailable, "homagrpc: the client went silent"))
+				l.removeStream(s)
+			}
+		}
+	}
+}
