@@ -41,6 +41,13 @@
 // security (their metadata is sent; those that do fail with
 // Unauthenticated, since Homa has none).
 //
+// Cancellation: a call or stream whose caller cancels it, or whose
+// deadline passes, ends at the client at once and sends the server a
+// cancel frame, which ends the handler's context (context.Cause says the
+// client canceled) within a round trip; the deadline also ends it at
+// the server by itself. A cancel frame that is lost, or overtakes its
+// call, leaves the handler to its deadline.
+//
 // Streaming calls (client, server and bidirectional), with the same
 // metadata, deadlines, status and size limits, in order, with
 // half-close (CloseSend), per-stream flow control and stream

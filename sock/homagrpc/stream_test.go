@@ -26,12 +26,22 @@ import (
 type streamService struct {
 	testpb.UnimplementedTestServiceServer
 
-	mu      sync.Mutex
-	sent    int   // messages the handlers' SendMsg took
-	ctxErr  error // the context's error when a handler returned
-	cause   error
-	entered chan struct{} // closed by a handler that blocks (see block)
-	block   bool          // handlers wait for their context to end
+	mu       sync.Mutex
+	sent     int   // messages the handlers' SendMsg took
+	ctxErr   error // the context's error when a handler returned
+	cause    error
+	entered  chan struct{} // closed by a handler that blocks (see block)
+	returned chan struct{} // closed when it returns
+	block    bool          // handlers wait for their context to end
+}
+
+// blocking returns a service whose handlers wait for their context.
+func blocking() *streamService {
+	return &streamService{block: true, entered: make(chan struct{}), returned: make(chan struct{})}
+}
+
+func (s *streamService) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	return nil, s.waitIfBlocking(ctx)
 }
 
 func (s *streamService) echoMD(ctx context.Context, ss grpc.ServerStream) {
@@ -58,6 +68,7 @@ func (s *streamService) waitIfBlocking(ctx context.Context) error {
 	s.mu.Lock()
 	s.ctxErr, s.cause = ctx.Err(), context.Cause(ctx)
 	s.mu.Unlock()
+	close(s.returned)
 	return ctx.Err()
 }
 
@@ -337,7 +348,7 @@ const initialExtra = 2
 // DeadlineExceeded.
 func TestStreamDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		svc := &streamService{block: true, entered: make(chan struct{})}
+		svc := blocking()
 		w := newStreamWorld(t, svc)
 		defer w.close(t)
 		c := w.client(t)
