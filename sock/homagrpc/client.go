@@ -246,7 +246,7 @@ type callInfo struct {
 }
 
 // apply applies one call option. Options that have no meaning over Homa
-// (WaitForReady, compression, static method, retry buffer, authority)
+// (WaitForReady, static method, retry buffer, authority)
 // are ignored.
 func (ci *callInfo) apply(o grpc.CallOption) error {
 	switch o := o.(type) {

@@ -54,8 +54,40 @@
 // interceptors (StreamInterceptor, WithStreamInterceptor); so grpc-go's
 // health service (Watch included) and server reflection work over Homa.
 //
+// Compression: grpc.UseCompressor with any compressor registered in
+// package encoding (gzip: import google.golang.org/grpc/encoding/gzip)
+// compresses the caller's messages, and the server answers with the same
+// compressor, as grpc-go's server does. An unregistered name fails the
+// call with codes.Internal at the client; a server without the
+// compressor answers codes.Unimplemented. Decompression stops at the
+// receiver's message limit, whatever the compressed size.
+//
+// Stats handlers (stats.Handler, so OpenTelemetry's otelgrpc handlers):
+// WithStatsHandler on the client, StatsHandler on the server. They see
+// Begin, OutHeader, OutPayload, InHeader, InPayload, InTrailer or
+// OutTrailer, and End, in grpc-go's order; there are no connection
+// events (Homa has no connections), and wire lengths are message
+// lengths.
+//
+// Several servers: DialTarget("homa:///10.0.0.1:5000,10.0.0.2:5000",
+// cfg, WithBalancer(RoundRobin)) spreads calls and streams over them;
+// PickFirst (the default) uses the first until a call finds it
+// unavailable. Addresses are IP addresses: there is no name resolution.
+//
+// One registration on both transports: Mirror(homaServer, grpcServer)
+// is a grpc.ServiceRegistrar that registers each service on both, so
+// grpcurl, gateways and other languages reach over HTTP/2 what Homa
+// clients reach over Homa:
+//
+//	hs, gs := homagrpc.NewServer(), grpc.NewServer()
+//	both := homagrpc.Mirror(hs, gs)
+//	pb.RegisterGreeterServer(both, &greeter{})
+//	reflection.Register(both)
+//	go hs.Serve(homaSocket)
+//	go gs.Serve(tcpListener)
+//
 // What is not: WaitForReady (there is no connection to wait for);
-// transport security.
+// transport security; grpc.SetSendCompressor in handlers.
 //
 // Server lifecycle: Serve(sock) blocks while serving one socket (it may
 // be called for several); Stop cancels the handlers' contexts, closes the

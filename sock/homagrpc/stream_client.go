@@ -50,6 +50,8 @@ type clientStream struct {
 	final     error // nil: OK
 	done      bool
 
+	endReported bool
+
 	headerCh chan struct{} // closed when the header or the end arrives
 	doneCh   chan struct{} // closed at the end
 	recvSig  chan struct{} // a message or the end arrived
@@ -313,7 +315,14 @@ func (cs *clientStream) finish() {
 	close(cs.doneCh)
 	cs.endRPC()
 	cs.stop()
-	if cs.stats != nil {
+}
+
+// reportEnd reports the end to the stats handlers once the caller sees
+// it (RecvMsg returns it, or the caller gave up), as grpc-go does. The
+// caller holds mu.
+func (cs *clientStream) reportEnd() {
+	if cs.stats != nil && !cs.endReported {
+		cs.endReported = true
 		cs.stats.end(cs.final, cs.trailer)
 	}
 }
@@ -345,6 +354,7 @@ func (cs *clientStream) abandon(err error) {
 	cs.final = err
 	opened := cs.openSent
 	cs.finish()
+	cs.reportEnd()
 	cs.mu.Unlock()
 	if opened {
 		cs.c.sendCancel(cs.target, cs.id)
@@ -467,6 +477,7 @@ func (cs *clientStream) next() (inMsg, error) {
 			return msg, nil
 		}
 		if cs.done {
+			cs.reportEnd()
 			if cs.final != nil {
 				return inMsg{}, cs.final
 			}
