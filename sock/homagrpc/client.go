@@ -2,6 +2,7 @@ package homagrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -349,12 +350,10 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 		defer func() { st.end(err, *ci.trailer) }()
 	}
 
-	// The request. A context that can end gives the call an id, which a
-	// cancel frame names to end the handler's context.
-	h := reqHead{codec: ci.subtype, comp: ci.compressor, compressed: comp != nil, method: method, timeout: timeout, md: md}
-	if ctx.Done() != nil {
-		h.callID = c.newID()
-	}
+	// The request, with the call's id, which a cancel frame names to end
+	// the handler's context and the server names a response too long for
+	// one Homa message by.
+	h := reqHead{codec: ci.subtype, comp: ci.compressor, compressed: comp != nil, method: method, timeout: timeout, md: md, callID: c.newID()}
 	buf := getBuffer()
 	frame, err := appendRequestHead(*buf, h)
 	if err != nil {
@@ -370,6 +369,10 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 	if ci.maxSend >= 0 && n > ci.maxSend {
 		putBuffer(buf, frame)
 		return status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, ci.maxSend)
+	}
+	if len(frame) > maxFrame {
+		putBuffer(buf, frame)
+		return c.invokeStream(ctx, method, args, reply, &ci, target)
 	}
 	if st != nil {
 		st.outPayload(args, frame[start:])
@@ -395,10 +398,14 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 		if c.closed.Load() {
 			return failure(codes.Canceled, err, "homagrpc: the client connection is closing")
 		}
-		if h.callID != 0 {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			// The server's copy of a deadline ends the handler by itself.
 			c.sendCancel(target, h.callID)
 		}
 		return transportError(err)
+	}
+	if m.Err == nil && len(m.Data) > 1 && m.Data[1] == kindStreamResp {
+		return c.finishLarge(ctx, target, h.callID, m, &ci, comp, st, reply)
 	}
 	defer m.Release()
 	if m.Err != nil {

@@ -37,16 +37,21 @@
 // chooses another registered codec, whose name travels with the request
 // so the server decodes and encodes with it too; the size limits
 // grpc.MaxCallRecvMsgSize, grpc.MaxCallSendMsgSize, MaxRecvMsgSize and
-// MaxSendMsgSize; per-RPC credentials that do not require transport
+// MaxSendMsgSize (received messages default to grpc-go's 4 MiB; any
+// larger limit works: a message that does not fit in one Homa message
+// goes in pieces, see Large messages); per-RPC credentials that do not require transport
 // security (their metadata is sent; those that do fail with
 // Unauthenticated, since Homa has none).
 //
-// Cancellation: a call or stream whose caller cancels it, or whose
-// deadline passes, ends at the client at once and sends the server a
-// cancel frame, which ends the handler's context (context.Cause says the
-// client canceled) within a round trip; the deadline also ends it at
-// the server by itself. A cancel frame that is lost, or overtakes its
-// call, leaves the handler to its deadline.
+// Cancellation: a call or stream whose caller cancels it ends at the
+// client at once and sends the server a cancel frame naming the call's
+// id, which ends the handler's context (context.Cause says the client
+// canceled) within a round trip. One whose deadline passes needs no
+// frame: the server's copy of the deadline, which started when the
+// request arrived, ends the handler's context a one-way delay after the
+// caller's. A cancel frame that is lost, or overtakes its call, leaves
+// the handler to its deadline (grpc-go's RST_STREAM, on an ordered
+// connection, cannot overtake).
 //
 // Streaming calls (client, server and bidirectional), with the same
 // metadata, deadlines, status and size limits, in order, with
@@ -110,7 +115,6 @@
 //	caller's deadline                      DeadlineExceeded  context.DeadlineExceeded
 //	caller's context canceled              Canceled          context.Canceled
 //	server stopped answering               Unavailable       sock.ErrPeerTimeout
-//	request or response over 1,000,000 B   ResourceExhausted sock.ErrMessageTooLong (request)
 //	over a size limit set by an option     ResourceExhausted
 //	ClientConn or its socket closed        Canceled          sock.ErrClosed
 //	RPC aborted on the socket              Canceled          sock.ErrAborted
@@ -175,6 +179,22 @@
 //   - The server holds one Homa RPC per open stream (the pull), so the
 //     socket's limit on pending replies (sock.Limits.PendingReplies,
 //     default 2,000 per client host) bounds a host's open streams.
+//
+// # Large messages
+//
+// A unary call whose request does not fit in one Homa message
+// (1,000,000 bytes with the framing) is made as a stream: the open
+// and data frames carry the request in chunks, and the response comes
+// back through pulls. A response that does not fit is known only when
+// the handler has returned: the server keeps it as a stream that has
+// ended, named by the call's id (every unary request carries one), and
+// answers the request as it would a pull, with the header metadata and
+// the first chunks; the client pulls the rest. Either way the receiver
+// commits memory only for bytes that arrived, within its message limit
+// and the credit it gave; no length a peer announces reserves anything
+// (the frames carry no message lengths at all: a message ends with the
+// chunk flagged last). A message over the limit fails the call with
+// ResourceExhausted once its bytes pass the limit.
 //
 // # Wire framing
 //

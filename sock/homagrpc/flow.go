@@ -115,7 +115,8 @@ func (q *inQueue) tell() uint64 {
 // due reports whether enough credit has opened since the peer was last
 // told that telling it is worth a frame.
 func (q *inQueue) due() bool {
-	return q.grant()-q.told >= uint64(q.window/2)
+	g := q.grant()
+	return g > q.told && g-q.told >= uint64(q.window/2)
 }
 
 // outMsg is a message waiting to be sent.

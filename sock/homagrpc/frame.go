@@ -211,6 +211,9 @@ func parseRequest(msg []byte) (request, error) {
 			return r, fmt.Errorf("%w: no room for the call id", errMalformed)
 		}
 		r.callID, rest = binary.BigEndian.Uint64(rest), rest[8:]
+		if r.callID == 0 {
+			return r, fmt.Errorf("%w: call id 0", errMalformed)
+		}
 	}
 	if r.flags&reqFlagCompressor != 0 {
 		if len(rest) < 1 || int(rest[0]) >= len(rest) {

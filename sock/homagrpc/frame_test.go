@@ -158,6 +158,8 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add(append(seed, 1, 2, 3))
 	f.Add(seed[:reqHeaderLen])
 	f.Add([]byte{1, 1, 0, 0, 0, 4, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '/', 'a', '/', 'b'})
+	ext, _ := appendRequestHead(nil, reqHead{comp: "gzip", compressed: true, callID: 9, method: "/a/b"})
+	f.Add(append(ext, 7))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		r, err := parseRequest(msg)
 		if err != nil {
@@ -167,7 +169,8 @@ func FuzzParseRequest(f *testing.F) {
 			return
 		}
 		md := parseMD(r.md, r.mdCount)
-		b, err := appendRequestHeader(nil, string(r.codec), string(r.method), r.timeout, md)
+		b, err := appendRequestHead(nil, reqHead{codec: string(r.codec), comp: string(r.comp), compressed: r.flags&reqFlagCompressed != 0,
+			callID: r.callID, method: string(r.method), timeout: r.timeout, md: md})
 		if err != nil {
 			t.Fatalf("fields of a parsed request do not rebuild: %v", err)
 		}
@@ -176,6 +179,7 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("rebuilt request does not parse: %v", err)
 		}
 		if !bytes.Equal(r2.codec, r.codec) || !bytes.Equal(r2.method, r.method) || r2.timeout != r.timeout ||
+			!bytes.Equal(r2.comp, r.comp) || r2.callID != r.callID || r2.flags != r.flags ||
 			!bytes.Equal(r2.payload, r.payload) || !reflect.DeepEqual(parseMD(r2.md, r2.mdCount), md) {
 			t.Fatalf("rebuilt %+v, want %+v", r2, r)
 		}
@@ -198,7 +202,7 @@ func FuzzParseResponse(f *testing.F) {
 			return
 		}
 		hdr, trl := parseMD(r.header, r.nHeader), parseMD(r.trailer, r.nTrailer)
-		b, err := appendResponseHeader(nil, r.code, string(r.message), r.details, hdr, trl)
+		b, err := appendResponseHead(nil, r.flags, r.code, string(r.message), r.details, hdr, trl)
 		if err != nil {
 			t.Fatalf("fields of a parsed response do not rebuild: %v", err)
 		}
@@ -206,7 +210,7 @@ func FuzzParseResponse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("rebuilt response does not parse: %v", err)
 		}
-		if r2.code != r.code || !bytes.Equal(r2.message, r.message) || !bytes.Equal(r2.details, r.details) ||
+		if r2.code != r.code || r2.flags != r.flags || !bytes.Equal(r2.message, r.message) || !bytes.Equal(r2.details, r.details) ||
 			!bytes.Equal(r2.payload, r.payload) || !reflect.DeepEqual(parseMD(r2.header, r2.nHeader), hdr) ||
 			!reflect.DeepEqual(parseMD(r2.trailer, r2.nTrailer), trl) {
 			t.Fatalf("rebuilt %+v, want %+v", r2, r)

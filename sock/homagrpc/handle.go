@@ -31,7 +31,12 @@ func (s *Server) handle(l *listener, m *sock.Message) {
 		l.handleStream(m)
 		return
 	}
-	defer m.Release()
+	taken := false // m went to a stream
+	defer func() {
+		if !taken {
+			m.Release()
+		}
+	}()
 	req, err := parseRequest(m.Data)
 	if err != nil {
 		s.stats.malformed.Add(1)
@@ -88,7 +93,7 @@ func (s *Server) handle(l *listener, m *sock.Message) {
 		}
 		defer cst.end(sts2.Err(), trailer)
 	}
-	s.reply(l, m, sts2, header, trailer, cs, resp)
+	taken = s.reply(l, m, sts2, header, trailer, cs, resp, req.callID)
 }
 
 // errStatus is the status of a handler's error, as grpc-go makes it.
@@ -198,15 +203,21 @@ func unimplemented(reg *registry, name string) *status.Status {
 
 // replyStatus answers a request with a status and nothing else.
 func (s *Server) replyStatus(l *listener, m *sock.Message, st *status.Status) {
-	s.reply(l, m, st, nil, nil, setup{}, nil)
+	s.reply(l, m, st, nil, nil, setup{}, nil, 0)
 }
 
 // reply answers a request: with resp encoded by codec when st is nil,
 // otherwise with the status; the metadata goes with either. A response
-// too long for one Homa message turns into ResourceExhausted.
-func (s *Server) reply(l *listener, m *sock.Message, st *status.Status, header, trailer metadata.MD, cs setup, resp any) {
+// too long for one Homa message goes on as a stream named by callID
+// (then reply reports that it took m); without a call id it turns into
+// ResourceExhausted.
+func (s *Server) reply(l *listener, m *sock.Message, st *status.Status, header, trailer metadata.MD, cs setup, resp any, callID uint64) (taken bool) {
 	buf := getBuffer()
 	frame := appendResponse(*buf, st, header, trailer, cs, resp)
+	if len(frame) > maxFrame && l.continueAsStream(m, callID, frame) {
+		putBuffer(buf, frame)
+		return true
+	}
 	err := l.s.Reply(m, frame)
 	if errors.Is(err, sock.ErrMessageTooLong) {
 		n := len(frame)
@@ -214,6 +225,7 @@ func (s *Server) reply(l *listener, m *sock.Message, st *status.Status, header, 
 		_ = l.s.Reply(m, frame)
 	}
 	putBuffer(buf, frame)
+	return false
 }
 
 // appendResponse appends the response frame to b: the encoded response

@@ -2,6 +2,7 @@ package homagrpc
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/netip"
 	"sync"
@@ -256,6 +257,16 @@ func (cs *clientStream) onAck(m *sock.Message) {
 		cs.fail(err)
 		return
 	}
+	if r.flags&srespFlagEnd != 0 && r.resp.code != 0 {
+		// The server refused the frame and ended the stream.
+		cs.mu.Lock()
+		if !cs.done {
+			cs.final = responseStatus(r.resp).Err()
+			cs.finish()
+		}
+		cs.mu.Unlock()
+		return
+	}
 	cs.mu.Lock()
 	cs.out.setLimit(r.credit)
 	if r.flags&srespFlagEnd != 0 {
@@ -356,7 +367,9 @@ func (cs *clientStream) abandon(err error) {
 	cs.finish()
 	cs.reportEnd()
 	cs.mu.Unlock()
-	if opened {
+	// An expired deadline needs no word: the server's copy of it ends
+	// the handler's context too.
+	if opened && !errors.Is(err, context.DeadlineExceeded) {
 		cs.c.sendCancel(cs.target, cs.id)
 	}
 }

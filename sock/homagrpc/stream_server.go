@@ -79,7 +79,13 @@ func (l *listener) handleStream(m *sock.Message) {
 		l.endFrame(m, nil)
 	default:
 		ss := l.stream(key)
-		if ss == nil {
+		switch {
+		case ss == nil && req.op == opData:
+			// The stream has ended, and its end may be on its way in
+			// the answer to a pull: just say no more messages.
+			l.endFrame(m, status.New(codes.OK, ""))
+			return
+		case ss == nil:
 			l.endFrame(m, status.Newf(codes.Canceled, "homagrpc: stream %d is not open at the server", req.id))
 			return
 		}
@@ -96,7 +102,7 @@ func (l *listener) endFrame(m *sock.Message, st *status.Status) {
 		flags = srespFlagEnd
 	}
 	b = appendStreamRespHeader(b, flags, 0)
-	if st != nil {
+	if st != nil && st.Code() != codes.OK {
 		b = appendStatusResponse(b, st, statusDetails(st), nil, nil)
 	} else {
 		b, _ = appendResponseHeader(b, 0, "", nil, nil, nil)
@@ -219,10 +225,20 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 	var as [2]answer
 	if req.op == opData {
 		if err := ss.in.add(req.chunks); err != nil {
+			// The client broke a limit: the stream ends with the
+			// status saying which, in the answers to this frame and
+			// to the pull.
+			st := status.Convert(err)
+			if ss.end == nil {
+				ss.end = st
+			}
+			ss.out = outQueue{}
+			a := ss.flush(true)
 			ss.mu.Unlock()
 			ss.cancel(err)
-			ss.l.endFrame(m, status.Convert(err))
-			ss.l.cancelCall(ss.key)
+			ss.l.endFrame(m, st)
+			ss.send(a)
+			ss.l.removeStream(ss)
 			return
 		}
 		if req.flags&sreqFlagHalfClose != 0 {
@@ -475,6 +491,7 @@ func (l *listener) removeStream(ss *sstream) {
 		l.stopRecv()
 	}
 	l.smu.Unlock()
+	ss.cancel(nil)
 	ss.mu.Lock()
 	ss.gone = true
 	var a answer
