@@ -1,8 +1,12 @@
 package homagrpc
 
 import (
+	"sync/atomic"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/homa-go/homa/sock"
 )
 
 // Flow control of a stream, one direction at a time. Credit counts the
@@ -21,10 +25,35 @@ const initialCredit = 65_535
 // defaultWindow is the default receive window of a stream, each way.
 const defaultWindow = 1 << 20
 
-// inMsg is a message received whole.
+// inMsg is a message received whole. When ref is set, data aliases the
+// Homa message it arrived in, which goes back to the socket's pool once
+// every message in it is done.
 type inMsg struct {
 	data       []byte
 	compressed bool
+	ref        *frameRef
+}
+
+// done says the message's bytes are no longer needed.
+func (m inMsg) done() { m.ref.release() }
+
+// frameRef counts the holds on a received Homa message: its receiver's,
+// and one per message in it that is not done yet.
+type frameRef struct {
+	m *sock.Message
+	n atomic.Int32
+}
+
+func newFrameRef(m *sock.Message) *frameRef {
+	r := &frameRef{m: m}
+	r.n.Store(1)
+	return r
+}
+
+func (r *frameRef) release() {
+	if r != nil && r.n.Add(-1) == 0 {
+		r.m.Release()
+	}
 }
 
 // inQueue is the receiving half of a stream. Its owner guards it.
@@ -47,8 +76,9 @@ func newInQueue(window, maxMsg int, limit uint64) inQueue {
 
 // add takes a frame's chunks in. A peer that sends beyond its credit or
 // a message beyond the size limit fails the stream; nothing is held
-// beyond what arrived.
-func (q *inQueue) add(sec []byte) error {
+// beyond what arrived. With ref, a message that is one chunk aliases the
+// frame instead of being copied.
+func (q *inQueue) add(sec []byte, ref *frameRef) error {
 	for len(sec) > 0 {
 		flags, data, rest := nextChunk(sec)
 		sec = rest
@@ -64,8 +94,13 @@ func (q *inQueue) add(sec []byte) error {
 			return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(q.partial)+len(data), q.maxMsg)
 		}
 		if flags&chunkFlagLast != 0 && !q.inPart {
-			// A whole message in one chunk: one allocation of its size.
-			q.push(inMsg{data: append([]byte(nil), data...), compressed: comp})
+			// A whole message in one chunk.
+			if ref != nil {
+				ref.n.Add(1)
+				q.push(inMsg{data: data, compressed: comp, ref: ref})
+			} else {
+				q.push(inMsg{data: append([]byte(nil), data...), compressed: comp})
+			}
 			continue
 		}
 		q.inPart, q.partComp = true, comp
@@ -116,7 +151,13 @@ func (q *inQueue) tell() uint64 {
 // told that telling it is worth a frame.
 func (q *inQueue) due() bool {
 	g := q.grant()
-	return g > q.told && g-q.told >= uint64(q.window/2)
+	if g <= q.told {
+		return false
+	}
+	// Half a window opened, or an eighth while the peer has less than
+	// an eighth left (it is about to wait for credit).
+	w := uint64(q.window)
+	return g-q.told >= w/2 || g-q.told >= w/8 && q.told-q.received < w/8
 }
 
 // outMsg is a message waiting to be sent.
@@ -149,6 +190,15 @@ func (q *outQueue) push(data []byte, compressed bool) {
 // ready reports whether there is something the credit lets go.
 func (q *outQueue) ready() bool {
 	return len(q.msgs) > 0 && (q.sent < q.limit || len(q.msgs[0].data) == q.off)
+}
+
+// need is how many bytes of chunks the waiting messages make.
+func (q *outQueue) need() int { return q.pending + chunkHeaderLen*len(q.msgs) }
+
+// fitsAll reports whether every waiting message fits in the credit and
+// in room bytes of chunks.
+func (q *outQueue) fitsAll(room int) bool {
+	return q.need() <= room && q.sent+uint64(q.pending) <= q.limit
 }
 
 // empty reports whether every message went out.

@@ -60,7 +60,7 @@ func (c *ClientConn) pullRest(ctx context.Context, target netip.AddrPort, id uin
 			if r.flags&srespFlagHeader != 0 {
 				header = parseMD(r.resp.header, r.resp.nHeader)
 			}
-			err = in.add(r.resp.payload)
+			err = in.add(r.resp.payload, nil)
 		}
 		m.Release()
 		if err != nil {

@@ -44,7 +44,10 @@ type clientStream struct {
 	openSent  bool
 	halfClose bool // CloseSend, or the one message of a call that does not stream requests
 	halfSent  bool
-	sendEnded bool // the server takes no more messages
+	sendEnded bool   // the server takes no more messages
+	opened    bool   // the open frame's answer arrived
+	busy      bool   // a data frame is in flight
+	handoff   uint64 // a frame SendMsg sent, for the sender to await
 	header    metadata.MD
 	gotHeader bool
 	trailer   metadata.MD
@@ -123,7 +126,7 @@ func (cs *clientStream) sendLoop() {
 	defer cs.wg.Done()
 	for {
 		cs.mu.Lock()
-		for !cs.done && !cs.hasWork() {
+		for !cs.done && cs.handoff == 0 && (cs.busy || !cs.hasWork()) {
 			cs.mu.Unlock()
 			select {
 			case <-cs.work:
@@ -135,26 +138,60 @@ func (cs *clientStream) sendLoop() {
 			cs.mu.Unlock()
 			return
 		}
-		opening := !cs.openSent
-		frame, pulls := cs.buildFrame()
+		opening, pulls := false, false
+		id := cs.handoff
+		var err error
+		if id != 0 {
+			cs.handoff = 0 // a frame SendMsg sent: just await its answer
+		} else {
+			opening = !cs.openSent
+			var frame []byte
+			frame, pulls = cs.buildFrame()
+			cs.busy = true
+			id, err = cs.c.s.SendOwned(cs.target, frame, 0)
+		}
 		cs.mu.Unlock()
-		m, err := cs.rpc(frame)
+		var m *sock.Message
+		if err == nil {
+			m, err = cs.await(id)
+		}
 		if err != nil {
 			cs.fail(err)
 			return
 		}
-		switch {
-		case pulls:
+		if pulls {
 			cs.onPull(m)
-		default:
+		} else {
 			cs.onAck(m)
+			m.Release()
 		}
-		m.Release()
+		cs.mu.Lock()
+		cs.busy = false
+		cs.opened = cs.opened || opening
+		cs.mu.Unlock()
 		if opening {
 			cs.wg.Add(1)
 			go cs.pullLoop(!pulls)
 		}
 	}
+}
+
+// sendNow sends the next data frame from the caller's goroutine when no
+// frame is in flight, sparing the hand-off to the sender, which then
+// only awaits the answer. The caller holds mu.
+func (cs *clientStream) sendNow() {
+	if !cs.opened || cs.busy || cs.done || cs.handoff != 0 || !cs.hasWork() {
+		return
+	}
+	frame, _ := cs.buildFrame()
+	id, err := cs.c.s.SendOwned(cs.target, frame, 0)
+	if err != nil {
+		// Let the sender meet the error; what the frame held is lost
+		// with the stream.
+		cs.fail0(err)
+		return
+	}
+	cs.busy, cs.handoff = true, id
 }
 
 // hasWork reports whether the sender has a frame to send. The caller
@@ -176,7 +213,7 @@ func (cs *clientStream) buildFrame() (frame []byte, pulls bool) {
 	if !cs.openSent {
 		op, hdr = opOpen, len(cs.open)
 	}
-	b := make([]byte, sreqHeaderLen, sreqHeaderLen+hdr+min(cs.out.pending+chunkHeaderLen*4, maxFrame))
+	b := make([]byte, sreqHeaderLen, min(sreqHeaderLen+hdr+cs.out.need(), maxFrame))
 	if op == opOpen {
 		b = append(b, cs.open...)
 		cs.openSent = true
@@ -226,7 +263,6 @@ func (cs *clientStream) pullLoop(first bool) {
 			return
 		}
 		cs.onPull(m)
-		m.Release()
 	}
 }
 
@@ -236,6 +272,11 @@ func (cs *clientStream) rpc(frame []byte) (*sock.Message, error) {
 	if err != nil {
 		return nil, err
 	}
+	return cs.await(id)
+}
+
+// await waits for the response of the frame id.
+func (cs *clientStream) await(id uint64) (*sock.Message, error) {
 	m, err := cs.c.s.Recv(cs.rpcCtx, id)
 	if err != nil {
 		_ = cs.c.s.Abort(id)
@@ -277,7 +318,10 @@ func (cs *clientStream) onAck(m *sock.Message) {
 }
 
 // onPull takes the response to a pull: header, messages, credit, end.
+// It owns m, which the messages in it alias.
 func (cs *clientStream) onPull(m *sock.Message) {
+	ref := newFrameRef(m)
+	defer ref.release()
 	r, err := parseStreamResp(m.Data)
 	if err != nil {
 		cs.fail(err)
@@ -293,7 +337,7 @@ func (cs *clientStream) onPull(m *sock.Message) {
 		cs.header, cs.gotHeader = parseMD(r.resp.header, r.resp.nHeader), true
 		close(cs.headerCh)
 	}
-	if err := cs.in.add(r.resp.payload); err != nil {
+	if err := cs.in.add(r.resp.payload, ref); err != nil {
 		cs.mu.Unlock()
 		cs.abandon(err)
 		return
@@ -342,6 +386,11 @@ func (cs *clientStream) reportEnd() {
 func (cs *clientStream) fail(err error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	cs.fail0(err)
+}
+
+// fail0 is fail for a caller that holds mu.
+func (cs *clientStream) fail0(err error) {
 	if cs.done {
 		return
 	}
@@ -437,6 +486,7 @@ func (cs *clientStream) SendMsg(m any) error {
 	if cs.stats != nil {
 		cs.stats.outPayload(m, data)
 	}
+	cs.sendNow()
 	cs.mu.Unlock()
 	signal(cs.work)
 	return nil
@@ -456,7 +506,9 @@ func (cs *clientStream) RecvMsg(m any) error {
 		signal(cs.work)
 	}
 	cs.mu.Unlock()
-	if err := decodeMsg(cs.ci.codec, cs.comp, msg, recvLimit(cs.ci.maxRecv), m); err != nil {
+	err = decodeMsg(cs.ci.codec, cs.comp, msg, recvLimit(cs.ci.maxRecv), m)
+	msg.done()
+	if err != nil {
 		cs.abandon(err)
 		return err
 	}

@@ -58,6 +58,7 @@ type sstream struct {
 // answer is a response to send once the stream's lock is released.
 type answer struct {
 	m     *sock.Message
+	ref   *frameRef // when set, releases m
 	frame []byte
 	end   bool // the stream's last
 }
@@ -138,7 +139,7 @@ func (l *listener) openStream(m *sock.Message, key streamKey, req streamReq) {
 		heard:   time.Now(),
 		recvSig: make(chan struct{}, 1), sendSig: make(chan struct{}, 1),
 	}
-	if err := ss.in.add(req.chunks); err != nil {
+	if err := ss.in.add(req.chunks, nil); err != nil {
 		l.endFrame(m, status.Convert(err))
 		return
 	}
@@ -224,7 +225,8 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 	ss.out.setLimit(req.credit)
 	var as [2]answer
 	if req.op == opData {
-		if err := ss.in.add(req.chunks); err != nil {
+		ref := newFrameRef(m)
+		if err := ss.in.add(req.chunks, ref); err != nil {
 			// The client broke a limit: the stream ends with the
 			// status saying which, in the answers to this frame and
 			// to the pull.
@@ -245,6 +247,7 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 			ss.halfClosed = true
 		}
 		as[0] = ss.ack(m)
+		as[0].ref = ref
 		signal(ss.recvSig)
 	} else {
 		if ss.pull != nil {
@@ -283,33 +286,40 @@ func (ss *sstream) flush(force bool) answer {
 	if !force && !ending && !ss.headerDue && !ss.out.ready() && !ss.in.due() {
 		return answer{}
 	}
-	var chunks []byte
-	if ss.out.ready() {
-		chunks = ss.out.fill(make([]byte, 0, min(ss.out.pending+64, maxFrame)), maxFrame-(64<<10))
-		ending = ss.end != nil && ss.out.empty()
-	}
 	flags := byte(0)
-	var hdr, trl metadata.MD
+	var hdr metadata.MD
 	if ss.headerDue {
 		flags |= srespFlagHeader
 		hdr, ss.headerDue = ss.header, false
 	}
-	st := status.New(codes.OK, "")
-	if ending {
-		flags |= srespFlagEnd
-		trl, st = ss.trailer, ss.end
-		ss.endSent = true
+	// The response: its headers, then as many chunks as the credit and
+	// the frame take. The status and trailer go in once the last message
+	// does.
+	b := make([]byte, 0, min(srespHeaderLen+respHeaderLen+256+ss.out.need(), maxFrame))
+	ending = ss.end != nil // unless the messages left do not all fit
+	for {
+		st, trl, f := status.New(codes.OK, ""), metadata.MD(nil), flags
+		if ending {
+			st, trl, f = ss.end, ss.trailer, flags|srespFlagEnd
+		}
+		b = appendStreamRespHeader(b[:0], f, ss.in.tell())
+		start := len(b)
+		var err error
+		if b, err = appendResponseHeader(b, uint32(st.Code()), st.Message(), statusDetails(st), hdr, trl); err != nil {
+			// Metadata that breaks gRPC's rules ends the stream.
+			b = appendStatusResponse(b[:start], status.New(codes.Internal, "homagrpc: invalid metadata from the handler: "+err.Error()), nil, nil, nil)
+			b[srespOffFlags] = srespFlagEnd
+			ending = true
+			break
+		}
+		if ending && !ss.out.fitsAll(maxFrame-len(b)) {
+			ending = false
+			continue
+		}
+		b = ss.out.fill(b, maxFrame)
+		break
 	}
-	b := appendStreamRespHeader(make([]byte, 0, srespHeaderLen+respHeaderLen+len(chunks)+256), flags, ss.in.tell())
-	start := len(b)
-	b, err := appendResponseHeader(b, uint32(st.Code()), st.Message(), statusDetails(st), hdr, trl)
-	if err != nil {
-		// Metadata that breaks gRPC's rules ends the stream.
-		b = appendStatusResponse(b[:start], status.New(codes.Internal, "homagrpc: invalid metadata from the handler: "+err.Error()), nil, nil, nil)
-		b[srespOffFlags] = srespFlagEnd
-		ss.endSent, chunks = true, nil
-	}
-	b = append(b, chunks...)
+	ss.endSent = ending
 	m := ss.pull
 	ss.pull = nil
 	signal(ss.sendSig)
@@ -322,7 +332,11 @@ func (ss *sstream) send(a answer) {
 		return
 	}
 	_ = ss.l.s.ReplyOwned(a.m, a.frame)
-	a.m.Release()
+	if a.ref != nil {
+		a.ref.release()
+	} else {
+		a.m.Release()
+	}
 	if a.end {
 		ss.l.removeStream(ss)
 	}
@@ -441,7 +455,9 @@ func (ss *sstream) RecvMsg(m any) error {
 	a := ss.flush(false) // new credit, when enough opened
 	ss.mu.Unlock()
 	ss.send(a)
-	if err := decodeMsg(ss.codec, ss.comp, msg, ss.maxRecv, m); err != nil {
+	err := decodeMsg(ss.codec, ss.comp, msg, ss.maxRecv, m)
+	msg.done()
+	if err != nil {
 		return err
 	}
 	ss.stats.inPayload(m, msg.data)
