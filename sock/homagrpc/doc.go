@@ -39,9 +39,9 @@
 // grpc.MaxCallRecvMsgSize, grpc.MaxCallSendMsgSize, MaxRecvMsgSize and
 // MaxSendMsgSize (received messages default to grpc-go's 4 MiB; any
 // larger limit works: a message that does not fit in one Homa message
-// goes in pieces, see Large messages); per-RPC credentials that do not require transport
-// security (their metadata is sent; those that do fail with
-// Unauthenticated, since Homa has none).
+// goes in pieces, see Large messages); per-RPC credentials that do not
+// require transport security (their metadata is sent; those that do
+// fail with Unauthenticated, since Homa has none).
 //
 // Cancellation: a call or stream whose caller cancels it ends at the
 // client at once and sends the server a cancel frame naming the call's
@@ -55,9 +55,12 @@
 //
 // Streaming calls (client, server and bidirectional), with the same
 // metadata, deadlines, status and size limits, in order, with
-// half-close (CloseSend), per-stream flow control and stream
-// interceptors (StreamInterceptor, WithStreamInterceptor); so grpc-go's
-// health service (Watch included) and server reflection work over Homa.
+// half-close (CloseSend), per-stream flow control (InitialWindowSize,
+// WithInitialWindowSize) and stream interceptors (StreamInterceptor,
+// WithStreamInterceptor); so grpc-go's health service (Watch included)
+// and server reflection work over Homa. As in grpc-go, a stream's
+// goroutines end when it ends: read it to io.EOF or an error, or cancel
+// its context.
 //
 // Compression: grpc.UseCompressor with any compressor registered in
 // package encoding (gzip: import google.golang.org/grpc/encoding/gzip)
@@ -96,8 +99,10 @@
 //
 // Server lifecycle: Serve(sock) blocks while serving one socket (it may
 // be called for several); Stop cancels the handlers' contexts, closes the
-// sockets and waits for every goroutine; GracefulStop stops receiving,
-// waits for running handlers to reply, then closes the sockets. Both are
+// sockets and waits for every goroutine; GracefulStop refuses new calls
+// and streams (codes.Unavailable), lets running handlers reply and open
+// streams end (it keeps receiving their frames until the last one is
+// gone), then closes the sockets. Both are
 // idempotent and both leave no goroutine behind. A socket is read by a
 // few goroutines at once; the one that receives a request runs its
 // handler and replies (no hand-off between goroutines), and another one
@@ -140,23 +145,27 @@
 //     client has one data frame in flight at a time and puts in it
 //     everything queued meanwhile, so frames stay in order without
 //     sequence numbers and a fast sender's messages travel in batches.
+//     SendMsg sends the frame itself when none is in flight; the
+//     stream's sender goroutine awaits the answers.
 //   - pull: the client keeps one at the server at all times. The server
 //     holds it until it has something to say (header metadata, messages,
 //     new credit, the status and trailer) and then answers it; the
 //     client sends the next one. So the server's messages are in order
 //     too, and batched the same way.
-//   - cancel: the client gave up (its context ended); the handler's
-//     context ends. Unary calls whose context can end carry an id for
-//     the same purpose.
+//   - cancel: the client gave up (it canceled its context); the
+//     handler's context ends. Every unary call carries an id that a
+//     cancel frame can name the same way.
 //
 // Flow control counts the bytes of messages from the stream's start,
 // each way: the receiver grants up to which byte it accepts (its window,
 // default 1 MiB, less what its reader has not taken yet), the sender
 // sends nothing beyond, and SendMsg waits while its queue holds what the
 // credit lets go plus one message. A reader that stops thus bounds its
-// peer's memory and its own. Credit travels in every frame and response;
-// a reader that frees half its window tells the other side at once
-// (the client in a data frame, the server in its answer to the pull).
+// peer's memory and its own: a stream holds at most a window and one
+// message each way, on either side. Credit travels in every frame and
+// response; a reader that frees half its window, or an eighth while its
+// peer has less than an eighth left, tells the other side at once (the
+// client in a data frame, the server in its answer to the pull).
 // Messages of any length up to the receiver's limit (MaxRecvMsgSize,
 // grpc.MaxCallRecvMsgSize; default 4 MiB, as in grpc-go) are cut into
 // chunks across frames; the receiver holds only the bytes that arrived,
@@ -173,9 +182,16 @@
 //     empty, and a client that sends no frame for four times as long is
 //     taken as gone: the handler's context is canceled (Stats counts
 //     Abandoned). An idle stream thus costs one small RPC per second.
-//   - Flow control is per stream; there is no connection window, since
-//     there is no connection: each peer's sockets bound their memory
-//     (sock.Limits).
+//   - Flow control is per stream, with a fixed window (grpc-go grows
+//     its windows by estimating the bandwidth-delay product); there is
+//     no connection window, since there is no connection: each peer's
+//     sockets bound their memory (sock.Limits).
+//   - One frame in flight each way keeps the frames in order without a
+//     reordering buffer, at a price: a message and its answer one at a
+//     time (ping-pong) cost two Homa round trips' worth of goroutine
+//     wake-ups (the data frame and its answer, the pull's answer and the
+//     next pull), and a stream's rate depends on batching. Many
+//     messages in flight travel a frame-full at a time.
 //   - The server holds one Homa RPC per open stream (the pull), so the
 //     socket's limit on pending replies (sock.Limits.PendingReplies,
 //     default 2,000 per client host) bounds a host's open streams.
@@ -198,12 +214,15 @@
 //
 // # Wire framing
 //
-// Each unary call is one Homa RPC. The request message holds a 20-byte header
-// (version, kind, codec name length, flags, method length, metadata entry
-// count and length, and the timeout in nanoseconds), then the codec name
+// Each unary call is one Homa RPC. The request message holds a 20-byte
+// header (version, kind, codec name length, flags, method length,
+// metadata entry count and length, and the timeout in nanoseconds), then,
+// as its flags say, the call's id and the compressor's name, then the
+// codec name
 // (the content subtype, empty for proto), the method ("/package.Service/
 // Method"), the metadata entries and the encoded request. The response
-// holds a 28-byte header (version, kind, status code, lengths of the
+// holds a 28-byte header (version, kind, flags (payload compressed),
+// status code, lengths of the
 // status message and details, counts and lengths of the header and
 // trailer metadata), then the status message, the status details (a
 // serialized google.rpc.Status, as gRPC's grpc-status-details-bin), the

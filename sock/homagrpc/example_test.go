@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
 	"github.com/homa-go/homa/sock"
@@ -104,4 +105,32 @@ func Example() {
 	// ONE
 	// TWO
 	// true
+}
+
+// One registration served over Homa and over grpc-go's HTTP/2: Mirror
+// registers each service on both servers, so grpcurl and clients in
+// other languages reach over TCP what Homa clients reach over Homa.
+func ExampleMirror() {
+	hs, gs := homagrpc.NewServer(), grpc.NewServer()
+	both := homagrpc.Mirror(hs, gs)
+	testpb.RegisterTestServiceServer(both, upperService{})
+	reflection.Register(both) // grpcurl lists the same services on both
+
+	fmt.Println(len(hs.GetServiceInfo()), len(gs.GetServiceInfo()))
+	// Output:
+	// 3 3
+}
+
+// A client of several servers: round robin sends each call or stream
+// to the next in turn.
+func ExampleDialTarget() {
+	cc, err := homagrpc.DialTarget("homa:///127.0.0.1:27331,127.0.0.1:27332", &sock.Config{Transport: sock.UDP},
+		homagrpc.WithBalancer(homagrpc.RoundRobin))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cc.Close()
+	fmt.Println(cc.Targets())
+	// Output:
+	// [127.0.0.1:27331 127.0.0.1:27332]
 }
