@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/homagrpc"
 )
 
@@ -365,6 +366,105 @@ func TestStreamDeadline(t *testing.T) {
 		defer svc.mu.Unlock()
 		if !errors.Is(svc.ctxErr, context.DeadlineExceeded) {
 			t.Errorf("the handler's context ended with %v, want the deadline", svc.ctxErr)
+		}
+	})
+}
+
+// GracefulStop lets an open stream run to its end, refusing new calls
+// and streams meanwhile, and Stop cancels the handlers of open streams.
+func TestStreamsAtStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, &streamService{})
+		c := w.client(t)
+		ctx := context.Background()
+		st, err := c.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: params(3)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		stopped := make(chan struct{})
+		go func() { w.srv.GracefulStop(); close(stopped) }()
+		synctest.Wait()
+		select {
+		case <-stopped:
+			t.Fatal("GracefulStop returned while a stream was open")
+		default:
+		}
+		_, err = c.UnaryCall(ctx, &testpb.SimpleRequest{})
+		wantCode(t, "unary call while stopping", err, codes.Unavailable)
+		st2, err := c.FullDuplexCall(ctx)
+		if err == nil {
+			_, err = st2.Recv()
+		}
+		wantCode(t, "new stream while stopping", err, codes.Unavailable)
+		// The open stream still works, and its end lets GracefulStop end.
+		if err := st.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: params(4)}); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := st.Recv(); err != nil || len(resp.GetPayload().GetBody()) != 4 {
+			t.Fatalf("Recv on the open stream while stopping: %v", err)
+		}
+		_ = st.CloseSend()
+		if _, err := st.Recv(); err != io.EOF {
+			t.Fatalf("Recv at the end: %v", err)
+		}
+		<-stopped
+		if err := <-w.served; err != nil {
+			t.Errorf("Serve after GracefulStop: %v", err)
+		}
+		w.nw.Close()
+
+		// Stop cancels what runs.
+		svc := blocking()
+		w = newStreamWorld(t, svc)
+		c = w.client(t)
+		st, err = c.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = st.Recv() }()
+		<-svc.entered
+		w.close(t)
+		<-svc.returned
+		if !errors.Is(svc.ctxErr, context.Canceled) {
+			t.Errorf("the handler's context at Stop: %v", svc.ctxErr)
+		}
+	})
+}
+
+// A client that vanishes without a word (its socket closed, no cancel
+// frame) is taken as gone after four keepalive intervals without a
+// frame: the handler's context ends and the stream is counted abandoned.
+func TestStreamClientVanishes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := blocking()
+		w := newStreamWorld(t, svc, homagrpc.StreamKeepalive(time.Second))
+		defer w.close(t)
+		conn, err := w.nw.Open(clientHost, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sock.OpenConn(conn, testConfig())
+		c := testpb.NewTestServiceClient(homagrpc.NewClientConn(s, serverAddr))
+		st, err := c.FullDuplexCall(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = st.Recv() }()
+		<-svc.entered
+		start := time.Now()
+		s.Close()
+		<-svc.returned
+		if d := time.Since(start); d < 3*time.Second || d > 6*time.Second {
+			t.Errorf("the handler ended %v after the client vanished, want about 4 keepalives (4s)", d)
+		}
+		if got := w.srv.Stats().Abandoned; got != 1 {
+			t.Errorf("Stats().Abandoned = %d, want 1", got)
 		}
 	})
 }
