@@ -20,3 +20,6 @@ func StreamResponseCodeForTest(msg []byte) codes.Code {
 	}
 	return codes.Code(r.resp.code)
 }
+
+// StreamMemoryForTest is what the server's streams hold of its budget.
+func StreamMemoryForTest(s *Server) int64 { return s.streamMem.used.Load() }

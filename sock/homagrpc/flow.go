@@ -56,12 +56,39 @@ func (r *frameRef) release() {
 	}
 }
 
+// memBudget bounds the bytes that the streams of a server hold received
+// and not yet read, whatever their windows and number add up to.
+type memBudget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+// take reserves n bytes, or reports that they do not fit.
+func (b *memBudget) take(n int) bool {
+	if b == nil {
+		return true
+	}
+	if b.used.Add(int64(n)) > b.limit {
+		b.used.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
+func (b *memBudget) give(n int) {
+	if b != nil && n != 0 {
+		b.used.Add(-int64(n))
+	}
+}
+
 // inQueue is the receiving half of a stream. Its owner guards it.
 type inQueue struct {
-	msgs     []inMsg // complete, not yet read
-	queued   int     // bytes in msgs
-	partial  []byte  // the message in progress
-	inPart   bool    // a message is in progress
+	budget   *memBudget // nil: none beyond the window and message limit
+	held     int        // bytes taken from the budget
+	msgs     []inMsg    // complete, not yet read
+	queued   int        // bytes in msgs
+	partial  []byte     // the message in progress
+	inPart   bool       // a message is in progress
 	partComp bool
 	received uint64 // bytes received
 	limit    uint64 // the credit granted
@@ -70,8 +97,8 @@ type inQueue struct {
 	maxMsg   int // longest message accepted
 }
 
-func newInQueue(window, maxMsg int, limit uint64) inQueue {
-	return inQueue{window: window, maxMsg: maxMsg, limit: limit, told: limit}
+func newInQueue(window, maxMsg int, limit uint64, budget *memBudget) inQueue {
+	return inQueue{window: window, maxMsg: maxMsg, limit: limit, told: limit, budget: budget}
 }
 
 // add takes a frame's chunks in. A peer that sends beyond its credit or
@@ -93,6 +120,10 @@ func (q *inQueue) add(sec []byte, ref *frameRef) error {
 		if len(q.partial)+len(data) > q.maxMsg {
 			return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(q.partial)+len(data), q.maxMsg)
 		}
+		if !q.budget.take(len(data)) {
+			return status.Errorf(codes.ResourceExhausted, "homagrpc: the server's streams hold %d bytes unread, its bound (MaxStreamMemory)", q.budget.limit)
+		}
+		q.held += len(data)
 		if flags&chunkFlagLast != 0 && !q.inPart {
 			// A whole message in one chunk.
 			if ref != nil {
@@ -130,7 +161,18 @@ func (q *inQueue) take() (inMsg, bool) {
 		q.msgs = q.msgs[:0:0]
 	}
 	q.queued -= len(m.data)
+	q.held -= len(m.data)
+	q.budget.give(len(m.data))
 	return m, true
+}
+
+// drop lets go of everything held, when the stream ends.
+func (q *inQueue) drop() {
+	for _, m := range q.msgs {
+		m.done()
+	}
+	q.budget.give(q.held)
+	q.msgs, q.partial, q.queued, q.held, q.inPart = nil, nil, 0, 0, false
 }
 
 // grant returns the credit to give now: never less than before.

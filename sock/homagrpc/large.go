@@ -52,7 +52,7 @@ func (c *ClientConn) invokeStream(ctx context.Context, method string, args, repl
 // a stream (first is its first part, which it consumes) and returns the
 // message, the header and the trailer, or the call's status error.
 func (c *ClientConn) pullRest(ctx context.Context, target netip.AddrPort, id uint64, first *sock.Message, maxRecv int) (msg inMsg, header, trailer metadata.MD, err error) {
-	in := newInQueue(maxRecv, maxRecv, maxFrame)
+	in := newInQueue(maxRecv, maxRecv, maxFrame, nil)
 	m := first
 	for {
 		r, err := parseStreamResp(m.Data)

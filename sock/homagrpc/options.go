@@ -128,10 +128,27 @@ type serverOptions struct {
 	windowSize  int
 	keepalive   time.Duration
 	statsHs     []stats.Handler
+	streamMem   int64
 }
 
 func defaultServerOptions() serverOptions {
-	return serverOptions{maxRecv: -1, maxSend: -1, maxHandlers: defaultMaxHandlers, windowSize: defaultWindow, keepalive: defaultKeepalive}
+	return serverOptions{maxRecv: -1, maxSend: -1, maxHandlers: defaultMaxHandlers, windowSize: defaultWindow, keepalive: defaultKeepalive, streamMem: defaultStreamMemory}
+}
+
+// defaultStreamMemory is the default of MaxStreamMemory.
+const defaultStreamMemory = 256 << 20
+
+// MaxStreamMemory bounds the bytes of messages that all the server's
+// streams (and unary calls too long for one Homa message) hold received
+// and not yet read by their handlers (default 256 MiB). A stream whose
+// bytes would pass it fails with codes.ResourceExhausted. Each stream
+// holds at most its window and one message; this bounds them together.
+func MaxStreamMemory(n int64) ServerOption {
+	return func(o *serverOptions) {
+		if n > 0 {
+			o.streamMem = n
+		}
+	}
 }
 
 // defaultMaxRecv is the default bound on a received message, grpc-go's.

@@ -41,6 +41,8 @@ type Server struct {
 	stopped   bool
 
 	stats serverCounters
+	// streamMem bounds what the streams hold received and unread.
+	streamMem memBudget
 }
 
 var _ grpc.ServiceRegistrar = (*Server)(nil)
@@ -51,6 +53,7 @@ func NewServer(opts ...ServerOption) *Server {
 	for _, o := range opts {
 		o(&s.opts)
 	}
+	s.streamMem.limit = s.opts.streamMem
 	s.handlerCtx, s.endHandlers = context.WithCancel(context.Background())
 	s.recvCtx, s.endRecv = context.WithCancel(context.Background())
 	s.registry.Store(&registry{methods: map[string]*method{}, services: map[string]*service{}})

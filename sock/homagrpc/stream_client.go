@@ -86,7 +86,7 @@ func (c *ClientConn) newClientStream(ctx context.Context, desc *grpc.StreamDesc,
 	cs := &clientStream{
 		c: c, target: target, desc: desc, ci: *ci, comp: comp, ctx: ctx,
 		id:       c.newID(),
-		in:       newInQueue(c.opts.window(), recvLimit(ci.maxRecv), 0),
+		in:       newInQueue(c.opts.window(), recvLimit(ci.maxRecv), 0, nil),
 		out:      outQueue{limit: initialCredit},
 		headerCh: make(chan struct{}), doneCh: make(chan struct{}),
 		recvSig: make(chan struct{}, 1), sendSig: make(chan struct{}, 1), work: make(chan struct{}, 1),

@@ -135,7 +135,7 @@ func (l *listener) openStream(m *sock.Message, key streamKey, req streamReq) {
 		return
 	}
 	ss := &sstream{l: l, key: key, method: md.name, setup: cs, out: outQueue{limit: req.credit},
-		in:      newInQueue(s.opts.windowSize, cs.maxRecv, initialCredit),
+		in:      newInQueue(s.opts.windowSize, cs.maxRecv, initialCredit, &s.streamMem),
 		heard:   time.Now(),
 		recvSig: make(chan struct{}, 1), sendSig: make(chan struct{}, 1),
 	}
@@ -198,6 +198,13 @@ func (ss *sstream) finish(err error) {
 		st = errStatus(err)
 	}
 	ss.mu.Lock()
+	if ss.end != nil {
+		// The stream failed already (the client broke a limit); its
+		// end goes out with the next pull.
+		ss.mu.Unlock()
+		ss.stats.end(ss.end.Err(), nil)
+		return
+	}
 	ss.end = st
 	if !ss.headerSent {
 		ss.headerSent, ss.headerDue = true, true
@@ -224,7 +231,12 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 	ss.heard = time.Now()
 	ss.out.setLimit(req.credit)
 	var as [2]answer
-	if req.op == opData {
+	switch {
+	case req.op == opData && (ss.end != nil || ss.gone):
+		// The handler has returned: the messages have nobody to read
+		// them. The answer says so.
+		as[0] = ss.ack(m)
+	case req.op == opData:
 		ref := newFrameRef(m)
 		if err := ss.in.add(req.chunks, ref); err != nil {
 			// The client broke a limit: the stream ends with the
@@ -235,12 +247,14 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 				ss.end = st
 			}
 			ss.out = outQueue{}
+			ss.in.drop()
 			a := ss.flush(true)
 			ss.mu.Unlock()
 			ss.cancel(err)
 			ss.l.endFrame(m, st)
+			// The stream is forgotten once its end has gone out, in
+			// the answer to the pull held now or to the next one.
 			ss.send(a)
-			ss.l.removeStream(ss)
 			return
 		}
 		if req.flags&sreqFlagHalfClose != 0 {
@@ -249,7 +263,7 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 		as[0] = ss.ack(m)
 		as[0].ref = ref
 		signal(ss.recvSig)
-	} else {
+	default:
 		if ss.pull != nil {
 			as[0] = ss.flush(true) // a second pull: answer the first
 		}
@@ -510,6 +524,7 @@ func (l *listener) removeStream(ss *sstream) {
 	ss.cancel(nil)
 	ss.mu.Lock()
 	ss.gone = true
+	ss.in.drop()
 	var a answer
 	if ss.pull != nil {
 		a = ss.flush(true)
