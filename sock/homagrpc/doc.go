@@ -162,7 +162,9 @@
 // sends nothing beyond, and SendMsg waits while its queue holds what the
 // credit lets go plus one message. A reader that stops thus bounds its
 // peer's memory and its own: a stream holds at most a window and one
-// message each way, on either side. Credit travels in every frame and
+// message each way, on either side, and a server's streams together at
+// most MaxStreamMemory (default 256 MiB) unread, past which a stream
+// fails with ResourceExhausted. Credit travels in every frame and
 // response; a reader that frees half its window, or an eighth while its
 // peer has less than an eighth left, tells the other side at once (the
 // client in a data frame, the server in its answer to the pull).
