@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -465,6 +466,59 @@ func TestStreamClientVanishes(t *testing.T) {
 		}
 		if got := w.srv.Stats().Abandoned; got != 1 {
 			t.Errorf("Stats().Abandoned = %d, want 1", got)
+		}
+	})
+}
+
+// Stream interceptors run on both sides, outermost first, and see the
+// stream's messages; a header sent before any message reaches the
+// client's Header at once.
+func TestStreamInterceptors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var order []string
+		note := func(s string) {
+			mu.Lock()
+			order = append(order, s)
+			mu.Unlock()
+		}
+		srvInt := func(name string) grpc.StreamServerInterceptor {
+			return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+				note(name + " " + info.FullMethod)
+				if name == "s1" {
+					if err := ss.SendHeader(metadata.Pairs("early", "yes")); err != nil {
+						return err
+					}
+				}
+				return handler(srv, ss)
+			}
+		}
+		cliInt := func(name string) grpc.StreamClientInterceptor {
+			return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				note(name)
+				return streamer(ctx, desc, cc, method, opts...)
+			}
+		}
+		svc := blocking()
+		w := newStreamWorld(t, svc, homagrpc.ChainStreamInterceptor(srvInt("s1"), srvInt("s2")))
+		defer w.close(t)
+		c := w.client(t, homagrpc.WithChainStreamInterceptor(cliInt("c1"), cliInt("c2")))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		st, err := c.FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hdr, err := st.Header() // the handler blocks: only SendHeader can bring it
+		if err != nil || len(hdr.Get("early")) != 1 {
+			t.Errorf("Header: %v, %v", hdr, err)
+		}
+		<-svc.entered
+		mu.Lock()
+		defer mu.Unlock()
+		m := testpb.TestService_FullDuplexCall_FullMethodName
+		if want := []string{"c1", "c2", "s1 " + m, "s2 " + m}; !slices.Equal(order, want) {
+			t.Errorf("interceptors ran %v, want %v", order, want)
 		}
 	})
 }
