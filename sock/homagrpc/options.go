@@ -249,8 +249,10 @@ func MaxRecvMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxR
 // larger ones fail with codes.ResourceExhausted.
 func MaxSendMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxSend = n } }
 
-// MaxConcurrentCalls bounds the calls the server runs at once on each
-// socket (default 10,000). Requests beyond it wait in the socket.
+// MaxConcurrentCalls bounds the unary calls the server runs at once on
+// each socket (default 10,000): requests beyond it wait in the socket.
+// It bounds the streams open at once on each socket too: a stream
+// beyond it is refused with codes.ResourceExhausted.
 func MaxConcurrentCalls(n int) ServerOption {
 	return func(o *serverOptions) {
 		if n > 0 {

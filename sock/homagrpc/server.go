@@ -16,13 +16,16 @@ import (
 
 // Server serves gRPC services registered with RegisterService (as
 // protoc-generated Register functions do) on Homa server sockets. It
-// implements grpc.ServiceRegistrar. Unary methods are served; a call of a
-// streaming method is answered with codes.Unimplemented.
+// implements grpc.ServiceRegistrar. Unary and streaming methods are
+// served.
 //
 // Each socket given to Serve is read by a small pool of goroutines: the
-// one that receives a request runs its handler and replies, so a call
-// costs no hand-off between goroutines, and another starts reading
-// whenever none is left waiting, up to MaxConcurrentCalls.
+// one that receives a unary request runs its handler and replies, so a
+// call costs no hand-off between goroutines, and another starts reading
+// whenever none is left waiting, up to MaxConcurrentCalls. A stream's
+// handler runs in a goroutine of its own, which the frames the pool
+// receives feed; MaxConcurrentCalls bounds the open streams of a socket
+// too.
 type Server struct {
 	opts serverOptions
 
@@ -222,10 +225,10 @@ func (s *Server) stop() []*listener {
 
 // ServerStats counts what a Server did.
 type ServerStats struct {
-	// Calls counts requests handed to a handler.
+	// Calls counts the calls and streams handed to a handler.
 	Calls uint64
-	// Malformed counts requests that were not valid frames, answered
-	// with codes.Internal.
+	// Malformed counts requests and stream frames that were not valid
+	// frames, answered with codes.Internal.
 	Malformed uint64
 	// Unimplemented counts requests for unknown services or methods,
 	// answered with codes.Unimplemented.
