@@ -145,13 +145,21 @@
 //     client has one data frame in flight at a time and puts in it
 //     everything queued meanwhile, so frames stay in order without
 //     sequence numbers and a fast sender's messages travel in batches.
-//     SendMsg sends the frame itself when none is in flight; the
-//     stream's sender goroutine awaits the answers.
+//     SendMsg sends the frame itself when none is in flight, and the
+//     answer is awaited by RecvMsg when it waits, else by the stream's
+//     sender goroutine. The server answers a data frame at once, unless
+//     it brought messages to a handler waiting in RecvMsg: then it
+//     holds it, and answers it with what the handler says next (its
+//     next messages, or nothing when it asks for more messages, or
+//     blocks, or returns). So a message and its answer, one at a time,
+//     cost one Homa RPC, as a unary call does.
 //   - pull: the client keeps one at the server at all times. The server
 //     holds it until it has something to say (header metadata, messages,
-//     new credit, the status and trailer) and then answers it; the
-//     client sends the next one. So the server's messages are in order
-//     too, and batched the same way.
+//     new credit, the status and trailer) and no data frame is held to
+//     say it in, and then answers it; the client sends the next one.
+//     The server numbers its answers, whichever frame they answer, and
+//     the client takes them in that order; it sends no frame while an
+//     answer is missing, so at most one waits out of order.
 //   - cancel: the client gave up (it canceled its context); the
 //     handler's context ends. Every unary call carries an id that a
 //     cancel frame can name the same way.
@@ -188,12 +196,12 @@
 //     its windows by estimating the bandwidth-delay product); there is
 //     no connection window, since there is no connection: each peer's
 //     sockets bound their memory (sock.Limits).
-//   - One frame in flight each way keeps the frames in order without a
-//     reordering buffer, at a price: a message and its answer one at a
-//     time (ping-pong) cost two Homa round trips' worth of goroutine
-//     wake-ups (the data frame and its answer, the pull's answer and the
-//     next pull), and a stream's rate depends on batching. Many
-//     messages in flight travel a frame-full at a time.
+//   - One data frame in flight keeps the client's messages in order
+//     without a reordering buffer, at a price: a stream's rate depends
+//     on batching, and a handler that holds a data frame (it took the
+//     messages and neither answers nor asks for more, computing) keeps
+//     the client's next frame, with the messages queued meanwhile,
+//     waiting until it does.
 //   - The server holds one Homa RPC per open stream (the pull), so the
 //     socket's limit on pending replies (sock.Limits.PendingReplies,
 //     default 2,000 per client host) bounds a host's open streams.

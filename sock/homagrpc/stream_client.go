@@ -3,6 +3,7 @@ package homagrpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"sync"
@@ -19,9 +20,10 @@ import (
 
 // clientStream is one stream of a ClientConn: a sender goroutine sends
 // the open frame and then data frames (messages, half-close, credit),
-// one at a time; a puller keeps one pull frame at the server, whose
-// responses bring the server's header, messages, credit and, at the end,
-// status and trailer.
+// one at a time; a puller keeps one pull frame at the server. The
+// answers to either bring the server's header, messages, credit and, at
+// the end, status and trailer, numbered so that they are taken in the
+// server's order.
 type clientStream struct {
 	c      *ClientConn
 	target netip.AddrPort
@@ -55,12 +57,17 @@ type clientStream struct {
 	done      bool
 
 	endReported bool
+	nextSeq     uint32     // of the next answer to take
+	early       *earlyResp // an answer that came before the one due
+	inFlight    int        // frames sent and not answered
+	lost        error      // the server no longer knows the stream
 
 	headerCh chan struct{} // closed when the header or the end arrives
 	doneCh   chan struct{} // closed at the end
 	recvSig  chan struct{} // a message or the end arrived
 	sendSig  chan struct{} // credit opened, or the sending ended
 	work     chan struct{} // something for the sender
+	gapSig   chan struct{} // the answer missing came
 	wg       sync.WaitGroup
 }
 
@@ -88,8 +95,9 @@ func (c *ClientConn) newClientStream(ctx context.Context, desc *grpc.StreamDesc,
 		id:       c.newID(),
 		in:       newInQueue(c.opts.window(), recvLimit(ci.maxRecv), 0, nil),
 		out:      outQueue{limit: initialCredit},
+		nextSeq:  1,
 		headerCh: make(chan struct{}), doneCh: make(chan struct{}),
-		recvSig: make(chan struct{}, 1), sendSig: make(chan struct{}, 1), work: make(chan struct{}, 1),
+		recvSig: make(chan struct{}, 1), sendSig: make(chan struct{}, 1), work: make(chan struct{}, 1), gapSig: make(chan struct{}, 1),
 	}
 	cs.in.limit = cs.in.grant()
 	cs.in.told = cs.in.limit
@@ -148,6 +156,7 @@ func (cs *clientStream) sendLoop() {
 			var frame []byte
 			frame, pulls = cs.buildFrame()
 			cs.busy = true
+			cs.inFlight++
 			id, err = cs.c.s.SendOwned(cs.target, frame, 0)
 		}
 		cs.mu.Unlock()
@@ -159,12 +168,7 @@ func (cs *clientStream) sendLoop() {
 			cs.fail(err)
 			return
 		}
-		if pulls {
-			cs.onPull(m)
-		} else {
-			cs.onAck(m)
-			m.Release()
-		}
+		cs.onAnswer(m)
 		cs.mu.Lock()
 		cs.busy = false
 		cs.opened = cs.opened || opening
@@ -184,6 +188,7 @@ func (cs *clientStream) sendNow() {
 		return
 	}
 	frame, _ := cs.buildFrame()
+	cs.inFlight++
 	id, err := cs.c.s.SendOwned(cs.target, frame, 0)
 	if err != nil {
 		// Let the sender meet the error; what the frame held is lost
@@ -200,8 +205,8 @@ func (cs *clientStream) hasWork() bool {
 	if !cs.openSent {
 		return true
 	}
-	if cs.sendEnded {
-		return false
+	if cs.sendEnded || cs.early != nil {
+		return false // no frame while an answer is missing
 	}
 	return cs.out.ready() || cs.halfClose && !cs.halfSent && cs.out.empty() || cs.in.due()
 }
@@ -251,18 +256,29 @@ func (cs *clientStream) pullLoop(first bool) {
 	}
 	for {
 		cs.mu.Lock()
+		for cs.early != nil && !cs.done {
+			// An answer is missing: it comes before another frame
+			// goes, so that at most one waits out of order.
+			cs.mu.Unlock()
+			select {
+			case <-cs.gapSig:
+			case <-cs.doneCh:
+			}
+			cs.mu.Lock()
+		}
 		if cs.done {
 			cs.mu.Unlock()
 			return
 		}
 		frame := appendStreamReqHeader(make([]byte, 0, sreqHeaderLen), opPull, 0, cs.id, cs.in.tell())
+		cs.inFlight++
 		cs.mu.Unlock()
 		m, err := cs.rpc(frame)
 		if err != nil {
 			cs.fail(err)
 			return
 		}
-		cs.onPull(m)
+		cs.onAnswer(m)
 	}
 }
 
@@ -290,36 +306,17 @@ func (cs *clientStream) await(id uint64) (*sock.Message, error) {
 	return m, nil
 }
 
-// onAck takes the response to a data frame: the server's credit, or the
-// news that it takes no more messages.
-func (cs *clientStream) onAck(m *sock.Message) {
-	r, err := parseStreamResp(m.Data)
-	if err != nil {
-		cs.fail(err)
-		return
-	}
-	if r.flags&srespFlagEnd != 0 && r.resp.code != 0 {
-		// The server refused the frame and ended the stream.
-		cs.mu.Lock()
-		if !cs.done {
-			cs.final = responseStatus(r.resp).Err()
-			cs.finish()
-		}
-		cs.mu.Unlock()
-		return
-	}
-	cs.mu.Lock()
-	cs.out.setLimit(r.credit)
-	if r.flags&srespFlagEnd != 0 {
-		cs.sendEnded = true
-	}
-	cs.mu.Unlock()
-	signal(cs.sendSig)
+// earlyResp is an answer that came before the one due, kept with its
+// message.
+type earlyResp struct {
+	r   streamResp
+	ref *frameRef
 }
 
-// onPull takes the response to a pull: header, messages, credit, end.
-// It owns m, which the messages in it alias.
-func (cs *clientStream) onPull(m *sock.Message) {
+// onAnswer takes the answer to a frame of the stream, in the server's
+// order: header, messages, credit, end. It owns m, which the messages in
+// it alias.
+func (cs *clientStream) onAnswer(m *sock.Message) {
 	ref := newFrameRef(m)
 	defer ref.release()
 	r, err := parseStreamResp(m.Data)
@@ -328,22 +325,61 @@ func (cs *clientStream) onPull(m *sock.Message) {
 		return
 	}
 	cs.mu.Lock()
-	if cs.done {
-		cs.mu.Unlock()
-		return
+	cs.inFlight--
+	switch {
+	case cs.done:
+	case r.seq == 0:
+		// The server does not know the stream: it ended there, and
+		// takes no more messages. Its end may still be on its way in
+		// the answer to the other frame in flight; a status here
+		// ends the stream only when none is.
+		cs.sendEnded = true
+		if r.flags&srespFlagEnd != 0 && r.resp.code != 0 {
+			cs.lost = responseStatus(r.resp).Err()
+		}
+	case r.seq != cs.nextSeq:
+		if cs.early != nil || r.seq < cs.nextSeq {
+			cs.fail0(fmt.Errorf("%w: stream response %d while %d is due", errMalformed, r.seq, cs.nextSeq))
+			break
+		}
+		ref.n.Add(1)
+		cs.early = &earlyResp{r, ref}
+	default:
+		err = cs.take(r, ref)
+		for err == nil && !cs.done && cs.early != nil && cs.early.r.seq == cs.nextSeq {
+			e := cs.early
+			cs.early = nil
+			err = cs.take(e.r, e.ref)
+			e.ref.release()
+		}
 	}
+	if !cs.done && cs.lost != nil && cs.inFlight == 0 {
+		cs.final = cs.lost
+		cs.finish()
+	}
+	cs.mu.Unlock()
+	if err != nil {
+		cs.abandon(err)
+	}
+	signal(cs.recvSig)
+	signal(cs.sendSig)
+	signal(cs.work)
+	signal(cs.gapSig)
+}
+
+// take takes the answer due. The caller holds mu.
+func (cs *clientStream) take(r streamResp, ref *frameRef) error {
+	cs.nextSeq++
 	cs.out.setLimit(r.credit)
 	if r.flags&srespFlagHeader != 0 && !cs.gotHeader {
 		cs.header, cs.gotHeader = parseMD(r.resp.header, r.resp.nHeader), true
 		close(cs.headerCh)
+		if cs.stats != nil {
+			cs.stats.inHeader(cs.header, true)
+		}
 	}
 	if err := cs.in.add(r.resp.payload, ref); err != nil {
-		cs.mu.Unlock()
-		cs.abandon(err)
-		return
-	}
-	if cs.stats != nil {
-		cs.stats.inHeader(cs.header, r.flags&srespFlagHeader != 0)
+		return err
 	}
 	if r.flags&srespFlagEnd != 0 {
 		cs.trailer = parseMD(r.resp.trailer, r.resp.nTrailer)
@@ -352,10 +388,7 @@ func (cs *clientStream) onPull(m *sock.Message) {
 		}
 		cs.finish()
 	}
-	cs.mu.Unlock()
-	signal(cs.recvSig)
-	signal(cs.sendSig)
-	signal(cs.work)
+	return nil
 }
 
 // finish ends the stream. The caller holds mu.
@@ -547,6 +580,22 @@ func (cs *clientStream) next() (inMsg, error) {
 				return inMsg{}, cs.final
 			}
 			return inMsg{}, io.EOF
+		}
+		if id := cs.handoff; id != 0 {
+			// A data frame SendMsg sent, whose answer the sender has
+			// not taken up yet: await it here, sparing a hand-off.
+			cs.handoff = 0
+			cs.mu.Unlock()
+			m, err := cs.await(id)
+			if err != nil {
+				cs.fail(err)
+			} else {
+				cs.onAnswer(m)
+			}
+			cs.mu.Lock()
+			cs.busy = false
+			signal(cs.work)
+			continue
 		}
 		cs.mu.Unlock()
 		select {

@@ -30,7 +30,11 @@ import (
 //	1      1    kind (4: stream response)
 //	2      1    flags: 1 end (the status and trailer are final);
 //	            2 header (the header metadata is in this response)
-//	3      5    reserved (0)
+//	3      1    reserved (0)
+//	4      4    sequence number: 1 for the stream's first response, one
+//	            more for each next one, whichever frame it answers (the
+//	            client takes them in this order); 0 for the answers of a
+//	            server that does not know the stream
 //	8      8    credit: how many message bytes the server accepts from
 //	            the client in all, counted from the stream's start
 //	16          a response frame (kind 2, as for a unary call) whose
@@ -71,6 +75,7 @@ const (
 	sreqHeaderLen = 24
 
 	srespOffFlags  = 2
+	srespOffSeq    = 4
 	srespOffCredit = 8
 	srespHeaderLen = 16
 
@@ -149,13 +154,15 @@ func parseStreamReq(msg []byte) (streamReq, error) {
 // message.
 type streamResp struct {
 	flags  byte
+	seq    uint32
 	credit uint64
 	resp   response // its payload is chunks
 }
 
 // appendStreamRespHeader appends the fixed header of a server response.
-func appendStreamRespHeader(b []byte, flags byte, credit uint64) []byte {
-	b = append(b, frameVersion, kindStreamResp, flags, 0, 0, 0, 0, 0)
+func appendStreamRespHeader(b []byte, flags byte, seq uint32, credit uint64) []byte {
+	b = append(b, frameVersion, kindStreamResp, flags, 0)
+	b = binary.BigEndian.AppendUint32(b, seq)
 	return binary.BigEndian.AppendUint64(b, credit)
 }
 
@@ -166,9 +173,10 @@ func parseStreamResp(msg []byte) (streamResp, error) {
 		return r, err
 	}
 	r.flags = msg[srespOffFlags]
-	if r.flags&^(srespFlagEnd|srespFlagHeader) != 0 || msg[3]|msg[4]|msg[5]|msg[6]|msg[7] != 0 {
-		return r, fmt.Errorf("%w: stream response flags %#x or reserved bytes", errMalformed, r.flags)
+	if r.flags&^(srespFlagEnd|srespFlagHeader) != 0 || msg[3] != 0 {
+		return r, fmt.Errorf("%w: stream response flags %#x or reserved byte", errMalformed, r.flags)
 	}
+	r.seq = binary.BigEndian.Uint32(msg[srespOffSeq:])
 	r.credit = binary.BigEndian.Uint64(msg[srespOffCredit:])
 	var err error
 	if r.resp, err = parseResponseFrame(msg[srespHeaderLen:], true); err != nil {

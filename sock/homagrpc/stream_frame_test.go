@@ -67,15 +67,15 @@ func TestStreamReqFrame(t *testing.T) {
 // a status or trailer without the end flag, or header metadata without
 // the header flag, is refused.
 func TestStreamRespFrame(t *testing.T) {
-	b := appendStreamRespHeader(nil, srespFlagEnd|srespFlagHeader, 0x0102030405060708)
+	b := appendStreamRespHeader(nil, srespFlagEnd|srespFlagHeader, 0x0a0b0c0d, 0x0102030405060708)
 	b, _ = appendResponseHeader(b, 5, "gone", nil, metadata.Pairs("h", "1"), metadata.Pairs("t", "2"))
 	b = appendChunkHeader(b, chunkFlagLast, 1)
 	b = append(b, 'z')
-	if want := []byte{1, 4, 3, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8}; !bytes.Equal(b[:srespHeaderLen], want) {
+	if want := []byte{1, 4, 3, 0, 0x0a, 0x0b, 0x0c, 0x0d, 1, 2, 3, 4, 5, 6, 7, 8}; !bytes.Equal(b[:srespHeaderLen], want) {
 		t.Errorf("header %v, want %v", b[:srespHeaderLen], want)
 	}
 	r, err := parseStreamResp(b)
-	if err != nil || r.flags != srespFlagEnd|srespFlagHeader || r.credit != 0x0102030405060708 || r.resp.code != 5 || len(r.resp.payload) != chunkHeaderLen+1 {
+	if err != nil || r.flags != srespFlagEnd|srespFlagHeader || r.seq != 0x0a0b0c0d || r.credit != 0x0102030405060708 || r.resp.code != 5 || len(r.resp.payload) != chunkHeaderLen+1 {
 		t.Fatalf("parse: %+v, %v", r, err)
 	}
 	noEnd := bytes.Clone(b)

@@ -24,9 +24,11 @@ type streamKey struct {
 }
 
 // sstream is one stream at the server. Its handler runs in a goroutine
-// of its own; the listener's goroutines hand it the client's frames, and
-// the server answers the client's pull, which it holds, when it has
-// something to say.
+// of its own; the listener's goroutines hand it the client's frames. The
+// server holds the client's pull, and a data frame that brought messages
+// to a handler waiting for them, and answers the data frame (or else the
+// pull) when it has something to say: so a message and its answer one
+// at a time (ping-pong) cost one Homa RPC.
 type sstream struct {
 	l      *listener
 	key    streamKey
@@ -42,6 +44,11 @@ type sstream struct {
 	halfClosed bool
 	pull       *sock.Message // the client's pull, held
 	pullAt     time.Time
+	held       *sock.Message // a data frame, held
+	heldRef    *frameRef     // releases held
+	heldAt     time.Time
+	seq        uint32    // of the last response
+	recvWait   bool      // the handler waits in RecvMsg
 	heard      time.Time // the client's last frame
 	header     metadata.MD
 	headerSent bool // sent, or fixed by SendHeader
@@ -95,21 +102,21 @@ func (l *listener) handleStream(m *sock.Message) {
 }
 
 // endFrame answers a stream frame with an empty response: the end of the
-// stream with status st, or (st nil) just an acknowledgment.
+// stream with status st, or (st nil or OK) the news that the server
+// takes no more messages.
 func (l *listener) endFrame(m *sock.Message, st *status.Status) {
-	flags := byte(0)
-	b := make([]byte, 0, 64)
-	if st != nil {
-		flags = srespFlagEnd
-	}
-	b = appendStreamRespHeader(b, flags, 0)
+	_ = l.s.ReplyOwned(m, endFrameBytes(st))
+	m.Release()
+}
+
+func endFrameBytes(st *status.Status) []byte {
+	b := appendStreamRespHeader(make([]byte, 0, 64), srespFlagEnd, 0, 0)
 	if st != nil && st.Code() != codes.OK {
 		b = appendStatusResponse(b, st, statusDetails(st), nil, nil)
 	} else {
 		b, _ = appendResponseHeader(b, 0, "", nil, nil, nil)
 	}
-	_ = l.s.ReplyOwned(m, b)
-	m.Release()
+	return b
 }
 
 // statusDetails is the serialized status when it has details.
@@ -163,7 +170,8 @@ func (l *listener) openStream(m *sock.Message, key streamKey, req streamReq) {
 		return
 	}
 	ss.mu.Lock()
-	a := ss.ack(m)
+	ss.held, ss.heldAt = m, time.Now()
+	a := ss.flush(true)
 	ss.mu.Unlock()
 	ss.send(a)
 }
@@ -228,14 +236,17 @@ func (ss *sstream) finish(err error) {
 // frame takes a data or pull frame of the stream. It owns m.
 func (ss *sstream) frame(m *sock.Message, req streamReq) {
 	ss.mu.Lock()
-	ss.heard = time.Now()
+	now := time.Now()
+	ss.heard = now
 	ss.out.setLimit(req.credit)
-	var as [2]answer
+	var as [3]answer
 	switch {
 	case req.op == opData && (ss.end != nil || ss.gone):
 		// The handler has returned: the messages have nobody to read
-		// them. The answer says so.
-		as[0] = ss.ack(m)
+		// them. The answer says what is left to say.
+		as[0] = ss.flushHeld() // one data frame in flight: none held
+		ss.held, ss.heldAt = m, now
+		as[1] = ss.flush(true)
 	case req.op == opData:
 		ref := newFrameRef(m)
 		if err := ss.in.add(req.chunks, ref); err != nil {
@@ -251,7 +262,8 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 			a := ss.flush(true)
 			ss.mu.Unlock()
 			ss.cancel(err)
-			ss.l.endFrame(m, st)
+			_ = ss.l.s.ReplyOwned(m, endFrameBytes(st))
+			ref.release()
 			// The stream is forgotten once its end has gone out, in
 			// the answer to the pull held now or to the next one.
 			ss.send(a)
@@ -260,40 +272,49 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 		if req.flags&sreqFlagHalfClose != 0 {
 			ss.halfClosed = true
 		}
-		as[0] = ss.ack(m)
-		as[0].ref = ref
+		as[0] = ss.flushHeld() // one data frame in flight: none held
+		ss.held, ss.heldRef, ss.heldAt = m, ref, now
+		if !ss.recvWait || len(req.chunks) == 0 {
+			// Nobody waits for these messages (or there are none):
+			// answer now, with the credit and whatever is ready.
+			as[1] = ss.flush(true)
+		}
 		signal(ss.recvSig)
 	default:
 		if ss.pull != nil {
-			as[0] = ss.flush(true) // a second pull: answer the first
+			as[0] = ss.flushPull(true) // a second pull: answer the first
 		}
-		ss.pull, ss.pullAt = m, time.Now()
+		ss.pull, ss.pullAt = m, now
 	}
-	as[1] = ss.flush(false)
+	as[2] = ss.flush(false)
 	ss.mu.Unlock()
 	signal(ss.sendSig)
-	ss.send(as[0])
-	ss.send(as[1])
-}
-
-// ack is the response to a data frame: the credit, and the end flag once
-// the handler returned (it takes no more messages). The caller holds mu.
-func (ss *sstream) ack(m *sock.Message) answer {
-	flags := byte(0)
-	if ss.end != nil {
-		flags = srespFlagEnd
+	for _, a := range as {
+		ss.send(a)
 	}
-	b := appendStreamRespHeader(make([]byte, 0, 64), flags, ss.in.tell())
-	b, _ = appendResponseHeader(b, 0, "", nil, nil, nil)
-	return answer{m: m, frame: b}
 }
 
-// flush answers the held pull when there is something to say (or, with
-// force, in any case): the header when due, messages as far as the
-// credit goes, new credit, and the end once every message is out. The
-// caller holds mu.
+// flush answers the held data frame, or else the held pull, when there
+// is something to say (or, with force, in any case): the header when
+// due, messages as far as the credit goes, new credit, and the end once
+// every message is out. The caller holds mu.
 func (ss *sstream) flush(force bool) answer {
-	if ss.pull == nil {
+	if ss.held != nil {
+		return ss.answer(&ss.held, &ss.heldRef, force)
+	}
+	return ss.answer(&ss.pull, nil, force)
+}
+
+// flushHeld answers the held data frame, if any.
+func (ss *sstream) flushHeld() answer { return ss.answer(&ss.held, &ss.heldRef, true) }
+
+// flushPull answers the held pull, even while a data frame is held.
+func (ss *sstream) flushPull(force bool) answer { return ss.answer(&ss.pull, nil, force) }
+
+// answer answers the frame *target holds (ref, when set, releases it).
+// The caller holds mu.
+func (ss *sstream) answer(target **sock.Message, ref **frameRef, force bool) answer {
+	if *target == nil {
 		return answer{}
 	}
 	ending := ss.end != nil && ss.out.empty()
@@ -311,12 +332,13 @@ func (ss *sstream) flush(force bool) answer {
 	// does.
 	b := make([]byte, 0, min(srespHeaderLen+respHeaderLen+256+ss.out.need(), maxFrame))
 	ending = ss.end != nil // unless the messages left do not all fit
+	ss.seq++
 	for {
 		st, trl, f := status.New(codes.OK, ""), metadata.MD(nil), flags
 		if ending {
 			st, trl, f = ss.end, ss.trailer, flags|srespFlagEnd
 		}
-		b = appendStreamRespHeader(b[:0], f, ss.in.tell())
+		b = appendStreamRespHeader(b[:0], f, ss.seq, ss.in.tell())
 		start := len(b)
 		var err error
 		if b, err = appendResponseHeader(b, uint32(st.Code()), st.Message(), statusDetails(st), hdr, trl); err != nil {
@@ -334,10 +356,13 @@ func (ss *sstream) flush(force bool) answer {
 		break
 	}
 	ss.endSent = ending
-	m := ss.pull
-	ss.pull = nil
+	a := answer{m: *target, frame: b, end: ss.endSent}
+	*target = nil
+	if ref != nil {
+		a.ref, *ref = *ref, nil
+	}
 	signal(ss.sendSig)
-	return answer{m: m, frame: b, end: ss.endSent}
+	return a
 }
 
 // send sends an answer, and forgets the stream after its last.
@@ -418,6 +443,14 @@ func (ss *sstream) SendMsg(m any) error {
 	}
 	ss.mu.Lock()
 	for ss.out.full() && ss.ctx.Err() == nil {
+		if ss.held != nil {
+			// About to wait: let the client's next frame come.
+			a := ss.flush(true)
+			ss.mu.Unlock()
+			ss.send(a)
+			ss.mu.Lock()
+			continue
+		}
 		ss.mu.Unlock()
 		select {
 		case <-ss.sendSig:
@@ -451,6 +484,16 @@ func (ss *sstream) RecvMsg(m any) error {
 		if msg, ok = ss.in.take(); ok {
 			break
 		}
+		if ss.held != nil {
+			// The handler took every message of the data frame held
+			// and reacted without a word: answer it, so that the
+			// client's next frame comes.
+			a := ss.flush(true)
+			ss.mu.Unlock()
+			ss.send(a)
+			ss.mu.Lock()
+			continue
+		}
 		if ss.halfClosed {
 			ss.mu.Unlock()
 			return io.EOF
@@ -459,12 +502,14 @@ func (ss *sstream) RecvMsg(m any) error {
 			ss.mu.Unlock()
 			return status.FromContextError(err).Err()
 		}
+		ss.recvWait = true
 		ss.mu.Unlock()
 		select {
 		case <-ss.recvSig:
 		case <-ss.ctx.Done():
 		}
 		ss.mu.Lock()
+		ss.recvWait = false
 	}
 	a := ss.flush(false) // new credit, when enough opened
 	ss.mu.Unlock()
@@ -525,14 +570,18 @@ func (l *listener) removeStream(ss *sstream) {
 	ss.mu.Lock()
 	ss.gone = true
 	ss.in.drop()
-	var a answer
-	if ss.pull != nil {
-		a = ss.flush(true)
-	}
+	as := [2]answer{ss.flushHeld(), ss.flushPull(true)}
 	ss.mu.Unlock()
-	if a.m != nil {
+	for _, a := range as {
+		if a.m == nil {
+			continue
+		}
 		_ = l.s.ReplyOwned(a.m, a.frame)
-		a.m.Release()
+		if a.ref != nil {
+			a.ref.release()
+		} else {
+			a.m.Release()
+		}
 	}
 }
 
@@ -615,13 +664,17 @@ func (l *listener) sweep() {
 		now := time.Now()
 		for _, s := range ss {
 			s.mu.Lock()
-			var a answer
-			if s.pull != nil && now.Sub(s.pullAt) >= ka {
-				a = s.flush(true)
+			var as [2]answer
+			if s.held != nil && now.Sub(s.heldAt) >= ka {
+				as[0] = s.flushHeld()
 			}
-			silent := now.Sub(s.heard) >= 4*ka && s.pull == nil
+			if s.pull != nil && now.Sub(s.pullAt) >= ka {
+				as[1] = s.flushPull(true)
+			}
+			silent := now.Sub(s.heard) >= 4*ka && s.pull == nil && s.held == nil
 			s.mu.Unlock()
-			s.send(a)
+			s.send(as[0])
+			s.send(as[1])
 			if silent {
 				l.srv.stats.abandoned.Add(1)
 				s.cancel(status.Error(codes.Unavailable, "homagrpc: the client went silent"))
