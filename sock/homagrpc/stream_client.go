@@ -146,15 +146,14 @@ func (cs *clientStream) sendLoop() {
 			cs.mu.Unlock()
 			return
 		}
-		opening, pulls := false, false
+		opening := false
 		id := cs.handoff
 		var err error
 		if id != 0 {
 			cs.handoff = 0 // a frame SendMsg sent: just await its answer
 		} else {
 			opening = !cs.openSent
-			var frame []byte
-			frame, pulls = cs.buildFrame()
+			frame := cs.buildFrame()
 			cs.busy = true
 			cs.inFlight++
 			id, err = cs.c.s.SendOwned(cs.target, frame, 0)
@@ -175,7 +174,7 @@ func (cs *clientStream) sendLoop() {
 		cs.mu.Unlock()
 		if opening {
 			cs.wg.Add(1)
-			go cs.pullLoop(!pulls)
+			go cs.pullLoop()
 		}
 	}
 }
@@ -187,7 +186,7 @@ func (cs *clientStream) sendNow() {
 	if !cs.opened || cs.busy || cs.done || cs.handoff != 0 || !cs.hasWork() {
 		return
 	}
-	frame, _ := cs.buildFrame()
+	frame := cs.buildFrame()
 	cs.inFlight++
 	id, err := cs.c.s.SendOwned(cs.target, frame, 0)
 	if err != nil {
@@ -211,9 +210,9 @@ func (cs *clientStream) hasWork() bool {
 	return cs.out.ready() || cs.halfClose && !cs.halfSent && cs.out.empty() || cs.in.due()
 }
 
-// buildFrame builds the next frame for the sender and reports whether
-// it is an open that is also the first pull. The caller holds mu.
-func (cs *clientStream) buildFrame() (frame []byte, pulls bool) {
+// buildFrame builds the next frame for the sender. An open that
+// half-closes is also the stream's first pull. The caller holds mu.
+func (cs *clientStream) buildFrame() []byte {
 	op, hdr := byte(opData), 0
 	if !cs.openSent {
 		op, hdr = opOpen, len(cs.open)
@@ -234,26 +233,15 @@ func (cs *clientStream) buildFrame() (frame []byte, pulls bool) {
 		cs.halfSent = true
 		if op == opOpen {
 			flags |= sreqFlagPull
-			pulls = true
 		}
 	}
 	appendStreamReqHeader(b[:0], op, flags, cs.id, cs.in.tell())
-	return b, pulls
+	return b
 }
 
-// pullLoop keeps a pull at the server until the stream ends. first
-// says whether to pull at once (not when the open frame was the first
-// pull).
-func (cs *clientStream) pullLoop(first bool) {
+// pullLoop keeps a pull at the server until the stream ends.
+func (cs *clientStream) pullLoop() {
 	defer cs.wg.Done()
-	if !first {
-		cs.mu.Lock()
-		done := cs.done
-		cs.mu.Unlock()
-		if done {
-			return
-		}
-	}
 	for {
 		cs.mu.Lock()
 		for cs.early != nil && !cs.done {
