@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/homa-go/homa/sock"
 )
@@ -282,6 +283,11 @@ type listener struct {
 	calls    map[streamKey]context.CancelCauseFunc // unary calls with an id
 	draining bool                                  // no new calls
 	sweeping bool                                  // sweep runs
+	// ended remembers how the last endedMemory streams ended; endedOrder
+	// is a ring of their keys, endedNext counts them.
+	ended      map[streamKey]*status.Status
+	endedOrder []streamKey
+	endedNext  int
 }
 
 // spawn starts another goroutine unless the bound is reached.

@@ -94,7 +94,11 @@ func (l *listener) handleStream(m *sock.Message) {
 			l.endFrame(m, status.New(codes.OK, ""))
 			return
 		case ss == nil:
-			l.endFrame(m, status.Newf(codes.Canceled, "homagrpc: stream %d is not open at the server", req.id))
+			st := l.endedStatus(key)
+			if st == nil {
+				st = status.Newf(codes.Canceled, "homagrpc: stream %d is not open at the server", req.id)
+			}
+			l.endFrame(m, st)
 			return
 		}
 		ss.frame(m, req)
@@ -558,9 +562,15 @@ func (l *listener) stream(key streamKey) *sstream {
 
 // removeStream forgets a stream; a held pull is answered.
 func (l *listener) removeStream(ss *sstream) {
+	ss.mu.Lock()
+	end := ss.end
+	ss.mu.Unlock()
 	l.smu.Lock()
 	if l.streams[ss.key] == ss {
 		delete(l.streams, ss.key)
+		if end != nil {
+			l.remember(ss.key, end)
+		}
 	}
 	if l.draining && len(l.streams) == 0 {
 		l.stopRecv()
@@ -583,6 +593,33 @@ func (l *listener) removeStream(ss *sstream) {
 			a.m.Release()
 		}
 	}
+}
+
+// endedMemory is how many ended streams a listener remembers the status
+// of, for the pulls that cross their end (a client whose answer with the
+// end is still on its way may pull once more).
+const endedMemory = 1024
+
+// remember records how a stream ended. The caller holds smu.
+func (l *listener) remember(key streamKey, st *status.Status) {
+	if l.ended == nil {
+		l.ended = make(map[streamKey]*status.Status, endedMemory)
+		l.endedOrder = make([]streamKey, endedMemory)
+	}
+	slot := &l.endedOrder[l.endedNext%endedMemory]
+	if l.endedNext >= endedMemory {
+		delete(l.ended, *slot) // the oldest
+	}
+	*slot = key
+	l.endedNext++
+	l.ended[key] = st
+}
+
+// endedStatus is how the stream key ended, if it is remembered.
+func (l *listener) endedStatus(key streamKey) *status.Status {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	return l.ended[key]
 }
 
 // addCall registers a unary call that a cancel frame may end.
