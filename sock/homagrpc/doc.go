@@ -202,9 +202,13 @@
 //     messages and neither answers nor asks for more, computing) keeps
 //     the client's next frame, with the messages queued meanwhile,
 //     waiting until it does.
-//   - The server holds one Homa RPC per open stream (the pull), so the
-//     socket's limit on pending replies (sock.Limits.PendingReplies,
-//     default 2,000 per client host) bounds a host's open streams.
+//   - The server holds one or two Homa RPCs per open stream (the pull,
+//     and a data frame while its handler reacts), so the socket's limit
+//     on pending replies (sock.Limits.PendingReplies, default 2,000 per
+//     client host) bounds a host's open streams.
+//   - A pull that crosses its stream's end (the answer with the end is
+//     still on its way) is answered with the stream's status, which the
+//     server remembers for its last 1,024 streams per socket.
 //
 // # Large messages
 //
