@@ -116,3 +116,33 @@ func FuzzParseStreamReq(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseStreamResp: parsing never panics, and what parses has a
+// status only with the end flag and chunks that add up.
+func FuzzParseStreamResp(f *testing.F) {
+	b := appendStreamRespHeader(nil, srespFlagEnd|srespFlagHeader, 3, 9)
+	b, _ = appendResponseHeader(b, 2, "x", nil, metadata.Pairs("h", "1"), metadata.Pairs("t", "2"))
+	b = appendChunkHeader(b, chunkFlagLast, 1)
+	f.Add(append(b, 'y'))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		r, err := parseStreamResp(msg)
+		if err != nil {
+			if !errors.Is(err, errMalformed) {
+				t.Fatalf("error %v is not errMalformed", err)
+			}
+			return
+		}
+		if r.flags&srespFlagEnd == 0 && r.resp.code != 0 {
+			t.Fatalf("status %d without the end flag", r.resp.code)
+		}
+		n := 0
+		for sec := r.resp.payload; len(sec) > 0; {
+			_, d, rest := nextChunk(sec)
+			n += chunkHeaderLen + len(d)
+			sec = rest
+		}
+		if n != len(r.resp.payload) {
+			t.Fatalf("chunks of %d bytes in %d", n, len(r.resp.payload))
+		}
+	})
+}
