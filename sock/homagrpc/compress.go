@@ -57,19 +57,27 @@ func decompress(c encoding.Compressor, data []byte, limit int) ([]byte, error) {
 }
 
 // encodeMsg encodes v for a stream: by the codec, then the compressor
-// when there is one, within the send limit (negative: none).
-func encodeMsg(codec encoding.CodecV2, comp encoding.Compressor, v any, maxSend int) ([]byte, error) {
-	data, err := appendMessage(nil, codec, v)
+// when there is one, within the send limit (negative: none). An
+// uncompressed message is encoded into a buffer of the pool, which buf
+// holds (nil otherwise), for the stream to give back once the message
+// is sent.
+func encodeMsg(codec encoding.CodecV2, comp encoding.Compressor, v any, maxSend int) (data []byte, buf *[]byte, err error) {
+	buf = getBuffer()
+	data, err = appendMessage(*buf, codec, v)
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+		putBuffer(buf, data)
+		return nil, nil, status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
 	}
 	if maxSend >= 0 && len(data) > maxSend {
-		return nil, status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", len(data), maxSend)
+		putBuffer(buf, data)
+		return nil, nil, status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", len(data), maxSend)
 	}
 	if comp != nil {
-		return compress(comp, data)
+		z, err := compress(comp, data)
+		putBuffer(buf, data)
+		return z, nil, err
 	}
-	return data, nil
+	return data, buf, nil
 }
 
 // decodeMsg decodes a message received on a stream into v.

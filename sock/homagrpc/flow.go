@@ -202,10 +202,12 @@ func (q *inQueue) due() bool {
 	return g-q.told >= w/2 || g-q.told >= w/8 && q.told-q.received < w/8
 }
 
-// outMsg is a message waiting to be sent.
+// outMsg is a message waiting to be sent. When buf is set, data is in
+// a buffer of the pool, given back once the message is sent.
 type outMsg struct {
 	data       []byte
 	compressed bool
+	buf        *[]byte
 }
 
 // outQueue is the sending half of a stream. Its owner guards it.
@@ -224,8 +226,8 @@ func (q *outQueue) full() bool {
 	return q.pending > 0 && q.sent+uint64(q.pending) >= q.limit
 }
 
-func (q *outQueue) push(data []byte, compressed bool) {
-	q.msgs = append(q.msgs, outMsg{data: data, compressed: compressed})
+func (q *outQueue) push(data []byte, compressed bool, buf *[]byte) {
+	q.msgs = append(q.msgs, outMsg{data: data, compressed: compressed, buf: buf})
 	q.pending += len(data)
 }
 
@@ -279,6 +281,9 @@ func (q *outQueue) fill(b []byte, room int) []byte {
 		q.off += n
 		if !last {
 			return b
+		}
+		if m.buf != nil {
+			putBuffer(m.buf, m.data)
 		}
 		q.msgs[0] = outMsg{}
 		q.msgs, q.off = q.msgs[1:], 0

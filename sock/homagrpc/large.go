@@ -121,7 +121,7 @@ func (l *listener) continueAsStream(m *sock.Message, callID uint64, frame []byte
 		halfClosed: true,
 	}
 	ss.ctx, ss.cancel = context.WithCancelCause(l.srv.handlerCtx)
-	ss.out.push(append([]byte(nil), r.payload...), r.flags&respFlagCompressed != 0)
+	ss.out.push(append([]byte(nil), r.payload...), r.flags&respFlagCompressed != 0, nil)
 	if l.addStream(ss) != nil {
 		ss.cancel(nil)
 		return false

@@ -478,7 +478,7 @@ func (cs *clientStream) CloseSend() error {
 // is used up. After the end it returns io.EOF, the status coming from
 // RecvMsg, as in grpc-go.
 func (cs *clientStream) SendMsg(m any) error {
-	data, err := encodeMsg(cs.ci.codec, cs.comp, m, cs.ci.maxSend)
+	data, buf, err := encodeMsg(cs.ci.codec, cs.comp, m, cs.ci.maxSend)
 	if err != nil {
 		return err
 	}
@@ -500,7 +500,7 @@ func (cs *clientStream) SendMsg(m any) error {
 		cs.mu.Unlock()
 		return io.EOF
 	}
-	cs.out.push(data, cs.comp != nil)
+	cs.out.push(data, cs.comp != nil, buf)
 	if !cs.desc.ClientStreams {
 		cs.halfClose = true
 	}

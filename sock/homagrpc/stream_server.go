@@ -441,7 +441,7 @@ func (t transportStream) SetTrailer(md metadata.MD) error {
 // SendMsg queues m for the client's pulls; it waits while the client's
 // credit is used up.
 func (ss *sstream) SendMsg(m any) error {
-	data, err := encodeMsg(ss.codec, ss.comp, m, ss.maxSend)
+	data, buf, err := encodeMsg(ss.codec, ss.comp, m, ss.maxSend)
 	if err != nil {
 		return err
 	}
@@ -470,7 +470,7 @@ func (ss *sstream) SendMsg(m any) error {
 		ss.headerSent, ss.headerDue = true, true
 		ss.stats.outHeader(ss.header)
 	}
-	ss.out.push(data, ss.comp != nil)
+	ss.out.push(data, ss.comp != nil, buf)
 	ss.stats.outPayload(m, data)
 	a := ss.flush(false)
 	ss.mu.Unlock()
