@@ -140,18 +140,6 @@ func openEngine(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 	return &Socket{b: engine{homa.NewEndpoint(conn, engineConfig(cfg))}, kind: Engine}, nil
 }
 
-// OpenConn makes an engine socket on an already open netio.Conn, which
-// the socket owns from now on.
-//
-// Deprecated: open a socket on an in-memory network with Open and
-// Config.Network.
-func OpenConn(conn netio.Conn, cfg *Config) *Socket {
-	if cfg == nil {
-		cfg = &Config{}
-	}
-	return &Socket{b: engine{homa.NewEndpoint(conn, engineConfig(cfg))}, kind: Engine}
-}
-
 // Backend reports what runs the socket: Engine or Kernel (never Auto).
 func (s *Socket) Backend() Backend { return s.kind }
 

@@ -302,11 +302,11 @@ func BenchmarkMem(b *testing.B) {
 	defer nw.Close()
 	cfg := &sock.Config{PollDuration: -1}
 	open := func(addr netip.AddrPort) *sock.Socket {
-		conn, err := nw.Open(addr.Addr(), addr.Port())
+		conn, err := socktest.OpenMem(nw, addr, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		return sock.OpenConn(conn, cfg)
+		return conn
 	}
 	b.Run("sock", func(b *testing.B) {
 		s := open(netip.MustParseAddrPort("10.0.0.1:4001"))

@@ -2,7 +2,9 @@ package homagrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"sync"
@@ -32,6 +34,13 @@ type ClientConn struct {
 	owns    bool // Close closes s
 	opts    dialOptions
 	invoker grpc.UnaryInvoker // c.invoke, bound once
+	picker  picker
+	nextID  atomic.Uint64 // call and stream ids
+
+	// closeCtx ends at Close; streams and cancel frames wait in it.
+	closeCtx    context.Context
+	closeCancel context.CancelFunc
+	wg          sync.WaitGroup // cancel frames in flight
 
 	closed atomic.Bool
 	once   sync.Once
@@ -68,13 +77,57 @@ func Dial(target netip.AddrPort, cfg *sock.Config, opts ...DialOption) (*ClientC
 // response, so nobody may read s with Recv(ctx, sock.Any), which would
 // take the responses.
 func NewClientConn(s *sock.Socket, target netip.AddrPort, opts ...DialOption) *ClientConn {
-	c := &ClientConn{s: s, target: target}
+	return newClientConn(s, []netip.AddrPort{target}, opts)
+}
+
+func newClientConn(s *sock.Socket, targets []netip.AddrPort, opts []DialOption) *ClientConn {
+	c := &ClientConn{s: s, target: targets[0]}
 	for _, o := range opts {
 		o(&c.opts)
 	}
 	c.invoker = c.invoke
+	c.picker = newPicker(c.opts.balancer, targets)
+	c.nextID.Store(rand.Uint64() >> 1)
+	c.closeCtx, c.closeCancel = context.WithCancel(context.Background())
 	return c
 }
+
+// newID returns a call or stream id, never 0 (which means none).
+func (c *ClientConn) newID() uint64 {
+	for {
+		if id := c.nextID.Add(1); id != 0 {
+			return id
+		}
+	}
+}
+
+// sendCancel tells the server at target that the call or stream id was
+// abandoned, so that its handler's context ends. It does not wait.
+func (c *ClientConn) sendCancel(target netip.AddrPort, id uint64) {
+	if c.closed.Load() {
+		return
+	}
+	frame := appendStreamReqHeader(make([]byte, 0, sreqHeaderLen), opCancel, 0, id, 0)
+	rid, err := c.s.SendOwned(target, frame, 0)
+	if err != nil {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.closeCtx, cancelWait)
+		defer cancel()
+		m, err := c.s.Recv(ctx, rid)
+		if err != nil {
+			_ = c.s.Abort(rid)
+			return
+		}
+		m.Release()
+	}()
+}
+
+// cancelWait bounds how long a cancel frame's response is awaited.
+const cancelWait = 2 * time.Second
 
 // Target is the server's address.
 func (c *ClientConn) Target() netip.AddrPort { return c.target }
@@ -85,16 +138,89 @@ func (c *ClientConn) Target() netip.AddrPort { return c.target }
 func (c *ClientConn) Close() error {
 	c.once.Do(func() {
 		c.closed.Store(true)
+		c.closeCancel()
 		if c.owns {
 			c.err = c.s.Close()
 		}
+		c.wg.Wait()
 	})
 	return c.err
 }
 
-// NewStream fails: streaming RPCs are not carried over Homa.
+// NewStream opens a stream of the method, as grpc.ClientConn's method of
+// that name does, through the client's stream interceptors when it has
+// them; protoc-generated clients call it for streaming methods.
 func (c *ClientConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	return nil, status.Errorf(codes.Unimplemented, "homagrpc: %s is a streaming method; streaming RPCs are not supported over Homa, where each RPC carries one request and one response", method)
+	if c.opts.streamInt != nil {
+		return c.opts.streamInt(ctx, desc, nil, method, c.newStream, opts...)
+	}
+	return c.newStream(ctx, desc, nil, method, opts...)
+}
+
+// newStream is a grpc.Streamer.
+func (c *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, _ *grpc.ClientConn, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	ci, err := c.callInfo(opts)
+	if err != nil {
+		return nil, err
+	}
+	if c.closed.Load() {
+		return nil, failure(codes.Canceled, sock.ErrClosed, "homagrpc: the client connection is closing")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, transportError(err)
+	}
+	target := c.picker.pick()
+	if ci.peer != nil {
+		ci.peer.Addr = Addr(target)
+		ci.peer.LocalAddr = Addr(c.s.LocalAddr())
+	}
+	ctx, st := newCallStats(ctx, c.opts.statsHs, true, method, ci.compressor, desc.ClientStreams, desc.ServerStreams, Addr(target), Addr(c.s.LocalAddr()))
+	cs, err := c.newClientStream(ctx, desc, method, &ci, target)
+	if err != nil {
+		if st != nil {
+			st.end(err, nil)
+		}
+		return nil, err
+	}
+	if st != nil {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		st.outHeader(md)
+		cs.stats = st
+	}
+	if ci.onFinish != nil || ci.header != nil || ci.trailer != nil {
+		go func() {
+			<-cs.doneCh
+			cs.mu.Lock()
+			final, header, trailer := cs.final, cs.header, cs.trailer
+			cs.mu.Unlock()
+			if ci.header != nil {
+				*ci.header = header
+			}
+			if ci.trailer != nil {
+				*ci.trailer = trailer
+			}
+			for _, f := range ci.onFinish {
+				f(final)
+			}
+		}()
+	}
+	return cs, nil
+}
+
+// callInfo applies the default and the call's options.
+func (c *ClientConn) callInfo(opts []grpc.CallOption) (callInfo, error) {
+	ci := callInfo{maxRecv: -1, maxSend: -1}
+	for _, o := range c.opts.callOptions {
+		if err := ci.apply(o); err != nil {
+			return ci, err
+		}
+	}
+	for _, o := range opts {
+		if err := ci.apply(o); err != nil {
+			return ci, err
+		}
+	}
+	return ci, ci.chooseCodec()
 }
 
 // Invoke calls the unary method with args and decodes the response into
@@ -108,19 +234,20 @@ func (c *ClientConn) Invoke(ctx context.Context, method string, args, reply any,
 
 // callInfo is what the call options of one call decide.
 type callInfo struct {
-	codec    encoding.CodecV2
-	subtype  string // codec name on the wire; empty for proto
-	maxRecv  int
-	maxSend  int
-	header   *metadata.MD
-	trailer  *metadata.MD
-	peer     *peer.Peer
-	creds    []grpc.PerRPCCredsCallOption
-	onFinish []func(error)
+	codec      encoding.CodecV2
+	subtype    string // codec name on the wire; empty for proto
+	compressor string // grpc.UseCompressor; empty: none
+	maxRecv    int
+	maxSend    int
+	header     *metadata.MD
+	trailer    *metadata.MD
+	peer       *peer.Peer
+	creds      []grpc.PerRPCCredsCallOption
+	onFinish   []func(error)
 }
 
 // apply applies one call option. Options that have no meaning over Homa
-// (WaitForReady, compression, static method, retry buffer, authority)
+// (WaitForReady, static method, retry buffer, authority)
 // are ignored.
 func (ci *callInfo) apply(o grpc.CallOption) error {
 	switch o := o.(type) {
@@ -144,6 +271,8 @@ func (ci *callInfo) apply(o grpc.CallOption) error {
 		ci.codec = o.CodecV2
 	case grpc.ForceCodecCallOption:
 		ci.codec = codecV1{o.Codec}
+	case grpc.CompressorCallOption:
+		ci.compressor = o.CompressorType
 	}
 	return nil
 }
@@ -172,17 +301,7 @@ func (ci *callInfo) chooseCodec() error {
 
 // invoke is the call itself: a grpc.UnaryInvoker.
 func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any, _ *grpc.ClientConn, opts ...grpc.CallOption) (err error) {
-	ci := callInfo{maxRecv: -1, maxSend: -1}
-	for _, o := range c.opts.callOptions {
-		if err := ci.apply(o); err != nil {
-			return err
-		}
-	}
-	for _, o := range opts {
-		if err := ci.apply(o); err != nil {
-			return err
-		}
-	}
+	ci, err := c.callInfo(opts)
 	if ci.onFinish != nil {
 		defer func() {
 			for _, f := range ci.onFinish {
@@ -190,18 +309,23 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 			}
 		}()
 	}
-	if ci.peer != nil {
-		ci.peer.Addr = Addr(c.target)
-		ci.peer.LocalAddr = Addr(c.s.LocalAddr())
-	}
-	if err := ci.chooseCodec(); err != nil {
+	if err != nil {
 		return err
+	}
+	target := c.picker.pick()
+	if ci.peer != nil {
+		ci.peer.Addr = Addr(target)
+		ci.peer.LocalAddr = Addr(c.s.LocalAddr())
 	}
 	if c.closed.Load() {
 		return failure(codes.Canceled, sock.ErrClosed, "homagrpc: the client connection is closing")
 	}
 	if err := ctx.Err(); err != nil {
 		return transportError(err)
+	}
+	comp, err := compressor(ci.compressor)
+	if err != nil {
+		return err
 	}
 	var timeout time.Duration
 	if dl, ok := ctx.Deadline(); ok {
@@ -215,10 +339,23 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 			return err
 		}
 	}
+	var st *callStats
+	if len(c.opts.statsHs) > 0 {
+		ctx, st = newCallStats(ctx, c.opts.statsHs, true, method, ci.compressor, false, false, Addr(target), Addr(c.s.LocalAddr()))
+		st.outHeader(md)
+		var trailer metadata.MD
+		if ci.trailer == nil {
+			ci.trailer = &trailer
+		}
+		defer func() { st.end(err, *ci.trailer) }()
+	}
 
-	// The request.
+	// The request, with the call's id, which a cancel frame names to end
+	// the handler's context and the server names a response too long for
+	// one Homa message by.
+	h := reqHead{codec: ci.subtype, comp: ci.compressor, compressed: comp != nil, method: method, timeout: timeout, md: md, callID: c.newID()}
 	buf := getBuffer()
-	frame, err := appendRequestHeader(*buf, ci.subtype, method, timeout, md)
+	frame, err := appendRequestHead(*buf, h)
 	if err != nil {
 		putBuffer(buf, frame)
 		return status.Error(codes.Internal, err.Error())
@@ -228,11 +365,27 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 		putBuffer(buf, frame)
 		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
 	}
-	if n := len(frame) - start; ci.maxSend >= 0 && n > ci.maxSend {
+	n := len(frame) - start
+	if ci.maxSend >= 0 && n > ci.maxSend {
 		putBuffer(buf, frame)
 		return status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, ci.maxSend)
 	}
-	id, err := c.s.Send(c.target, frame, 0)
+	if len(frame) > maxFrame {
+		putBuffer(buf, frame)
+		return c.invokeStream(ctx, method, args, reply, &ci, target)
+	}
+	if st != nil {
+		st.outPayload(args, frame[start:])
+	}
+	if comp != nil {
+		z, err := compress(comp, frame[start:])
+		if err != nil {
+			putBuffer(buf, frame)
+			return err
+		}
+		frame = append(frame[:start], z...)
+	}
+	id, err := c.s.Send(target, frame, 0)
 	putBuffer(buf, frame)
 	if err != nil {
 		return transportError(err)
@@ -245,11 +398,22 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 		if c.closed.Load() {
 			return failure(codes.Canceled, err, "homagrpc: the client connection is closing")
 		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			// The server's copy of a deadline ends the handler by itself.
+			c.sendCancel(target, h.callID)
+		}
 		return transportError(err)
+	}
+	if m.Err == nil && len(m.Data) > 1 && m.Data[1] == kindStreamResp {
+		return c.finishLarge(ctx, target, h.callID, m, &ci, comp, st, reply)
 	}
 	defer m.Release()
 	if m.Err != nil {
-		return transportError(m.Err)
+		err := transportError(m.Err)
+		if status.Code(err) == codes.Unavailable {
+			c.picker.unavailable(target)
+		}
+		return err
 	}
 	resp, err := parseResponse(m.Data)
 	if err != nil {
@@ -257,6 +421,9 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 	}
 	if ci.header != nil {
 		*ci.header = parseMD(resp.header, resp.nHeader)
+	}
+	if st != nil {
+		st.inHeader(parseMD(resp.header, resp.nHeader), true)
 	}
 	if ci.trailer != nil {
 		*ci.trailer = parseMD(resp.trailer, resp.nTrailer)
@@ -267,11 +434,12 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 		}
 		return responseStatus(resp).Err()
 	}
-	if ci.maxRecv >= 0 && len(resp.payload) > ci.maxRecv {
-		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(resp.payload), ci.maxRecv)
+	msg := inMsg{data: resp.payload, compressed: resp.flags&respFlagCompressed != 0}
+	if err := decodeMsg(ci.codec, comp, msg, recvLimit(ci.maxRecv), reply); err != nil {
+		return err
 	}
-	if err := decodeMessage(ci.codec, resp.payload, reply); err != nil {
-		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+	if st != nil {
+		st.inPayload(reply, resp.payload)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
-// Package homagrpc carries gRPC unary calls over Homa: protoc-generated
-// clients and servers run unchanged, each call one Homa RPC instead of a
-// stream on an HTTP/2 connection.
+// Package homagrpc carries gRPC over Homa: protoc-generated clients and
+// servers run unchanged, each unary call one Homa RPC instead of a
+// stream on an HTTP/2 connection, and each streaming call a sequence of
+// Homa RPCs (see Streams).
 //
 // The model: a Server accepts service registrations (it is a
 // grpc.ServiceRegistrar, so the generated RegisterXxxServer functions
@@ -36,24 +37,72 @@
 // chooses another registered codec, whose name travels with the request
 // so the server decodes and encodes with it too; the size limits
 // grpc.MaxCallRecvMsgSize, grpc.MaxCallSendMsgSize, MaxRecvMsgSize and
-// MaxSendMsgSize; per-RPC credentials that do not require transport
-// security (their metadata is sent; those that do fail with
-// Unauthenticated, since Homa has none).
+// MaxSendMsgSize (received messages default to grpc-go's 4 MiB; any
+// larger limit works: a message that does not fit in one Homa message
+// goes in pieces, see Large messages); per-RPC credentials that do not
+// require transport security (their metadata is sent; those that do
+// fail with Unauthenticated, since Homa has none).
 //
-// What is not: streaming RPCs (client, server or bidirectional): a Homa
-// RPC carries one request and one response, so ClientConn.NewStream
-// returns codes.Unimplemented with a message saying so, as the server
-// does for a request naming a streaming method; compression (messages
-// travel as the codec encodes them; grpc.UseCompressor is ignored);
-// WaitForReady (there is no connection to wait for); telling the server
-// that a caller gave up: a canceled call is aborted at the client, while
-// the handler's context ends only at the deadline, when the handler
-// returns, or at Stop; transport security.
+// Cancellation: a call or stream whose caller cancels it ends at the
+// client at once and sends the server a cancel frame naming the call's
+// id, which ends the handler's context (context.Cause says the client
+// canceled) within a round trip. One whose deadline passes needs no
+// frame: the server's copy of the deadline, which started when the
+// request arrived, ends the handler's context a one-way delay after the
+// caller's. A cancel frame that is lost, or overtakes its call, leaves
+// the handler to its deadline (grpc-go's RST_STREAM, on an ordered
+// connection, cannot overtake).
+//
+// Streaming calls (client, server and bidirectional), with the same
+// metadata, deadlines, status and size limits, in order, with
+// half-close (CloseSend), per-stream flow control (InitialWindowSize,
+// WithInitialWindowSize) and stream interceptors (StreamInterceptor,
+// WithStreamInterceptor); so grpc-go's health service (Watch included)
+// and server reflection work over Homa. As in grpc-go, a stream's
+// goroutines end when it ends: read it to io.EOF or an error, or cancel
+// its context.
+//
+// Compression: grpc.UseCompressor with any compressor registered in
+// package encoding (gzip: import google.golang.org/grpc/encoding/gzip)
+// compresses the caller's messages, and the server answers with the same
+// compressor, as grpc-go's server does. An unregistered name fails the
+// call with codes.Internal at the client; a server without the
+// compressor answers codes.Unimplemented. Decompression stops at the
+// receiver's message limit, whatever the compressed size.
+//
+// Stats handlers (stats.Handler, so OpenTelemetry's otelgrpc handlers):
+// WithStatsHandler on the client, StatsHandler on the server. They see
+// Begin, OutHeader, OutPayload, InHeader, InPayload, InTrailer or
+// OutTrailer, and End, in grpc-go's order; there are no connection
+// events (Homa has no connections), and wire lengths are message
+// lengths.
+//
+// Several servers: DialTarget("homa:///10.0.0.1:5000,10.0.0.2:5000",
+// cfg, WithBalancer(RoundRobin)) spreads calls and streams over them;
+// PickFirst (the default) uses the first until a call finds it
+// unavailable. Addresses are IP addresses: there is no name resolution.
+//
+// One registration on both transports: Mirror(homaServer, grpcServer)
+// is a grpc.ServiceRegistrar that registers each service on both, so
+// grpcurl, gateways and other languages reach over HTTP/2 what Homa
+// clients reach over Homa:
+//
+//	hs, gs := homagrpc.NewServer(), grpc.NewServer()
+//	both := homagrpc.Mirror(hs, gs)
+//	pb.RegisterGreeterServer(both, &greeter{})
+//	reflection.Register(both)
+//	go hs.Serve(homaSocket)
+//	go gs.Serve(tcpListener)
+//
+// What is not: WaitForReady (there is no connection to wait for);
+// transport security; grpc.SetSendCompressor in handlers.
 //
 // Server lifecycle: Serve(sock) blocks while serving one socket (it may
 // be called for several); Stop cancels the handlers' contexts, closes the
-// sockets and waits for every goroutine; GracefulStop stops receiving,
-// waits for running handlers to reply, then closes the sockets. Both are
+// sockets and waits for every goroutine; GracefulStop refuses new calls
+// and streams (codes.Unavailable), lets running handlers reply and open
+// streams end (it keeps receiving their frames until the last one is
+// gone), then closes the sockets. Both are
 // idempotent and both leave no goroutine behind. A socket is read by a
 // few goroutines at once; the one that receives a request runs its
 // handler and replies (no hand-off between goroutines), and another one
@@ -71,22 +120,123 @@
 //	caller's deadline                      DeadlineExceeded  context.DeadlineExceeded
 //	caller's context canceled              Canceled          context.Canceled
 //	server stopped answering               Unavailable       sock.ErrPeerTimeout
-//	request or response over 1,000,000 B   ResourceExhausted sock.ErrMessageTooLong (request)
 //	over a size limit set by an option     ResourceExhausted
 //	ClientConn or its socket closed        Canceled          sock.ErrClosed
 //	RPC aborted on the socket              Canceled          sock.ErrAborted
 //	response that is not a valid frame     Internal
-//	unknown service or method, streaming   Unimplemented
+//	unknown service or method              Unimplemented
+//	streaming method called by Invoke      Unimplemented
 //	any other transport error              Unavailable       the error
+//
+// # Streams
+//
+// Homa carries requests and responses, and only clients send requests,
+// so a stream is a conversation of Homa RPCs from the client, each
+// carrying one frame that names the stream by an id the client chose
+// (stream_frame.go has the layout):
+//
+//   - open: the method, metadata, timeout and codec, as a unary request
+//     has them, and the first messages. The server starts the handler
+//     and answers at once with its credit. When the client has nothing
+//     more to send (a server-streaming call: one message, then the
+//     half-close), the open is also the first pull, and the call costs
+//     one round trip to its first response, as a unary call does.
+//   - data: messages, the half-close, and credit for the server. The
+//     client has one data frame in flight at a time and puts in it
+//     everything queued meanwhile, so frames stay in order without
+//     sequence numbers and a fast sender's messages travel in batches.
+//     SendMsg sends the frame itself when none is in flight, and the
+//     answer is awaited by RecvMsg when it waits, else by the stream's
+//     sender goroutine. The server answers a data frame at once, unless
+//     it brought messages to a handler waiting in RecvMsg: then it
+//     holds it, and answers it with what the handler says next (its
+//     next messages, or nothing when it asks for more messages, or
+//     blocks, or returns). So a message and its answer, one at a time,
+//     cost one Homa RPC, as a unary call does.
+//   - pull: the client keeps one at the server at all times. The server
+//     holds it until it has something to say (header metadata, messages,
+//     new credit, the status and trailer) and no data frame is held to
+//     say it in, and then answers it; the client sends the next one.
+//     The server numbers its answers, whichever frame they answer, and
+//     the client takes them in that order; it sends no frame while an
+//     answer is missing, so at most one waits out of order.
+//   - cancel: the client gave up (it canceled its context); the
+//     handler's context ends. Every unary call carries an id that a
+//     cancel frame can name the same way.
+//
+// Flow control counts the bytes of messages from the stream's start,
+// each way: the receiver grants up to which byte it accepts (its window,
+// default 1 MiB, less what its reader has not taken yet), the sender
+// sends nothing beyond, and SendMsg waits while its queue holds what the
+// credit lets go plus one message. A reader that stops thus bounds its
+// peer's memory and its own: a stream holds at most a window and one
+// message each way, on either side, and a server's streams together at
+// most MaxStreamMemory (default 256 MiB) unread, past which a stream
+// fails with ResourceExhausted. Credit travels in every frame and
+// response; a reader that frees half its window, or an eighth while its
+// peer has less than an eighth left, tells the other side at once (the
+// client in a data frame, the server in its answer to the pull).
+// Messages of any length up to the receiver's limit (MaxRecvMsgSize,
+// grpc.MaxCallRecvMsgSize; default 4 MiB, as in grpc-go) are cut into
+// chunks across frames; the receiver holds only the bytes that arrived,
+// within the limit and the credit, never what a peer claims.
+//
+// Where this departs from gRPC over HTTP/2, and why:
+//
+//   - The stream's first RPC opens it; a client-streaming or
+//     bidirectional call learns the server's window and may pull only
+//     when that RPC's response arrives, so before it the client sends
+//     at most 64 KiB (HTTP/2's initial window).
+//   - The server cannot speak unasked: it answers pulls. A pull it
+//     holds for StreamKeepalive (1 s) with nothing to say is answered
+//     empty, and a client that sends no frame for four times as long is
+//     taken as gone: the handler's context is canceled (Stats counts
+//     Abandoned). An idle stream thus costs one small RPC per second.
+//   - Flow control is per stream, with a fixed window (grpc-go grows
+//     its windows by estimating the bandwidth-delay product); there is
+//     no connection window, since there is no connection: each peer's
+//     sockets bound their memory (sock.Limits).
+//   - One data frame in flight keeps the client's messages in order
+//     without a reordering buffer, at a price: a stream's rate depends
+//     on batching, and a handler that holds a data frame (it took the
+//     messages and neither answers nor asks for more, computing) keeps
+//     the client's next frame, with the messages queued meanwhile,
+//     waiting until it does.
+//   - The server holds one or two Homa RPCs per open stream (the pull,
+//     and a data frame while its handler reacts), so the socket's limit
+//     on pending replies (sock.Limits.PendingReplies, default 2,000 per
+//     client host) bounds a host's open streams.
+//   - A pull that crosses its stream's end (the answer with the end is
+//     still on its way) is answered with the stream's status, which the
+//     server remembers for its last 1,024 streams per socket.
+//
+// # Large messages
+//
+// A unary call whose request does not fit in one Homa message
+// (1,000,000 bytes with the framing) is made as a stream: the open
+// and data frames carry the request in chunks, and the response comes
+// back through pulls. A response that does not fit is known only when
+// the handler has returned: the server keeps it as a stream that has
+// ended, named by the call's id (every unary request carries one), and
+// answers the request as it would a pull, with the header metadata and
+// the first chunks; the client pulls the rest. Either way the receiver
+// commits memory only for bytes that arrived, within its message limit
+// and the credit it gave; no length a peer announces reserves anything
+// (the frames carry no message lengths at all: a message ends with the
+// chunk flagged last). A message over the limit fails the call with
+// ResourceExhausted once its bytes pass the limit.
 //
 // # Wire framing
 //
-// Each call is one Homa RPC. The request message holds a 20-byte header
-// (version, kind, codec name length, flags, method length, metadata entry
-// count and length, and the timeout in nanoseconds), then the codec name
+// Each unary call is one Homa RPC. The request message holds a 20-byte
+// header (version, kind, codec name length, flags, method length,
+// metadata entry count and length, and the timeout in nanoseconds), then,
+// as its flags say, the call's id and the compressor's name, then the
+// codec name
 // (the content subtype, empty for proto), the method ("/package.Service/
 // Method"), the metadata entries and the encoded request. The response
-// holds a 28-byte header (version, kind, status code, lengths of the
+// holds a 28-byte header (version, kind, flags (payload compressed),
+// status code, lengths of the
 // status message and details, counts and lengths of the header and
 // trailer metadata), then the status message, the status details (a
 // serialized google.rpc.Status, as gRPC's grpc-status-details-bin), the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"net/netip"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
 	"github.com/homa-go/homa/sock"
@@ -19,7 +21,8 @@ import (
 
 // upperService implements the protoc-generated grpc.testing.TestService
 // as it would for grpc-go: its UnaryCall answers with the payload in
-// upper case and says who served it in the trailer.
+// upper case and says who served it in the trailer; its FullDuplexCall
+// answers each message of a stream the same way.
 type upperService struct {
 	testpb.UnimplementedTestServiceServer
 }
@@ -27,6 +30,22 @@ type upperService struct {
 func (upperService) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
 	grpc.SetTrailer(ctx, metadata.Pairs("served-by", "homa"))
 	return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: bytes.ToUpper(req.GetPayload().GetBody())}}, nil
+}
+
+func (upperService) FullDuplexCall(st testpb.TestService_FullDuplexCallServer) error {
+	for {
+		req, err := st.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		body := bytes.ToUpper(req.GetPayload().GetBody())
+		if err := st.Send(&testpb.StreamingOutputCallResponse{Payload: &testpb.Payload{Body: body}}); err != nil {
+			return err
+		}
+	}
 }
 
 // A generated gRPC server and client talking over Homa. UDP encapsulation
@@ -61,10 +80,57 @@ func Example() {
 
 	_, err = client.EmptyCall(ctx, &testpb.Empty{}) // not implemented by upperService
 	fmt.Println(status.Code(err))
-	_, err = client.FullDuplexCall(ctx) // streaming: not carried over Homa
-	fmt.Println(status.Code(err))
+
+	// A bidirectional stream: each message a frame of a Homa RPC.
+	stream, err := client.FullDuplexCall(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, w := range []string{"one", "two"} {
+		if err := stream.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: []byte(w)}}); err != nil {
+			log.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s\n", resp.GetPayload().GetBody())
+	}
+	stream.CloseSend()
+	_, err = stream.Recv()
+	fmt.Println(err == io.EOF)
 	// Output:
 	// HELLO, HOMA [homa]
 	// Unimplemented
-	// Unimplemented
+	// ONE
+	// TWO
+	// true
+}
+
+// One registration served over Homa and over grpc-go's HTTP/2: Mirror
+// registers each service on both servers, so grpcurl and clients in
+// other languages reach over TCP what Homa clients reach over Homa.
+func ExampleMirror() {
+	hs, gs := homagrpc.NewServer(), grpc.NewServer()
+	both := homagrpc.Mirror(hs, gs)
+	testpb.RegisterTestServiceServer(both, upperService{})
+	reflection.Register(both) // grpcurl lists the same services on both
+
+	fmt.Println(len(hs.GetServiceInfo()), len(gs.GetServiceInfo()))
+	// Output:
+	// 3 3
+}
+
+// A client of several servers: round robin sends each call or stream
+// to the next in turn.
+func ExampleDialTarget() {
+	cc, err := homagrpc.DialTarget("homa:///127.0.0.1:27331,127.0.0.1:27332", &sock.Config{Transport: sock.UDP},
+		homagrpc.WithBalancer(homagrpc.RoundRobin))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cc.Close()
+	fmt.Println(cc.Targets())
+	// Output:
+	// [127.0.0.1:27331 127.0.0.1:27332]
 }

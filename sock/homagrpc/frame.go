@@ -17,14 +17,19 @@ import (
 //	0      1    version (1)
 //	1      1    kind (1: request)
 //	2      1    codec name length C (0: "proto")
-//	3      1    flags (0; anything else is refused)
+//	3      1    flags: 1 call id, 2 compressor, 4 payload compressed
+//	            (other bits are refused)
 //	4      2    method length M (1..65535)
 //	6      2    metadata entry count N
 //	8      4    metadata length L in bytes
 //	12     8    timeout in nanoseconds (0: none; at most 2^63-1)
-//	20     C    codec name: the content subtype, as in
+//	20     8    call id, with flag 1: the id a cancel frame (a stream
+//	            frame of op cancel) names to end the call's handler
+//	...    1+P  compressor, with flag 2: length P and name, as in
+//	            grpc-encoding
+//	...    C    codec name: the content subtype, as in
 //	            "application/grpc+NAME"
-//	20+C   M    method, "/package.Service/Method"
+//	...    M    method, "/package.Service/Method"
 //	...    L    metadata: N entries
 //	...         payload: the request message, encoded by the codec
 //
@@ -33,7 +38,8 @@ import (
 //	offset size field
 //	0      1    version (1)
 //	1      1    kind (2: response)
-//	2      2    reserved (0)
+//	2      1    flags: 1 payload compressed (by the request's compressor)
+//	3      1    reserved (0)
 //	4      4    status code
 //	8      4    status message length S
 //	12     4    status details length D
@@ -57,6 +63,13 @@ const (
 
 	kindRequest  = 1
 	kindResponse = 2
+
+	reqFlagCallID     = 1
+	reqFlagCompressor = 2
+	reqFlagCompressed = 4
+	reqFlags          = reqFlagCallID | reqFlagCompressor | reqFlagCompressed
+
+	respFlagCompressed = 1
 
 	reqOffCodecLen = 2
 	reqOffFlags    = 3
@@ -87,6 +100,9 @@ var errMalformed = errors.New("homagrpc: malformed message")
 
 // request is a parsed request frame; its slices alias the message.
 type request struct {
+	flags   byte
+	callID  uint64
+	comp    []byte // compressor name; empty: none
 	codec   []byte // empty: proto
 	method  []byte
 	timeout time.Duration // 0: no deadline
@@ -97,6 +113,7 @@ type request struct {
 
 // response is a parsed response frame; its slices alias the message.
 type response struct {
+	flags             byte
 	code              uint32
 	message, details  []byte
 	header, trailer   []byte // validated entries
@@ -107,8 +124,28 @@ type response struct {
 // appendRequestHeader appends a request's header, codec name, method and
 // metadata; the payload follows. It validates what it is given.
 func appendRequestHeader(b []byte, codec, method string, timeout time.Duration, md metadata.MD) ([]byte, error) {
+	return appendRequestHead(b, reqHead{codec: codec, method: method, timeout: timeout, md: md})
+}
+
+// reqHead is what a request frame says before its payload.
+type reqHead struct {
+	codec, method string
+	comp          string // compressor; empty: none
+	compressed    bool   // the payload is compressed
+	callID        uint64 // 0: none
+	timeout       time.Duration
+	md            metadata.MD
+}
+
+// appendRequestHead appends a request's header and the fields that
+// follow it, up to the payload. It validates what it is given.
+func appendRequestHead(b []byte, h reqHead) ([]byte, error) {
+	codec, method, timeout := h.codec, h.method, h.timeout
 	if len(codec) > maxCodecLen || !validCodecName(codec) {
 		return b, fmt.Errorf("homagrpc: codec name %q is not a valid content subtype of at most %d bytes", codec, maxCodecLen)
+	}
+	if len(h.comp) > maxCodecLen || !validCodecName(h.comp) {
+		return b, fmt.Errorf("homagrpc: compressor name %q is not valid", h.comp)
 	}
 	if len(method) > maxMethodLen || !validMethod(method) {
 		return b, fmt.Errorf("homagrpc: method %q is not of the form /service/method (at most %d bytes)", method, maxMethodLen)
@@ -116,15 +153,32 @@ func appendRequestHeader(b []byte, codec, method string, timeout time.Duration, 
 	if timeout < 0 {
 		timeout = 0
 	}
+	flags := byte(0)
+	if h.callID != 0 {
+		flags |= reqFlagCallID
+	}
+	if h.comp != "" {
+		flags |= reqFlagCompressor
+	}
+	if h.compressed {
+		flags |= reqFlagCompressed
+	}
 	start := len(b)
-	b = append(b, frameVersion, kindRequest, byte(len(codec)), 0)
+	b = append(b, frameVersion, kindRequest, byte(len(codec)), flags)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(method)))
 	b = append(b, 0, 0, 0, 0, 0, 0) // count and length, set below
 	b = binary.BigEndian.AppendUint64(b, uint64(timeout))
+	if h.callID != 0 {
+		b = binary.BigEndian.AppendUint64(b, h.callID)
+	}
+	if h.comp != "" {
+		b = append(b, byte(len(h.comp)))
+		b = append(b, h.comp...)
+	}
 	b = append(b, codec...)
 	b = append(b, method...)
 	mdStart := len(b)
-	b, n, err := appendMD(b, md)
+	b, n, err := appendMD(b, h.md)
 	if err != nil {
 		return b[:start], err
 	}
@@ -139,8 +193,9 @@ func parseRequest(msg []byte) (request, error) {
 	if err := checkHead(msg, kindRequest, reqHeaderLen); err != nil {
 		return r, err
 	}
-	if f := msg[reqOffFlags]; f != 0 {
-		return r, fmt.Errorf("%w: unknown flags %#x", errMalformed, f)
+	r.flags = msg[reqOffFlags]
+	if r.flags&^reqFlags != 0 {
+		return r, fmt.Errorf("%w: unknown flags %#x", errMalformed, r.flags)
 	}
 	c := uint64(msg[reqOffCodecLen])
 	m := uint64(binary.BigEndian.Uint16(msg[reqOffMethod:]))
@@ -151,6 +206,27 @@ func parseRequest(msg []byte) (request, error) {
 		return r, fmt.Errorf("%w: timeout %d ns out of range", errMalformed, t)
 	}
 	rest := msg[reqHeaderLen:]
+	if r.flags&reqFlagCallID != 0 {
+		if len(rest) < 8 {
+			return r, fmt.Errorf("%w: no room for the call id", errMalformed)
+		}
+		r.callID, rest = binary.BigEndian.Uint64(rest), rest[8:]
+		if r.callID == 0 {
+			return r, fmt.Errorf("%w: call id 0", errMalformed)
+		}
+	}
+	if r.flags&reqFlagCompressor != 0 {
+		if len(rest) < 1 || int(rest[0]) >= len(rest) {
+			return r, fmt.Errorf("%w: no room for the compressor name", errMalformed)
+		}
+		r.comp, rest = rest[1:1+rest[0]], rest[1+rest[0]:]
+		if len(r.comp) == 0 || !validCodecName(r.comp) {
+			return r, fmt.Errorf("%w: compressor name %q", errMalformed, r.comp)
+		}
+	}
+	if r.flags&reqFlagCompressed != 0 && len(r.comp) == 0 {
+		return r, fmt.Errorf("%w: a compressed payload without a compressor", errMalformed)
+	}
 	if c+m+l > uint64(len(rest)) {
 		return r, fmt.Errorf("%w: codec, method and metadata lengths %d+%d+%d exceed the %d bytes after the header", errMalformed, c, m, l, len(rest))
 	}
@@ -174,8 +250,13 @@ func parseRequest(msg []byte) (request, error) {
 // appendResponseHeader appends a response's header, status and metadata;
 // the payload (status OK only) follows. It validates the metadata.
 func appendResponseHeader(b []byte, code uint32, message string, details []byte, header, trailer metadata.MD) ([]byte, error) {
+	return appendResponseHead(b, 0, code, message, details, header, trailer)
+}
+
+// appendResponseHead is appendResponseHeader with the flags.
+func appendResponseHead(b []byte, flags byte, code uint32, message string, details []byte, header, trailer metadata.MD) ([]byte, error) {
 	start := len(b)
-	b = append(b, frameVersion, kindResponse, 0, 0)
+	b = append(b, frameVersion, kindResponse, flags, 0)
 	b = binary.BigEndian.AppendUint32(b, code)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(message)))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(details)))
@@ -199,14 +280,20 @@ func appendResponseHeader(b []byte, code uint32, message string, details []byte,
 	return b, nil
 }
 
-// parseResponse validates a response frame and splits it.
-func parseResponse(msg []byte) (response, error) {
+// parseResponse validates a unary response frame and splits it.
+func parseResponse(msg []byte) (response, error) { return parseResponseFrame(msg, false) }
+
+// parseResponseFrame validates a response frame and splits it. In a
+// stream's response (inStream) messages may come with a failed status:
+// those the handler sent before it failed.
+func parseResponseFrame(msg []byte, inStream bool) (response, error) {
 	var r response
 	if err := checkHead(msg, kindResponse, respHeaderLen); err != nil {
 		return r, err
 	}
-	if msg[2] != 0 || msg[3] != 0 {
-		return r, fmt.Errorf("%w: reserved bytes %#x %#x", errMalformed, msg[2], msg[3])
+	r.flags = msg[2]
+	if r.flags&^respFlagCompressed != 0 || msg[3] != 0 || r.flags != 0 && inStream {
+		return r, fmt.Errorf("%w: flags %#x or reserved byte %#x", errMalformed, msg[2], msg[3])
 	}
 	r.code = binary.BigEndian.Uint32(msg[respOffCode:])
 	s := uint64(binary.BigEndian.Uint32(msg[respOffMsgLen:]))
@@ -226,7 +313,7 @@ func parseResponse(msg []byte) (response, error) {
 	if r.code == 0 && (s != 0 || d != 0) {
 		return r, fmt.Errorf("%w: status OK with a message or details", errMalformed)
 	}
-	if r.code != 0 && len(r.payload) != 0 {
+	if r.code != 0 && len(r.payload) != 0 && !inStream {
 		return r, fmt.Errorf("%w: status %d with a payload", errMalformed, r.code)
 	}
 	if err := checkMD(r.header, r.nHeader); err != nil {

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/homa-go/homa/internal/testkit/socktest"
+
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -158,6 +160,8 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add(append(seed, 1, 2, 3))
 	f.Add(seed[:reqHeaderLen])
 	f.Add([]byte{1, 1, 0, 0, 0, 4, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '/', 'a', '/', 'b'})
+	ext, _ := appendRequestHead(nil, reqHead{comp: "gzip", compressed: true, callID: 9, method: "/a/b"})
+	f.Add(append(ext, 7))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		r, err := parseRequest(msg)
 		if err != nil {
@@ -167,7 +171,8 @@ func FuzzParseRequest(f *testing.F) {
 			return
 		}
 		md := parseMD(r.md, r.mdCount)
-		b, err := appendRequestHeader(nil, string(r.codec), string(r.method), r.timeout, md)
+		b, err := appendRequestHead(nil, reqHead{codec: string(r.codec), comp: string(r.comp), compressed: r.flags&reqFlagCompressed != 0,
+			callID: r.callID, method: string(r.method), timeout: r.timeout, md: md})
 		if err != nil {
 			t.Fatalf("fields of a parsed request do not rebuild: %v", err)
 		}
@@ -176,6 +181,7 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("rebuilt request does not parse: %v", err)
 		}
 		if !bytes.Equal(r2.codec, r.codec) || !bytes.Equal(r2.method, r.method) || r2.timeout != r.timeout ||
+			!bytes.Equal(r2.comp, r.comp) || r2.callID != r.callID || r2.flags != r.flags ||
 			!bytes.Equal(r2.payload, r.payload) || !reflect.DeepEqual(parseMD(r2.md, r2.mdCount), md) {
 			t.Fatalf("rebuilt %+v, want %+v", r2, r)
 		}
@@ -198,7 +204,7 @@ func FuzzParseResponse(f *testing.F) {
 			return
 		}
 		hdr, trl := parseMD(r.header, r.nHeader), parseMD(r.trailer, r.nTrailer)
-		b, err := appendResponseHeader(nil, r.code, string(r.message), r.details, hdr, trl)
+		b, err := appendResponseHead(nil, r.flags, r.code, string(r.message), r.details, hdr, trl)
 		if err != nil {
 			t.Fatalf("fields of a parsed response do not rebuild: %v", err)
 		}
@@ -206,7 +212,7 @@ func FuzzParseResponse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("rebuilt response does not parse: %v", err)
 		}
-		if r2.code != r.code || !bytes.Equal(r2.message, r.message) || !bytes.Equal(r2.details, r.details) ||
+		if r2.code != r.code || r2.flags != r.flags || !bytes.Equal(r2.message, r.message) || !bytes.Equal(r2.details, r.details) ||
 			!bytes.Equal(r2.payload, r.payload) || !reflect.DeepEqual(parseMD(r2.header, r2.nHeader), hdr) ||
 			!reflect.DeepEqual(parseMD(r2.trailer, r2.nTrailer), trl) {
 			t.Fatalf("rebuilt %+v, want %+v", r2, r)
@@ -222,19 +228,19 @@ func TestMalformedRequests(t *testing.T) {
 		nw := memnet.New(memnet.Config{})
 		defer nw.Close()
 		addr := netip.MustParseAddrPort("10.0.0.1:4000")
-		sc, err := nw.Open(addr.Addr(), addr.Port())
+		sc, err := socktest.OpenMem(nw, addr, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		srv := NewServer()
 		served := make(chan error)
-		go func() { served <- srv.Serve(sock.OpenConn(sc, cfg)) }()
+		go func() { served <- srv.Serve(sc) }()
 		defer func() { srv.Stop(); <-served }()
-		cc, err := nw.Open(netip.MustParseAddr("10.0.0.2"), 0)
+		cc, err := socktest.OpenMem(nw, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), 0), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw := sock.OpenConn(cc, cfg)
+		raw := cc
 		defer raw.Close()
 		good, _ := appendRequestHeader(nil, "", "/s/m", 0, nil)
 		junk := [][]byte{{1}, {1, 2, 3, 4, 5}, bytes.Repeat([]byte{0xff}, 40), good[:reqHeaderLen+2]}

@@ -3,6 +3,7 @@ package homagrpc
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"sync"
 
@@ -18,98 +19,178 @@ import (
 )
 
 // handle serves one message from the listener's socket: a request is
-// run and answered, anything else dropped.
+// run and answered, a stream frame taken by its stream, anything else
+// dropped. It owns m.
 func (s *Server) handle(l *listener, m *sock.Message) {
-	defer m.Release()
 	if !m.IsRequest() {
 		s.stats.dropped.Add(1)
+		m.Release()
 		return
 	}
+	if len(m.Data) > 1 && m.Data[1] == kindStreamReq {
+		l.handleStream(m)
+		return
+	}
+	taken := false // m went to a stream
+	defer func() {
+		if !taken {
+			m.Release()
+		}
+	}()
 	req, err := parseRequest(m.Data)
 	if err != nil {
 		s.stats.malformed.Add(1)
 		s.replyStatus(l, m, status.New(codes.Internal, err.Error()))
 		return
 	}
-	md := s.registry.Load().methods[string(req.method)]
-	if md == nil || md.stream {
-		s.stats.unimplemented.Add(1)
-		s.replyStatus(l, m, unimplemented(s.registry.Load(), string(req.method), md))
+	md, sts := s.lookup(l, req)
+	if sts != nil {
+		s.replyStatus(l, m, sts)
 		return
 	}
-	codec := protoCodec()
-	if len(req.codec) > 0 {
-		if codec = getCodec(string(req.codec)); codec == nil {
-			s.replyStatus(l, m, status.Newf(codes.Internal, "grpc: no codec registered for content-subtype %s", req.codec))
-			return
-		}
+	if md.stream {
+		s.stats.unimplemented.Add(1)
+		s.replyStatus(l, m, status.Newf(codes.Unimplemented, "homagrpc: %s is a streaming method, called as a unary one", md.name))
+		return
+	}
+	cs, sts := s.callSetup(req)
+	if sts != nil {
+		s.replyStatus(l, m, sts)
+		return
 	}
 	s.stats.calls.Add(1)
 
-	// The handler's context: the deadline the request carries, the
-	// request's metadata, the stream that collects header and trailer
-	// metadata, and the peer.
-	var ctx context.Context
-	var cancel context.CancelFunc
-	if req.timeout > 0 {
-		ctx, cancel = context.WithTimeout(s.handlerCtx, req.timeout)
-	} else {
-		ctx, cancel = context.WithCancel(s.handlerCtx)
+	st := &serverStream{method: md.name}
+	ctx, cancel := s.handlerContext(l, m.Peer, req, st)
+	defer cancel(nil)
+	if req.callID != 0 {
+		key := streamKey{m.Peer, req.callID}
+		l.addCall(key, cancel)
+		defer l.removeCall(key)
 	}
-	defer cancel()
+	ctx, cst := newCallStats(ctx, s.opts.statsHs, false, md.name, string(req.comp), false, false, Addr(m.Peer), l.local)
+	if cst != nil {
+		md, _ := metadata.FromIncomingContext(ctx)
+		cst.inHeader(md, true)
+	}
+
+	d := decoder{setup: cs, msg: inMsg{data: req.payload, compressed: req.flags&reqFlagCompressed != 0}, stats: cst}
+	resp, appErr := md.handler(md.svc.impl, ctx, d.decode, s.opts.interceptor)
+	header, trailer := st.finish()
+
+	var sts2 *status.Status // nil: OK, with the response
+	switch {
+	case appErr != nil:
+		sts2 = errStatus(appErr)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The caller has given up; do not send what it no longer awaits.
+		sts2 = status.New(codes.DeadlineExceeded, "homagrpc: the handler ran past the deadline")
+	}
+	if cst != nil {
+		cst.outHeader(header)
+		if sts2 == nil {
+			cst.outPayload(resp, nil)
+		}
+		defer cst.end(sts2.Err(), trailer)
+	}
+	taken = s.reply(l, m, sts2, header, trailer, cs, resp, req.callID)
+}
+
+// errStatus is the status of a handler's error, as grpc-go makes it.
+func errStatus(appErr error) *status.Status {
+	sts, ok := status.FromError(appErr)
+	if !ok {
+		sts = status.FromContextError(appErr)
+	}
+	if sts.Code() == codes.OK {
+		sts = status.New(codes.Unknown, appErr.Error())
+	}
+	return sts
+}
+
+// lookup finds the method a request names, or the status that says why
+// it cannot be called.
+func (s *Server) lookup(l *listener, req request) (*method, *status.Status) {
+	if l.isDraining() {
+		return nil, status.New(codes.Unavailable, "homagrpc: the server is stopping")
+	}
+	reg := s.registry.Load()
+	md := reg.methods[string(req.method)]
+	if md == nil {
+		s.stats.unimplemented.Add(1)
+		return nil, unimplemented(reg, string(req.method))
+	}
+	return md, nil
+}
+
+// setup is how one call's messages are encoded and decoded.
+type setup struct {
+	codec    encoding.CodecV2
+	comp     encoding.Compressor
+	compName string
+	maxRecv  int
+	maxSend  int
+}
+
+// callSetup settles a request's codec and compressor.
+func (s *Server) callSetup(req request) (setup, *status.Status) {
+	cs := setup{codec: protoCodec(), maxRecv: recvLimit(s.opts.maxRecv), maxSend: s.opts.maxSend}
+	if len(req.codec) > 0 {
+		if cs.codec = getCodec(string(req.codec)); cs.codec == nil {
+			return cs, status.Newf(codes.Internal, "grpc: no codec registered for content-subtype %s", req.codec)
+		}
+	}
+	if len(req.comp) > 0 {
+		cs.compName = string(req.comp)
+		if cs.comp = encoding.GetCompressor(cs.compName); cs.comp == nil {
+			return cs, status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", req.comp)
+		}
+	}
+	return cs, nil
+}
+
+// handlerContext is a handler's context: the deadline the request
+// carries, the request's metadata, the transport stream (which collects
+// header and trailer metadata), and the peer.
+func (s *Server) handlerContext(l *listener, from netip.AddrPort, req request, ts grpc.ServerTransportStream) (context.Context, context.CancelCauseFunc) {
+	ctx, cancel := context.WithCancelCause(s.handlerCtx)
+	if req.timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, req.timeout)
+		end := cancel
+		cancel = func(err error) { end(err); stop() }
+	}
 	var incoming metadata.MD
 	if req.mdCount > 0 {
 		incoming = parseMD(req.md, req.mdCount)
 	}
 	ctx = metadata.NewIncomingContext(ctx, incoming)
-	st := &serverStream{method: md.name}
-	ctx = grpc.NewContextWithServerTransportStream(ctx, st)
-	ctx = peer.NewContext(ctx, &peer.Peer{Addr: Addr(m.Peer), LocalAddr: l.local})
-
-	d := decoder{codec: codec, payload: req.payload, max: s.opts.maxRecv}
-	resp, appErr := md.handler(md.svc.impl, ctx, d.decode, s.opts.interceptor)
-	header, trailer := st.finish()
-
-	var sts *status.Status // nil: OK, with the response
-	switch {
-	case appErr != nil:
-		var ok bool
-		if sts, ok = status.FromError(appErr); !ok {
-			sts = status.FromContextError(appErr)
-		}
-		if sts.Code() == codes.OK {
-			sts = status.New(codes.Unknown, appErr.Error())
-		}
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		// The caller has given up; do not send what it no longer awaits.
-		sts = status.New(codes.DeadlineExceeded, "homagrpc: the handler ran past the deadline")
-	}
-	s.reply(l, m, sts, header, trailer, codec, resp)
+	ctx = grpc.NewContextWithServerTransportStream(ctx, ts)
+	ctx = peer.NewContext(ctx, &peer.Peer{Addr: Addr(from), LocalAddr: l.local})
+	return ctx, cancel
 }
 
 // decoder decodes a request's payload for the method handler.
 type decoder struct {
-	codec   encoding.CodecV2
-	payload []byte
-	max     int
+	setup
+	msg   inMsg
+	stats *callStats
 }
 
 func (d *decoder) decode(v any) error {
-	if d.max >= 0 && len(d.payload) > d.max {
-		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(d.payload), d.max)
+	if err := decodeMsg(d.codec, d.comp, d.msg, d.maxRecv, v); err != nil {
+		if status.Code(err) == codes.Internal {
+			return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", status.Convert(err).Message())
+		}
+		return err
 	}
-	if err := decodeMessage(d.codec, d.payload, v); err != nil {
-		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
-	}
+	d.stats.inPayload(v, d.msg.data)
 	return nil
 }
 
-// unimplemented is the status for a method that cannot be called, in
-// grpc-go's words where it has them.
-func unimplemented(reg *registry, name string, md *method) *status.Status {
-	if md != nil {
-		return status.Newf(codes.Unimplemented, "homagrpc: %s is a streaming method; streaming RPCs are not supported over Homa", name)
-	}
+// unimplemented is the status for a method that is not registered, in
+// grpc-go's words.
+func unimplemented(reg *registry, name string) *status.Status {
 	svc, meth := name[1:], ""
 	if i := strings.LastIndexByte(svc, '/'); i >= 0 {
 		svc, meth = svc[:i], svc[i+1:]
@@ -122,15 +203,21 @@ func unimplemented(reg *registry, name string, md *method) *status.Status {
 
 // replyStatus answers a request with a status and nothing else.
 func (s *Server) replyStatus(l *listener, m *sock.Message, st *status.Status) {
-	s.reply(l, m, st, nil, nil, nil, nil)
+	s.reply(l, m, st, nil, nil, setup{}, nil, 0)
 }
 
 // reply answers a request: with resp encoded by codec when st is nil,
 // otherwise with the status; the metadata goes with either. A response
-// too long for one Homa message turns into ResourceExhausted.
-func (s *Server) reply(l *listener, m *sock.Message, st *status.Status, header, trailer metadata.MD, codec encoding.CodecV2, resp any) {
+// too long for one Homa message goes on as a stream named by callID
+// (then reply reports that it took m); without a call id it turns into
+// ResourceExhausted.
+func (s *Server) reply(l *listener, m *sock.Message, st *status.Status, header, trailer metadata.MD, cs setup, resp any, callID uint64) (taken bool) {
 	buf := getBuffer()
-	frame := s.appendResponse(*buf, st, header, trailer, codec, resp)
+	frame := appendResponse(*buf, st, header, trailer, cs, resp)
+	if len(frame) > maxFrame && l.continueAsStream(m, callID, frame) {
+		putBuffer(buf, frame)
+		return true
+	}
 	err := l.s.Reply(m, frame)
 	if errors.Is(err, sock.ErrMessageTooLong) {
 		n := len(frame)
@@ -138,25 +225,36 @@ func (s *Server) reply(l *listener, m *sock.Message, st *status.Status, header, 
 		_ = l.s.Reply(m, frame)
 	}
 	putBuffer(buf, frame)
+	return false
 }
 
 // appendResponse appends the response frame to b: the encoded response
 // when st is nil and encoding succeeds within the size limit, otherwise
 // the status. Metadata that breaks gRPC's rules turns the response into
 // codes.Internal.
-func (s *Server) appendResponse(b []byte, st *status.Status, header, trailer metadata.MD, codec encoding.CodecV2, resp any) []byte {
+func appendResponse(b []byte, st *status.Status, header, trailer metadata.MD, cs setup, resp any) []byte {
 	if st == nil {
-		f, err := appendResponseHeader(b, 0, "", nil, header, trailer)
+		flags := byte(0)
+		if cs.comp != nil {
+			flags = respFlagCompressed
+		}
+		f, err := appendResponseHead(b, flags, 0, "", nil, header, trailer)
 		if err != nil {
 			return invalidMetadata(f[:0], err)
 		}
 		start := len(f)
-		f, err = appendMessage(f, codec, resp)
+		f, err = appendMessage(f, cs.codec, resp)
 		switch n := len(f) - start; {
 		case err != nil:
 			st = status.Newf(codes.Internal, "grpc: error while marshaling: %v", err)
-		case s.opts.maxSend >= 0 && n > s.opts.maxSend:
-			st = status.Newf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, s.opts.maxSend)
+		case cs.maxSend >= 0 && n > cs.maxSend:
+			st = status.Newf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, cs.maxSend)
+		case cs.comp != nil:
+			z, err := compress(cs.comp, f[start:])
+			if err == nil {
+				return append(f[:start], z...)
+			}
+			st = status.Convert(err)
 		default:
 			return f
 		}
@@ -166,6 +264,11 @@ func (s *Server) appendResponse(b []byte, st *status.Status, header, trailer met
 	if len(st.Details()) > 0 {
 		details, _ = proto.Marshal(st.Proto())
 	}
+	return appendStatusResponse(b, st, details, header, trailer)
+}
+
+// appendStatusResponse appends a response frame with a status.
+func appendStatusResponse(b []byte, st *status.Status, details []byte, header, trailer metadata.MD) []byte {
 	f, err := appendResponseHeader(b, uint32(st.Code()), st.Message(), details, header, trailer)
 	if err != nil {
 		return invalidMetadata(f[:0], err)

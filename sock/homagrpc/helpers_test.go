@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/internal/testkit/socktest"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -121,14 +123,23 @@ type memWorld struct {
 // newMemWorld serves svc on an in-memory network; close stops it.
 func newMemWorld(t *testing.T, mc memnet.Config, svc *testService, opts ...homagrpc.ServerOption) *memWorld {
 	t.Helper()
-	w := &memWorld{nw: memnet.New(mc), svc: svc, served: make(chan error, 1)}
-	conn, err := w.nw.Open(serverAddr.Addr(), serverAddr.Port())
+	w := serveMem(t, mc, func(r grpc.ServiceRegistrar) { testpb.RegisterTestServiceServer(r, svc) }, opts...)
+	w.svc = svc
+	return w
+}
+
+// serveMem serves what register registers on an in-memory network;
+// close stops it.
+func serveMem(t *testing.T, mc memnet.Config, register func(grpc.ServiceRegistrar), opts ...homagrpc.ServerOption) *memWorld {
+	t.Helper()
+	w := &memWorld{nw: memnet.New(mc), served: make(chan error, 1)}
+	conn, err := socktest.OpenMem(w.nw, serverAddr, testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.srv = homagrpc.NewServer(opts...)
-	testpb.RegisterTestServiceServer(w.srv, svc)
-	s := sock.OpenConn(conn, testConfig())
+	register(w.srv)
+	s := conn
 	go func() { w.served <- w.srv.Serve(s) }()
 	return w
 }
@@ -137,11 +148,11 @@ func newMemWorld(t *testing.T, mc memnet.Config, svc *testService, opts ...homag
 // is closed at the end of the test.
 func (w *memWorld) dial(t *testing.T, dst netip.AddrPort, opts ...homagrpc.DialOption) *homagrpc.ClientConn {
 	t.Helper()
-	conn, err := w.nw.Open(clientHost, 0)
+	conn, err := socktest.OpenMem(w.nw, netip.AddrPortFrom(clientHost, 0), testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := sock.OpenConn(conn, testConfig())
+	s := conn
 	t.Cleanup(func() { s.Close() })
 	return homagrpc.NewClientConn(s, dst, opts...)
 }

@@ -3,11 +3,14 @@ package homagrpc_test
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/homa-go/homa/internal/testkit/socktest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -74,11 +77,11 @@ func TestStop(t *testing.T) {
 			t.Errorf("handler's context at Stop: %v, want canceled", w.svc.lastErr)
 		}
 
-		conn, err := w.nw.Open(serverAddr.Addr(), 4001)
+		conn, err := socktest.OpenMem(w.nw, netip.AddrPortFrom(serverAddr.Addr(), 4001), testConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := sock.OpenConn(conn, testConfig())
+		s := conn
 		if err := w.srv.Serve(s); !errors.Is(err, grpc.ErrServerStopped) {
 			t.Errorf("Serve after Stop: %v, want grpc.ErrServerStopped", err)
 		}
@@ -94,11 +97,11 @@ func TestServeSocketClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := memnet.New(memnet.Config{})
 		defer nw.Close()
-		conn, err := nw.Open(serverAddr.Addr(), serverAddr.Port())
+		conn, err := socktest.OpenMem(nw, serverAddr, testConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := sock.OpenConn(conn, testConfig())
+		s := conn
 		srv := homagrpc.NewServer()
 		served := make(chan error)
 		go func() { served <- srv.Serve(s) }()
@@ -117,18 +120,18 @@ func TestRegister(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := memnet.New(memnet.Config{})
 		defer nw.Close()
-		conn, err := nw.Open(serverAddr.Addr(), serverAddr.Port())
+		conn, err := socktest.OpenMem(nw, serverAddr, testConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
 		srv := homagrpc.NewServer()
 		served := make(chan error)
-		go func() { served <- srv.Serve(sock.OpenConn(conn, testConfig())) }()
-		cc, err := nw.Open(clientHost, 0)
+		go func() { served <- srv.Serve(conn) }()
+		cc, err := socktest.OpenMem(nw, netip.AddrPortFrom(clientHost, 0), testConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs := sock.OpenConn(cc, testConfig())
+		cs := cc
 		defer cs.Close()
 		c := testpb.NewTestServiceClient(homagrpc.NewClientConn(cs, serverAddr))
 		_, err = c.EmptyCall(context.Background(), &testpb.Empty{})
@@ -165,11 +168,11 @@ func TestClientConnClose(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newMemWorld(t, memnet.Config{}, &testService{})
 		defer w.close(t)
-		conn, err := w.nw.Open(clientHost, 0)
+		conn, err := socktest.OpenMem(w.nw, netip.AddrPortFrom(clientHost, 0), testConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := sock.OpenConn(conn, testConfig())
+		s := conn
 		defer s.Close()
 		cc1 := homagrpc.NewClientConn(s, serverAddr)
 		cc2 := homagrpc.NewClientConn(s, serverAddr)

@@ -2,8 +2,10 @@ package homagrpc
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
 )
 
 // DialOption configures a ClientConn.
@@ -12,7 +14,63 @@ type DialOption func(*dialOptions)
 type dialOptions struct {
 	interceptor grpc.UnaryClientInterceptor // the chain, or nil
 	chain       []grpc.UnaryClientInterceptor
+	streamInt   grpc.StreamClientInterceptor // the chain, or nil
+	streamChain []grpc.StreamClientInterceptor
 	callOptions []grpc.CallOption
+	windowSize  int
+	statsHs     []stats.Handler
+	balancer    Balancer
+}
+
+func (o *dialOptions) window() int {
+	if o.windowSize > 0 {
+		return o.windowSize
+	}
+	return defaultWindow
+}
+
+// WithInitialWindowSize sets how many bytes of messages each stream
+// accepts from the server before its reader takes them (default 1 MiB).
+func WithInitialWindowSize(n int) DialOption {
+	return func(o *dialOptions) { o.windowSize = n }
+}
+
+// WithStatsHandler adds a stats.Handler (for example OpenTelemetry's)
+// that sees every call's events, as grpc.WithStatsHandler does.
+func WithStatsHandler(h stats.Handler) DialOption {
+	return func(o *dialOptions) {
+		if h != nil {
+			o.statsHs = append(o.statsHs, h)
+		}
+	}
+}
+
+// WithStreamInterceptor adds a stream interceptor to the chain every
+// stream goes through; the first added is the outermost. Interceptors
+// receive a nil *grpc.ClientConn.
+func WithStreamInterceptor(i grpc.StreamClientInterceptor) DialOption {
+	return WithChainStreamInterceptor(i)
+}
+
+// WithChainStreamInterceptor adds stream interceptors in order.
+func WithChainStreamInterceptor(is ...grpc.StreamClientInterceptor) DialOption {
+	return func(o *dialOptions) {
+		o.streamChain = append(o.streamChain, is...)
+		o.streamInt = chainStreamClient(o.streamChain)
+	}
+}
+
+func chainStreamClient(is []grpc.StreamClientInterceptor) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		next := streamer
+		for i := len(is) - 1; i >= 0; i-- {
+			inner, in := next, is[i]
+			next = func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				return in(ctx, desc, cc, method, inner, opts...)
+			}
+		}
+		return next(ctx, desc, cc, method, opts...)
+	}
 }
 
 // WithUnaryInterceptor adds a client interceptor to the chain every call
@@ -62,13 +120,105 @@ type ServerOption func(*serverOptions)
 type serverOptions struct {
 	interceptor grpc.UnaryServerInterceptor // the chain, or nil
 	chain       []grpc.UnaryServerInterceptor
-	maxRecv     int // -1: no limit beyond Homa's
+	streamInt   grpc.StreamServerInterceptor // the chain, or nil
+	streamChain []grpc.StreamServerInterceptor
+	maxRecv     int // -1: defaultMaxRecv
 	maxSend     int
 	maxHandlers int
+	windowSize  int
+	keepalive   time.Duration
+	statsHs     []stats.Handler
+	streamMem   int64
 }
 
 func defaultServerOptions() serverOptions {
-	return serverOptions{maxRecv: -1, maxSend: -1, maxHandlers: defaultMaxHandlers}
+	return serverOptions{maxRecv: -1, maxSend: -1, maxHandlers: defaultMaxHandlers, windowSize: defaultWindow, keepalive: defaultKeepalive, streamMem: defaultStreamMemory}
+}
+
+// defaultStreamMemory is the default of MaxStreamMemory.
+const defaultStreamMemory = 256 << 20
+
+// MaxStreamMemory bounds the bytes of messages that all the server's
+// streams (and unary calls too long for one Homa message) hold received
+// and not yet read by their handlers (default 256 MiB). A stream whose
+// bytes would pass it fails with codes.ResourceExhausted. Each stream
+// holds at most its window and one message; this bounds them together.
+func MaxStreamMemory(n int64) ServerOption {
+	return func(o *serverOptions) {
+		if n > 0 {
+			o.streamMem = n
+		}
+	}
+}
+
+// defaultMaxRecv is the default bound on a received message, grpc-go's.
+const defaultMaxRecv = 4 << 20
+
+// recvLimit is the bound on a received message for a setting n
+// (negative: the default).
+func recvLimit(n int) int {
+	if n < 0 {
+		return defaultMaxRecv
+	}
+	return n
+}
+
+// defaultKeepalive is how long a server holds a stream's pull before it
+// answers it empty, so that the client's next pull shows it is alive.
+const defaultKeepalive = time.Second
+
+// InitialWindowSize sets how many bytes of messages each stream accepts
+// from its client before the handler takes them (default 1 MiB).
+func InitialWindowSize(n int) ServerOption {
+	return func(o *serverOptions) {
+		if n > 0 {
+			o.windowSize = n
+		}
+	}
+}
+
+// StreamKeepalive sets how long the server holds a stream's pull frame
+// when it has nothing to send (default 1 s). A stream whose client has
+// sent no frame for four times as long is abandoned: its handler's
+// context is canceled.
+func StreamKeepalive(d time.Duration) ServerOption {
+	return func(o *serverOptions) {
+		if d > 0 {
+			o.keepalive = d
+		}
+	}
+}
+
+// StatsHandler adds a stats.Handler that sees every call's events on the
+// server, as grpc.StatsHandler does.
+func StatsHandler(h stats.Handler) ServerOption {
+	return func(o *serverOptions) {
+		if h != nil {
+			o.statsHs = append(o.statsHs, h)
+		}
+	}
+}
+
+// StreamInterceptor adds a stream interceptor to the chain every stream
+// goes through; the first added is the outermost.
+func StreamInterceptor(i grpc.StreamServerInterceptor) ServerOption {
+	return ChainStreamInterceptor(i)
+}
+
+// ChainStreamInterceptor adds stream interceptors in order.
+func ChainStreamInterceptor(is ...grpc.StreamServerInterceptor) ServerOption {
+	return func(o *serverOptions) {
+		o.streamChain = append(o.streamChain, is...)
+		chain := o.streamChain
+		o.streamInt = func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			next := handler
+			for i := len(chain) - 1; i >= 0; i-- {
+				inner, in := next, chain[i]
+				next = func(srv any, ss grpc.ServerStream) error { return in(srv, ss, info, inner) }
+			}
+			return next(srv, ss)
+		}
+	}
 }
 
 // defaultMaxHandlers is the default bound on calls a Server runs at once
@@ -91,16 +241,18 @@ func ChainUnaryInterceptor(is ...grpc.UnaryServerInterceptor) ServerOption {
 }
 
 // MaxRecvMsgSize bounds the request messages the server accepts, in
-// bytes; larger ones fail with codes.ResourceExhausted. Without it the
-// bound is what one Homa message holds.
+// bytes; larger ones fail with codes.ResourceExhausted. The default is
+// 4 MiB, as in grpc-go.
 func MaxRecvMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxRecv = n } }
 
 // MaxSendMsgSize bounds the response messages the server sends, in bytes;
 // larger ones fail with codes.ResourceExhausted.
 func MaxSendMsgSize(n int) ServerOption { return func(o *serverOptions) { o.maxSend = n } }
 
-// MaxConcurrentCalls bounds the calls the server runs at once on each
-// socket (default 10,000). Requests beyond it wait in the socket.
+// MaxConcurrentCalls bounds the unary calls the server runs at once on
+// each socket (default 10,000): requests beyond it wait in the socket.
+// It bounds the streams open at once on each socket too: a stream
+// beyond it is refused with codes.ResourceExhausted.
 func MaxConcurrentCalls(n int) ServerOption {
 	return func(o *serverOptions) {
 		if n > 0 {

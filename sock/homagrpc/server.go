@@ -10,19 +10,23 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/homa-go/homa/sock"
 )
 
 // Server serves gRPC services registered with RegisterService (as
 // protoc-generated Register functions do) on Homa server sockets. It
-// implements grpc.ServiceRegistrar. Unary methods are served; a call of a
-// streaming method is answered with codes.Unimplemented.
+// implements grpc.ServiceRegistrar. Unary and streaming methods are
+// served.
 //
 // Each socket given to Serve is read by a small pool of goroutines: the
-// one that receives a request runs its handler and replies, so a call
-// costs no hand-off between goroutines, and another starts reading
-// whenever none is left waiting, up to MaxConcurrentCalls.
+// one that receives a unary request runs its handler and replies, so a
+// call costs no hand-off between goroutines, and another starts reading
+// whenever none is left waiting, up to MaxConcurrentCalls. A stream's
+// handler runs in a goroutine of its own, which the frames the pool
+// receives feed; MaxConcurrentCalls bounds the open streams of a socket
+// too.
 type Server struct {
 	opts serverOptions
 
@@ -41,6 +45,8 @@ type Server struct {
 	stopped   bool
 
 	stats serverCounters
+	// streamMem bounds what the streams hold received and unread.
+	streamMem memBudget
 }
 
 var _ grpc.ServiceRegistrar = (*Server)(nil)
@@ -51,6 +57,7 @@ func NewServer(opts ...ServerOption) *Server {
 	for _, o := range opts {
 		o(&s.opts)
 	}
+	s.streamMem.limit = s.opts.streamMem
 	s.handlerCtx, s.endHandlers = context.WithCancel(context.Background())
 	s.recvCtx, s.endRecv = context.WithCancel(context.Background())
 	s.registry.Store(&registry{methods: map[string]*method{}, services: map[string]*service{}})
@@ -69,10 +76,13 @@ type service struct {
 }
 
 type method struct {
-	svc     *service
-	name    string // full name
-	handler grpc.MethodHandler
-	stream  bool
+	svc           *service
+	name          string // full name
+	handler       grpc.MethodHandler
+	stream        bool
+	streamHandler grpc.StreamHandler
+	clientStreams bool
+	serverStreams bool
 }
 
 // RegisterService registers a service and its implementation, as
@@ -107,7 +117,7 @@ func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
 	}
 	for _, st := range desc.Streams {
 		name := "/" + desc.ServiceName + "/" + st.StreamName
-		next.methods[name] = &method{svc: svc, name: name, stream: true}
+		next.methods[name] = &method{svc: svc, name: name, stream: true, streamHandler: st.Handler, clientStreams: st.ClientStreams, serverStreams: st.ServerStreams}
 	}
 	s.registry.Store(next)
 }
@@ -144,6 +154,9 @@ func (s *Server) Serve(socket *sock.Socket) error {
 		return grpc.ErrServerStopped
 	}
 	l := &listener{srv: s, s: socket, local: Addr(socket.LocalAddr())}
+	l.recvCtx, l.stopRecv = context.WithCancel(context.Background())
+	stopDrain := context.AfterFunc(s.recvCtx, l.drain)
+	defer stopDrain()
 	s.listeners[l] = struct{}{}
 	l.wg.Add(1) // Serve's own hold, so spawning never races a zero count
 	s.mu.Unlock()
@@ -213,21 +226,23 @@ func (s *Server) stop() []*listener {
 
 // ServerStats counts what a Server did.
 type ServerStats struct {
-	// Calls counts requests handed to a handler.
+	// Calls counts the calls and streams handed to a handler.
 	Calls uint64
-	// Malformed counts requests that were not valid frames, answered
-	// with codes.Internal.
+	// Malformed counts requests and stream frames that were not valid
+	// frames, answered with codes.Internal.
 	Malformed uint64
-	// Unimplemented counts requests for unknown services or methods, or
-	// for streaming methods, answered with codes.Unimplemented.
+	// Unimplemented counts requests for unknown services or methods,
+	// answered with codes.Unimplemented.
 	Unimplemented uint64
+	// Abandoned counts streams whose client went silent.
+	Abandoned uint64
 	// Dropped counts responses that arrived at the server's sockets
 	// (which send no requests) and were discarded.
 	Dropped uint64
 }
 
 type serverCounters struct {
-	calls, malformed, unimplemented, dropped atomic.Uint64
+	calls, malformed, unimplemented, dropped, abandoned atomic.Uint64
 }
 
 // Stats returns the server's counters.
@@ -237,6 +252,7 @@ func (s *Server) Stats() ServerStats {
 		Malformed:     s.stats.malformed.Load(),
 		Unimplemented: s.stats.unimplemented.Load(),
 		Dropped:       s.stats.dropped.Load(),
+		Abandoned:     s.stats.abandoned.Load(),
 	}
 }
 
@@ -256,6 +272,22 @@ type listener struct {
 	total atomic.Int32   // goroutines
 	once  sync.Once
 	err   error // why receiving failed, unless stopped
+
+	// recvCtx ends the receiving: once the server stops receiving and
+	// the last stream is gone.
+	recvCtx  context.Context
+	stopRecv context.CancelFunc
+
+	smu      sync.Mutex
+	streams  map[streamKey]*sstream
+	calls    map[streamKey]context.CancelCauseFunc // unary calls with an id
+	draining bool                                  // no new calls
+	sweeping bool                                  // sweep runs
+	// ended remembers how the last endedMemory streams ended; endedOrder
+	// is a ring of their keys, endedNext counts them.
+	ended      map[streamKey]*status.Status
+	endedOrder []streamKey
+	endedNext  int
 }
 
 // spawn starts another goroutine unless the bound is reached.
@@ -275,7 +307,7 @@ func (l *listener) run() {
 	defer l.total.Add(-1)
 	for {
 		l.idle.Add(1)
-		m, err := l.s.Recv(l.srv.recvCtx, sock.Any)
+		m, err := l.s.Recv(l.recvCtx, sock.Any)
 		waiting := l.idle.Add(-1)
 		if err != nil {
 			l.fail(err)

@@ -1,0 +1,134 @@
+package homagrpc
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+
+	"github.com/homa-go/homa/sock"
+)
+
+// Balancer chooses, for each call, which of a ClientConn's servers gets
+// it.
+type Balancer int
+
+const (
+	// PickFirst sends every call to the first server until one of its
+	// calls fails with codes.Unavailable (the server stopped answering,
+	// or nothing listens), then to the next one, round the list, as
+	// grpc-go's pick_first moves on when its connection fails.
+	PickFirst Balancer = iota
+	// RoundRobin sends each call or stream to the next server in turn.
+	RoundRobin
+)
+
+func (b Balancer) String() string {
+	switch b {
+	case PickFirst:
+		return "pick_first"
+	case RoundRobin:
+		return "round_robin"
+	}
+	return fmt.Sprintf("Balancer(%d)", int(b))
+}
+
+// WithBalancer sets how calls are spread over the servers of a
+// ClientConn with several (DialTarget); the default is PickFirst.
+func WithBalancer(b Balancer) DialOption {
+	return func(o *dialOptions) { o.balancer = b }
+}
+
+// picker picks a server per call.
+type picker struct {
+	b       Balancer
+	targets []netip.AddrPort
+	next    atomic.Uint64 // RoundRobin: the next call's; PickFirst: the current
+}
+
+func newPicker(b Balancer, targets []netip.AddrPort) picker {
+	return picker{b: b, targets: targets}
+}
+
+func (p *picker) pick() netip.AddrPort {
+	if len(p.targets) == 1 {
+		return p.targets[0]
+	}
+	if p.b == RoundRobin {
+		return p.targets[(p.next.Add(1)-1)%uint64(len(p.targets))]
+	}
+	return p.targets[p.next.Load()%uint64(len(p.targets))]
+}
+
+// unavailable moves a PickFirst picker past target after a call to it
+// found it unavailable.
+func (p *picker) unavailable(target netip.AddrPort) {
+	if p.b != PickFirst || len(p.targets) == 1 {
+		return
+	}
+	cur := p.next.Load()
+	if p.targets[cur%uint64(len(p.targets))] == target {
+		p.next.CompareAndSwap(cur, cur+1)
+	}
+}
+
+// Targets returns the servers' addresses, in the order given.
+func (c *ClientConn) Targets() []netip.AddrPort {
+	return append([]netip.AddrPort(nil), c.picker.targets...)
+}
+
+// ParseTarget parses a target string naming one or more Homa servers:
+// "homa:///10.0.0.1:5000,10.0.0.2:5000", or the same without the
+// "homa:///" prefix. IPv6 addresses are in brackets ("[::1]:5000").
+// Names are not resolved: Homa addresses hosts by IP address.
+func ParseTarget(target string) ([]netip.AddrPort, error) {
+	rest := target
+	if scheme, after, ok := strings.Cut(target, "://"); ok {
+		if scheme != "homa" {
+			return nil, fmt.Errorf("homagrpc: target %q: scheme %q, want homa", target, scheme)
+		}
+		if !strings.HasPrefix(after, "/") {
+			return nil, fmt.Errorf("homagrpc: target %q: an authority is not supported (write homa:///ADDR:PORT,ADDR:PORT)", target)
+		}
+		rest = after[1:]
+	}
+	var out []netip.AddrPort
+	for _, s := range strings.Split(rest, ",") {
+		ap, err := netip.ParseAddrPort(strings.TrimSpace(s))
+		if err != nil || ap.Port() == 0 {
+			return nil, fmt.Errorf("homagrpc: target %q: %q is not an IP address and port: %w", target, s, sock.ErrBadAddress)
+		}
+		out = append(out, ap)
+	}
+	return out, nil
+}
+
+// DialTarget is Dial for a target string of one or more servers (see
+// ParseTarget), among which the WithBalancer option spreads the calls.
+// The servers must be of one address family.
+func DialTarget(target string, cfg *sock.Config, opts ...DialOption) (*ClientConn, error) {
+	targets, err := ParseTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range targets[1:] {
+		if t.Addr().Is4() != targets[0].Addr().Is4() {
+			return nil, fmt.Errorf("homagrpc: target %q mixes address families: %w", target, sock.ErrBadAddress)
+		}
+	}
+	c, err := Dial(targets[0], cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	c.picker = newPicker(c.opts.balancer, targets)
+	return c, nil
+}
+
+// NewClientConnTarget is NewClientConn for several servers, among which
+// the WithBalancer option spreads the calls.
+func NewClientConnTarget(s *sock.Socket, targets []netip.AddrPort, opts ...DialOption) (*ClientConn, error) {
+	if len(targets) == 0 {
+		return nil, fmt.Errorf("homagrpc: no targets: %w", sock.ErrBadAddress)
+	}
+	return newClientConn(s, append([]netip.AddrPort(nil), targets...), opts), nil
+}

@@ -1,0 +1,25 @@
+package homagrpc
+
+import "google.golang.org/grpc/codes"
+
+// AppendOpenFrameForTest appends an open frame of stream id for method
+// whose chunk carries n bytes (one message), half-closed, not pulling.
+func AppendOpenFrameForTest(b []byte, id uint64, method string, n int) []byte {
+	b = appendStreamReqHeader(b, opOpen, sreqFlagHalfClose, id, initialCredit)
+	b, _ = appendRequestHead(b, reqHead{method: method})
+	b = appendChunkHeader(b, chunkFlagLast, n)
+	return append(b, make([]byte, n)...)
+}
+
+// StreamResponseCodeForTest is the status code of a stream response
+// that ends its stream, or codes.OK.
+func StreamResponseCodeForTest(msg []byte) codes.Code {
+	r, err := parseStreamResp(msg)
+	if err != nil {
+		return codes.Internal
+	}
+	return codes.Code(r.resp.code)
+}
+
+// StreamMemoryForTest is what the server's streams hold of its budget.
+func StreamMemoryForTest(s *Server) int64 { return s.streamMem.used.Load() }

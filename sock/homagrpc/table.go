@@ -1,0 +1,205 @@
+package homagrpc
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The listener's table of its streams, of the unary calls a cancel frame
+// may end, and of how its last streams ended; and the sweep that keeps
+// the streams alive or abandons them.
+
+// addStream registers a new stream, within the bound on calls.
+func (l *listener) addStream(ss *sstream) *status.Status {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	if l.draining {
+		return status.New(codes.Unavailable, "homagrpc: the server is stopping")
+	}
+	if _, dup := l.streams[ss.key]; dup {
+		return status.Newf(codes.Internal, "homagrpc: stream id %d is in use", ss.key.id)
+	}
+	if len(l.streams) >= l.srv.opts.maxHandlers {
+		return status.Newf(codes.ResourceExhausted, "homagrpc: %d streams are open, the server's bound", len(l.streams))
+	}
+	if l.streams == nil {
+		l.streams = make(map[streamKey]*sstream)
+	}
+	l.streams[ss.key] = ss
+	if !l.sweeping {
+		l.sweeping = true
+		l.wg.Add(1)
+		go l.sweep()
+	}
+	return nil
+}
+
+func (l *listener) stream(key streamKey) *sstream {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	return l.streams[key]
+}
+
+// removeStream forgets a stream; a held pull is answered.
+func (l *listener) removeStream(ss *sstream) {
+	ss.mu.Lock()
+	end := ss.end
+	ss.mu.Unlock()
+	l.smu.Lock()
+	if l.streams[ss.key] == ss {
+		delete(l.streams, ss.key)
+		if end != nil {
+			l.remember(ss.key, end)
+		}
+	}
+	if l.draining && len(l.streams) == 0 {
+		l.stopRecv()
+	}
+	l.smu.Unlock()
+	ss.cancel(nil)
+	ss.mu.Lock()
+	ss.gone = true
+	ss.in.drop()
+	as := [2]answer{ss.flushHeld(), ss.flushPull(true)}
+	ss.mu.Unlock()
+	for _, a := range as {
+		if a.m == nil {
+			continue
+		}
+		_ = l.s.ReplyOwned(a.m, a.frame)
+		if a.ref != nil {
+			a.ref.release()
+		} else {
+			a.m.Release()
+		}
+	}
+}
+
+// endedMemory is how many ended streams a listener remembers the status
+// of, for the pulls that cross their end (a client whose answer with the
+// end is still on its way may pull once more).
+const endedMemory = 1024
+
+// remember records how a stream ended. The caller holds smu.
+func (l *listener) remember(key streamKey, st *status.Status) {
+	if l.ended == nil {
+		l.ended = make(map[streamKey]*status.Status, endedMemory)
+		l.endedOrder = make([]streamKey, endedMemory)
+	}
+	slot := &l.endedOrder[l.endedNext%endedMemory]
+	if l.endedNext >= endedMemory {
+		delete(l.ended, *slot) // the oldest
+	}
+	*slot = key
+	l.endedNext++
+	l.ended[key] = st
+}
+
+// endedStatus is how the stream key ended, if it is remembered.
+func (l *listener) endedStatus(key streamKey) *status.Status {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	return l.ended[key]
+}
+
+// addCall registers a unary call that a cancel frame may end.
+func (l *listener) addCall(key streamKey, cancel context.CancelCauseFunc) {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	if l.calls == nil {
+		l.calls = make(map[streamKey]context.CancelCauseFunc)
+	}
+	l.calls[key] = cancel
+}
+
+func (l *listener) removeCall(key streamKey) {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	delete(l.calls, key)
+}
+
+// errCanceledByClient is the cause of a handler's context that a cancel
+// frame ended.
+var errCanceledByClient = status.Error(codes.Canceled, "homagrpc: the client canceled the call")
+
+// cancelCall ends the handler's context of the call or stream key.
+func (l *listener) cancelCall(key streamKey) {
+	l.smu.Lock()
+	cancel := l.calls[key]
+	ss := l.streams[key]
+	l.smu.Unlock()
+	if cancel != nil {
+		cancel(errCanceledByClient)
+	}
+	if ss != nil {
+		ss.cancel(errCanceledByClient)
+		l.removeStream(ss)
+	}
+}
+
+func (l *listener) isDraining() bool {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	return l.draining
+}
+
+// drain stops new calls; receiving stops once the last stream is gone.
+func (l *listener) drain() {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	l.draining = true
+	if len(l.streams) == 0 {
+		l.stopRecv()
+	}
+}
+
+// sweep runs while the listener has streams: it answers pulls held for
+// the keepalive interval, so that the clients' next pulls show they are
+// alive, and abandons the streams whose clients went silent.
+func (l *listener) sweep() {
+	defer l.wg.Done()
+	ka := l.srv.opts.keepalive
+	t := time.NewTicker(ka / 2)
+	defer t.Stop()
+	var ss []*sstream
+	for {
+		select {
+		case <-t.C:
+		case <-l.recvCtx.Done():
+		}
+		l.smu.Lock()
+		if len(l.streams) == 0 || l.recvCtx.Err() != nil {
+			l.sweeping = false
+			l.smu.Unlock()
+			return
+		}
+		ss = ss[:0]
+		for _, s := range l.streams {
+			ss = append(ss, s)
+		}
+		l.smu.Unlock()
+		now := time.Now()
+		for _, s := range ss {
+			s.mu.Lock()
+			var as [2]answer
+			if s.held != nil && now.Sub(s.heldAt) >= ka {
+				as[0] = s.flushHeld()
+			}
+			if s.pull != nil && now.Sub(s.pullAt) >= ka {
+				as[1] = s.flushPull(true)
+			}
+			silent := now.Sub(s.heard) >= 4*ka && s.pull == nil && s.held == nil
+			s.mu.Unlock()
+			s.send(as[0])
+			s.send(as[1])
+			if silent {
+				l.srv.stats.abandoned.Add(1)
+				s.cancel(status.Error(codes.Unavailable, "homagrpc: the client went silent"))
+				l.removeStream(s)
+			}
+		}
+	}
+}
