@@ -40,12 +40,16 @@ var layerGoals = []layerGoal{
 	{"stream-homa-udp", "stream-tcp", "rate", Throughput, 2},
 }
 
-// LayerRatio is a goal's ratio as measured.
+// LayerRatio is a goal's ratio as measured. A ratio of rows with
+// failed calls gives no verdict: failed calls lower a row's rate and
+// leave its median to the calls that succeeded, so Met is false and
+// Failed says how many failed.
 type LayerRatio struct {
-	Ratio string  `json:"ratio"` // "erpc/homa rate"
-	Value float64 `json:"value"`
-	Goal  float64 `json:"goal"` // the value meets the goal if at least this
-	Met   bool    `json:"met"`
+	Ratio  string  `json:"ratio"` // "erpc/homa rate"
+	Value  float64 `json:"value"`
+	Goal   float64 `json:"goal"` // the value meets the goal if at least this
+	Met    bool    `json:"met"`
+	Failed int     `json:"failed,omitempty"` // calls failed in the two rows: no verdict
 }
 
 // compareLayers computes the ratios of the goals whose two protocols
@@ -72,8 +76,9 @@ func (r *Report) compareLayers() {
 		if b <= 0 {
 			continue
 		}
-		v := a / b
-		r.Layers = append(r.Layers, LayerRatio{Ratio: g.num + "/" + g.den + " " + g.metric, Value: v, Goal: g.least, Met: v >= g.least})
+		v, failed := a/b, num.Failed+den.Failed
+		r.Layers = append(r.Layers, LayerRatio{Ratio: g.num + "/" + g.den + " " + g.metric, Value: v, Goal: g.least,
+			Met: failed == 0 && v >= g.least, Failed: failed})
 	}
 }
 
@@ -83,7 +88,10 @@ func (r *Report) writeLayers(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, l := range r.Layers {
 		met := "met"
-		if !l.Met {
+		switch {
+		case l.Failed > 0:
+			met = fmt.Sprintf("no verdict, %d calls failed", l.Failed)
+		case !l.Met:
 			met = "not met"
 		}
 		fmt.Fprintf(tw, "  %s\t%.2f\t(goal >= %g: %s)\n", l.Ratio, l.Value, l.Goal, met)

@@ -42,6 +42,26 @@ func TestCompareLayers(t *testing.T) {
 	}
 }
 
+// TestCompareLayersFailed: a ratio of rows with failed calls is not met,
+// however high, and says why.
+func TestCompareLayersFailed(t *testing.T) {
+	for _, rows := range [][]Result{
+		{{Protocol: "homa", RPCsPerSec: 1000, Failed: 3}, {Protocol: "erpc", RPCsPerSec: 900}},
+		{{Protocol: "homa", RPCsPerSec: 1000}, {Protocol: "erpc", RPCsPerSec: 900, Failed: 3}},
+	} {
+		r := &Report{Mode: Throughput, Results: rows}
+		r.compareLayers()
+		if len(r.Layers) != 1 || r.Layers[0] != (LayerRatio{Ratio: "erpc/homa rate", Value: 0.9, Goal: 0.85, Met: false, Failed: 3}) {
+			t.Errorf("%+v: %+v", rows, r.Layers)
+		}
+		var b strings.Builder
+		r.writeLayers(&b)
+		if want := "RPC layers (rows of this run):\n  erpc/homa rate  0.90  (goal >= 0.85: no verdict, 3 calls failed)\n"; b.String() != want {
+			t.Errorf("printed %q, want %q", b.String(), want)
+		}
+	}
+}
+
 // TestLayerLimits: erpc takes at most 256 clients (Rpc ids are a byte);
 // a workload's largest sizes are cut to what a layer carries, a fixed
 // size beyond it is not.

@@ -11,7 +11,7 @@ package faultnet_test
 //	server -addr A:P [-workers N] [-reclaim-ticks N]
 //	  prints "ready" once it listens and "got <tag>" for each hang or
 //	  slow request; "report" -> "report {json}"; ends when stdin closes.
-//	client -addr A:0 -server A:P
+//	client -addr A:0 -server A:P [-peer-timeout D]
 //	  "load {json}"    -> "result {json}"
 //	  "call <op> <ms>" -> "sent <tag>", then "done <outcome>"
 //	  "send <op>"      -> "sent <tag>" (the response is never awaited)
@@ -245,10 +245,11 @@ func clientRole(args []string) int {
 	fs := flag.NewFlagSet("client", flag.ContinueOnError)
 	addr := fs.String("addr", "", "local address")
 	srv := fs.String("server", "", "server address and port")
+	peerTimeout := fs.Duration("peer-timeout", 0, "sock.Config.PeerTimeout (0: default)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	s, err := sock.Open(netip.MustParseAddrPort(*addr), nil)
+	s, err := sock.Open(netip.MustParseAddrPort(*addr), &sock.Config{PeerTimeout: *peerTimeout})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

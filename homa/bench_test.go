@@ -2,6 +2,7 @@ package homa_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -23,8 +24,11 @@ func benchRPC(b *testing.B, open func(addr netip.Addr, port uint16) (netio.Conn,
 func benchRPCSize(b *testing.B, open func(addr netip.Addr, port uint16) (netio.Conn, error), host string, size int) {
 	addr := netip.MustParseAddr(host)
 	sc, err := open(addr, 23000)
-	if err != nil {
+	if errors.Is(err, netio.ErrPermission) {
 		b.Skip(err)
+	}
+	if err != nil {
+		b.Fatal(err)
 	}
 	cc, err := open(addr, 0)
 	if err != nil {
@@ -117,7 +121,7 @@ func BenchmarkThroughputUDP4(b *testing.B) {
 	addr := netip.MustParseAddr("127.0.0.1")
 	sc, err := netio.OpenUDP(addr, 23001, nil)
 	if err != nil {
-		b.Skip(err)
+		b.Fatal(err)
 	}
 	cc, err := netio.OpenUDP(addr, 0, nil)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/homa-go/homa/contract"
@@ -70,6 +71,16 @@ func (s *scene) ackOnce(ack []byte, freed uint64) {
 	s.peer.drain(2 * time.Millisecond)
 }
 
+// simulated runs a subtest in a synctest bubble, as every behaviour test
+// runs: the engine's timers, the in-memory network and the test's waits
+// all keep the bubble's clock, which moves only when every goroutine of
+// the test is blocked. A window of quiet is then so many milliseconds of
+// the engine's ticks, whatever the load of the machine: every packet the
+// engine sends in it arrives before it closes.
+func simulated(f func(t *testing.T)) func(t *testing.T) {
+	return func(t *testing.T) { synctest.Test(t, f) }
+}
+
 // isNeedAck reports whether rp is a NEED_ACK for id.
 func isNeedAck(id uint64) func(rxPacket) bool {
 	return func(rp rxPacket) bool { return rp.Type == wire.TypeNeedAck && rp.Common.SenderID == id }
@@ -79,7 +90,9 @@ func isNeedAck(id uint64) func(rxPacket) bool {
 // the server asks for the acknowledgment with NEED_ACK, the client's ACK
 // (num_acks=1) frees the RPC and the NEED_ACKs stop. Twice, as in the
 // capture.
-func TestNeedAckUntilAck(t *testing.T) {
+func TestNeedAckUntilAck(t *testing.T) { synctest.Test(t, needAckUntilAck) }
+
+func needAckUntilAck(t *testing.T) {
 	s := newServerScene(t, homa.Config{})
 	for i, id := range []uint64{1000, 1002} {
 		req := pattern(100, byte(i))
@@ -103,7 +116,9 @@ func TestNeedAckUntilAck(t *testing.T) {
 // gets NEED_ACK again and again (the module: every tick, with no limit).
 // The engine repeats it every tick too, until Config.Ack.ReclaimTicks
 // (2 s) of silence; the test watches the first 20 and then acknowledges.
-func TestNeedAckRepeats(t *testing.T) {
+func TestNeedAckRepeats(t *testing.T) { synctest.Test(t, needAckRepeats) }
+
+func needAckRepeats(t *testing.T) {
 	s := newServerScene(t, homa.Config{})
 	const id = 6000
 	req := pattern(100, 6)
@@ -125,7 +140,9 @@ func TestNeedAckRepeats(t *testing.T) {
 // with a RESEND at priority 7, and the retransmission (retransmit=1)
 // completes the request. The response follows, then NEED_ACK, answered by
 // an ACK with num_acks=0 as in the capture.
-func TestWithheldRequestPacket(t *testing.T) {
+func TestWithheldRequestPacket(t *testing.T) { synctest.Test(t, withheldRequestPacket) }
+
+func withheldRequestPacket(t *testing.T) {
 	s := newServerScene(t, homa.Config{})
 	const id = 4000
 	req := pattern(5000, 4)
@@ -186,7 +203,9 @@ func equalSets(a, b []uint32) bool {
 // cutoffs, [0, 0, 0, 0, 1000000, 15000, 2800, 200] version 1 in the
 // capture (the engine starts from the same Linux defaults). A request
 // that carries the current version gets no CUTOFFS.
-func TestStaleCutoffVersion(t *testing.T) {
+func TestStaleCutoffVersion(t *testing.T) { synctest.Test(t, staleCutoffVersion) }
+
+func staleCutoffVersion(t *testing.T) {
 	s := newServerScene(t, homa.Config{})
 	const id = 5000
 	req := pattern(100, 5)
@@ -221,7 +240,7 @@ func TestStaleCutoffVersion(t *testing.T) {
 // RESEND for a client RPC the engine does not know gets RPC_UNKNOWN, as
 // from the module.
 func TestResendUnknownRPC(t *testing.T) {
-	t.Run("client's RESEND to the server", func(t *testing.T) {
+	t.Run("client's RESEND to the server", simulated(func(t *testing.T) {
 		s := newServerScene(t, homa.Config{})
 		const id = 7000
 		s.peer.send(s.resend(id, 0, 100, 0))
@@ -245,21 +264,23 @@ func TestResendUnknownRPC(t *testing.T) {
 		if st := s.ep.Stats(); st.RequestsReceived != 1 {
 			t.Errorf("%d requests served, want 1", st.RequestsReceived)
 		}
-	})
-	t.Run("server's RESEND to the client", func(t *testing.T) {
+	}))
+	t.Run("server's RESEND to the client", simulated(func(t *testing.T) {
 		s := newClientScene(t, homa.Config{})
 		const id = 7001
 		s.peer.send(s.resend(id, 0, 100, controlPriority))
 		rp, _ := s.peer.expect(wire.TypeRPCUnknown)
 		s.checkHeader(rp, id^1)
-	})
+	}))
 }
 
 // TestPiggybackedAcks replays capture 14: a client that never sends ACK
 // packets acknowledges each RPC in the DATA of its next request. The
 // server frees each RPC when the acknowledgment arrives, and asks with
 // NEED_ACK only about the last one (the capture ends with that NEED_ACK).
-func TestPiggybackedAcks(t *testing.T) {
+func TestPiggybackedAcks(t *testing.T) { synctest.Test(t, piggybackedAcks) }
+
+func piggybackedAcks(t *testing.T) {
 	s := newServerScene(t, homa.Config{})
 	ids := []uint64{1400, 1402, 1404}
 	var ack wire.AckEntry
@@ -277,8 +298,11 @@ func TestPiggybackedAcks(t *testing.T) {
 		if !bytes.Equal(m.buf, req) {
 			t.Errorf("response %d: wrong bytes", i)
 		}
-		// The request, with its ack, was handled before the response
-		// was sent.
+		// The engine applies a piggybacked ack when it goes idle
+		// (core's deferAck), which may be after the response went out:
+		// wait until it is idle, then the request's ack has freed the
+		// RPC before.
+		synctest.Wait()
 		if st := s.ep.Stats(); st.ServerRPCsFreed != uint64(i) || st.ServerRPCs != 1 {
 			t.Errorf("after request %d: %d RPCs freed, %d held; want %d and 1", i, st.ServerRPCsFreed, st.ServerRPCs, i)
 		}
@@ -307,7 +331,7 @@ func TestPiggybackedAcks(t *testing.T) {
 // the other direction, the engine as a slow server answers RESENDs for a
 // response it does not have yet with BUSY.
 func TestSlowServerBusy(t *testing.T) {
-	t.Run("engine as client", func(t *testing.T) {
+	t.Run("engine as client", simulated(func(t *testing.T) {
 		s := newClientScene(t, homa.Config{})
 		req := pattern(100, 12)
 		id, done := s.call(req)
@@ -330,8 +354,8 @@ func TestSlowServerBusy(t *testing.T) {
 		s.checkCall(done, req)
 		s.peer.send(s.bare(wire.TypeNeedAck, id|1))
 		s.expectAck(id)
-	})
-	t.Run("engine as server", func(t *testing.T) {
+	}))
+	t.Run("engine as server", simulated(func(t *testing.T) {
 		s := newServerScene(t, homa.Config{})
 		s.echo.hold()
 		const id = 2400
@@ -348,7 +372,7 @@ func TestSlowServerBusy(t *testing.T) {
 		}
 		s.echo.release()
 		s.expectMessage(id|1, req, wire.AckEntry{})
-	})
+	}))
 }
 
 // callResult is what Recv gave for a client RPC.
@@ -423,7 +447,9 @@ func (s *scene) expectAck(id uint64) {
 // with RESEND(offset 0, length 0xffffffff, priority 7), again and again,
 // and finally fails the call. The module gives up after 19 RESENDs; the
 // engine after Config.Resend.TimeoutResends (20 by default).
-func TestClientResendEverything(t *testing.T) {
+func TestClientResendEverything(t *testing.T) { synctest.Test(t, clientResendEverything) }
+
+func clientResendEverything(t *testing.T) {
 	s := newClientScene(t, homa.Config{})
 	req := pattern(100, 11)
 	id, done := s.call(req)
@@ -460,7 +486,9 @@ func TestClientResendEverything(t *testing.T) {
 // incomplete); the client asks for exactly the missing range with a
 // RESEND at priority 7, and after the retransmission the call completes
 // and a NEED_ACK gets an ACK with num_acks=1.
-func TestWithheldResponsePacket(t *testing.T) {
+func TestWithheldResponsePacket(t *testing.T) { synctest.Test(t, withheldResponsePacket) }
+
+func withheldResponsePacket(t *testing.T) {
 	s := newClientScene(t, homa.Config{})
 	req := pattern(5000, 13)
 	id, done := s.call(req)
@@ -496,7 +524,9 @@ func TestWithheldResponsePacket(t *testing.T) {
 // flushes pending acknowledgments in an ACK packet one tick after an RPC
 // completes when no request has carried them by then; the ticker is
 // slowed down here so that the next request always leaves first.
-func TestClientPiggybacksAcks(t *testing.T) {
+func TestClientPiggybacksAcks(t *testing.T) { synctest.Test(t, clientPiggybacksAcks) }
+
+func clientPiggybacksAcks(t *testing.T) {
 	s := newClientScene(t, homa.Config{Config: core.Config{Tick: time.Hour}})
 	var ack wire.AckEntry
 	for i := range 3 {
@@ -521,7 +551,9 @@ func TestClientPiggybacksAcks(t *testing.T) {
 // module uses 0), and must send no response byte beyond what the peer
 // granted. The engine grants a larger window than the module's ~10,000
 // bytes; the offsets are not compared. Then NEED_ACK and ACK.
-func TestGrants200KB(t *testing.T) {
+func TestGrants200KB(t *testing.T) { synctest.Test(t, grants200KB) }
+
+func grants200KB(t *testing.T) {
 	s := newServerScene(t, homa.Config{})
 	const id, n = 2000, 200_000
 	req := pattern(n, 2)
@@ -631,7 +663,9 @@ func (ex *exchange) data(rp rxPacket) uint32 {
 // RPC without a word. The module's grant is 50,000 and it gives up after
 // 19 RESENDs; the engine grants more at once and gives up after
 // Config.Resend.TimeoutResends (20).
-func TestUnscheduledOnly(t *testing.T) {
+func TestUnscheduledOnly(t *testing.T) { synctest.Test(t, unscheduledOnly) }
+
+func unscheduledOnly(t *testing.T) {
 	s := newServerScene(t, homa.Config{})
 	const id, n = 3000, 200_000
 	s.peer.send(s.packets(dataSpec{id: id, msg: pattern(n, 3), cutoffVer: linuxVersion}, 0, unsched)...)
@@ -684,7 +718,9 @@ func TestUnscheduledOnly(t *testing.T) {
 // engine on its own flushes pending acknowledgments in an ACK one tick
 // after the response; the ticker is slowed down here so that the ACK the
 // test sees can only be the answer to the NEED_ACK.
-func TestClientNeedAck200KB(t *testing.T) {
+func TestClientNeedAck200KB(t *testing.T) { synctest.Test(t, clientNeedAck200KB) }
+
+func clientNeedAck200KB(t *testing.T) {
 	s := newClientScene(t, homa.Config{Config: core.Config{Tick: time.Hour}})
 	const n = 200_000
 	req := pattern(n, 10)

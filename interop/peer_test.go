@@ -43,7 +43,11 @@ const (
 	controlPriority = 7
 )
 
-// Bounds on waits. Every wait of a behaviour test ends by itself.
+// Bounds on waits. Every wait of a behaviour test ends by itself. The
+// tests run in synctest bubbles (see simulated), so these are times of
+// the bubble's clock: a wait ends only once the engine, the network and
+// the peer's reader are all blocked, with every packet sent until then
+// delivered.
 const (
 	// waitFor bounds the wait for a packet the engine must send.
 	waitFor = 5 * time.Second
@@ -78,8 +82,12 @@ type scene struct {
 
 // newScene starts the engine at moduleAddr:enginePort (0: a client port)
 // with cfg and the peer at peerAddr:peerPort, on a lossless in-memory
-// network with MTU 1500.
+// network with MTU 1500. The engine does not spin on its socket (a
+// spinning reader would keep the bubble's clock from moving).
 func newScene(t *testing.T, cfg homa.Config, enginePort, peerPort uint16) *scene {
+	if cfg.PollDuration == 0 {
+		cfg.PollDuration = -1
+	}
 	nw := memnet.New(memnet.Config{Seed: 146, MTU: 1500})
 	ec, err := nw.Open(moduleAddr, enginePort)
 	if err != nil {
@@ -212,8 +220,9 @@ func (p *peer) quiet(what string, bad func(rxPacket) bool) []rxPacket {
 	}
 }
 
-// drain discards what arrives within d: packets the engine built before
-// the state a test just observed, and wrote after.
+// drain discards what arrives within d of the bubble's clock: packets
+// the engine built before the state a test just observed, and wrote
+// after.
 func (p *peer) drain(d time.Duration) []rxPacket {
 	var got []rxPacket
 	deadline := time.Now().Add(d)

@@ -98,8 +98,10 @@ func (c *Config) link(i int) Link {
 	return l
 }
 
-// Available reports why a Lab cannot be made here, or nil if it can: it
-// looks for the ip and tc commands and makes and deletes a namespace.
+// Available reports what this host lacks to make a Lab, or nil if it
+// lacks nothing: Linux, the ip and tc commands, the privilege to make
+// namespaces (netns.Available). Any other failure is New's to report, so
+// that a test that skips on Available's error never skips over a defect.
 func Available() error {
 	if err := platformOK(); err != nil {
 		return err

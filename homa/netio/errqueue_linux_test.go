@@ -130,18 +130,57 @@ func TestParseRecvErrKernel(t *testing.T) {
 }
 
 func FuzzParseRecvErr(f *testing.F) {
-	f.Add(recvErr4(eeOriginICMP, 3, 3))
-	f.Add(recvErr6(eeOriginICMP6, 4, 1))
-	f.Add(slices.Concat(cmsg(unix.SOL_IP, unix.IP_TOS, []byte{1}), recvErr4(eeOriginICMP, 3, 1)))
+	add := func(ctl []byte) {
+		f.Add(ctl, false, uint8(eeOriginICMP), uint8(3), uint8(3), uint8(0), []byte{}, uint16(0))
+	}
+	add(recvErr4(eeOriginICMP, 3, 3))
+	add(recvErr6(eeOriginICMP6, 4, 1))
+	add(slices.Concat(cmsg(unix.SOL_IP, unix.IP_TOS, []byte{1}), recvErr4(eeOriginICMP, 3, 1)))
 	for _, h := range []string{kernelUDP4PortUnreach, kernelRaw6NextHeader} {
 		b, _ := hex.DecodeString(h)
-		f.Add(b)
+		add(b)
 	}
-	f.Fuzz(func(t *testing.T, ctl []byte) {
-		if got := parseRecvErr(ctl); got > UnreachableHost {
-			t.Fatalf("parseRecvErr = %v", got)
+	f.Add([]byte{}, true, uint8(eeOriginICMP6), uint8(1), uint8(4), uint8(3), []byte{9}, uint16(40))
+	f.Fuzz(func(t *testing.T, ctl []byte, v6 bool, origin, typ, code, before uint8, other []byte, cut uint16) {
+		// Any bytes: what the model finds.
+		want := NotUnreachable
+		isRecvErr := func(level, typ int32) bool {
+			return (level == unix.SOL_IP && typ == unix.IP_RECVERR) || (level == unix.SOL_IPV6 && typ == unix.IPV6_RECVERR)
+		}
+		if data, ok := cmsgModel(ctl, isRecvErr); ok && len(data) >= sizeofExtendedErr {
+			want = icmpKind(data[eeOriginOff], data[eeTypeOff], data[eeCodeOff])
+		}
+		if got := parseRecvErr(ctl); got != want {
+			t.Fatalf("parseRecvErr(%x) = %v; the model finds %v", ctl, got, want)
+		}
+		// An encoded extended error after other messages, whatever
+		// follows it: what it says; cut short: nothing.
+		msg := recvErr4(origin, typ, code)
+		if v6 {
+			msg = recvErr6(origin, typ, code)
+		}
+		enc := append(fuzzPrefix(before, other), msg...)
+		want = icmpKind(origin, typ, code)
+		if got := parseRecvErr(append(enc, ctl...)); got != want {
+			t.Fatalf("parseRecvErr of origin %d type %d code %d = %v, want %v", origin, typ, code, got, want)
+		}
+		end := len(enc) - len(msg) + unix.CmsgLen(sizeofExtendedErr+unix.SizeofSockaddrInet6) // without the padding
+		if k := int(cut) % end; parseRecvErr(enc[:k]) != NotUnreachable {
+			t.Fatalf("parseRecvErr of the first %d of %d bytes = %v", k, end, parseRecvErr(enc[:k]))
 		}
 	})
+}
+
+// icmpKind is what an extended error of origin, with an ICMP type and
+// code, reports: only ICMP and ICMPv6 origins report anything.
+func icmpKind(origin, typ, code uint8) Unreachable {
+	switch origin {
+	case eeOriginICMP:
+		return classifyICMPv4(typ, code)
+	case eeOriginICMP6:
+		return classifyICMPv6(typ, code)
+	}
+	return NotUnreachable
 }
 
 // reportConn is a sockConn with one error-queue message in slot 0, for
@@ -235,6 +274,9 @@ func FuzzReport(f *testing.F) {
 		}
 		if p.N < ReportMinLen || p.N > len(p.Buf) || srcPort(p.Buf) != 1000 || p.Unreachable == NotUnreachable {
 			t.Fatalf("kept a report with N %d of %d bytes, source port %d, %v", p.N, len(p.Buf), srcPort(p.Buf), p.Unreachable)
+		}
+		if p.Unreachable != Unreachable(kind) || p.Addr != dst.Addr() {
+			t.Fatalf("kept a report of %v from %v; the error queue said %v from %v", p.Unreachable, p.Addr, Unreachable(kind), dst.Addr())
 		}
 	})
 }

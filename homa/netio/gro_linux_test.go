@@ -290,12 +290,38 @@ func TestParseGRO(t *testing.T) {
 	}
 }
 
+// FuzzParseGRO holds parseGRO to a model on any bytes, and checks that
+// a UDP_GRO message encoded after others gives its segment size back
+// whatever follows it, and nothing when cut short. The segment size
+// comes as bytes: the fuzzer moves integers only by small steps.
 func FuzzParseGRO(f *testing.F) {
-	f.Add([]byte{})
-	f.Add(appendGSO(make([]byte, 0, 32), 1472))
-	f.Fuzz(func(t *testing.T, ctl []byte) {
-		if got := parseGRO(ctl); got < 0 {
-			t.Fatalf("parseGRO = %d", got)
+	f.Add([]byte{}, []byte{0xc0, 0x05, 0, 0}, uint8(0), []byte{7}, uint16(0))
+	f.Add([]byte{}, []byte{0, 0, 0x10, 0}, uint8(1), []byte{7}, uint16(0))
+
+	f.Add(appendGSO(make([]byte, 0, 32), 1472), []byte{1}, uint8(2), []byte{}, uint16(30))
+	f.Fuzz(func(t *testing.T, ctl, segb []byte, before uint8, other []byte, cut uint16) {
+		want := 0
+		if data, ok := cmsgModel(ctl, func(level, typ int32) bool { return level == unix.IPPROTO_UDP && typ == unix.UDP_GRO }); ok {
+			switch {
+			case len(data) >= 4:
+				want = int(binary.NativeEndian.Uint32(data))
+			case len(data) >= 2:
+				want = int(binary.NativeEndian.Uint16(data))
+			}
+		}
+		if got := parseGRO(ctl); got != want {
+			t.Fatalf("parseGRO(%x) = %d; the model finds %d", ctl, got, want)
+		}
+		data := make([]byte, 4)
+		copy(data, segb)
+		seg := binary.NativeEndian.Uint32(data)
+		enc := append(fuzzPrefix(before, other), cmsg(unix.IPPROTO_UDP, unix.UDP_GRO, data)...)
+		end := len(enc) - unix.CmsgSpace(4) + unix.CmsgLen(4) // the UDP_GRO message without its padding
+		if got := parseGRO(append(enc, ctl...)); got != int(seg) {
+			t.Fatalf("parseGRO of an encoded segment size %d = %d", seg, got)
+		}
+		if k := int(cut) % end; parseGRO(enc[:k]) != 0 {
+			t.Fatalf("parseGRO of the first %d of %d bytes = %d, want 0", k, end, parseGRO(enc[:k]))
 		}
 	})
 }

@@ -285,8 +285,11 @@ func TestGSOFallback(t *testing.T) {
 						// IPv6 receivers drop datagrams without a checksum unless told not to.
 						b.(*sockConn).rc.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_RX, 1) })
 					}
+					if errors.Is(err, unix.ENOPROTOOPT) {
+						t.Skipf("the kernel has no option to send UDP without checksums: %v", err)
+					}
 					if err != nil {
-						t.Skipf("no UDP checksums: %v", err)
+						t.Fatal(err)
 					}
 				case "EIO":
 					refuseGSO(sc, unix.EIO)

@@ -581,16 +581,18 @@ const permEnv = "HOMA_NETIO_TEST_UNPRIVILEGED"
 func TestRawPermission(t *testing.T) {
 	switch {
 	case os.Getenv(permEnv) != "":
+		// The parent is root: dropping to nobody must work, and must
+		// take CAP_NET_RAW with it.
 		if err := syscall.Setgid(65534); err != nil {
-			t.Skipf("cannot drop privileges: %v", err)
+			t.Fatalf("cannot drop privileges: %v", err)
 		}
 		if err := syscall.Setuid(65534); err != nil {
-			t.Skipf("cannot drop privileges: %v", err)
+			t.Fatalf("cannot drop privileges: %v", err)
 		}
-		checkUnprivileged(t)
+		checkUnprivileged(t, true)
 		fmt.Println("CHILD: checked")
 	case os.Geteuid() != 0:
-		checkUnprivileged(t)
+		checkUnprivileged(t, false)
 	default:
 		cmd := exec.Command(os.Args[0], "-test.run=^TestRawPermission$", "-test.count=1", "-test.v")
 		cmd.Env = append(os.Environ(), permEnv+"=1")
@@ -599,13 +601,20 @@ func TestRawPermission(t *testing.T) {
 			t.Fatalf("unprivileged child: %v\n%s", err, out)
 		}
 		if !bytes.Contains(out, []byte("CHILD: checked")) {
-			t.Skipf("unprivileged child did not run the checks:\n%s", out)
+			t.Fatalf("unprivileged child did not run the checks:\n%s", out)
 		}
 	}
 }
 
-func checkUnprivileged(t *testing.T) {
+// checkUnprivileged checks OpenRaw and OpenUDP in a process that is not
+// root; dropped says that it gave up root itself, so that it cannot have
+// been granted CAP_NET_RAW.
+func checkUnprivileged(t *testing.T, dropped bool) {
 	c, err := OpenRaw(lo4, 0, nil)
+	if err == nil && dropped {
+		c.Close()
+		t.Fatal("OpenRaw works after dropping root to user nobody")
+	}
 	if err == nil {
 		c.Close()
 		t.Skip("this process may open raw sockets without root (CAP_NET_RAW granted?)")

@@ -34,7 +34,7 @@ func TestAttacks(t *testing.T) {
 		homa:      bin,
 		sources:   200,
 		perSource: 5,
-		peers:     2000,
+		peers:     peerTable + 600, // enough to evict, not more: at 5000/s, 3.4 s
 		rpcs:      50,
 		// Slow enough that a loaded two-core machine keeps up (see
 		// docs/threat-model.md: each forged claim costs the server up to
@@ -123,7 +123,7 @@ func TestAnnouncements(t *testing.T) {
 // TestParse checks the flags' bounds.
 func TestParse(t *testing.T) {
 	for _, bad := range [][]string{
-		{"--claims", "0"}, {"--claims", "10,x"}, {"--peers", "70000"}, {"--sources", "0"},
+		{"--claims", "0"}, {"--claims", "10,x"}, {"--peers", "70000"}, {"--peers", "16384"}, {"--sources", "0"},
 		{"--rate", "-1"}, {"--run", "ax"}, {"--run", ""}, {"extra"},
 	} {
 		if _, err := parse(bad, testWriter{t}); err == nil {

@@ -13,7 +13,8 @@
 //	   acknowledging it, then sends 20 RESENDs for all of it within
 //	   100 ms: the server sends back at most 1.1 copies;
 //	d. peers: one claim from each of 50,000 sources (more than the peer
-//	   table's 16,384): a real client from a new address is answered.
+//	   table's 16,384): the server evicts peers, and every call of a real
+//	   client from a new address is answered.
 //
 // Forged sources are inside 127.64.0.0/10, which the kernel delivers on
 // the loopback device; nothing leaves the machine. Each scenario has its
@@ -22,7 +23,7 @@
 // any fails. It needs root (raw sockets that write their own IP header).
 //
 //	go run ./scripts/attack
-//	go run ./scripts/attack --homa ./homa --claims 500 --peers 2000   # a quick look
+//	go run ./scripts/attack --homa ./homa --claims 500 --peers 17000   # a quick look
 package main
 
 import (
@@ -111,7 +112,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.homa, "homa", "", "the homa `binary` to attack (default: go build ./cmd/homa into a temporary directory)")
 	fs.IntVar(&o.sources, "sources", 1000, "scenario b: forged sources")
 	fs.IntVar(&o.perSource, "per-source", 10, "scenario b: claims per source")
-	fs.IntVar(&o.peers, "peers", 50000, "scenario d: forged sources, one claim each (at most 65,534)")
+	fs.IntVar(&o.peers, "peers", 50000, "scenario d: forged sources, one claim each (16,385 to 65,534: more than the peer table)")
 	fs.IntVar(&o.rpcs, "rpcs", 200, "real 100-byte RPCs before the flood (b) and after it (d)")
 	fs.IntVar(&o.rate, "rate", 20000, "forged packets per second (0: as fast as the socket takes them)")
 	fs.DurationVar(&o.after, "after", 5*time.Second, "scenario a: how long after the flood to read RSS again")
@@ -140,6 +141,8 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	switch {
 	case o.sources > 0xfffe || o.peers > 0xfffe:
 		return nil, fmt.Errorf("--sources and --peers: at most %d (one /16 of forged addresses)", 0xfffe)
+	case o.peers <= peerTable:
+		return nil, fmt.Errorf("--peers %d: more than the peer table's %d, or nothing is evicted", o.peers, peerTable)
 	case o.perSource > 1_000_000:
 		return nil, fmt.Errorf("--per-source %d: at most 1000000", o.perSource)
 	case o.rate < 0:

@@ -13,12 +13,15 @@ import (
 const peerTable = 16_384
 
 // peers is scenario (d): one forged claim from each of many sources,
-// more than the peer table holds; then a real client from a new address
-// must be answered.
+// more than the peer table holds, so that the server evicts peers; then
+// a real client from a new address must have every call answered.
 func peers(ctx context.Context, o *options) result {
 	res := result{
 		name:  fmt.Sprintf("d. %d sources, one claim each; then a new client", o.peers),
-		bound: "the new real client is answered",
+		bound: "the flood fills the peer table and evicts; every call of the new real client is answered",
+	}
+	if o.peers <= peerTable {
+		return res.failed(fmt.Errorf("%d sources cannot overflow a peer table of %d", o.peers, peerTable))
 	}
 	r, err := openRig(ctx, o, false)
 	if err != nil {
@@ -60,12 +63,16 @@ func peers(ctx context.Context, o *options) result {
 	if len(after.failures) > 0 {
 		res.measured += "; failures: " + strings.Join(after.failures, "; ")
 	}
-	// Enough sources must have reached the server to fill its peer
-	// table, or, for a small flood, half of them.
-	ok := got >= min(float64(o.peers)/2, peerTable+1)
-	if !ok {
-		res.measured += "; too few claims reached the server to judge"
+	// The flood must have overflowed the table (peers evicted by the
+	// end of it, the table full), and no call of the client may fail.
+	evicted := end.get("homa_peers_evicted_total") > 0 && end.get("homa_peers") == peerTable
+	if !evicted {
+		res.measured += "; the flood did not overflow the peer table"
 	}
-	res.pass = ok && len(after.times) > 0
+	answered := after.failed == 0 && len(after.times) == o.rpcs
+	if !answered {
+		res.measured += fmt.Sprintf("; %d of the client's %d calls answered", len(after.times), o.rpcs)
+	}
+	res.pass = evicted && answered
 	return res
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +21,17 @@ func rows(rs ...result) *report { return &report{Results: rs} }
 
 // TestSummarize: a figure is the best value of the runs, with the worst
 // to the best as its spread; a ratio is that of the best values, spread
-// over the runs' own ratios; failed rows and missing ones do not count.
+// over the runs' own ratios; missing rows do not count, and a failed
+// call in any run of a row leaves every figure that reads it without a
+// value, naming the rows.
 func TestSummarize(t *testing.T) {
 	runs := [][]*report{
-		{rows(result{Protocol: "homa", RPCsPerSec: 100, MedianUS: 12}, result{Protocol: "erpc", RPCsPerSec: 90, MedianUS: 14})},
+		{rows(result{Protocol: "homa", RPCsPerSec: 100, MedianUS: 12}, result{Protocol: "erpc", RPCsPerSec: 90, MedianUS: 14},
+			result{Protocol: "tcp", RPCsPerSec: 50})},
 		{rows(result{Protocol: "homa", RPCsPerSec: 120, MedianUS: 10}, result{Protocol: "erpc", RPCsPerSec: 96, MedianUS: 15})},
-		{rows(result{Protocol: "homa", RPCsPerSec: 500, MedianUS: 1, Failed: 3})}, // failed: ignored
+		{rows(result{Protocol: "tcp", RPCsPerSec: 500, MedianUS: 1, Failed: 3}, result{Protocol: "grpc", Failed: 1})},
 	}
+	tcpFailed := []string{"tcp: 3 in run 3"}
 	for _, tt := range []struct {
 		f    figure
 		want summary
@@ -35,8 +40,14 @@ func TestSummarize(t *testing.T) {
 		{figure{proto: "homa", metric: median}, summary{value: 10, lo: 12, hi: 10, n: 2}},
 		{figure{proto: "erpc", den: "homa", metric: rate}, summary{value: 0.8, lo: 0.8, hi: 0.9, n: 2}},
 		{figure{proto: "floor", metric: median}, summary{}},
+		{figure{proto: "tcp", metric: rate}, summary{failed: tcpFailed}},
+		{figure{proto: "homa", den: "tcp", metric: rate}, summary{failed: tcpFailed}},
+		{figure{proto: "grpc", den: "tcp", metric: rate}, summary{failed: []string{"grpc: 1 in run 3", "tcp: 3 in run 3"}}},
 	} {
 		got := summarize(tt.f, runs, 0)
+		if !slices.Equal(got.failed, tt.want.failed) {
+			t.Errorf("%s %s/%s: failed %q, want %q", tt.f.metric.name, tt.f.proto, tt.f.den, got.failed, tt.want.failed)
+		}
 		if d := got.value - tt.want.value; d > 1e-9 || d < -1e-9 || got.n != tt.want.n ||
 			abs(got.lo-tt.want.lo) > 1e-9 || abs(got.hi-tt.want.hi) > 1e-9 {
 			t.Errorf("%s %s/%s: %+v, want %+v", tt.f.metric.name, tt.f.proto, tt.f.den, got, tt.want)
@@ -60,13 +71,14 @@ func TestWriteTable(t *testing.T) {
 		{proto: "floor", label: "floor", metric: p99},
 		{proto: "tcp", label: "tcp", metric: rate},
 		{proto: "tcp", den: "homa", label: "tcp / homa", metric: gbps},
+		{proto: "erpc", den: "homa", label: "erpc / homa (goal >= 0.85)", metric: rate},
 	}}}
 	skipped := rows(result{Protocol: "homa", Gbps: 2.5}, result{Protocol: "tcp", Gbps: 5, RPCsPerSec: 1234.4})
 	skipped.Skipped = append(skipped.Skipped, struct {
 		Protocol string `json:"protocol"`
 		Reason   string `json:"reason"`
 	}{"floor", "no raw sockets"})
-	runs := [][]*report{{skipped}, {rows(result{Protocol: "homa", Gbps: 2})}, {skipped}}
+	runs := [][]*report{{skipped}, {rows(result{Protocol: "homa", Gbps: 2}, result{Protocol: "erpc", RPCsPerSec: 1e6, Failed: 2})}, {skipped}}
 	var b bytes.Buffer
 	writeTable(&b, plan, runs, "head\n")
 	want := "head\n\n| measurement | protocol | figure | best of 3 | spread |\n| --- | --- | --- | ---: | ---: |\n" +
@@ -74,6 +86,7 @@ func TestWriteTable(t *testing.T) {
 		"| T | floor | p99 µs | - | - |\n" +
 		"| T | tcp | RPCs/s | 1234 | 1234 – 1234 (2 runs) |\n" +
 		"| T | tcp / homa | ratio of Gbit/s | 2.00 | 2.00 – 2.00 (2 runs) |\n" +
+		"| T | erpc / homa (goal >= 0.85) | ratio of RPCs/s | no figure | calls failed: erpc: 2 in run 2 |\n" +
 		"\n- skipped floor: no raw sockets\n"
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)

@@ -13,26 +13,40 @@ import (
 // summary is a figure over the runs: its value and how many runs
 // measured it; lo..hi is its spread: for a figure, from the worst run to
 // the best; for a ratio, the runs' own ratios from the lowest to the
-// highest.
+// highest. failed lists the rows with failed calls, "homa: 3 in run
+// 2": a figure with any has no value, since a failed call lowers its
+// row's rate and leaves its latencies to the calls that succeeded.
 type summary struct {
 	value  float64
 	lo, hi float64
 	n      int
+	failed []string
 }
 
 // summarize reads figure f of measurement j from every run. A figure is
 // its metric's best value over the runs; a ratio is the ratio of the
-// best values of its two protocols.
+// best values of its two protocols. Any failed call in a row it reads,
+// in any run, leaves it without a value.
 func summarize(f figure, runs [][]*report, j int) summary {
 	var (
 		s        summary
 		num, den []float64
 		ratios   []float64
 	)
+	for i, run := range runs {
+		for _, p := range []string{f.proto, f.den} {
+			if x, ok := run[j].row(p); ok && p != "" && x.Failed > 0 {
+				s.failed = append(s.failed, fmt.Sprintf("%s: %d in run %d", p, x.Failed, i+1))
+			}
+		}
+	}
+	if len(s.failed) > 0 {
+		return s
+	}
 	for _, run := range runs {
 		rep := run[j]
 		a, ok := rep.row(f.proto)
-		if !ok || a.Failed > 0 {
+		if !ok {
 			continue
 		}
 		if f.den == "" {
@@ -40,7 +54,7 @@ func summarize(f figure, runs [][]*report, j int) summary {
 			continue
 		}
 		b, ok := rep.row(f.den)
-		if !ok || b.Failed > 0 || f.metric.value(b) <= 0 {
+		if !ok || f.metric.value(b) <= 0 {
 			continue
 		}
 		num, den = append(num, f.metric.value(a)), append(den, f.metric.value(b))
@@ -94,7 +108,10 @@ func writeTable(w io.Writer, plan []measurement, runs [][]*report, head string) 
 				name = "ratio of " + name
 			}
 			best, spread := "-", "-"
-			if s.n > 0 {
+			switch {
+			case len(s.failed) > 0:
+				best, spread = "no figure", "calls failed: "+strings.Join(s.failed, ", ")
+			case s.n > 0:
 				best = format(f, s.value)
 				spread = format(f, s.lo) + " – " + format(f, s.hi)
 				if s.n < len(runs) {
@@ -139,7 +156,7 @@ func header(o *options, start time.Time, took time.Duration) string {
 	fmt.Fprintf(&b, "\n\nEach figure is the best of %d runs of its measurement, every `homa bench` run with its servers in child "+
 		"processes (two processes, as users run them); its spread goes from the worst run to the best. A ratio "+
 		"is that of the two best figures of its protocols, measured in the same bench runs; its spread goes "+
-		"from the lowest of the runs' own ratios to the highest. Counts: %d x 1 MB, %d x 100 B one at a time, %d x 100 B outstanding, "+
+		"from the lowest of the runs' own ratios to the highest. A figure has no value if any call it reads failed, in any run. Counts: %d x 1 MB, %d x 100 B one at a time, %d x 100 B outstanding, "+
 		"%d x 32 B for erpc, %d x 32 B for the stub, per protocol and run.\n",
 		o.repeat, o.mbCount, o.latCount, o.rateCount, o.layerRate, o.stubCount)
 	return b.String()

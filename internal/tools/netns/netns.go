@@ -8,6 +8,7 @@
 package netns
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,18 +30,38 @@ func Name(prefix string) string {
 	return fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), seq.Add(1))
 }
 
-// Available reports why namespaces cannot be made here, or nil if they
-// can: it looks for the ip command and makes and deletes a namespace
-// named with prefix.
+// Available reports what this host lacks to make namespaces: the ip
+// command, or the privilege (root or CAP_SYS_ADMIN), which it finds out
+// by making and deleting a namespace named with prefix. Its errors wrap
+// ErrUnavailable. A probe that fails for any other reason is a defect,
+// not something the host lacks: Available then returns nil, so that a
+// test that skips on its error goes on and NewPair reports the failure.
 func Available(prefix string) error {
 	if _, err := exec.LookPath("ip"); err != nil {
-		return fmt.Errorf("the ip command (iproute2) is not installed: %w", err)
+		return fmt.Errorf("%w: the ip command (iproute2) is not installed: %w", ErrUnavailable, err)
 	}
 	name := Name(prefix) + "-probe"
 	if _, err := syscmd.Run("", "ip", "netns", "add", name); err != nil {
-		return fmt.Errorf("cannot create network namespaces (needs root): %w", err)
+		if notPermitted(err) {
+			return fmt.Errorf("%w: cannot create network namespaces (needs root): %w", ErrUnavailable, err)
+		}
+		return nil
 	}
-	return Delete(name)
+	if err := Delete(name); err != nil && notPermitted(err) {
+		return fmt.Errorf("%w: cannot delete network namespaces: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// ErrUnavailable marks the errors of Available: the host lacks what
+// namespaces need.
+var ErrUnavailable = errors.New("network namespaces are not available")
+
+// notPermitted reports whether a failed ip command was refused the
+// privilege: ip prints the strerror of EPERM or EACCES.
+func notPermitted(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Operation not permitted") || strings.Contains(msg, "Permission denied")
 }
 
 // Delete deletes a namespace; one that does not exist is not an error.
