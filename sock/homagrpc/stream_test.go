@@ -319,6 +319,7 @@ func TestStreamFlowControl(t *testing.T) {
 				t.Fatalf("Recv %d: %v", i, err)
 			}
 		}
+		synctest.Wait() // the handler counts a message after SendMsg returns
 		if got := svc.sentCount(); got != len(sizes) {
 			t.Errorf("the handler sent %d messages once read, want %d", got, len(sizes))
 		}
