@@ -36,11 +36,12 @@ const (
 	// MaxTCPMessage is the largest message gRPC-go accepts here either
 	// way (its default is 4 MiB for receiving).
 	MaxTCPMessage = 4 << 20
-	// MaxHomaPayload is the largest payload carried over Homa: one Homa
-	// message holds the request or the response, so the payload is what
-	// is left of homa.MaxMessage after the frame of homagrpc (a 28-byte
-	// header and the method name at most) and the protobuf tags and
-	// lengths around the body (at most 10 bytes), with room to spare.
+	// MaxHomaPayload is the largest payload that one Homa message
+	// carries with its call: what is left of sock.MaxMessage after the
+	// frame of homagrpc (a 28-byte header and the method name at most)
+	// and the protobuf tags and lengths around the body (at most 10
+	// bytes), with room to spare. Larger ones travel in pieces, up to
+	// homagrpc's receive limit; the benchmarks keep to one message.
 	MaxHomaPayload = sock.MaxMessage - 256
 )
 
