@@ -19,30 +19,43 @@ type portUse struct {
 }
 
 // useOf returns the account of p's client port port, making it if new,
-// and counts one more server RPC in it.
+// and counts one more server RPC in it. The account of the port last
+// asked for is at hand without a lookup.
 func (p *peer) useOf(port uint16) *portUse {
-	u := p.ports[port]
-	if u == nil {
-		if p.ports == nil {
-			p.ports = make(map[uint16]*portUse)
+	u := p.lastUse
+	if u == nil || p.lastPort != port {
+		u = p.ports[port]
+		if u == nil {
+			if p.ports == nil {
+				p.ports = make(map[uint16]*portUse)
+			}
+			u = &portUse{}
+			p.ports[port] = u
 		}
-		u = &portUse{}
-		p.ports[port] = u
+		p.lastPort, p.lastUse = port, u
 	}
 	u.rpcs++
 	return u
 }
 
+// keptPorts is how many accounts with no RPC a host keeps: a port's
+// next RPC then finds its account, with no allocation, while a host
+// with more ports than this gets its idle ones forgotten.
+const keptPorts = 16
+
 // releaseUse uncounts server RPC r from its port's account, forgetting
-// the account with its last RPC.
+// the account with its last RPC when the host has many.
 func (c *Core) releaseUse(r *rpc) {
 	u := r.use
 	if u == nil {
 		return
 	}
 	r.use = nil
-	if u.rpcs--; u.rpcs == 0 {
+	if u.rpcs--; u.rpcs == 0 && len(r.peer.ports) > keptPorts {
 		delete(r.peer.ports, r.port)
+		if r.peer.lastUse == u {
+			r.peer.lastUse = nil
+		}
 	}
 }
 

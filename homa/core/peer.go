@@ -63,8 +63,11 @@ type peer struct {
 	memBucket, rpcBucket int8
 
 	// ports is what each client port of the host holds of its shares,
-	// for the port's server RPCs (see fair.go).
-	ports map[uint16]*portUse
+	// for the port's server RPCs (see fair.go); lastUse is the account
+	// of lastPort, the port last looked up.
+	ports    map[uint16]*portUse
+	lastPort uint16
+	lastUse  *portUse
 }
 
 func lruLinks(r *rpc) *links[rpc] { return &r.lru }
