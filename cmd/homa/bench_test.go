@@ -83,8 +83,14 @@ func benchJSON(t *testing.T, args ...string) (*bench.Report, string) {
 // one) and buckets whose counts add up.
 func checkRows(t *testing.T, rep *bench.Report, protos []string, count int) {
 	t.Helper()
-	if !rawPermitted() {
-		protos = slices.DeleteFunc(slices.Clone(protos), func(p string) bool { return p == "homa" || p == "floor" })
+	if !rawPermitted(t) {
+		protos = slices.DeleteFunc(slices.Clone(protos), func(name string) bool {
+			p, ok := bench.LookupProtocol(name)
+			if !ok {
+				t.Fatalf("no protocol %q", name)
+			}
+			return p.Raw()
+		})
 	}
 	var got []string
 	for _, r := range rep.Results {
@@ -150,7 +156,7 @@ func TestBenchThroughput(t *testing.T) {
 			t.Errorf("%s: slowdowns %+v", r.Protocol, b)
 		}
 	}
-	if !rawPermitted() {
+	if !rawPermitted(t) {
 		return
 	}
 	// The floor carries 8192 bytes at most in throughput mode.
@@ -282,9 +288,9 @@ func startServe(t *testing.T, args ...string) (netip.AddrPort, func() string) {
 }
 
 // serveProtos are the protocols serve --proto offers that may run here.
-func serveProtos() []string {
+func serveProtos(t *testing.T) []string {
 	var protos []string
-	raw := rawPermitted()
+	raw := rawPermitted(t)
 	for _, name := range strings.Split(bench.ProtocolNames(remote), ",") {
 		if p, _ := bench.LookupProtocol(name); raw || !p.Raw() {
 			protos = append(protos, name)
@@ -298,7 +304,7 @@ func serveProtos() []string {
 // only 3 bytes of each message unscheduled, so the rest moves under
 // grants.
 func TestServeProto(t *testing.T) {
-	for _, name := range serveProtos() {
+	for _, name := range serveProtos(t) {
 		t.Run(name, func(t *testing.T) {
 			addr, stop := startServe(t, "--proto", name, "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 				"--reply-size", "10", "--link-mbps", "10000", "--unsched-bytes", "3")
@@ -322,7 +328,7 @@ func TestServeProto(t *testing.T) {
 // TestWorkloadRemote runs the workload client of lab against a server
 // of each protocol in this process, as two instances of the command.
 func TestWorkloadRemote(t *testing.T) {
-	for _, name := range serveProtos() {
+	for _, name := range serveProtos(t) {
 		t.Run(name, func(t *testing.T) {
 			addr, stop := startServe(t, "--proto", name, "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--reply-size", "100")
 			samples := filepath.Join(t.TempDir(), "samples.csv")

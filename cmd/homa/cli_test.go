@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/homa-go/homa/bench"
 	"github.com/homa-go/homa/internal/socktest"
-	"github.com/homa-go/homa/sock"
 )
 
 func TestMain(m *testing.M) {
@@ -35,28 +33,12 @@ func runHoma(ctx context.Context, args ...string) (code int, stdout, stderr stri
 	return code, out.String(), errOut.String()
 }
 
-// rawPermitted reports whether this process may open raw IP sockets.
-func rawPermitted() bool {
-	s, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:0"), nil)
-	if err != nil {
-		return false
-	}
-	s.Close()
-	return true
-}
+// rawPermitted reports whether this process may open raw IP sockets;
+// any error but a refused permission fails t.
+func rawPermitted(t *testing.T) bool { return socktest.RawPermitted(t) }
 
 // requireRaw skips the test unless this process may open raw IP sockets.
-func requireRaw(t *testing.T) {
-	t.Helper()
-	s, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:0"), nil)
-	if errors.Is(err, sock.ErrPermission) {
-		t.Skip("needs raw IP sockets (root or CAP_NET_RAW), which this process may not open")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-}
+func requireRaw(t *testing.T) { socktest.RequireRaw(t) }
 
 // refuseRaw makes every raw socket open (Homa's and the floor's) fail as
 // it does without CAP_NET_RAW, for the rest of the test.
@@ -312,7 +294,7 @@ func TestBench(t *testing.T) {
 		t.Errorf("no table header in:\n%s", out)
 	}
 	protos := []string{"homa", "homa-udp", "tcp", "udp"}
-	if !rawPermitted() { // no Homa-over-IP row
+	if !rawPermitted(t) { // no Homa-over-IP row
 		protos = protos[1:]
 	}
 	for _, p := range protos {

@@ -143,8 +143,10 @@ func TestLabReport(t *testing.T) {
 // requireLab skips the test where labs cannot be made.
 func requireLab(t *testing.T) {
 	t.Helper()
-	if err := lab.Available(); err != nil {
+	if err := lab.Available(); errors.Is(err, lab.ErrUnavailable) {
 		t.Skipf("skipping: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
 	}
 }
 

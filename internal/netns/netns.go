@@ -8,6 +8,7 @@
 package netns
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,16 +30,25 @@ func Name(prefix string) string {
 	return fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), seq.Add(1))
 }
 
+// ErrUnavailable is wrapped by Available's error when namespaces cannot
+// be made for a reason of the host rather than a fault: the ip command
+// is not installed, or the process lacks the privilege. Tests skip on
+// it, and fail on any other error.
+var ErrUnavailable = errors.New("network namespaces unavailable")
+
 // Available reports why namespaces cannot be made here, or nil if they
-// can: it looks for the ip command and makes and deletes a namespace
-// named with prefix.
+// can: it looks for the ip command and the capabilities it needs, then
+// makes and deletes a namespace named with prefix.
 func Available(prefix string) error {
+	if err := privileged(); err != nil {
+		return err
+	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		return fmt.Errorf("the ip command (iproute2) is not installed: %w", err)
+		return fmt.Errorf("%w: the ip command (iproute2) is not installed: %w", ErrUnavailable, err)
 	}
 	name := Name(prefix) + "-probe"
 	if _, err := syscmd.Run("", "ip", "netns", "add", name); err != nil {
-		return fmt.Errorf("cannot create network namespaces (needs root): %w", err)
+		return fmt.Errorf("cannot create a network namespace: %w", err)
 	}
 	return Delete(name)
 }
