@@ -79,7 +79,7 @@ func describe(pkt linuxcap.Packet, p *Packet) string {
 func TestCaptures(t *testing.T) {
 	caps := loadCaptures(t)
 	if caps == nil {
-		t.Skip("no captures of the Linux module (shared/ must sit beside the repository)")
+		t.Skip("no captures of the Linux module in interop/testdata/linux-captures")
 	}
 	total := 0
 	byType := map[Type]int{}
@@ -148,7 +148,7 @@ func equalOutside(a, b []byte, from, to int) bool {
 func TestCaptureFields(t *testing.T) {
 	caps := loadCaptures(t)
 	if caps == nil {
-		t.Skip("no captures of the Linux module (shared/ must sit beside the repository)")
+		t.Skip("no captures of the Linux module in interop/testdata/linux-captures")
 	}
 	find := func(name string, typ Type) []Packet {
 		var found []Packet
