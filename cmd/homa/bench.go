@@ -33,6 +33,10 @@ const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST] [--ta
 	"       [--reply-size N] [--conns N] [--link-mbps M] [--unsched-bytes N] [--poll D] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
 	"       [--json] [--progress] [--plot FILE.svg|FILE.png]"
 
+// defaultTargetProto is the protocol of a --target without --proto:
+// what homa serve serves without --proto.
+const defaultTargetProto = "homa"
+
 // benchFlags are the flags of bench as given.
 type benchFlags struct {
 	load                                 loadFlags
@@ -55,7 +59,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 		"; \"layers\" is "+bench.ProtocolSet("layers")+" (default: the transports the mode supports, the RPC layers left out)")
 	fs.StringVar(&f.vs, "vs", "", "comma-separated `baselines` to run after homa and homa-udp (the older form of --proto)")
 	hide(fs, "vs")
-	fs.StringVar(&f.target, "target", "", "`HOST:PORT` of a remote server (homa serve --proto P); no server in this process; one --proto")
+	fs.StringVar(&f.target, "target", "", "`HOST:PORT` of a remote server (homa serve --proto P); no server in this process; one --proto, by default "+defaultTargetProto)
 	fs.BoolVar(&f.inProcess, "in-process", false, "run each server in this process (default: in a child process, homa serve, so that client and server are two processes)")
 	fs.StringVar(&f.dist, "workload", "", "draw request sizes from `W`: w1..w5 (instead of --size)")
 	fs.IntVar(&f.clients, "clients", 0, "`M` clients: Homa sockets, TCP connection pools or gRPC connections (default 4 in throughput mode, else 1)")
@@ -195,6 +199,9 @@ func (f *benchFlags) checkProtocols(c *bench.Config) error {
 		c.Protocols, err = bench.ParseProtocols("--proto", f.proto)
 	case f.vs != "":
 		c.Protocols, err = bench.ParseProtocols("--vs", "homa,homa-udp,"+f.vs)
+	case f.target != "":
+		// What homa serve serves by default.
+		c.Protocols, err = bench.ParseProtocols("--proto", defaultTargetProto)
 	default:
 		c.Protocols = bench.DefaultProtocols(c.Mode)
 	}
@@ -224,8 +231,8 @@ func (f *benchFlags) checkProtocols(c *bench.Config) error {
 }
 
 func (f *benchFlags) checkTarget(c *bench.Config) error {
-	if f.proto == "" || len(c.Protocols) != 1 {
-		return errors.New("--target needs exactly one protocol in --proto")
+	if len(c.Protocols) != 1 {
+		return errors.New("--target takes one protocol in --proto, that of the server")
 	}
 	if p := c.Protocols[0]; p.LoopbackOnly() {
 		return fmt.Errorf("--target: %s has no remote server (remote protocols: %s)", p.Name(),

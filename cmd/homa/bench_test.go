@@ -49,7 +49,6 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--buckets", "0"},
 		{"--plot", "out.pdf"},
 		{"--progress-interval", "0s"},
-		{"--target", "127.0.0.1:4000"},                        // no --proto
 		{"--target", "127.0.0.1:4000", "--proto", "homa,tcp"}, // two
 		{"--target", "127.0.0.1:4000", "--proto", "floor"},    // no remote server
 		{"--target", "127.0.0.1", "--proto", "tcp"},           // no port
@@ -375,4 +374,13 @@ func readSamplesFile(t *testing.T, path string) []workload.Sample {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return s
+}
+
+// TestBenchTargetDefault: --target without --proto measures a server of
+// homa serve's default protocol, homa.
+func TestBenchTargetDefault(t *testing.T) {
+	requireRaw(t)
+	addr, _ := startServe(t, "--proto", "homa", "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	rep, _ := benchJSON(t, "--target", addr.String(), "--count", "3", "--warmup", "0")
+	checkRows(t, rep, []string{"homa"}, 3)
 }
