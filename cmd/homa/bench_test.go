@@ -57,9 +57,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--json", "extra"},
 	} {
 		code, _, errOut := runHoma(context.Background(), append([]string{"bench"}, args...)...)
-		if code != 2 || !strings.Contains(errOut, "usage: homa bench") {
-			t.Errorf("bench %v: exit %d, stderr %q; want 2 and the usage", args, code, errOut)
-		}
+		checkUsageError(t, "bench", args, code, errOut, "")
 	}
 }
 

@@ -123,26 +123,58 @@ func TestHelpSpelling(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"ping", "--size", "0"},
-		{"ping", "--count", "0"},
-		{"ping", "--nosuchflag"},
-		{"demo", "extra"},
-		{"bench", "--vs", "quic"},
-		{"bench", "--addr-family", "5"},
-		{"serve", "--proto", "quic"},
-		{"serve", "--proto", "udp"},
-		{"serve", "--proto", "tcp", "--udp"},
-		{"serve", "--reply-size", "-1"},
-		{"serve", "--link-mbps", "-5"},
-		{"serve", "--unsched-bytes", "-1"},
-		{"bench", "--unsched-bytes", "1000001"},
-		{"lab", "--unsched-bytes", "-1"},
+	for _, tt := range []struct {
+		args []string
+		flag string // what the error line names
+	}{
+		{[]string{"ping", "--size", "0"}, "--size 0"},
+		{[]string{"ping", "--count", "0"}, "--count 0"},
+		{[]string{"ping", "--nosuchflag"}, "unknown flag --nosuchflag"},
+		{[]string{"ping", "--count"}, "--count needs a value"},
+		{[]string{"ping", "-count", "many"}, `--count: invalid value "many"`},
+		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
+		{[]string{"bench", "--vs", "quic"}, "quic"},
+		{[]string{"bench", "--addr-family", "5"}, "--addr-family 5"},
+		{[]string{"serve", "--proto", "quic"}, "quic"},
+		{[]string{"serve", "--proto", "udp"}, "udp"},
+		{[]string{"serve", "--proto", "tcp", "--udp"}, "--udp"},
+		{[]string{"serve", "--reply-size", "-1"}, "--reply-size -1"},
+		{[]string{"serve", "--link-mbps", "-5"}, "--link-mbps -5"},
+		{[]string{"serve", "--unsched-bytes", "-1"}, "--unsched-bytes -1"},
+		{[]string{"bench", "--unsched-bytes", "1000001"}, "--unsched-bytes 1000001"},
+		{[]string{"lab", "--unsched-bytes", "-1"}, "--unsched-bytes -1"},
 	} {
-		code, _, errOut := runHoma(context.Background(), args...)
-		if code != 2 || !strings.Contains(errOut, "usage: homa "+args[0]) {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and the usage", args, code, errOut)
+		code, _, errOut := runHoma(context.Background(), tt.args...)
+		checkUsageError(t, tt.args[0], tt.args[1:], code, errOut, tt.flag)
+	}
+}
+
+// TestUnknownFlags: every command answers an unknown flag, with one dash
+// or two, in one line naming it, then how to list the flags.
+func TestUnknownFlags(t *testing.T) {
+	for name := range commands {
+		for _, bogus := range []string{"--bogus", "-bogus", "--bogus=1"} {
+			code, _, errOut := runHoma(context.Background(), name, bogus)
+			checkUsageError(t, name, []string{bogus}, code, errOut, "unknown flag --bogus")
 		}
+	}
+}
+
+// isUsageError reports whether a command's exit code and stderr are
+// those of a usage error: exit 2, one line naming the command, then how
+// to list its flags.
+func isUsageError(cmd string, code int, stderr string) bool {
+	lines := strings.Split(stderr, "\n")
+	return code == 2 && len(lines) == 3 && lines[2] == "" && strings.HasPrefix(lines[0], "homa "+cmd+": ") &&
+		lines[1] == "run 'homa "+cmd+" --help'"
+}
+
+// checkUsageError checks that a command's run with args was a usage
+// error (see isUsageError) whose line names flag (if not "").
+func checkUsageError(t *testing.T, cmd string, args []string, code int, stderr, flag string) {
+	t.Helper()
+	if !isUsageError(cmd, code, stderr) || !strings.Contains(strings.SplitN(stderr, "\n", 2)[0], flag) {
+		t.Errorf("%s %q: exit %d, stderr %q; want 2, one line naming %q, and run 'homa %s --help'", cmd, args, code, stderr, flag, cmd)
 	}
 }
 

@@ -60,9 +60,7 @@ func TestLabUsage(t *testing.T) {
 		{"extra"},
 	} {
 		code, _, stderr := runHoma(context.Background(), append([]string{"lab"}, args...)...)
-		if code != 2 || !strings.Contains(stderr, "usage: homa lab") {
-			t.Errorf("lab %q: exit %d, stderr %q; want 2 and the usage", args, code, stderr)
-		}
+		checkUsageError(t, "lab", args, code, stderr, "")
 	}
 	if code, _, stderr := runHoma(context.Background(), "lab", "-h"); code != 0 || !strings.Contains(stderr, "--cleanup") ||
 		!strings.Contains(stderr, "\n  --proto protocols\n") || strings.Contains(stderr, "--protos") {

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"regexp"
 	"strings"
 	"syscall"
 )
@@ -184,22 +185,54 @@ func isZeroValue(f *flag.Flag) (zero bool) {
 }
 
 // parseFlags parses args and runs check. It returns -1 to go on, or the
-// exit code to stop with: 0 after -h, 2 after a usage error.
+// exit code to stop with: 0 after -h (which lists the flags), 2 after a
+// usage error, which it reports in one line naming the command and the
+// flag, and then how to list the flags.
 func parseFlags(fs *flag.FlagSet, args []string, check func() error) int {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	// The flag package prints its errors and the flag list itself: it
+	// prints nothing here, and -h lists the flags below.
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return 0
 	}
-	err := check()
-	if err == nil && fs.NArg() > 0 {
+	if err != nil {
+		err = flagError(err)
+	} else if err = check(); err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err != nil {
-		fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
-		fs.Usage()
+		fmt.Fprintf(out, "%s: %v\nrun '%s --help'\n", fs.Name(), err, fs.Name())
 		return 2
 	}
 	return -1
+}
+
+// flagErrors rewrite the flag package's errors, which write a flag
+// -name, in this command's words and spelling (--name).
+var flagErrors = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	{regexp.MustCompile(`^flag provided but not defined: --?(.*)$`), "unknown flag --$1"},
+	{regexp.MustCompile(`^flag needs an argument: --?(.*)$`), "--$1 needs a value"},
+	{regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?--?([^:]+): (.*)$`), "--$2: invalid value $1 ($3)"},
+	{regexp.MustCompile(`^bad flag syntax: (.*)$`), "bad flag syntax: $1 (flags are written --name or --name=value)"},
+}
+
+// flagError is err, an error of flag.FlagSet.Parse, in this command's
+// words.
+func flagError(err error) error {
+	msg := err.Error()
+	for _, e := range flagErrors {
+		if e.re.MatchString(msg) {
+			return errors.New(e.re.ReplaceAllString(msg, e.repl))
+		}
+	}
+	return err
 }
