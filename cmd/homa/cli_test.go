@@ -178,6 +178,15 @@ func checkUsageError(t *testing.T, cmd string, args []string, code int, stderr, 
 	}
 }
 
+// TestDemoUDP: with --udp the demo runs over UDP without a word about
+// raw sockets.
+func TestDemoUDP(t *testing.T) {
+	code, out, errOut := runHoma(context.Background(), "demo", "--udp", "--count", "20")
+	if code != 0 || errOut != "" || !strings.Contains(out, "(UDP encapsulation)") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0, UDP and nothing on stderr", code, out, errOut)
+	}
+}
+
 // TestDemo runs the demo with whatever this process may open.
 func TestDemo(t *testing.T) {
 	code, out, errOut := runHoma(context.Background(), "demo", "--count", "50")

@@ -38,7 +38,7 @@ commands:
          run an echo server (or one replying N bytes) until interrupted; port 0 picks a free one
   ping   --addr HOST:PORT [--size N] [--count N] [--warmup N] [--udp] [--metrics HOST:PORT]
          send requests one at a time, check each echo, report RTT percentiles
-  demo   [--size N] [--count N] [--metrics HOST:PORT]
+  demo   [--udp] [--size N] [--count N] [--metrics HOST:PORT]
          serve and ping on loopback in one process (UDP if raw is not permitted)
   bench  [--mode latency|throughput|workload] [--proto LIST] [--size N | --workload w1..w5]
          [--count N] [--clients M --outstanding N] [--load-mbps X --duration D]
@@ -63,7 +63,7 @@ spellings still work and are not listed: lab --protos, bench --vs LIST
 (the same as --proto homa,homa-udp,LIST).
 
 Raw IP sockets need CAP_NET_RAW: run as root or grant it with
-"setcap cap_net_raw+ep homa". --udp (or --proto homa-udp) carries Homa in
+"setcap cap_net_raw+ep $(command -v homa)". --udp (or --proto homa-udp) carries Homa in
 UDP datagrams instead (no privileges; both ends must use it).
 `
 
