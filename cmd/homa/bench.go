@@ -14,6 +14,7 @@ import (
 
 	"github.com/homa-go/homa/bench"
 	"github.com/homa-go/homa/internal/workload"
+	"github.com/homa-go/homa/sock"
 )
 
 // Defaults of the flags whose default depends on the mode.
@@ -240,6 +241,9 @@ func (f *benchFlags) checkTarget(c *bench.Config) error {
 	}
 	if _, _, err := splitHostPort(f.target); err != nil {
 		return fmt.Errorf("--target %q: %w", f.target, err)
+	}
+	if port, err := parsePort(f.target); c.Protocols[0].Homa() && err == nil && (port < 1 || port > sock.MaxServerPort) {
+		return fmt.Errorf("--target %s: port %d is not a Homa server port (1..%d)", f.target, port, sock.MaxServerPort)
 	}
 	return nil
 }

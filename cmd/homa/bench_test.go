@@ -50,6 +50,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--plot", "out.pdf"},
 		{"--progress-interval", "0s"},
 		{"--target", "127.0.0.1:4000", "--proto", "homa,tcp"}, // two
+		{"--target", "127.0.0.1:40000"},                       // a client port
 		{"--target", "127.0.0.1:4000", "--proto", "floor"},    // no remote server
 		{"--target", "127.0.0.1", "--proto", "tcp"},           // no port
 		{"--target", "127.0.0.1:4000", "--proto", "tcp", "--in-process"},
