@@ -378,3 +378,13 @@ func TestBenchJSON(t *testing.T) {
 		t.Errorf("tcp median is %v of itself, want 1", *r.MedianVsTCP)
 	}
 }
+
+// TestPingReplySize: ping against a server that replies a fixed size
+// says so, and names --reply-size.
+func TestPingReplySize(t *testing.T) {
+	addr, _ := startServe(t, "--proto", "homa-udp", "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--reply-size", "10")
+	code, _, errOut := runHoma(context.Background(), "ping", "--udp", "--addr", addr.String(), "--count", "3", "--warmup", "0")
+	if code != 1 || !strings.Contains(errOut, "got 10 back") || !strings.Contains(errOut, "homa serve --reply-size 10?") {
+		t.Errorf("exit %d, stderr %q; want 1 and a hint about --reply-size", code, errOut)
+	}
+}
