@@ -79,7 +79,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&f.progress, "progress", false, "print progress to stderr even with --json, and the process id of each server")
 	fs.DurationVar(&f.progressEvery, "progress-interval", time.Second, "time between progress lines")
-	fs.StringVar(&f.plot, "plot", "", "draw slowdown against message size per protocol into `FILE` (.svg or .png)")
+	fs.StringVar(&f.plot, "plot", "", "draw into `FILE` (.svg or .png): in latency mode the RTT distribution (CDF) per protocol, otherwise slowdown against message size")
 }
 
 // all keeps every protocol.
@@ -277,6 +277,9 @@ func (f *benchFlags) checkOutput(c *bench.Config) error {
 		if ext := strings.ToLower(filepath.Ext(f.plot)); ext != ".svg" && ext != ".png" {
 			return fmt.Errorf("--plot %q: the file name must end in .svg or .png", f.plot)
 		}
+		if err := bench.CheckPlot(f.plot); err != nil {
+			return fmt.Errorf("--plot %s: %w", f.plot, err)
+		}
 	}
 	return nil
 }
@@ -332,9 +335,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, "bench", err)
 	}
 	if f.plot != "" {
-		if err := rep.Plot(f.plot); err != nil {
+		what, err := rep.Plot(f.plot)
+		if err != nil {
 			return fail(stderr, "bench", err)
 		}
+		fmt.Fprintf(stderr, "homa bench: wrote %s (%s)\n", f.plot, what)
 	}
 	return 0
 }

@@ -196,8 +196,36 @@ func TestBenchWorkloadTable(t *testing.T) {
 		t.Errorf("%d bucket rows, want 5 per protocol, in:\n%s", len(rows), out)
 	}
 	svg, err := os.ReadFile(plot)
-	if err != nil || !bytes.Contains(svg, []byte("<svg")) {
+	if err != nil || !bytes.Contains(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("Slowdown")) {
 		t.Errorf("plot: %v, %.100q", err, svg)
+	}
+	if want := "homa bench: wrote " + plot + " (slowdown by message size per protocol)\n"; !strings.Contains(errOut, want) {
+		t.Errorf("stderr %q lacks %q", errOut, want)
+	}
+}
+
+// TestBenchLatencyPlot: in latency mode the plot is the RTT distribution
+// of each protocol, and bench says where it wrote it; a path it cannot
+// write is refused before the run.
+func TestBenchLatencyPlot(t *testing.T) {
+	dir := t.TempDir()
+	plot := filepath.Join(dir, "rtt.svg")
+	code, _, errOut := runHoma(context.Background(), "bench", "--proto", "tcp,udp", "--count", "50", "--warmup", "0", "--plot", plot)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	svg, err := os.ReadFile(plot)
+	if err != nil || !bytes.Contains(svg, []byte("Round-trip time")) || !bytes.Contains(svg, []byte("Fraction of RPCs")) {
+		t.Errorf("plot: %v, %.100q", err, svg)
+	}
+	if want := "homa bench: wrote " + plot + " (RTT CDF per protocol)\n"; !strings.HasSuffix(errOut, want) {
+		t.Errorf("stderr %q does not end with %q", errOut, want)
+	}
+	missing := filepath.Join(dir, "no", "such", "rtt.svg")
+	code, out, errOut := runHoma(context.Background(), "bench", "--proto", "tcp", "--count", "5", "--plot", missing)
+	checkUsageError(t, "bench", []string{"--plot", missing}, code, errOut, "--plot "+missing+": cannot create a file in")
+	if out != "" {
+		t.Errorf("ran before refusing the path: %q", out)
 	}
 }
 
