@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -376,4 +378,66 @@ func TestGRPCStubsDocumented(t *testing.T) {
 			t.Errorf("go doc ./sock/homagrpc does not say %q", want)
 		}
 	}
+}
+
+// TestDocImages: every image the documentation shows exists beside it,
+// and an SVG one is well-formed XML with an <svg> root and a title.
+func TestDocImages(t *testing.T) {
+	root := moduleRoot(t)
+	image := regexp.MustCompile(`!\[[^\]]*\]\(([^)\s]+)\)`)
+	n := 0
+	for _, file := range docFiles(t, root) {
+		md, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range image.FindAllSubmatch(md, -1) {
+			ref := string(m[1])
+			if strings.Contains(ref, "://") {
+				continue
+			}
+			n++
+			path := filepath.Join(root, filepath.Dir(file), ref)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Errorf("%s shows %s: %v", file, ref, err)
+				continue
+			}
+			if strings.HasSuffix(ref, ".svg") {
+				if err := checkSVG(data); err != nil {
+					t.Errorf("%s: %v", ref, err)
+				}
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d images in the documentation, want at least the three diagrams of docs/design.md", n)
+	}
+}
+
+// checkSVG reports whether data is well-formed XML whose root is an
+// <svg> element with a <title>.
+func checkSVG(data []byte) error {
+	dec := xml.NewDecoder(bytes.NewReader(data))
+	var root string
+	title := false
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			if root == "" {
+				root = se.Name.Local
+			}
+			title = title || se.Name.Local == "title"
+		}
+	}
+	if root != "svg" || !title {
+		return fmt.Errorf("root element %q, title %v; want svg with a title", root, title)
+	}
+	return nil
 }
