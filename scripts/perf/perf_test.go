@@ -61,20 +61,22 @@ func TestWriteTable(t *testing.T) {
 	plan := []measurement{{title: "T", figures: []figure{
 		{proto: "homa", label: "homa", metric: gbps},
 		{proto: "floor", label: "floor", metric: p99},
+		{proto: "homa", label: "homa", metric: median},
 		{proto: "tcp", label: "tcp", metric: rate},
 		{proto: "tcp", den: "homa", label: "tcp / homa", metric: gbps},
 	}}}
-	skipped := rows(result{Protocol: "homa", Gbps: 2.5}, result{Protocol: "tcp", Gbps: 5, RPCsPerSec: 1234.4})
+	skipped := rows(result{Protocol: "homa", Gbps: 2.5, MedianUS: 254}, result{Protocol: "tcp", Gbps: 5, RPCsPerSec: 1234.4})
 	skipped.Skipped = append(skipped.Skipped, struct {
 		Protocol string `json:"protocol"`
 		Reason   string `json:"reason"`
 	}{"floor", "no raw sockets"})
-	runs := [][]*report{{skipped}, {rows(result{Protocol: "homa", Gbps: 2})}, {skipped}}
+	runs := [][]*report{{skipped}, {rows(result{Protocol: "homa", Gbps: 2, MedianUS: 266})}, {skipped}}
 	var b bytes.Buffer
 	writeTable(&b, plan, runs, "head\n")
 	want := "head\n\n| measurement | protocol | figure | best of 3 | spread |\n| --- | --- | --- | ---: | ---: |\n" +
 		"| T | homa | Gbit/s | 2.50 | 2.00 – 2.50 |\n" +
 		"| T | floor | p99 µs | - | - |\n" +
+		"| T | homa | median µs | 254.0 | 254.0 – 266.0 |\n" +
 		"| T | tcp | RPCs/s | 1234 | 1234 – 1234 (2 runs) |\n" +
 		"| T | tcp / homa | ratio of Gbit/s | 2.00 | 2.00 – 2.00 (2 runs) |\n" +
 		"\n- skipped floor: no raw sockets\n"
