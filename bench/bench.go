@@ -204,8 +204,8 @@ func (c *Config) checkRaw(rep *Report, stderr io.Writer) error {
 	}
 	if len(raw) == len(c.Protocols) {
 		return fmt.Errorf(`--proto %s needs raw IP sockets (CAP_NET_RAW), which this process may not open: `+
-			`run as root or grant it with "setcap cap_net_raw+ep homa"; --proto homa-udp measures Homa over UDP, which needs no privileges`,
-			strings.Join(raw, ","))
+			`run as root or grant it with "%s"; --proto homa-udp measures Homa over UDP, which needs no privileges`,
+			strings.Join(raw, ","), SetcapCommand())
 	}
 	kept := c.Protocols[:0:0]
 	for _, p := range c.Protocols {

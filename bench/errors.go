@@ -3,6 +3,10 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/homa-go/homa/sock"
@@ -16,12 +20,39 @@ import (
 const NoRaw = "raw IP sockets not permitted (need CAP_NET_RAW)"
 
 // rawAdvice says what to do about a refused raw socket.
-const rawAdvice = `run as root, grant it with "setcap cap_net_raw+ep homa", or pass --udp for UDP encapsulation`
+func rawAdvice() string {
+	return "run as root, grant it with \"" + SetcapCommand() + "\", or pass --udp for UDP encapsulation"
+}
+
+// SetcapCommand is the command that grants this program raw sockets:
+// setcap on the path of its executable. A program run by "go run" is
+// deleted when it exits, so for one the command says to build it first.
+func SetcapCommand() string {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return "setcap cap_net_raw+ep $(command -v homa)"
+	}
+	return setcapFor(exe)
+}
+
+// setcapFor is SetcapCommand for the executable exe.
+func setcapFor(exe string) string {
+	switch {
+	case strings.Contains(exe, string(filepath.Separator)+"go-build"):
+		return "go build ./cmd/homa && setcap cap_net_raw+ep ./homa"
+	case strings.ContainsAny(exe, " '\"$`\\"):
+		return "setcap cap_net_raw+ep " + strconv.Quote(exe)
+	}
+	return "setcap cap_net_raw+ep " + exe
+}
 
 // rawRefused is a refused raw socket, with advice.
 type rawRefused struct{ err error }
 
-func (e rawRefused) Error() string { return NoRaw + ": " + rawAdvice }
+func (e rawRefused) Error() string { return NoRaw + ": " + rawAdvice() }
 func (e rawRefused) Unwrap() error { return e.err }
 
 // addrError is a failure that concerns one address.

@@ -59,6 +59,9 @@ func Ping(ctx context.Context, p Pinger, l Load) (Summary, error) {
 		if err == nil && !bytes.Equal(resp, req) {
 			err = fmt.Errorf("%w: round trip %d sent %d bytes, got %d back%s",
 				errMismatch, i, len(req), len(resp), firstDiff(req, resp))
+			if len(resp) != len(req) {
+				err = fmt.Errorf("%w (is the server a homa serve --reply-size %d? ping expects echoes of what it sends)", err, len(resp))
+			}
 		}
 		if err != nil {
 			return lat.summarize(l.Size, time.Since(start)), stopReason(ctx, err, lat.len(), l)

@@ -84,6 +84,7 @@ type Result struct {
 	Buckets []BucketResult `json:"buckets"`
 
 	buckets []workload.Bucket // for the plot
+	rtts    []time.Duration   // latency mode: every RTT, for the plot
 }
 
 // BucketResult is one size bucket of a row.
@@ -170,6 +171,12 @@ func summarize(p Protocol, cfg *Config, m measured, base *workload.Baseline) Res
 	}
 	if s.Count > 0 {
 		res.CPUPerRPCUS = micros(m.cpu) / float64(s.Count)
+	}
+	if cfg.Mode == Latency {
+		res.rtts = make([]time.Duration, len(m.samples))
+		for i, s := range m.samples {
+			res.rtts[i] = s.RTT
+		}
 	}
 	res.buckets = workload.Summarize(m.samples, workload.Bounds(cfg.Dist, cfg.Buckets), base)
 	res.Buckets = make([]BucketResult, len(res.buckets))
@@ -332,8 +339,28 @@ func (r *Report) writeBuckets(w io.Writer) {
 	tw.Flush()
 }
 
-// Plot draws slowdown against message size, one series per protocol.
-func (r *Report) Plot(path string) error {
+// CheckPlot reports whether Plot could write to path, before the run:
+// the format (.svg or .png) and that the file may be written.
+func CheckPlot(path string) error { return benchplot.CheckPath(path) }
+
+// Plot draws the report into path and says what it drew. In latency mode
+// it draws the distribution of RTTs, one CDF per protocol (a latency run
+// is its own baseline, so its median slowdown is 1 by definition);
+// otherwise slowdown against message size, one series per protocol.
+func (r *Report) Plot(path string) (what string, err error) {
+	if r.Mode == Latency {
+		series := make([]benchplot.CDF, 0, len(r.Results))
+		for _, res := range r.Results {
+			series = append(series, benchplot.CDF{Name: res.Protocol, RTTs: res.rtts})
+		}
+		title := "RTT distribution, one RPC at a time"
+		if r.Workload == "" {
+			title += fmt.Sprintf(", %d-byte requests", r.Size)
+		} else {
+			title += ", sizes of " + strings.ToUpper(r.Workload)
+		}
+		return "RTT CDF per protocol", benchplot.WriteCDF(path, title, series)
+	}
 	series := make([]benchplot.Series, 0, len(r.Results))
 	for _, res := range r.Results {
 		series = append(series, benchplot.Series{Name: res.Protocol, Buckets: res.buckets})
@@ -348,5 +375,5 @@ func (r *Report) Plot(path string) error {
 	if r.Workload == "" {
 		title += fmt.Sprintf(", %d-byte requests", r.Size)
 	}
-	return benchplot.WriteSlowdown(path, title, series)
+	return "slowdown by message size per protocol", benchplot.WriteSlowdown(path, title, series)
 }

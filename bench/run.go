@@ -517,7 +517,8 @@ func checkReply(req, resp []byte, replySize, compare int) error {
 		want = replySize
 	}
 	if len(resp) != want {
-		return fmt.Errorf("%w: a %d-byte request got %d bytes back, want %d", errMismatch, len(req), len(resp), want)
+		return fmt.Errorf("%w: a %d-byte request got %d bytes back, want %d (--reply-size must be the server's: homa serve --reply-size N replies N bytes)",
+			errMismatch, len(req), len(resp), want)
 	}
 	echoed := min(len(req), want)
 	n := min(echoed, compare)

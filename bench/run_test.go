@@ -152,3 +152,21 @@ func TestSamplesPath(t *testing.T) {
 		}
 	}
 }
+
+// TestSetcapCommand: the hint names the program's executable, quoted
+// for the shell where needed, or says to build one under go run.
+func TestSetcapCommand(t *testing.T) {
+	for exe, want := range map[string]string{
+		"/usr/local/bin/homa":                "setcap cap_net_raw+ep /usr/local/bin/homa",
+		"/home/a b/go/bin/homa":              `setcap cap_net_raw+ep "/home/a b/go/bin/homa"`,
+		"/tmp/go-build123/b001/exe/homa":     "go build ./cmd/homa && setcap cap_net_raw+ep ./homa",
+		"/root/.cache/go-build/ab/cd-d/homa": "go build ./cmd/homa && setcap cap_net_raw+ep ./homa",
+	} {
+		if got := setcapFor(exe); got != want {
+			t.Errorf("%s: %q, want %q", exe, got, want)
+		}
+	}
+	if cmd := SetcapCommand(); !strings.HasPrefix(cmd, "setcap ") && !strings.HasPrefix(cmd, "go build ") {
+		t.Errorf("SetcapCommand() = %q", cmd)
+	}
+}

@@ -84,15 +84,30 @@ type OpError struct {
 	Err error
 }
 
+// Error leads with what happened and keeps the RPC id, for debugging,
+// last: "recv from 127.0.0.1:6199: peer timed out (rpc 9223586087705187306)".
 func (e *OpError) Error() string {
 	s := e.Op
-	if e.ID != 0 {
-		s += fmt.Sprintf(" rpc %d", e.ID)
-	}
 	if e.Peer.IsValid() {
-		s += " with " + e.Peer.String()
+		s += " " + peerPreposition(e.Op) + " " + e.Peer.String()
 	}
-	return s + ": " + e.Err.Error()
+	s += ": " + e.Err.Error()
+	if e.ID != 0 {
+		s += fmt.Sprintf(" (rpc %d)", e.ID)
+	}
+	return s
+}
+
+// peerPreposition is how an error of op names the peer: a message goes
+// to it or comes from it; other operations are with it.
+func peerPreposition(op string) string {
+	switch op {
+	case "send", "reply", "call":
+		return "to"
+	case "recv":
+		return "from"
+	}
+	return "with"
 }
 
 func (e *OpError) Unwrap() error { return e.Err }

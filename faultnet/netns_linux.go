@@ -3,6 +3,7 @@
 package faultnet
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -68,8 +69,10 @@ func (p *Pair) Close() error { return p.p.Close() }
 // It skips tb, saying why, where namespaces cannot be made.
 func Setup(tb testing.TB) *Pair {
 	tb.Helper()
-	if err := Available(); err != nil {
+	if err := Available(); errors.Is(err, netns.ErrUnavailable) {
 		tb.Skipf("skipping: %v", err)
+	} else if err != nil {
+		tb.Fatal(err)
 	}
 	p, err := NewPair()
 	if err != nil {

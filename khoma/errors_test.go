@@ -113,7 +113,7 @@ func TestFailedRPCMessage(t *testing.T) {
 		if !errors.Is(m.Err, tc.want) || !errors.Is(m.Err, tc.errno) || op.Timeout() != tc.timeout {
 			t.Errorf("%v: Err = %v (Timeout %v), want %v with the errno, Timeout %v", tc.errno, m.Err, op.Timeout(), tc.want, tc.timeout)
 		}
-		want := fmt.Sprintf("recv rpc 12 with %v: %v: %v", peer, tc.want, tc.errno)
+		want := fmt.Sprintf("recv from %v: %v: %v (rpc 12)", peer, tc.want, tc.errno)
 		if m.Err.Error() != want {
 			t.Errorf("%v: %q, want %q", tc.errno, m.Err, want)
 		}

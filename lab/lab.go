@@ -98,6 +98,11 @@ func (c *Config) link(i int) Link {
 	return l
 }
 
+// ErrUnavailable is wrapped by Available's error when labs cannot be
+// made for a reason of the host (a missing command or privilege), not a
+// fault.
+var ErrUnavailable = netns.ErrUnavailable
+
 // Available reports what this host lacks to make a Lab, or nil if it
 // lacks nothing: Linux, the ip and tc commands, the privilege to make
 // namespaces (netns.Available). Any other failure is New's to report, so
@@ -106,13 +111,11 @@ func Available() error {
 	if err := platformOK(); err != nil {
 		return err
 	}
-	for _, c := range []string{"ip", "tc"} {
-		if _, err := exec.LookPath(c); err != nil {
-			return fmt.Errorf("lab: the %s command (iproute2) is not installed: %w", c, err)
-		}
-	}
 	if err := netns.Available(Prefix); err != nil {
 		return fmt.Errorf("lab: %w", err)
+	}
+	if _, err := exec.LookPath("tc"); err != nil {
+		return fmt.Errorf("lab: %w: the tc command (iproute2) is not installed: %w", ErrUnavailable, err)
 	}
 	return nil
 }

@@ -21,14 +21,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// requireLab skips t, saying why, where labs cannot be made for want of
+// a command or privilege, and fails it on any other error.
+func requireLab(t testing.TB) {
+	t.Helper()
+	if err := Available(); errors.Is(err, ErrUnavailable) {
+		t.Skipf("skipping: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // newLab makes a Lab for a test and closes it when the test ends,
 // checking that none of its namespaces is left. It skips the test, saying
 // why, where labs cannot be made.
 func newLab(t testing.TB, cfg Config) *Lab {
 	t.Helper()
-	if err := Available(); err != nil {
-		t.Skipf("skipping: %v", err)
-	}
+	requireLab(t)
 	l, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -3,13 +3,15 @@
 package lab
 
 import (
-	"errors"
+	"fmt"
 	"syscall"
+
+	"github.com/homa-go/homa/internal/tools/netns"
 )
 
 // platformOK reports why labs cannot run on this system.
 func platformOK() error {
-	return errors.New("lab: network namespaces need Linux")
+	return fmt.Errorf("lab: %w: network namespaces need Linux", netns.ErrUnavailable)
 }
 
 func sysProcAttr() *syscall.SysProcAttr { return nil }

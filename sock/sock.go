@@ -149,7 +149,21 @@ func (s *Socket) LocalAddr() netip.AddrPort { return s.b.LocalAddr() }
 // Send sends a request to the server at dst and returns the new RPC's id.
 // The response is delivered by Recv, carrying cookie. Send copies req.
 func (s *Socket) Send(dst netip.AddrPort, req []byte, cookie uint64) (id uint64, err error) {
+	if err := checkServer(dst); err != nil {
+		return 0, err
+	}
 	return s.b.Send(dst, req, cookie)
+}
+
+// checkServer refuses a request to a port no server may have: client
+// ports (MinClientPort and up) only receive responses, so a request
+// there would wait for a timeout.
+func checkServer(dst netip.AddrPort) error {
+	if p := dst.Port(); p > MaxServerPort {
+		return &OpError{Op: "send", Peer: dst, Err: fmt.Errorf("%w: port %d is a client port; Homa servers listen on 1..%d",
+			ErrBadAddress, p, MaxServerPort)}
+	}
+	return nil
 }
 
 // SendOwned is Send without the copy, for large requests: the socket
@@ -158,6 +172,9 @@ func (s *Socket) Send(dst netip.AddrPort, req []byte, cookie uint64) (id uint64,
 // its buffer pool when the RPC ends; the kernel backend copies it as
 // Send does.
 func (s *Socket) SendOwned(dst netip.AddrPort, req []byte, cookie uint64) (id uint64, err error) {
+	if err := checkServer(dst); err != nil {
+		return 0, err
+	}
 	if o, ok := s.b.(owner); ok {
 		return o.SendOwned(dst, req, cookie)
 	}
@@ -210,6 +227,9 @@ func (s *Socket) ReplyOwned(req *Message, resp []byte) error {
 func (s *Socket) Call(ctx context.Context, dst netip.AddrPort, req []byte) (*Message, error) {
 	// req stays untouched until Call returns, so the engine sends it
 	// without a copy, once Call makes sure nothing reads it any more.
+	if err := checkServer(dst); err != nil {
+		return nil, err
+	}
 	var id uint64
 	var err error
 	if bw, ok := s.b.(borrower); ok {

@@ -180,6 +180,18 @@ func TestOpenErrors(t *testing.T) {
 	if err := s.Reply(&sock.Message{ID: 4}, []byte("x")); !errors.Is(err, sock.ErrUnknownRPC) {
 		t.Errorf("reply to a response: %v", err)
 	}
+	// A client port receives responses only: a request there is refused
+	// at once, not left to time out.
+	clientPort := netip.MustParseAddrPort("127.0.0.1:40000")
+	const want = "send to 127.0.0.1:40000: bad address: port 40000 is a client port; Homa servers listen on 1..32767"
+	_, errSend := s.Send(clientPort, []byte("x"), 0)
+	_, errOwned := s.SendOwned(clientPort, []byte("x"), 0)
+	_, errCall := s.Call(context.Background(), clientPort, []byte("x"))
+	for _, err := range []error{errSend, errOwned, errCall} {
+		if !errors.Is(err, sock.ErrBadAddress) || err.Error() != want {
+			t.Errorf("request to a client port: %v, want %q", err, want)
+		}
+	}
 }
 
 // TestOwned: requests and responses handed over with SendOwned and

@@ -14,6 +14,7 @@ import (
 
 	"github.com/homa-go/homa/bench"
 	"github.com/homa-go/homa/internal/tools/workload"
+	"github.com/homa-go/homa/sock"
 )
 
 // Defaults of the flags whose default depends on the mode.
@@ -32,6 +33,10 @@ const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST] [--ta
 	"       [--load-mbps X] [--duration D] [--max-outstanding N] [--calibrate N] [--samples FILE] [--seed S]\n" +
 	"       [--reply-size N] [--conns N] [--link-mbps M] [--unsched-bytes N] [--poll D] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
 	"       [--json] [--progress] [--plot FILE.svg|FILE.png]"
+
+// defaultTargetProto is the protocol of a --target without --proto:
+// what homa serve serves without --proto.
+const defaultTargetProto = "homa"
 
 // benchFlags are the flags of bench as given.
 type benchFlags struct {
@@ -55,7 +60,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 		"; \"layers\" is "+bench.ProtocolSet("layers")+" (default: the transports the mode supports, the RPC layers left out)")
 	fs.StringVar(&f.vs, "vs", "", "comma-separated `baselines` to run after homa and homa-udp (the older form of --proto)")
 	hide(fs, "vs")
-	fs.StringVar(&f.target, "target", "", "`HOST:PORT` of a remote server (homa serve --proto P); no server in this process; one --proto")
+	fs.StringVar(&f.target, "target", "", "`HOST:PORT` of a remote server (homa serve --proto P); no server in this process; one --proto, by default "+defaultTargetProto)
 	fs.BoolVar(&f.inProcess, "in-process", false, "run each server in this process (default: in a child process, homa serve, so that client and server are two processes)")
 	fs.StringVar(&f.dist, "workload", "", "draw request sizes from `W`: w1..w5 (instead of --size)")
 	fs.IntVar(&f.clients, "clients", 0, "`M` clients: Homa sockets, TCP connection pools or gRPC connections (default 4 in throughput mode, else 1)")
@@ -74,7 +79,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&f.progress, "progress", false, "print progress to stderr even with --json, and the process id of each server")
 	fs.DurationVar(&f.progressEvery, "progress-interval", time.Second, "time between progress lines")
-	fs.StringVar(&f.plot, "plot", "", "draw slowdown against message size per protocol into `FILE` (.svg or .png)")
+	fs.StringVar(&f.plot, "plot", "", "draw into `FILE` (.svg or .png): in latency mode the RTT distribution (CDF) per protocol, otherwise slowdown against message size")
 }
 
 // all keeps every protocol.
@@ -195,6 +200,9 @@ func (f *benchFlags) checkProtocols(c *bench.Config) error {
 		c.Protocols, err = bench.ParseProtocols("--proto", f.proto)
 	case f.vs != "":
 		c.Protocols, err = bench.ParseProtocols("--vs", "homa,homa-udp,"+f.vs)
+	case f.target != "":
+		// What homa serve serves by default.
+		c.Protocols, err = bench.ParseProtocols("--proto", defaultTargetProto)
 	default:
 		c.Protocols = bench.DefaultProtocols(c.Mode)
 	}
@@ -224,8 +232,8 @@ func (f *benchFlags) checkProtocols(c *bench.Config) error {
 }
 
 func (f *benchFlags) checkTarget(c *bench.Config) error {
-	if f.proto == "" || len(c.Protocols) != 1 {
-		return errors.New("--target needs exactly one protocol in --proto")
+	if len(c.Protocols) != 1 {
+		return errors.New("--target takes one protocol in --proto, that of the server")
 	}
 	if p := c.Protocols[0]; p.LoopbackOnly() {
 		return fmt.Errorf("--target: %s has no remote server (remote protocols: %s)", p.Name(),
@@ -233,6 +241,9 @@ func (f *benchFlags) checkTarget(c *bench.Config) error {
 	}
 	if _, _, err := splitHostPort(f.target); err != nil {
 		return fmt.Errorf("--target %q: %w", f.target, err)
+	}
+	if port, err := parsePort(f.target); c.Protocols[0].Homa() && err == nil && (port < 1 || port > sock.MaxServerPort) {
+		return fmt.Errorf("--target %s: port %d is not a Homa server port (1..%d)", f.target, port, sock.MaxServerPort)
 	}
 	return nil
 }
@@ -265,6 +276,9 @@ func (f *benchFlags) checkOutput(c *bench.Config) error {
 	if f.plot != "" {
 		if ext := strings.ToLower(filepath.Ext(f.plot)); ext != ".svg" && ext != ".png" {
 			return fmt.Errorf("--plot %q: the file name must end in .svg or .png", f.plot)
+		}
+		if err := bench.CheckPlot(f.plot); err != nil {
+			return fmt.Errorf("--plot %s: %w", f.plot, err)
 		}
 	}
 	return nil
@@ -321,9 +335,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, "bench", err)
 	}
 	if f.plot != "" {
-		if err := rep.Plot(f.plot); err != nil {
+		what, err := rep.Plot(f.plot)
+		if err != nil {
 			return fail(stderr, "bench", err)
 		}
+		fmt.Fprintf(stderr, "homa bench: wrote %s (%s)\n", f.plot, what)
 	}
 	return 0
 }

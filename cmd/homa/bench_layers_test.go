@@ -19,7 +19,7 @@ func TestBenchLayersLatency(t *testing.T) {
 	rep, _ := benchJSON(t, "--proto", "layers", "--size", "32", "--count", "40", "--warmup", "4")
 	checkRows(t, rep, layerRows, 40)
 	want := []string{"stub-tcp/stub-homa median", "stub-tcp/stub-homa-udp median"}
-	if !rawPermitted() {
+	if !rawPermitted(t) {
 		want = want[1:]
 	}
 	checkLayers(t, rep, want)
@@ -32,7 +32,7 @@ func TestBenchLayersThroughput(t *testing.T) {
 		"--clients", "2", "--outstanding", "20", "--calibrate", "10", "--warmup", "5")
 	checkRows(t, rep, layerRows, 400)
 	want := []string{"erpc/homa rate", "erpc-udp/homa-udp rate"}
-	if !rawPermitted() {
+	if !rawPermitted(t) {
 		want = want[1:]
 	}
 	checkLayers(t, rep, want)

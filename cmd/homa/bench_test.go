@@ -49,8 +49,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--buckets", "0"},
 		{"--plot", "out.pdf"},
 		{"--progress-interval", "0s"},
-		{"--target", "127.0.0.1:4000"},                        // no --proto
 		{"--target", "127.0.0.1:4000", "--proto", "homa,tcp"}, // two
+		{"--target", "127.0.0.1:40000"},                       // a client port
 		{"--target", "127.0.0.1:4000", "--proto", "floor"},    // no remote server
 		{"--target", "127.0.0.1", "--proto", "tcp"},           // no port
 		{"--target", "127.0.0.1:4000", "--proto", "tcp", "--in-process"},
@@ -58,9 +58,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--json", "extra"},
 	} {
 		code, _, errOut := runHoma(context.Background(), append([]string{"bench"}, args...)...)
-		if code != 2 || !strings.Contains(errOut, "usage: homa bench") {
-			t.Errorf("bench %v: exit %d, stderr %q; want 2 and the usage", args, code, errOut)
-		}
+		checkUsageError(t, "bench", args, code, errOut, "")
 	}
 }
 
@@ -83,8 +81,14 @@ func benchJSON(t *testing.T, args ...string) (*bench.Report, string) {
 // one) and buckets whose counts add up.
 func checkRows(t *testing.T, rep *bench.Report, protos []string, count int) {
 	t.Helper()
-	if !rawPermitted() {
-		protos = slices.DeleteFunc(slices.Clone(protos), func(p string) bool { return p == "homa" || p == "floor" })
+	if !rawPermitted(t) {
+		protos = slices.DeleteFunc(slices.Clone(protos), func(name string) bool {
+			p, ok := bench.LookupProtocol(name)
+			if !ok {
+				t.Fatalf("no protocol %q", name)
+			}
+			return p.Raw()
+		})
 	}
 	var got []string
 	for _, r := range rep.Results {
@@ -150,7 +154,7 @@ func TestBenchThroughput(t *testing.T) {
 			t.Errorf("%s: slowdowns %+v", r.Protocol, b)
 		}
 	}
-	if !rawPermitted() {
+	if !rawPermitted(t) {
 		return
 	}
 	// The floor carries 8192 bytes at most in throughput mode.
@@ -192,8 +196,36 @@ func TestBenchWorkloadTable(t *testing.T) {
 		t.Errorf("%d bucket rows, want 5 per protocol, in:\n%s", len(rows), out)
 	}
 	svg, err := os.ReadFile(plot)
-	if err != nil || !bytes.Contains(svg, []byte("<svg")) {
+	if err != nil || !bytes.Contains(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("Slowdown")) {
 		t.Errorf("plot: %v, %.100q", err, svg)
+	}
+	if want := "homa bench: wrote " + plot + " (slowdown by message size per protocol)\n"; !strings.Contains(errOut, want) {
+		t.Errorf("stderr %q lacks %q", errOut, want)
+	}
+}
+
+// TestBenchLatencyPlot: in latency mode the plot is the RTT distribution
+// of each protocol, and bench says where it wrote it; a path it cannot
+// write is refused before the run.
+func TestBenchLatencyPlot(t *testing.T) {
+	dir := t.TempDir()
+	plot := filepath.Join(dir, "rtt.svg")
+	code, _, errOut := runHoma(context.Background(), "bench", "--proto", "tcp,udp", "--count", "50", "--warmup", "0", "--plot", plot)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	svg, err := os.ReadFile(plot)
+	if err != nil || !bytes.Contains(svg, []byte("Round-trip time")) || !bytes.Contains(svg, []byte("Fraction of RPCs")) {
+		t.Errorf("plot: %v, %.100q", err, svg)
+	}
+	if want := "homa bench: wrote " + plot + " (RTT CDF per protocol)\n"; !strings.HasSuffix(errOut, want) {
+		t.Errorf("stderr %q does not end with %q", errOut, want)
+	}
+	missing := filepath.Join(dir, "no", "such", "rtt.svg")
+	code, out, errOut := runHoma(context.Background(), "bench", "--proto", "tcp", "--count", "5", "--plot", missing)
+	checkUsageError(t, "bench", []string{"--plot", missing}, code, errOut, "--plot "+missing+": cannot create a file in")
+	if out != "" {
+		t.Errorf("ran before refusing the path: %q", out)
 	}
 }
 
@@ -282,9 +314,9 @@ func startServe(t *testing.T, args ...string) (netip.AddrPort, func() string) {
 }
 
 // serveProtos are the protocols serve --proto offers that may run here.
-func serveProtos() []string {
+func serveProtos(t *testing.T) []string {
 	var protos []string
-	raw := rawPermitted()
+	raw := rawPermitted(t)
 	for _, name := range strings.Split(bench.ProtocolNames(remote), ",") {
 		if p, _ := bench.LookupProtocol(name); raw || !p.Raw() {
 			protos = append(protos, name)
@@ -298,7 +330,7 @@ func serveProtos() []string {
 // only 3 bytes of each message unscheduled, so the rest moves under
 // grants.
 func TestServeProto(t *testing.T) {
-	for _, name := range serveProtos() {
+	for _, name := range serveProtos(t) {
 		t.Run(name, func(t *testing.T) {
 			addr, stop := startServe(t, "--proto", name, "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 				"--reply-size", "10", "--link-mbps", "10000", "--unsched-bytes", "3")
@@ -322,7 +354,7 @@ func TestServeProto(t *testing.T) {
 // TestWorkloadRemote runs the workload client of lab against a server
 // of each protocol in this process, as two instances of the command.
 func TestWorkloadRemote(t *testing.T) {
-	for _, name := range serveProtos() {
+	for _, name := range serveProtos(t) {
 		t.Run(name, func(t *testing.T) {
 			addr, stop := startServe(t, "--proto", name, "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--reply-size", "100")
 			samples := filepath.Join(t.TempDir(), "samples.csv")
@@ -369,4 +401,13 @@ func readSamplesFile(t *testing.T, path string) []workload.Sample {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return s
+}
+
+// TestBenchTargetDefault: --target without --proto measures a server of
+// homa serve's default protocol, homa.
+func TestBenchTargetDefault(t *testing.T) {
+	requireRaw(t)
+	addr, _ := startServe(t, "--proto", "homa", "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	rep, _ := benchJSON(t, "--target", addr.String(), "--count", "3", "--warmup", "0")
+	checkRows(t, rep, []string{"homa"}, 3)
 }

@@ -193,7 +193,7 @@ func TestCaptureUsage(t *testing.T) {
 		{"--file", "a.pcap", "--count", "-1"},
 		{"--file", "a.pcap", "extra"},
 	} {
-		if code, _, errOut := runCaptureArgs(context.Background(), args...); code != 2 || !strings.Contains(errOut, "usage: homa capture") {
+		if code, _, errOut := runCaptureArgs(context.Background(), args...); !isUsageError("capture", code, errOut) {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and the usage", args, code, errOut)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/homa-go/homa/bench"
 	"github.com/homa-go/homa/internal/testkit/socktest"
-	"github.com/homa-go/homa/sock"
 )
 
 func TestMain(m *testing.M) {
@@ -35,28 +33,12 @@ func runHoma(ctx context.Context, args ...string) (code int, stdout, stderr stri
 	return code, out.String(), errOut.String()
 }
 
-// rawPermitted reports whether this process may open raw IP sockets.
-func rawPermitted() bool {
-	s, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:0"), nil)
-	if err != nil {
-		return false
-	}
-	s.Close()
-	return true
-}
+// rawPermitted reports whether this process may open raw IP sockets;
+// any error but a refused permission fails t.
+func rawPermitted(t *testing.T) bool { return socktest.RawPermitted(t) }
 
 // requireRaw skips the test unless this process may open raw IP sockets.
-func requireRaw(t *testing.T) {
-	t.Helper()
-	s, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:0"), nil)
-	if errors.Is(err, sock.ErrPermission) {
-		t.Skip("needs raw IP sockets (root or CAP_NET_RAW), which this process may not open")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-}
+func requireRaw(t *testing.T) { socktest.RequireRaw(t) }
 
 // refuseRaw makes every raw socket open (Homa's and the floor's) fail as
 // it does without CAP_NET_RAW, for the rest of the test.
@@ -141,26 +123,67 @@ func TestHelpSpelling(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{
-		{"ping", "--size", "0"},
-		{"ping", "--count", "0"},
-		{"ping", "--nosuchflag"},
-		{"demo", "extra"},
-		{"bench", "--vs", "quic"},
-		{"bench", "--addr-family", "5"},
-		{"serve", "--proto", "quic"},
-		{"serve", "--proto", "udp"},
-		{"serve", "--proto", "tcp", "--udp"},
-		{"serve", "--reply-size", "-1"},
-		{"serve", "--link-mbps", "-5"},
-		{"serve", "--unsched-bytes", "-1"},
-		{"bench", "--unsched-bytes", "1000001"},
-		{"lab", "--unsched-bytes", "-1"},
+	for _, tt := range []struct {
+		args []string
+		flag string // what the error line names
+	}{
+		{[]string{"ping", "--size", "0"}, "--size 0"},
+		{[]string{"ping", "--count", "0"}, "--count 0"},
+		{[]string{"ping", "--nosuchflag"}, "unknown flag --nosuchflag"},
+		{[]string{"ping", "--count"}, "--count needs a value"},
+		{[]string{"ping", "-count", "many"}, `--count: invalid value "many"`},
+		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
+		{[]string{"bench", "--vs", "quic"}, "quic"},
+		{[]string{"bench", "--addr-family", "5"}, "--addr-family 5"},
+		{[]string{"serve", "--proto", "quic"}, "quic"},
+		{[]string{"serve", "--proto", "udp"}, "udp"},
+		{[]string{"serve", "--proto", "tcp", "--udp"}, "--udp"},
+		{[]string{"serve", "--reply-size", "-1"}, "--reply-size -1"},
+		{[]string{"serve", "--link-mbps", "-5"}, "--link-mbps -5"},
+		{[]string{"serve", "--unsched-bytes", "-1"}, "--unsched-bytes -1"},
+		{[]string{"bench", "--unsched-bytes", "1000001"}, "--unsched-bytes 1000001"},
+		{[]string{"lab", "--unsched-bytes", "-1"}, "--unsched-bytes -1"},
 	} {
-		code, _, errOut := runHoma(context.Background(), args...)
-		if code != 2 || !strings.Contains(errOut, "usage: homa "+args[0]) {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and the usage", args, code, errOut)
+		code, _, errOut := runHoma(context.Background(), tt.args...)
+		checkUsageError(t, tt.args[0], tt.args[1:], code, errOut, tt.flag)
+	}
+}
+
+// TestUnknownFlags: every command answers an unknown flag, with one dash
+// or two, in one line naming it, then how to list the flags.
+func TestUnknownFlags(t *testing.T) {
+	for name := range commands {
+		for _, bogus := range []string{"--bogus", "-bogus", "--bogus=1"} {
+			code, _, errOut := runHoma(context.Background(), name, bogus)
+			checkUsageError(t, name, []string{bogus}, code, errOut, "unknown flag --bogus")
 		}
+	}
+}
+
+// isUsageError reports whether a command's exit code and stderr are
+// those of a usage error: exit 2, one line naming the command, then how
+// to list its flags.
+func isUsageError(cmd string, code int, stderr string) bool {
+	lines := strings.Split(stderr, "\n")
+	return code == 2 && len(lines) == 3 && lines[2] == "" && strings.HasPrefix(lines[0], "homa "+cmd+": ") &&
+		lines[1] == "run 'homa "+cmd+" --help'"
+}
+
+// checkUsageError checks that a command's run with args was a usage
+// error (see isUsageError) whose line names flag (if not "").
+func checkUsageError(t *testing.T, cmd string, args []string, code int, stderr, flag string) {
+	t.Helper()
+	if !isUsageError(cmd, code, stderr) || !strings.Contains(strings.SplitN(stderr, "\n", 2)[0], flag) {
+		t.Errorf("%s %q: exit %d, stderr %q; want 2, one line naming %q, and run 'homa %s --help'", cmd, args, code, stderr, flag, cmd)
+	}
+}
+
+// TestDemoUDP: with --udp the demo runs over UDP without a word about
+// raw sockets.
+func TestDemoUDP(t *testing.T) {
+	code, out, errOut := runHoma(context.Background(), "demo", "--udp", "--count", "20")
+	if code != 0 || errOut != "" || !strings.Contains(out, "(UDP encapsulation)") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0, UDP and nothing on stderr", code, out, errOut)
 	}
 }
 
@@ -312,7 +335,7 @@ func TestBench(t *testing.T) {
 		t.Errorf("no table header in:\n%s", out)
 	}
 	protos := []string{"homa", "homa-udp", "tcp", "udp"}
-	if !rawPermitted() { // no Homa-over-IP row
+	if !rawPermitted(t) { // no Homa-over-IP row
 		protos = protos[1:]
 	}
 	for _, p := range protos {
@@ -353,5 +376,15 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if r := rep.Results[1]; *r.MedianVsTCP != 1 {
 		t.Errorf("tcp median is %v of itself, want 1", *r.MedianVsTCP)
+	}
+}
+
+// TestPingReplySize: ping against a server that replies a fixed size
+// says so, and names --reply-size.
+func TestPingReplySize(t *testing.T) {
+	addr, _ := startServe(t, "--proto", "homa-udp", "--addr", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--reply-size", "10")
+	code, _, errOut := runHoma(context.Background(), "ping", "--udp", "--addr", addr.String(), "--count", "3", "--warmup", "0")
+	if code != 1 || !strings.Contains(errOut, "got 10 back") || !strings.Contains(errOut, "homa serve --reply-size 10?") {
+		t.Errorf("exit %d, stderr %q; want 1 and a hint about --reply-size", code, errOut)
 	}
 }

@@ -157,7 +157,7 @@ func TestServeFreePort(t *testing.T) {
 		name  string
 		flags []string
 	}{{"homa-udp", []string{"--udp"}}, {"tcp", []string{"--proto", "tcp"}}}
-	if rawPermitted() {
+	if rawPermitted(t) {
 		cases = append(cases, struct {
 			name  string
 			flags []string

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"regexp"
 	"strings"
 	"syscall"
 )
@@ -37,7 +38,7 @@ commands:
          run an echo server (or one replying N bytes) until interrupted; port 0 picks a free one
   ping   --addr HOST:PORT [--size N] [--count N] [--warmup N] [--udp] [--metrics HOST:PORT]
          send requests one at a time, check each echo, report RTT percentiles
-  demo   [--size N] [--count N] [--metrics HOST:PORT]
+  demo   [--udp] [--size N] [--count N] [--metrics HOST:PORT]
          serve and ping on loopback in one process (UDP if raw is not permitted)
   bench  [--mode latency|throughput|workload] [--proto LIST] [--size N | --workload w1..w5]
          [--count N] [--clients M --outstanding N] [--load-mbps X --duration D]
@@ -64,7 +65,7 @@ spellings still work and are not listed: lab --protos, bench --vs LIST
 (the same as --proto homa,homa-udp,LIST).
 
 Raw IP sockets need CAP_NET_RAW: run as root or grant it with
-"setcap cap_net_raw+ep homa". --udp (or --proto homa-udp) carries Homa in
+"setcap cap_net_raw+ep $(command -v homa)". --udp (or --proto homa-udp) carries Homa in
 UDP datagrams instead (no privileges; both ends must use it).
 `
 
@@ -187,22 +188,54 @@ func isZeroValue(f *flag.Flag) (zero bool) {
 }
 
 // parseFlags parses args and runs check. It returns -1 to go on, or the
-// exit code to stop with: 0 after -h, 2 after a usage error.
+// exit code to stop with: 0 after -h (which lists the flags), 2 after a
+// usage error, which it reports in one line naming the command and the
+// flag, and then how to list the flags.
 func parseFlags(fs *flag.FlagSet, args []string, check func() error) int {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	// The flag package prints its errors and the flag list itself: it
+	// prints nothing here, and -h lists the flags below.
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return 0
 	}
-	err := check()
-	if err == nil && fs.NArg() > 0 {
+	if err != nil {
+		err = flagError(err)
+	} else if err = check(); err == nil && fs.NArg() > 0 {
 		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err != nil {
-		fmt.Fprintf(fs.Output(), "%s: %v\n", fs.Name(), err)
-		fs.Usage()
+		fmt.Fprintf(out, "%s: %v\nrun '%s --help'\n", fs.Name(), err, fs.Name())
 		return 2
 	}
 	return -1
+}
+
+// flagErrors rewrite the flag package's errors, which write a flag
+// -name, in this command's words and spelling (--name).
+var flagErrors = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	{regexp.MustCompile(`^flag provided but not defined: --?(.*)$`), "unknown flag --$1"},
+	{regexp.MustCompile(`^flag needs an argument: --?(.*)$`), "--$1 needs a value"},
+	{regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?--?([^:]+): (.*)$`), "--$2: invalid value $1 ($3)"},
+	{regexp.MustCompile(`^bad flag syntax: (.*)$`), "bad flag syntax: $1 (flags are written --name or --name=value)"},
+}
+
+// flagError is err, an error of flag.FlagSet.Parse, in this command's
+// words.
+func flagError(err error) error {
+	msg := err.Error()
+	for _, e := range flagErrors {
+		if e.re.MatchString(msg) {
+			return errors.New(e.re.ReplaceAllString(msg, e.repl))
+		}
+	}
+	return err
 }

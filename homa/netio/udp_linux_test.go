@@ -7,10 +7,10 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/internal/tools/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -261,8 +261,8 @@ func TestSocketBuffers(t *testing.T) {
 		rcv, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
 		snd, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF)
 	})
-	if os.Geteuid() != 0 {
-		t.Skipf("unprivileged: buffers %d / %d, capped by net.core.[rw]mem_max", rcv, snd)
+	if !hasNetAdmin(t) {
+		t.Skipf("skipping: without CAP_NET_ADMIN (SO_RCVBUFFORCE) the buffers, %d / %d, are capped by net.core.[rw]mem_max", rcv, snd)
 	}
 	// Linux reports twice the size set (it counts its overhead).
 	if rcv < defaultSockBuffer || snd < defaultSockBuffer {
@@ -274,8 +274,8 @@ func TestSocketBuffers(t *testing.T) {
 // overflows under a burst, and its Stats count the packets the kernel
 // dropped for it; a Conn that keeps up counts none.
 func TestQueueDrops(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("unprivileged: a receive buffer this small needs SO_RCVBUFFORCE (root)")
+	if !hasNetAdmin(t) {
+		t.Skip("skipping: a receive buffer this small needs SO_RCVBUFFORCE (CAP_NET_ADMIN)")
 	}
 	small := openUDP(t, lo4, 0, &Options{ReadBuffer: 4096, DisableGRO: true}).(*sockConn)
 	sender := openUDP(t, lo4, 0, nil)
@@ -295,4 +295,15 @@ func TestQueueDrops(t *testing.T) {
 	if drops == 0 || drops >= burst {
 		t.Fatalf("%d of %d packets counted as dropped at a 4 KB receive buffer", drops, burst)
 	}
+}
+
+// hasNetAdmin reports whether the process has CAP_NET_ADMIN, which
+// SO_RCVBUFFORCE and SO_SNDBUFFORCE need.
+func hasNetAdmin(t *testing.T) bool {
+	t.Helper()
+	has, err := netns.HasCapability(unix.CAP_NET_ADMIN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return has
 }

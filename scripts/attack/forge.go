@@ -63,8 +63,25 @@ type sender struct {
 	sent uint64 // packets written
 }
 
+// errNoRawIP is wrapped by openSender's error when the process may not
+// open raw IP sockets (it needs CAP_NET_RAW).
+var errNoRawIP = errors.New("needs raw IP sockets (root with CAP_NET_RAW): it forges source addresses")
+
+// canForge reports why this process cannot forge packets (wrapping
+// errNoRawIP when it lacks the privilege), or nil.
+func canForge() error {
+	s, err := openSender()
+	if err != nil {
+		return err
+	}
+	return s.close()
+}
+
 func openSender() (*sender, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		return nil, fmt.Errorf("%w: %w", errNoRawIP, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("raw IPv4 socket (IPPROTO_RAW): %w", err)
 	}

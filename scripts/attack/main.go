@@ -57,7 +57,7 @@ type options struct {
 	timeout   time.Duration
 }
 
-// exitNotRoot is the exit status without root.
+// exitNotRoot is the exit status without the privilege to forge packets.
 const exitNotRoot = 2
 
 func main() {
@@ -78,9 +78,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "attack: %v\n", err)
 		return 2
 	}
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(stderr, "attack: needs root: it forges source addresses with raw IP sockets")
+	if err := canForge(); errors.Is(err, errNoRawIP) {
+		fmt.Fprintf(stderr, "attack: %v\n", err)
 		return exitNotRoot
+	} else if err != nil {
+		fmt.Fprintf(stderr, "attack: %v\n", err)
+		return 1
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()

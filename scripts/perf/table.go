@@ -113,7 +113,8 @@ func writeTable(w io.Writer, plan []measurement, runs [][]*report, head string) 
 				best, spread = "no figure", "calls failed: "+strings.Join(s.failed, ", ")
 			case s.n > 0:
 				best = format(f, s.value)
-				spread = format(f, s.lo) + " – " + format(f, s.hi)
+				// Low to high, whichever end is the best.
+				spread = format(f, min(s.lo, s.hi)) + " – " + format(f, max(s.lo, s.hi))
 				if s.n < len(runs) {
 					spread += fmt.Sprintf(" (%d runs)", s.n)
 				}

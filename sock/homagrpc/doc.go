@@ -18,6 +18,16 @@
 //	defer cc.Close()
 //	reply, err := pb.NewGreeterClient(cc).SayHello(ctx, &pb.HelloRequest{Name: "homa"})
 //
+// Here pb is the package protoc generates from the service's .proto file,
+// the same stubs grpc-go uses: protoc --go_out=. --go-grpc_out=., with
+// the plugins protoc-gen-go (google.golang.org/protobuf/cmd/protoc-gen-go,
+// the messages) and protoc-gen-go-grpc
+// (google.golang.org/grpc/cmd/protoc-gen-go-grpc, RegisterGreeterServer
+// and NewGreeterClient). For Greeter, grpc-go publishes it as
+// google.golang.org/grpc/examples/helloworld/helloworld; the package's
+// example and the README use another generated package that ships with
+// grpc-go itself, google.golang.org/grpc/interop/grpc_testing.
+//
 // # What is supported
 //
 // Unary calls, with: request metadata (the handler's incoming context,

@@ -13,7 +13,8 @@
 //     is installed, once more as user nobody, so that a program that
 //     needs privileges must say so and fall back. If a fenced block with
 //     the info string "output" follows it (blank lines between are
-//     allowed), the program's standard output must be exactly that block.
+//     allowed, and lines ending in a colon, such as "It prints:"), the
+//     program's standard output must be exactly that block.
 //   - Declarations: the block parses as the top-level declarations of a
 //     file (funcs, types, vars, consts). They are compiled in a package of
 //     their own.

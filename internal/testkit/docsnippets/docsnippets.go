@@ -68,7 +68,9 @@ func Extract(file string, md []byte) ([]Snippet, error) {
 			case strings.HasPrefix(trimmed, "```"):
 				info = strings.TrimSpace(strings.TrimPrefix(trimmed, "```"))
 				block, start = &strings.Builder{}, n+1
-			case trimmed != "":
+			case trimmed != "" && !strings.HasSuffix(trimmed, ":"):
+				// Prose ends the snippet's claim to the next output
+				// block, unless it introduces it ("It prints:").
 				afterGo = false
 			}
 			continue

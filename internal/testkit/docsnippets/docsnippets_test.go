@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +45,18 @@ const sample = "# Title\n" +
 	"```go\n" +
 	"ctx := context.Background()\n" +
 	"_ = ctx\n" +
+	"```\n" +
+	"\n" +
+	"```go\n" +
+	"package main\n" +
+	"\n" +
+	"func main() { println() }\n" +
+	"```\n" +
+	"\n" +
+	"It prints:\n" +
+	"\n" +
+	"```output\n" +
+	"\n" +
 	"```\n"
 
 // TestExtract: the Go blocks are found with their lines, kinds and
@@ -51,15 +66,15 @@ func TestExtract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 {
-		t.Fatalf("%d snippets, want 3: %+v", len(got), got)
+	if len(got) != 4 {
+		t.Fatalf("%d snippets, want 4: %+v", len(got), got)
 	}
 	want := []struct {
 		line   int
 		kind   Kind
 		main   bool
 		output string
-	}{{4, Program, true, "hi\n"}, {16, Declarations, false, ""}, {27, Statements, false, ""}}
+	}{{4, Program, true, "hi\n"}, {16, Declarations, false, ""}, {27, Statements, false, ""}, {32, Program, true, "\n"}}
 	for i, w := range want {
 		s := got[i]
 		if s.Line != w.line || s.Kind() != w.kind || s.IsMain() != w.main || s.Output != w.output || s.HasOutput != (w.output != "") {
@@ -258,4 +273,171 @@ func runProgram(t *testing.T, s Snippet, dir, exe string, args []string) {
 	if stderr.Len() > 0 {
 		t.Logf("%s, stderr:\n%s", who, stderr.String())
 	}
+}
+
+// readme returns the README's snippets.
+func readme(t *testing.T) (string, []Snippet) {
+	t.Helper()
+	root := moduleRoot(t)
+	md, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snippets, err := Extract("README.md", md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(md), snippets
+}
+
+// TestReadmePrograms: the README has a whole program, with the output
+// it prints, for the socket API and for each RPC layer, importing the
+// layer by the path its section names (TestDocSnippets runs them).
+func TestReadmePrograms(t *testing.T) {
+	md, snippets := readme(t)
+	for _, pkg := range []string{"sock", "sock/erpc", "sock/netrpc", "sock/homagrpc"} {
+		path := `"github.com/homa-go/homa/` + pkg + `"`
+		found := false
+		for _, s := range snippets {
+			if s.IsMain() && s.HasOutput && strings.Contains(s.Code, "\n\t"+path+"\n") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("README.md has no whole program with its output that imports %s", path)
+		}
+		if pkg != "sock" && !strings.Contains(md, "`github.com/homa-go/homa/"+pkg+"`") {
+			t.Errorf("README.md does not name the import path of %s", pkg)
+		}
+	}
+}
+
+// TestReadmeGoVersion: the README names the Go version go.mod needs.
+func TestReadmeGoVersion(t *testing.T) {
+	md, _ := readme(t)
+	mod, err := os.ReadFile(filepath.Join(moduleRoot(t), "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\d+)\.(\d+)`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("no go directive in go.mod")
+	}
+	if want := fmt.Sprintf("Go %s.%s or later", m[1], m[2]); !strings.Contains(md, want) {
+		t.Errorf("README.md does not say %q", want)
+	}
+}
+
+// TestReadmeReplace follows the README's instructions for using the
+// module from a checkout: a module of one's own with its go mod edit
+// line (the checkout's path in place of ../homa-go) builds the README's
+// first program. It works offline, from the module cache; it skips when
+// the cache lacks the dependencies (a user, such as nobody, whose cache
+// is empty).
+func TestReadmeReplace(t *testing.T) {
+	md, snippets := readme(t)
+	line := regexp.MustCompile(`(?m)^    (go mod edit .*)$`).FindStringSubmatch(md)
+	if line == nil || !strings.Contains(line[1], "=../homa-go") {
+		t.Fatalf("README.md has no go mod edit line replacing the module with ../homa-go: %q", line)
+	}
+	dir := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off", "GOWORK=off")
+		out, err := cmd.CombinedOutput()
+		if err != nil && strings.Contains(string(out), "module lookup disabled by GOPROXY=off") {
+			t.Skipf("skipping: the module cache lacks the dependencies, and the test does not download them: %s", out)
+		}
+		if err != nil {
+			t.Fatalf("go %q: %v\n%s", args, err, out)
+		}
+	}
+	run("mod", "init", "example.com/mine")
+	args := strings.Fields(strings.ReplaceAll(line[1], "=../homa-go", "="+moduleRoot(t)))
+	run(args[1:]...)
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(snippets[0].Code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run("mod", "tidy")
+	run("build", "-o", os.DevNull, ".")
+}
+
+// TestGRPCStubsDocumented: go doc of sock/homagrpc says where the stubs
+// its snippet uses come from.
+func TestGRPCStubsDocumented(t *testing.T) {
+	out, err := goCommand(t, moduleRoot(t), "doc", "./sock/homagrpc")
+	if err != nil {
+		t.Fatalf("go doc: %v\n%s", err, out)
+	}
+	for _, want := range []string{"protoc-gen-go-grpc", "google.golang.org/grpc/cmd/protoc-gen-go-grpc", "google.golang.org/grpc/interop/grpc_testing"} {
+		if !bytes.Contains(out, []byte(want)) {
+			t.Errorf("go doc ./sock/homagrpc does not say %q", want)
+		}
+	}
+}
+
+// TestDocImages: every image the documentation shows exists beside it,
+// and an SVG one is well-formed XML with an <svg> root and a title.
+func TestDocImages(t *testing.T) {
+	root := moduleRoot(t)
+	image := regexp.MustCompile(`!\[[^\]]*\]\(([^)\s]+)\)`)
+	n := 0
+	for _, file := range docFiles(t, root) {
+		md, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range image.FindAllSubmatch(md, -1) {
+			ref := string(m[1])
+			if strings.Contains(ref, "://") {
+				continue
+			}
+			n++
+			path := filepath.Join(root, filepath.Dir(file), ref)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Errorf("%s shows %s: %v", file, ref, err)
+				continue
+			}
+			if strings.HasSuffix(ref, ".svg") {
+				if err := checkSVG(data); err != nil {
+					t.Errorf("%s: %v", ref, err)
+				}
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d images in the documentation, want at least the three diagrams of docs/design.md", n)
+	}
+}
+
+// checkSVG reports whether data is well-formed XML whose root is an
+// <svg> element with a <title>.
+func checkSVG(data []byte) error {
+	dec := xml.NewDecoder(bytes.NewReader(data))
+	var root string
+	title := false
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			if root == "" {
+				root = se.Name.Local
+			}
+			title = title || se.Name.Local == "title"
+		}
+	}
+	if root != "svg" || !title {
+		return fmt.Errorf("root element %q, title %v; want svg with a title", root, title)
+	}
+	return nil
 }

@@ -133,3 +133,30 @@ func OpenMem(nw *memnet.Network, addr netip.AddrPort, cfg *sock.Config) (*sock.S
 	c.Network = nw
 	return sock.Open(addr, &c)
 }
+
+// RawPermitted reports whether this process may open raw IP sockets
+// (root with CAP_NET_RAW, or the capability granted). It fails tb on any
+// error other than being refused the permission.
+func RawPermitted(tb testing.TB) bool {
+	tb.Helper()
+	s, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:0"), &sock.Config{Transport: sock.Raw})
+	if errors.Is(err, sock.ErrPermission) {
+		return false
+	}
+	if err != nil {
+		tb.Fatalf("opening a raw socket: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return true
+}
+
+// RequireRaw skips tb, saying why, unless this process may open raw IP
+// sockets; see RawPermitted.
+func RequireRaw(tb testing.TB) {
+	tb.Helper()
+	if !RawPermitted(tb) {
+		tb.Skip("skipping: needs raw IP sockets (root with CAP_NET_RAW), which this process is refused")
+	}
+}

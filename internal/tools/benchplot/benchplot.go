@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -87,11 +88,55 @@ var dashes = []vg.Length{vg.Points(5), vg.Points(2.5)}
 // the way the Homa papers do), one p50 and one p99 line per series. The
 // format follows the file name's extension: .svg or .png.
 func WriteSlowdown(path, title string, series []Series) error {
-	ext := strings.ToLower(filepath.Ext(path))
-	if ext != ".svg" && ext != ".png" {
-		return fmt.Errorf("%w: %q", ErrFormat, path)
+	if _, err := format(path); err != nil {
+		return err
 	}
 	fig, err := newFigure(title, series)
+	if err != nil {
+		return err
+	}
+	return fig.write(path)
+}
+
+// format returns the image format of path, its extension: .svg or .png.
+func format(path string) (string, error) {
+	ext := strings.ToLower(filepath.Ext(path))
+	if ext != ".svg" && ext != ".png" {
+		return "", fmt.Errorf("%w: %q", ErrFormat, path)
+	}
+	return ext, nil
+}
+
+// CheckPath reports whether a figure can be written to path, before the
+// work that makes it: the format its extension names, and that the file
+// (or, if it does not exist, its folder) is writable. It leaves an
+// existing file as it is and creates none.
+func CheckPath(path string) error {
+	if _, err := format(path); err != nil {
+		return err
+	}
+	if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+		return f.Close()
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	dir := filepath.Dir(path)
+	probe, err := os.CreateTemp(dir, ".benchplot-probe-*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("cannot create a file in %s: %w", dir, err)
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
+}
+
+// write renders the figure into the file path, in the format its
+// extension names; on failure no file is left.
+func (fig *figure) write(path string) error {
+	ext, err := format(path)
 	if err != nil {
 		return err
 	}
@@ -122,24 +167,8 @@ func newFigure(title string, series []Series) (*figure, error) {
 	if !ok {
 		return nil, ErrNoData
 	}
-	p := plot.New()
-	p.Title.Text = title
-	p.Title.TextStyle.Font.Size = vg.Points(11)
-	p.Title.Padding = vg.Points(6)
+	p, leg := newPlot(title)
 	styleAxes(p, xs, lo, hi)
-	grid := plotter.NewGrid()
-	grid.Vertical.Color = color.Gray{0xe4}
-	grid.Vertical.Width = vg.Points(0.5)
-	grid.Horizontal.Color = color.Gray{0xd8}
-	grid.Horizontal.Width = vg.Points(0.5)
-	p.Add(grid)
-
-	leg := plot.NewLegend()
-	leg.TextStyle.Font.Size = vg.Points(9)
-	leg.ThumbnailWidth = vg.Points(22)
-	leg.Padding = vg.Points(2)
-	leg.Left = true
-	leg.Top = true
 	for i, s := range series {
 		c := palette[i%len(palette)]
 		p50l, p50m := curve(points(s, xs, func(b workload.Bucket) float64 { return b.Slowdown50 }), c, false)
@@ -156,13 +185,36 @@ func newFigure(title string, series []Series) (*figure, error) {
 	return &figure{plot: p, legend: leg}, nil
 }
 
-// styleAxes sets the axes' ranges, scales, ticks and labels.
-func styleAxes(p *plot.Plot, xs map[int]edge, lo, hi float64) {
+// newPlot returns a plot with the title and a grid, and an empty legend,
+// styled alike for every figure.
+func newPlot(title string) (*plot.Plot, plot.Legend) {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = vg.Points(11)
+	p.Title.Padding = vg.Points(6)
 	for _, a := range []*plot.Axis{&p.X, &p.Y} {
 		a.Label.TextStyle.Font.Size = vg.Points(10)
 		a.Tick.Label.Font.Size = vg.Points(9)
 		a.Padding = 0
 	}
+	grid := plotter.NewGrid()
+	grid.Vertical.Color = color.Gray{0xe4}
+	grid.Vertical.Width = vg.Points(0.5)
+	grid.Horizontal.Color = color.Gray{0xd8}
+	grid.Horizontal.Width = vg.Points(0.5)
+	p.Add(grid)
+
+	leg := plot.NewLegend()
+	leg.TextStyle.Font.Size = vg.Points(9)
+	leg.ThumbnailWidth = vg.Points(22)
+	leg.Padding = vg.Points(2)
+	leg.Left = true
+	leg.Top = true
+	return p, leg
+}
+
+// styleAxes sets the axes' ranges, scales, ticks and labels.
+func styleAxes(p *plot.Plot, xs map[int]edge, lo, hi float64) {
 	p.X.Label.Text = "Message size (bytes); width proportional to share of messages"
 	p.X.Min, p.X.Max = 0, 1
 	p.X.Tick.Marker = plot.ConstantTicks(sizeTicks(xs))

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
 	"github.com/homa-go/homa/internal/tools/workload"
@@ -264,5 +265,91 @@ func TestLogTicks(t *testing.T) {
 	}
 	if logTicks(0, 10) != nil || logTicks(5, 1) != nil {
 		t.Error("ticks for an invalid range")
+	}
+}
+
+// TestCDFSteps: the curve climbs from 0 to 1 through the sorted RTTs,
+// every one of the slowest kept, the rest thinned to a few hundred.
+func TestCDFSteps(t *testing.T) {
+	rtts := make([]time.Duration, 10000)
+	for i := range rtts {
+		rtts[i] = time.Duration(len(rtts)-i) * time.Microsecond // reversed
+	}
+	pts := cdfSteps(rtts)
+	if pts[0] != (plotter.XY{X: 1, Y: 0}) || pts[len(pts)-1] != (plotter.XY{X: 10000, Y: 1}) {
+		t.Errorf("from %v to %v, want (1, 0) to (10000, 1)", pts[0], pts[len(pts)-1])
+	}
+	for i := 1; i < len(pts); i++ {
+		if pts[i].X <= pts[i-1].X || pts[i].Y <= pts[i-1].Y {
+			t.Fatalf("point %d %v after %v: not rising", i, pts[i], pts[i-1])
+		}
+		if want := pts[i].X / 10000; math.Abs(pts[i].Y-want) > 1e-9 {
+			t.Fatalf("point %v: fraction %v, want %v", pts[i], pts[i].Y, want)
+		}
+	}
+	if n := len(pts); n < cdfPoints || n > cdfPoints+cdfTail+1 {
+		t.Errorf("%d points, want about %d + %d", n, cdfPoints, cdfTail)
+	}
+	if got := cdfSteps([]time.Duration{3 * time.Microsecond}); len(got) != 2 || got[1] != (plotter.XY{X: 3, Y: 1}) {
+		t.Errorf("one RTT: %v", got)
+	}
+	if got := cdfSteps(nil); got != nil {
+		t.Errorf("no RTTs: %v", got)
+	}
+}
+
+// TestWriteCDF writes both formats, and refuses a figure of nothing.
+func TestWriteCDF(t *testing.T) {
+	dir := t.TempDir()
+	series := []CDF{
+		{Name: "homa", RTTs: []time.Duration{10 * time.Microsecond, 12 * time.Microsecond, 30 * time.Microsecond}},
+		{Name: "tcp", RTTs: []time.Duration{40 * time.Microsecond, 45 * time.Microsecond, 900 * time.Microsecond}},
+	}
+	for _, name := range []string{"cdf.svg", "cdf.png"} {
+		path := filepath.Join(dir, name)
+		if err := WriteCDF(path, "latency, 100-byte requests", series); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil || len(data) < 1000 {
+			t.Errorf("%s: %d bytes, %v", name, len(data), err)
+		}
+		if strings.HasSuffix(name, ".svg") && (!bytes.Contains(data, []byte("homa")) || !bytes.Contains(data, []byte("Round-trip time"))) {
+			t.Errorf("%s lacks the legend or the axis label", name)
+		}
+	}
+	if err := WriteCDF(filepath.Join(dir, "none.svg"), "x", []CDF{{Name: "homa"}}); !errors.Is(err, ErrNoRTTs) {
+		t.Errorf("no RTTs: %v", err)
+	}
+	if err := WriteCDF(filepath.Join(dir, "x.pdf"), "x", series); !errors.Is(err, ErrFormat) {
+		t.Errorf(".pdf: %v", err)
+	}
+}
+
+// TestCheckPath: a writable new or existing file passes, untouched; a
+// missing folder, an unwritable file and a wrong extension do not.
+func TestCheckPath(t *testing.T) {
+	dir := t.TempDir()
+	if err := CheckPath(filepath.Join(dir, "new.svg")); err != nil {
+		t.Errorf("new file: %v", err)
+	}
+	existing := filepath.Join(dir, "old.png")
+	if err := os.WriteFile(existing, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckPath(existing); err != nil {
+		t.Errorf("existing file: %v", err)
+	}
+	if data, _ := os.ReadFile(existing); string(data) != "keep" {
+		t.Errorf("CheckPath changed the file: %q", data)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("CheckPath left files: %v", entries)
+	}
+	if err := CheckPath(filepath.Join(dir, "no", "such", "dir.svg")); err == nil {
+		t.Error("missing folder: no error")
+	}
+	if err := CheckPath(filepath.Join(dir, "x.pdf")); !errors.Is(err, ErrFormat) {
+		t.Errorf(".pdf: %v", err)
 	}
 }

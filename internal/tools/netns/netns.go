@@ -30,13 +30,16 @@ func Name(prefix string) string {
 	return fmt.Sprintf("%s%d-%d", prefix, os.Getpid(), seq.Add(1))
 }
 
-// Available reports what this host lacks to make namespaces: the ip
-// command, or the privilege (root or CAP_SYS_ADMIN), which it finds out
-// by making and deleting a namespace named with prefix. Its errors wrap
-// ErrUnavailable. A probe that fails for any other reason is a defect,
+// Available reports what this host lacks to make namespaces: the
+// capabilities (CAP_SYS_ADMIN, CAP_NET_ADMIN), the ip command, or the
+// privilege, which it finds out by making and deleting a namespace named
+// with prefix. Its errors wrap ErrUnavailable. A probe that fails for any other reason is a defect,
 // not something the host lacks: Available then returns nil, so that a
 // test that skips on its error goes on and NewPair reports the failure.
 func Available(prefix string) error {
+	if err := privileged(); err != nil {
+		return err
+	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		return fmt.Errorf("%w: the ip command (iproute2) is not installed: %w", ErrUnavailable, err)
 	}
