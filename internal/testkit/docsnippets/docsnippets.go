@@ -146,6 +146,7 @@ var knownImports = map[string]string{
 	"sync":       "sync",
 	"time":       "time",
 	"sock":       "github.com/homa-go/homa/sock",
+	"memnet":     "github.com/homa-go/homa/homa/memnet",
 	"homa":       "github.com/homa-go/homa/homa",
 	"netio":      "github.com/homa-go/homa/homa/netio",
 	"metrics":    "github.com/homa-go/homa/metrics",
