@@ -101,7 +101,9 @@ type NetOptions struct {
 	// sized for this MTU (IP header included).
 	MTU int
 	// ReadBuffer and WriteBuffer size the kernel's socket buffers in
-	// bytes; zero picks a size suited to bursts of 1 MB messages.
+	// bytes; zero picks 8 MiB (bursts of 1 MB messages), and 32 MiB to
+	// read on a server socket (many clients' first packets at once).
+	// Without CAP_NET_ADMIN the kernel caps them (net.core.rmem_max).
 	ReadBuffer, WriteBuffer int
 	// DisableGSO and DisableGRO turn off UDP segmentation offload on
 	// transmit and generic receive offload on receive (UDP only; both

@@ -349,7 +349,8 @@ type Options struct {
 	// sized for this MTU (IP header included).
 	MTU int
 	// ReadBuffer and WriteBuffer size the socket buffers in bytes; zero
-	// picks a size suited to bursts of 1 MB messages.
+	// picks 8 MiB (bursts of 1 MB messages), and 32 MiB to read on a
+	// server port (the first packets of many clients' requests at once).
 	ReadBuffer, WriteBuffer int
 	// ReportUnreachable makes the Conn return ICMP destination-unreachable
 	// reports for packets it sent, as Packets with Unreachable set. It
