@@ -206,6 +206,10 @@ type Stats struct {
 	// peer stopped answering for them.
 	PeerTimeouts uint64
 	Reclaimed    uint64 // server RPCs forgotten after client silence
+	// ServersUnreachable counts server RPCs forgotten because the
+	// network reported their client's host or port unreachable (an ICMP
+	// report quoting the response).
+	ServersUnreachable uint64
 	// RTTSamples counts the round trips measured to stretch a slow
 	// peer's timers (see Config.Resend).
 	RTTSamples uint64

@@ -241,6 +241,8 @@ var definitions = []definition{
 		func(s *sock.Stats) uint64 { return s.RequestsReceived }),
 	counter("server_rpcs_acked_total", "Answered server RPCs freed on the client's acknowledgment.",
 		func(s *sock.Stats) uint64 { return s.ServerRPCsFreed }),
+	counter("server_rpcs_unreachable_total", "Server RPCs freed because the network reported their client unreachable.",
+		func(s *sock.Stats) uint64 { return s.ServersUnreachable }),
 	counter("server_rpcs_reclaimed_total", "Answered server RPCs freed after the client stayed silent.",
 		func(s *sock.Stats) uint64 { return s.Reclaimed }),
 	counter("rtt_samples_total", "Round trips measured to stretch a slow peer's loss-recovery timers.",

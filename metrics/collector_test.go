@@ -231,7 +231,7 @@ func fakeStats() contract.Stats {
 		ReadErrors: 25, WriteErrors: 26, ResendsSent: 27, NeedAcksSent: 28, PeerTimeouts: 29,
 		Reclaimed: 30, CutoffsSent: 31,
 		RequestBytesSent: 32, RequestBytesReceived: 33, ResponseBytesSent: 34, ResponseBytesReceived: 35,
-		ClientRPCs: 36, ServerRPCs: 37, Peers: 38, RTTSamples: 90, ResendsDeferred: 91, NeedAcksDeferred: 92, TimersRun: 93,
+		ClientRPCs: 36, ServerRPCs: 37, Peers: 38, RTTSamples: 90, ResendsDeferred: 91, NeedAcksDeferred: 92, TimersRun: 93, ServersUnreachable: 94,
 		LandedPackets: 92, MovedPackets: 93,
 	}
 	s.Grants.GrantedBytes, s.Grants.FIFOGrants, s.Grants.FIFOBytes, s.Grants.Grantable, s.Grants.Incoming = 39, 40, 41, 42, 43
@@ -297,6 +297,7 @@ func TestEveryField(t *testing.T) {
 		{"homa_resends_deferred_total", ``, 91},
 		{"homa_need_acks_deferred_total", ``, 92},
 		{"homa_timers_run_total", ``, 93},
+		{"homa_server_rpcs_unreachable_total", ``, 94},
 		{"homa_request_bytes_total", `role="client"`, 32},
 		{"homa_request_bytes_total", `role="server"`, 33},
 		{"homa_response_bytes_total", `role="server"`, 34},

@@ -41,6 +41,7 @@
 //	homa_requests_delivered_total              requests handed whole to the server application
 //	homa_server_rpcs_acked_total               answered server RPCs freed by the client's acknowledgment
 //	homa_server_rpcs_reclaimed_total           answered server RPCs freed after the client stayed silent
+//	homa_server_rpcs_unreachable_total         server RPCs freed because the network reported their client unreachable
 //	homa_rtt_samples_total                     round trips measured to stretch a slow peer's loss-recovery timers
 //	homa_resends_deferred_total                RESENDs that waited for a turn (the peer's or the socket's RESEND budget was spent)
 //	homa_need_acks_deferred_total              NEED_ACKs that waited for a turn (the peer's NEED_ACK budget for the tick was spent)

@@ -56,6 +56,7 @@ func (c *Core) unreachable(why Unreachability, quoted []byte, dst netip.Addr) {
 		id := binary.BigEndian.Uint64(quoted[20:])
 		if id&1 == 1 {
 			if r := c.servers.get(dst, id); r != nil && r.port == port {
+				c.stats.ServersUnreachable++
 				c.freeServer(r, true)
 			}
 			return
