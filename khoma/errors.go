@@ -107,7 +107,7 @@ func sendCause(errno syscall.Errno) error {
 // errnoError is an errno of the module read as an error of package
 // homa: errors.Is matches both the cause and the errno, errors.As finds
 // the errno, and Timeout is true when the cause is a timeout (so that a
-// homa.OpError holding it reports Timeout as the engine's does).
+// contract.OpError holding it reports Timeout as the engine's does).
 type errnoError struct {
 	cause error
 	errno syscall.Errno

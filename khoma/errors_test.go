@@ -89,7 +89,7 @@ func TestSendErrorMapping(t *testing.T) {
 }
 
 // TestFailedRPCMessage: the Message of a failed client RPC carries an
-// *homa.OpError that names the RPC and wraps the mapped error.
+// *contract.OpError that names the RPC and wraps the mapped error.
 func TestFailedRPCMessage(t *testing.T) {
 	peer := netip.MustParseAddrPort("127.0.0.1:99")
 	for _, tc := range []struct {

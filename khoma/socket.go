@@ -45,7 +45,7 @@ type conn interface {
 	// a, returning its length and sender. Every attempt loads returned
 	// bpages with pages.Fill and reports their fate with pages.Settle.
 	// A kernel error comes back as a syscall.Errno (with a.ID set when
-	// it is the failure of that RPC); a closed socket as homa.ErrClosed.
+	// it is the failure of that RPC); a closed socket as contract.ErrClosed.
 	recvmsg(a *RecvmsgArgs, pages *Ledger) (n int, peer netip.AddrPort, err error)
 	// abort issues HOMAIOCABORT.
 	abort(a *AbortArgs) error
@@ -214,7 +214,7 @@ func (s *Socket) Reply(peer netip.AddrPort, id uint64, data []byte) error {
 // Recv waits for the next message: with id 0, any request or response;
 // otherwise the response of client RPC id. A failed client RPC comes
 // back as a Message with Err set. Recv returns ctx.Err() when ctx ends
-// first and homa.ErrClosed when the socket closes.
+// first and contract.ErrClosed when the socket closes.
 func (s *Socket) Recv(ctx context.Context, id uint64) (*contract.Message, error) {
 	w := s.getWaiter()
 	s.mu.Lock()
@@ -247,7 +247,7 @@ func (s *Socket) getWaiter() *mailbox.Waiter {
 }
 
 // Abort ends the client RPC id. A goroutine waiting in Recv for it gets
-// a Message with Err homa.ErrAborted; otherwise the RPC is forgotten and
+// a Message with Err contract.ErrAborted; otherwise the RPC is forgotten and
 // no later Recv returns it. The kernel destroys the RPC (HOMAIOCABORT);
 // where it refuses (the RPC already ended, or a module built without
 // the ioctl), the RPC's end is dropped when recvmsg returns it.
@@ -283,7 +283,7 @@ func (s *Socket) Abort(id uint64) error {
 	return nil
 }
 
-// Close closes the socket: goroutines in Recv get homa.ErrClosed, and the
+// Close closes the socket: goroutines in Recv get contract.ErrClosed, and the
 // kernel ends the socket's RPCs. Close is idempotent.
 func (s *Socket) Close() error {
 	s.mu.Lock()
@@ -331,7 +331,7 @@ func (s *Socket) Stats() contract.Stats {
 }
 
 // Info reports the socket's state in the kernel (HOMAIOCINFO), with up to
-// maxRPCs of its RPCs (at most 4096). It fails with homa.ErrClosed once
+// maxRPCs of its RPCs (at most 4096). It fails with contract.ErrClosed once
 // the socket is closed.
 func (s *Socket) Info(maxRPCs int) (Info, error) {
 	return s.c.info(maxRPCs)

@@ -397,8 +397,8 @@ func TestArgumentErrors(t *testing.T) {
 	}
 }
 
-// TestPeerFailure: requests that the module fails end with the error of
-// package homa that its errno means, in a *homa.OpError naming the RPC,
+// TestPeerFailure: requests that the module fails end with the contract's
+// error that its errno means, in a *contract.OpError naming the RPC,
 // and the errno survives the mapping.
 func TestPeerFailure(t *testing.T) {
 	h := newFakeHost()

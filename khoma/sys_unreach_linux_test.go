@@ -17,7 +17,7 @@ import (
 // port where the module has no socket. The module answers the request's
 // packets with ICMP port unreachable (on loopback not rate limited) and,
 // receiving it, fails the RPC with ENOTCONN: the errno must survive, and
-// the RPC's error must match homa.ErrNoListener, as the engine reports the
+// the RPC's error must match contract.ErrNoListener, as the engine reports the
 // same ICMP answer, and not ErrPeerTimeout (the module's own timeout is
 // ETIMEDOUT). One packet and a message longer than the unscheduled bytes,
 // over IPv4 and IPv6.
@@ -36,7 +36,7 @@ func TestKernelNoListener(t *testing.T) {
 					t.Errorf("%d bytes: err = %v, want the module's ENOTCONN", n, err)
 				}
 				if !errors.Is(err, contract.ErrNoListener) || errors.Is(err, contract.ErrPeerTimeout) {
-					t.Errorf("%d bytes: err = %v, want homa.ErrNoListener (and not ErrPeerTimeout)", n, err)
+					t.Errorf("%d bytes: err = %v, want contract.ErrNoListener (and not ErrPeerTimeout)", n, err)
 				}
 			}
 		})

@@ -57,26 +57,26 @@
 // # Errors
 //
 // A client RPC that the module fails comes back from Recv as a Message
-// whose Err is a *homa.OpError (Op "recv") wrapping the error of package
-// homa that the module's errno means, as the engine reports the same
+// whose Err is a *contract.OpError (Op "recv") wrapping the contract's
+// error that the module's errno means, as the engine reports the same
 // condition, with the errno kept in the chain (errors.Is and errors.As
 // find both):
 //
 //   - ENOTCONN (ICMP port unreachable: no socket on the peer's port; the
 //     module answers a packet to such a port so) and EPROTONOSUPPORT
 //     (ICMP protocol unreachable: no Homa on the peer host) are
-//     homa.ErrNoListener;
+//     contract.ErrNoListener;
 //   - EHOSTUNREACH (other ICMP destination unreachable reports) and
-//     ENETUNREACH are homa.ErrHostUnreachable;
+//     ENETUNREACH are contract.ErrHostUnreachable;
 //   - ETIMEDOUT (the module's own timeout: the peer stayed silent through
-//     its RESENDs) is homa.ErrPeerTimeout, and the OpError reports
+//     its RESENDs) is contract.ErrPeerTimeout, and the OpError reports
 //     Timeout;
-//   - ECANCELED is homa.ErrAborted and ESHUTDOWN homa.ErrClosed;
+//   - ECANCELED is contract.ErrAborted and ESHUTDOWN contract.ErrClosed;
 //   - any other errno is wrapped as it is.
 //
 // Send and Reply map sendmsg's EHOSTUNREACH and ENETUNREACH (no route to
-// the peer) to homa.ErrHostUnreachable, EAFNOSUPPORT to
-// homa.ErrBadAddress, and ESHUTDOWN and EBADF to homa.ErrClosed, keeping
+// the peer) to contract.ErrHostUnreachable, EAFNOSUPPORT to
+// contract.ErrBadAddress, and ESHUTDOWN and EBADF to contract.ErrClosed, keeping
 // the errno too. errors.go says which module condition gives which errno.
 package khoma
 
