@@ -39,7 +39,7 @@ import (
 // (or EHOSTUNREACH) when the kernel has no route to a new peer
 // (homa_peer_get looks the route up as it creates the peer).
 //
-// These map to the errors of package homa as the engine reports the same
+// These map to the contract's errors as the engine reports the same
 // conditions: ENOTCONN and EPROTONOSUPPORT to ErrNoListener (the engine
 // takes ICMP port and protocol unreachable alike as no listener),
 // EHOSTUNREACH and ENETUNREACH to ErrHostUnreachable, ETIMEDOUT to
@@ -59,7 +59,7 @@ func rpcError(err error) error {
 	return fmt.Errorf("khoma: RPC failed: %w", errno)
 }
 
-// rpcCause is the error of package homa that a client RPC's errno means,
+// rpcCause is the contract's error that a client RPC's errno means,
 // or nil.
 func rpcCause(errno syscall.Errno) error {
 	switch errno {
@@ -77,7 +77,7 @@ func rpcCause(errno syscall.Errno) error {
 	return nil
 }
 
-// sendError maps a sendmsg failure to the error of package homa that
+// sendError maps a sendmsg failure to the contract's error that
 // means the same, keeping the errno.
 func sendError(err error) error {
 	var errno syscall.Errno
@@ -90,7 +90,7 @@ func sendError(err error) error {
 	return fmt.Errorf("khoma: sendmsg: %w", errno)
 }
 
-// sendCause is the error of package homa that a sendmsg errno means, or
+// sendCause is the contract's error that a sendmsg errno means, or
 // nil.
 func sendCause(errno syscall.Errno) error {
 	switch errno {

@@ -11,7 +11,7 @@ import (
 	"github.com/homa-go/homa/contract"
 )
 
-// sentinels are the errors of package homa that the mappings produce.
+// sentinels are the contract's errors that the mappings produce.
 var sentinels = []error{
 	contract.ErrNoListener, contract.ErrHostUnreachable, contract.ErrPeerTimeout,
 	contract.ErrAborted, contract.ErrClosed, contract.ErrBadAddress,
@@ -43,7 +43,7 @@ func checkMapped(t *testing.T, what string, err error, errno syscall.Errno, want
 func TestRPCErrorMapping(t *testing.T) {
 	for _, tc := range []struct {
 		errno syscall.Errno
-		want  error // nil: no error of package homa
+		want  error // nil: none of the contract's errors
 	}{
 		{syscall.ENOTCONN, contract.ErrNoListener},        // ICMP port unreachable
 		{syscall.EPROTONOSUPPORT, contract.ErrNoListener}, // ICMP protocol unreachable
