@@ -20,6 +20,8 @@
 package benchplot
 
 import (
+	"bytes"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"image/color"
@@ -417,10 +419,58 @@ func (f *figure) render(w io.Writer, ext string) (err error) {
 		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(figWidth, figHeight), vgimg.UseDPI(pngDPI))}
 	}
 	f.draw(draw.New(c))
+	var t *titled
+	if ext == ".svg" {
+		// The figure's title, as the SVG's own, for readers and tools
+		// that do not look at the picture.
+		t = &titled{w: w, title: f.plot.Title.Text}
+		w = t
+	}
 	if _, err := c.WriteTo(w); err != nil {
 		return fmt.Errorf("benchplot: writing image: %w", err)
 	}
+	if t != nil && !t.done { // no <svg> tag: pass what came through
+		if _, err := t.w.Write(t.head); err != nil {
+			return fmt.Errorf("benchplot: writing image: %w", err)
+		}
+	}
 	return nil
+}
+
+// titled passes an SVG through, inserting a <title> element right after
+// the opening <svg ...> tag.
+type titled struct {
+	w     io.Writer
+	title string
+	head  []byte // what came before the end of the opening tag
+	done  bool
+}
+
+func (t *titled) Write(p []byte) (int, error) {
+	if t.done {
+		return t.w.Write(p)
+	}
+	t.head = append(t.head, p...)
+	i := bytes.Index(t.head, []byte("<svg"))
+	if i < 0 {
+		return len(p), nil
+	}
+	j := bytes.IndexByte(t.head[i:], '>')
+	if j < 0 {
+		return len(p), nil
+	}
+	t.done = true
+	end := i + j + 1
+	var b bytes.Buffer
+	b.Write(t.head[:end])
+	b.WriteString("<title>")
+	xml.EscapeText(&b, []byte(t.title))
+	b.WriteString("</title>")
+	b.Write(t.head[end:])
+	if _, err := t.w.Write(b.Bytes()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // draw paints dc white and puts the plot on its left and the legend to

@@ -92,6 +92,9 @@ func TestWriteSlowdownSVG(t *testing.T) {
 	if !bytes.Contains(data, []byte("stroke-dasharray")) {
 		t.Error("no dashed line in the figure")
 	}
+	if !bytes.Contains(data, []byte("<title>W4, 50% load</title>")) {
+		t.Error("the SVG has no <title> naming the figure")
+	}
 }
 
 // parseSVG checks that data is well-formed XML and returns its text nodes
