@@ -91,11 +91,15 @@ func TestUsage(t *testing.T) {
 			}
 		}
 	}
-	for _, args := range [][]string{{}, {"frobnicate"}} {
-		code, _, errOut := runHoma(ctx, args...)
-		if code != 2 || !strings.Contains(errOut, "usage: homa <command>") {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and the usage", args, code, errOut)
-		}
+	if code, _, errOut := runHoma(ctx); code != 2 || !strings.Contains(errOut, "usage: homa <command>") {
+		t.Errorf("no command: exit %d, stderr %q; want 2 and the usage", code, errOut)
+	}
+	// An unknown command is one line: what is wrong, the commands, and
+	// where the usage is.
+	code, _, errOut := runHoma(ctx, "frobnicate")
+	if want := `homa: unknown command "frobnicate" (`; code != 2 || !strings.HasPrefix(errOut, want) ||
+		strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "serve") || !strings.Contains(errOut, "run 'homa help'") {
+		t.Errorf("unknown command: exit %d, stderr %q; want 2 and one line naming the commands", code, errOut)
 	}
 	if code, _, errOut := runHoma(ctx, "ping", "-h"); code != 0 || !strings.Contains(errOut, "-count") {
 		t.Errorf("ping -h: exit %d, stderr %q; want 0 and the flags", code, errOut)

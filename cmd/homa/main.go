@@ -20,10 +20,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -104,7 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		cmd, ok := commands[name]
 		if !ok {
-			fmt.Fprintf(stderr, "homa: unknown command %q\n\n%s", name, usage)
+			fmt.Fprintf(stderr, "homa: unknown command %q (%s); run 'homa help'\n", name, strings.Join(slices.Sorted(maps.Keys(commands)), ", "))
 			return 2
 		}
 		return cmd(ctx, args[1:], stdout, stderr)
