@@ -164,6 +164,9 @@ type fxHost interface {
 	open(t fxT, port uint16, server bool) *Socket
 	// reading returns once s's reader waits in recvmsg.
 	reading(s *Socket)
+	// patience is how long a Recv may wait: long on the (slow) rig,
+	// short in a replay, where every answer is at hand.
+	patience() time.Duration
 }
 
 // fxT is what scenarios need of testing.T.
@@ -243,14 +246,14 @@ const (
 	fxNoServer   = 719
 )
 
-func fxRecv(t fxT, tr *transcript, what string, s *Socket, id uint64) *contract.Message {
+func fxRecv(t fxT, h fxHost, tr *transcript, what string, s *Socket, id uint64) *contract.Message {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), h.patience())
 	defer cancel()
 	m, err := s.Recv(ctx, id)
 	tr.message(what, m, err)
 	if errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("%s: no message in 20 s", what)
+		t.Fatalf("%s: no message in %v", what, h.patience())
 	}
 	return m
 }
@@ -276,12 +279,12 @@ func fxEcho(t fxT, h fxHost, tr *transcript) {
 	for i, size := range []int{1, 100, 1400, 5000, 65536, 200000, 1000000} {
 		data := fxPayload(size, byte(i))
 		id := fxSend(t, tr, cli, fxServer, data, uint64(1000+i))
-		req := fxRecv(t, tr, "server recv any", srv, 0)
+		req := fxRecv(t, h, tr, "server recv any", srv, 0)
 		if req != nil && req.Err == nil {
 			err := srv.Reply(req.Peer, req.ID, req.Data)
 			tr.add("reply: err %s", errClass(err))
 		}
-		fxRecv(t, tr, "client recv by id", cli, id)
+		fxRecv(t, h, tr, "client recv by id", cli, id)
 	}
 	tr.add("client close: err %s", errClass(cli.Close()))
 	tr.add("server close: err %s", errClass(srv.Close()))
@@ -300,16 +303,16 @@ func fxMany(t fxT, h fxHost, tr *transcript) {
 	}
 	var reqs []*contract.Message
 	for range ids {
-		if m := fxRecv(t, tr, "server recv any", srv, 0); m != nil && m.Err == nil {
+		if m := fxRecv(t, h, tr, "server recv any", srv, 0); m != nil && m.Err == nil {
 			reqs = append(reqs, m)
 		}
 	}
 	for i := len(reqs) - 1; i >= 0; i-- {
 		tr.add("reply %d: err %s", i, errClass(srv.Reply(reqs[i].Peer, reqs[i].ID, reqs[i].Data)))
 	}
-	fxRecv(t, tr, "client recv by id (first sent)", cli, ids[0])
-	fxRecv(t, tr, "client recv any", cli, 0)
-	fxRecv(t, tr, "client recv any", cli, 0)
+	fxRecv(t, h, tr, "client recv by id (first sent)", cli, ids[0])
+	fxRecv(t, h, tr, "client recv any", cli, 0)
+	fxRecv(t, h, tr, "client recv any", cli, 0)
 	tr.add("client close: err %s", errClass(cli.Close()))
 	tr.add("server close: err %s", errClass(srv.Close()))
 }
@@ -321,7 +324,7 @@ func fxNoListener(t fxT, h fxHost, tr *transcript) {
 	dst := netip.MustParseAddrPort("127.0.0.1:719")
 	for i, size := range []int{100, 5000} {
 		id := fxSend(t, tr, cli, dst, fxPayload(size, byte(20+i)), uint64(3000+i))
-		fxRecv(t, tr, "client recv by id", cli, id)
+		fxRecv(t, h, tr, "client recv by id", cli, id)
 	}
 	tr.add("client close: err %s", errClass(cli.Close()))
 }
@@ -333,14 +336,14 @@ func fxAbort(t fxT, h fxHost, tr *transcript) {
 	srv := h.open(t, fxServerPort, true)
 	cli := h.open(t, 0, false)
 	id := fxSend(t, tr, cli, fxServer, fxPayload(100, 30), 4000)
-	fxRecv(t, tr, "server recv any", srv, 0)
+	fxRecv(t, h, tr, "server recv any", srv, 0)
 	tr.add("abort %d: err %s", id, errClass(cli.Abort(id)))
 	id2 := fxSend(t, tr, cli, fxServer, fxPayload(100, 31), 4001)
-	fxRecv(t, tr, "server recv any", srv, 0)
+	fxRecv(t, h, tr, "server recv any", srv, 0)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), h.patience())
 		defer cancel()
 		m, err := cli.Recv(ctx, id2)
 		tr.message("client recv by id (aborted while waiting)", m, err)
@@ -360,11 +363,11 @@ func fxCloseWaiting(t fxT, h fxHost, tr *transcript) {
 	srv := h.open(t, fxServerPort, true)
 	cli := h.open(t, 0, false)
 	id := fxSend(t, tr, cli, fxServer, fxPayload(100, 40), 5000)
-	fxRecv(t, tr, "server recv any", srv, 0)
+	fxRecv(t, h, tr, "server recv any", srv, 0)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), h.patience())
 		defer cancel()
 		m, err := cli.Recv(ctx, id)
 		tr.message("client recv by id (closed while waiting)", m, err)

@@ -117,6 +117,8 @@ func (r *recorder) open(t fxT, port uint16, server bool) *Socket {
 // reading gives the reader time to enter recvmsg (the guest is slow).
 func (r *recorder) reading(*Socket) { time.Sleep(300 * time.Millisecond) }
 
+func (r *recorder) patience() time.Duration { return 20 * time.Second }
+
 // recConn is a kernel socket whose calls are recorded.
 type recConn struct {
 	*sysConn

@@ -182,6 +182,8 @@ func (h *replayHost) reading(s *Socket) {
 	}
 }
 
+func (h *replayHost) patience() time.Duration { return 2 * time.Second }
+
 type fxRecvmsg struct {
 	fxEvent
 	regions []fxEvent
