@@ -71,12 +71,14 @@ func (e *fxEvent) line() string {
 
 // fxKeys are the fields of each kind of event, in the order written.
 var fxKeys = map[string][]string{
-	"open":    {"local", "server", "port", "uapi"},
-	"sendmsg": {"dst", "len", "in", "out", "err"},
-	"recvmsg": {"returned", "out", "name", "n", "err", "took"},
-	"region":  {"off", "data"},
-	"abort":   {"in", "err"},
-	"close":   {"err"},
+	"open":       {"local", "server", "port", "uapi"},
+	"ioctl":      {"req", "in", "out", "rpcs", "err"},
+	"setsockopt": {"name", "in", "err"},
+	"sendmsg":    {"dst", "len", "in", "out", "err"},
+	"recvmsg":    {"returned", "out", "name", "n", "err", "took"},
+	"region":     {"off", "data"},
+	"abort":      {"in", "err"},
+	"close":      {"err"},
 }
 
 // fixture is one scenario recorded on one module.
@@ -162,6 +164,9 @@ func errnoField(err error) string {
 // from a fixture (replaying).
 type fxHost interface {
 	open(t fxT, port uint16, server bool) *Socket
+	// kernel opens a bare kernel socket (no Socket on it) and gives
+	// the address and length of a receive region for it.
+	kernel(t fxT) (k kernel, start, length uint64)
 	// reading returns once s's reader waits in recvmsg.
 	reading(s *Socket)
 	// patience is how long a Recv may wait: long on the (slow) rig,
@@ -307,6 +312,10 @@ func fxMany(t fxT, h fxHost, tr *transcript) {
 			reqs = append(reqs, m)
 		}
 	}
+	in, err := cli.Info(8)
+	tr.add("client info: %s err %s", infoText(in), errClass(err))
+	in, err = srv.Info(8)
+	tr.add("server info: %s err %s", infoText(in), errClass(err))
 	for i := len(reqs) - 1; i >= 0; i-- {
 		tr.add("reply %d: err %s", i, errClass(srv.Reply(reqs[i].Peer, reqs[i].ID, reqs[i].Data)))
 	}
@@ -380,6 +389,7 @@ func fxCloseWaiting(t fxT, h fxHost, tr *transcript) {
 }
 
 var fxScenarios = []fxScenario{
+	{"setup", fxSetup},
 	{"echo", fxEcho},
 	{"many", fxMany},
 	{"nolistener", fxNoListener},

@@ -25,17 +25,21 @@ func TestKernelRecordFixtures(t *testing.T) {
 	if dir == "" {
 		t.Skip("HOMA_RECORD is not set: nothing to record")
 	}
+	c, _, err := openConn(netip.MustParseAddr("127.0.0.1"), 0, false)
+	if err != nil {
+		t.Fatalf("no kernel Homa socket to record: %v", err)
+	}
+	api := c.api
+	c.close()
+	c.free()
 	for _, sc := range fxScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			r := &recorder{t: t}
 			var tr transcript
 			sc.run(t, r, &tr)
-			if len(r.socks) == 0 {
-				t.Fatal("the scenario opened no socket")
-			}
 			f := &fixture{header: []string{
 				"scenario " + sc.name,
-				"uapi " + uapiName(r.socks[0].uapi()),
+				"uapi " + uapiName(api),
 				"module " + os.Getenv("HOMA_MODULE_COMMIT"),
 				"recorded " + time.Now().UTC().Format(time.RFC3339),
 			}}
@@ -46,7 +50,7 @@ func TestKernelRecordFixtures(t *testing.T) {
 				f.events = append(f.events, fxEvent{kind: "out", text: l})
 				t.Log(l)
 			}
-			path := filepath.Join(dir, "uapi"+uapiName(r.socks[0].uapi()), sc.name+".txt.gz")
+			path := filepath.Join(dir, "uapi"+uapiName(api), sc.name+".txt.gz")
 			if err := writeFixture(path, f); err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +92,14 @@ type recorder struct {
 	t      *testing.T
 	mu     sync.Mutex
 	events []fxEvent
-	socks  []*recConn
+	nsock  int // sockets opened
+}
+
+func (r *recorder) newSock() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nsock++
+	return r.nsock
 }
 
 func (r *recorder) add(e fxEvent) {
@@ -104,8 +115,7 @@ func (r *recorder) open(t fxT, port uint16, server bool) *Socket {
 	if err != nil {
 		t.Fatalf("open port %d: %v", port, err)
 	}
-	rc := &recConn{sysConn: c, r: r, sock: len(r.socks) + 1}
-	r.socks = append(r.socks, rc)
+	rc := &recConn{sysConn: c, r: r, sock: r.newSock()}
 	r.add(fxEvent{kind: "open", sock: rc.sock, fields: map[string]string{
 		"local": ip.String(), "server": strconv.FormatBool(server),
 		"port": strconv.Itoa(int(got)), "uapi": uapiName(c.api)}})

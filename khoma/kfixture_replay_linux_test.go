@@ -21,7 +21,7 @@ import (
 	"github.com/homa-go/homa/contract"
 )
 
-// TestKernelFixtureReplay feeds what the module handed back on the rig
+// TestReplayKernelFixtures feeds what the module handed back on the rig
 // (testdata/kernel/uapiNNN/*.txt.gz) to Sockets through a conn that
 // replays it: the recorded homa_recvmsg_args and homa_sendmsg_args bytes,
 // sockaddrs, lengths, errnos and receive-region bytes go through the
@@ -30,7 +30,7 @@ import (
 // exactly what it returned on the kernel. Each conn call must also ask
 // for what the real one asked (destination, lengths, argument bytes,
 // bpages given back).
-func TestKernelFixtureReplay(t *testing.T) {
+func TestReplayKernelFixtures(t *testing.T) {
 	files, err := filepath.Glob("testdata/kernel/uapi*/*.txt.gz")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no kernel fixtures in testdata/kernel (%v)", err)
@@ -234,10 +234,6 @@ func errOf(field string) error {
 func (c *replayConn) region() []byte { return c.buf }
 func (c *replayConn) uapi() UAPI     { return c.api }
 func (c *replayConn) free() error    { return nil }
-
-func (c *replayConn) info(int) (Info, error) {
-	return Info{}, errors.New("HOMAIOCINFO is not in the fixtures")
-}
 
 func (c *replayConn) sendmsg(dst netip.AddrPort, a *SendmsgArgs, data []byte) error {
 	e, ok := c.next("sendmsg")
