@@ -32,6 +32,9 @@ func TestKernelRecordFixtures(t *testing.T) {
 	api := c.api
 	c.close()
 	c.free()
+	if want := os.Getenv("HOMA_EXPECT_UAPI"); want != "" && want != uapiName(api) {
+		t.Fatalf("the module speaks uapi %s, HOMA_EXPECT_UAPI wants %s", uapiName(api), want)
+	}
 	for _, sc := range fxScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			r := &recorder{t: t}
