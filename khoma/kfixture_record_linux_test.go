@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +45,7 @@ func TestKernelRecordFixtures(t *testing.T) {
 				"scenario " + sc.name,
 				"uapi " + uapiName(api),
 				"module " + os.Getenv("HOMA_MODULE_COMMIT"),
+				"arch " + runtime.GOARCH,
 				"recorded " + time.Now().UTC().Format(time.RFC3339),
 			}}
 			r.mu.Lock()
