@@ -259,6 +259,15 @@ func (n *Net) Inject(src netip.Addr, dst netip.Addr, pkt []byte) {
 	n.push(event{at: n.now + n.cfg.Delay, kind: evPacket, src: from, dst: to, pkt: append([]byte(nil), pkt...)})
 }
 
+// Unreachable hands the endpoint an ICMP error about a packet it sent to
+// host dst, now: why is what the error reports and quoted is the packet
+// as the error quoted it, from its Homa header on (as the engine's socket
+// reads it from its error queue).
+func (e *Endpoint) Unreachable(why core.Unreachability, quoted []byte, dst netip.Addr) {
+	e.Core.Unreachable(why, quoted, dst, e.net.now, &e.out)
+	e.settle()
+}
+
 // After runs f at time now+d.
 func (n *Net) After(d time.Duration, f func()) {
 	n.push(event{at: n.now + max(d, 0), kind: evFunc, fn: f})

@@ -24,6 +24,10 @@
 #            (the capture only of failed runs, unless KEEP_PCAPS=1)
 #   idle     capture tap612 for 3 s without sending anything and count the
 #            packets by type (what the module still sends after a step)
+#   record   record khoma's kernel fixtures in the guest (HOMA_RECORD) and
+#            write them into khoma/testdata/kernel/uapi613 or uapi617 of
+#            this checkout (not a default step: it changes the checkout;
+#            see khoma/testdata/kernel/README.md)
 # Builds the test binaries into RIG_DIR/payload, (re)starts the guest,
 # runs the steps, stops the guest and every process it started. Needs
 # root (netns, raw sockets), tcpdump for `unbound`, `live` and `idle`.
@@ -210,6 +214,17 @@ run_unbound() {
 	tcpdump -r "$BIN/unbound.pcap" -nn 2>/dev/null | grep -q 'proto 146\|ip-proto-146'
 }
 
+run_record() {
+	local dir="$ROOT/khoma/testdata/kernel"
+	guest 300 "rm -rf /tmp/rec && mkdir /tmp/rec && cd /tmp && HOMA_EXPECT_UAPI=$EXPECT HOMA_RECORD=/tmp/rec HOMA_MODULE_COMMIT=$(cat "$RIG/src/COMMIT" 2>/dev/null) /payload/khoma.test -test.v -test.count=1 -test.run 'TestKernelRecordFixtures'" | grep -E '^(---|PASS|FAIL|ok|panic)|--- (PASS|FAIL)' || return 1
+	# The fixtures come back base64 over the agent's channel.
+	guest 60 "cd /tmp/rec && tar cf - uapi$EXPECT | gzip | base64" >"$BIN/rec.b64" || return 1
+	rm -rf "$dir/uapi$EXPECT" && mkdir -p "$dir" || return 1
+	base64 -d "$BIN/rec.b64" | tar xzf - -C "$dir" || return 1
+	echo "recorded into $dir/uapi$EXPECT:"
+	ls -l "$dir/uapi$EXPECT"
+}
+
 run_idle() {
 	ip netns exec "$NS" timeout 3 tcpdump -i tap612 -nn -U -w "$BIN/idle.pcap" 'icmp or ip proto 146' 2>/dev/null
 	echo "-- ICMP packets: $(tcpdump -r "$BIN/idle.pcap" -nn icmp 2>/dev/null | wc -l)"
@@ -224,7 +239,7 @@ run_idle() {
 
 for s in $STEPS; do
 	case $s in
-	khoma | sock | kcli | live | unbound | idle) step "$s" "run_$s" ;;
+	khoma | sock | kcli | live | unbound | idle | record) step "$s" "run_$s" ;;
 	*) echo "unknown step $s"; RESULT[$s]=FAIL ;;
 	esac
 done
