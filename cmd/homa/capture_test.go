@@ -141,7 +141,7 @@ func TestCaptureFile(t *testing.T) {
 func TestCaptureFileFields(t *testing.T) {
 	path := filepath.Join(captureDir, "05_host_req100_cutoff_version0_cutoffs.pcap")
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("no capture: %v", err)
+		t.Fatalf("the captures are in the repository (interop/testdata/linux-captures): %v", err)
 	}
 	code, out, errOut := runCaptureArgs(context.Background(), "--file", path, "--count", "2")
 	if code != 0 {
@@ -166,7 +166,7 @@ func TestCaptureFileFields(t *testing.T) {
 func TestCapturePortFilter(t *testing.T) {
 	path := filepath.Join(captureDir, "09_guest_client_req100x3_to_host_server.pcap")
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("no capture: %v", err)
+		t.Fatalf("the captures are in the repository (interop/testdata/linux-captures): %v", err)
 	}
 	for _, tc := range []struct {
 		ports string
@@ -304,7 +304,7 @@ func TestCaptureIPv6UDPAndBad(t *testing.T) {
 func TestCaptureWrite(t *testing.T) {
 	path := filepath.Join(captureDir, "12_guest_client_req100_host_slow_server_busy.pcap")
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("no capture: %v", err)
+		t.Fatalf("the captures are in the repository (interop/testdata/linux-captures): %v", err)
 	}
 	saved := filepath.Join(t.TempDir(), "busy.pcap")
 	code, out, errOut := runCaptureArgs(context.Background(), "--file", path, "--write", saved, "--count", "5")

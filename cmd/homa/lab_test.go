@@ -249,8 +249,12 @@ func TestLabTeardown(t *testing.T) {
 // TestLabCleanup deletes the namespaces of a lab whose process has died.
 func TestLabCleanup(t *testing.T) {
 	requireLab(t)
-	if stale, err := lab.Stale(); err != nil || len(stale) > 0 {
-		t.Skipf("skipping: it would delete the labs left by earlier runs, %v (%v)", stale, err)
+	left, err := lab.Stale()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Skipf("skipping: it would delete the labs left by earlier runs, %v; homa lab --cleanup deletes them", left)
 	}
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
