@@ -279,6 +279,9 @@ type BufferStats struct {
 	// Discards counts returned buffers the pool left to the garbage
 	// collector because their free list was full.
 	Discards uint64
+	// Trimmed counts free buffers the pool let go of because they went
+	// unused for a while (after a burst of load).
+	Trimmed uint64
 	// Free and FreeBytes are the buffers held in the free lists now and
 	// their capacity.
 	Free, FreeBytes uint64

@@ -2,7 +2,9 @@ package homa
 
 import (
 	"math/bits"
+	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/homa-go/homa/contract"
 )
@@ -20,8 +22,11 @@ const (
 type bufClass struct {
 	mu   sync.Mutex
 	free [][]byte
+	// low is the fewest buffers the free list held since the last trim:
+	// that many were not needed in the interval.
+	low int
 	// Counted under mu, which every get and put takes anyway.
-	gets, allocs, discards uint64
+	gets, allocs, discards, trimmed uint64
 }
 
 var bufClasses [maxClassShift - minClassShift + 1]bufClass
@@ -45,6 +50,7 @@ func getBuf(n int) []byte {
 		b := bc.free[k-1]
 		bc.free[k-1] = nil
 		bc.free = bc.free[:k-1]
+		bc.low = min(bc.low, k-1)
 		bc.mu.Unlock()
 		return b[:n]
 	}
@@ -70,6 +76,68 @@ func putBuf(b []byte) {
 	bc.mu.Unlock()
 }
 
+// The pool gives back what load left in it. About every trimEvery while
+// it holds free buffers, each class lets go of those it did not need in
+// the interval (its low-water mark): a pool in steady use keeps what it
+// uses, and one left idle after a burst empties within two intervals. The endpoints' timers call trimPool (see Endpoint.trimDue),
+// so no goroutine or timer of its own is needed, and an endpoint stops
+// asking once the pool is empty. When a trim empties the pool after it
+// let go of trimReturn bytes, the memory goes back to the operating
+// system at once rather than at the runtime's own pace.
+const (
+	trimEvery  = time.Second
+	trimReturn = 1 << 20
+)
+
+var trimState struct {
+	mu       sync.Mutex
+	last     time.Time
+	released uint64 // bytes let go of since the last return to the OS
+}
+
+// trimPool trims the pool unless it was trimmed less than trimEvery ago,
+// and reports whether it still holds free buffers.
+func trimPool() (holds bool) {
+	trimState.mu.Lock()
+	defer trimState.mu.Unlock()
+	now := time.Now()
+	if now.Sub(trimState.last) < trimEvery {
+		return true
+	}
+	trimState.last = now
+	freed, left := trimClasses()
+	trimState.released += freed
+	if left == 0 && trimState.released >= trimReturn {
+		trimState.released = 0
+		debug.FreeOSMemory()
+	}
+	return left > 0
+}
+
+// trimClasses lets go of each class's buffers unused since the last
+// trim, oldest first, and returns the bytes let go of and those still
+// free.
+func trimClasses() (freed, left uint64) {
+	for c := range bufClasses {
+		bc := &bufClasses[c]
+		size := uint64(1) << (c + minClassShift)
+		bc.mu.Lock()
+		if n := min(len(bc.free), bc.low); n > 0 {
+			// The free list is a stack: its bottom holds the buffers
+			// least recently used.
+			k := copy(bc.free, bc.free[n:])
+			clear(bc.free[k:])
+			bc.free = bc.free[:k]
+			bc.trimmed += uint64(n)
+			freed += uint64(n) * size
+		}
+		bc.low = len(bc.free)
+		left += uint64(len(bc.free)) * size
+		bc.mu.Unlock()
+	}
+	return freed, left
+}
+
 // ReadBufferStats returns a snapshot of the process's buffer pool.
 func ReadBufferStats() contract.BufferStats {
 	s := contract.BufferStats{Gets: cachedGets()}
@@ -81,6 +149,7 @@ func ReadBufferStats() contract.BufferStats {
 		s.Allocs += bc.allocs
 		s.AllocBytes += bc.allocs * size
 		s.Discards += bc.discards
+		s.Trimmed += bc.trimmed
 		s.Free += uint64(len(bc.free))
 		s.FreeBytes += uint64(len(bc.free)) * size
 		bc.mu.Unlock()

@@ -63,3 +63,46 @@ func TestBufferStats(t *testing.T) {
 		t.Errorf("%d buffers returned: kept %d, discarded %d", len(held), kept, s.Discards-before.Discards)
 	}
 }
+
+// TestTrimClasses: a trim lets go of the buffers of a class that went
+// unused since the last trim, oldest first, and keeps those the interval
+// needed; the next trim, with nothing needed, empties the class.
+func TestTrimClasses(t *testing.T) {
+	const size = 300 << 10 // the 512 KiB class, which the other tests leave alone
+	bc := &bufClasses[sizeClass(size)]
+	trimClasses()
+	trimClasses() // the class is empty now, whatever came before
+	var held [][]byte
+	for range 8 {
+		held = append(held, getBuf(size))
+	}
+	for _, b := range held {
+		putBuf(b)
+	}
+	trimClasses() // the 8 were in use during this interval: all kept
+	if n := len(bc.free); n != 8 {
+		t.Fatalf("after a trim following their use, %d buffers free, want the 8", n)
+	}
+	oldest := &bc.free[0][:1][0]
+	for range 3 { // an interval that needs 3 of them
+		b := getBuf(size)
+		putBuf(b)
+	}
+	b1, b2, b3 := getBuf(size), getBuf(size), getBuf(size)
+	putBuf(b1)
+	putBuf(b2)
+	putBuf(b3)
+	trimClasses()
+	if n := len(bc.free); n != 3 {
+		t.Fatalf("after an interval that needed 3 of 8, %d free, want 3", n)
+	}
+	for _, b := range bc.free {
+		if &b[:1][0] == oldest {
+			t.Error("the oldest buffer was kept; the newest should be")
+		}
+	}
+	trimClasses()
+	if n := len(bc.free); n != 0 {
+		t.Fatalf("after an idle interval, %d free, want 0", n)
+	}
+}

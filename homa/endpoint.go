@@ -53,6 +53,9 @@ type Endpoint struct {
 	timerAt time.Duration
 	timerOn bool
 	dueAt   atomic.Int64 // timerAt while timerOn, else 0: read by spinning readers (runDue)
+	// trimAt is when the endpoint next trims the process's buffer pool
+	// (0: not until it is busy again; see trimPool).
+	trimAt time.Duration
 	// behind says the last read filled its batch: more packets are
 	// likely waiting in the socket (see postpone).
 	behind bool
@@ -411,6 +414,7 @@ func (e *Endpoint) Abort(id uint64) error {
 // call produced, moves its packets into b (to be written once mu is
 // released), and arms the timer at the core's next deadline.
 func (e *Endpoint) settle(b *txBatch) {
+	busy := len(e.out.Messages) > 0 || len(e.out.Packets) > 0
 	for _, m := range e.out.Messages {
 		// A message handed to a waiting goroutine is that goroutine's at
 		// once (it may release it): read what taken needs before.
@@ -426,10 +430,29 @@ func (e *Endpoint) settle(b *txBatch) {
 	if e.closed {
 		return
 	}
-	if at, ok := e.core.Next(); ok && (!e.timerOn || at < e.timerAt) {
+	at, ok := e.core.Next()
+	if busy && e.trimAt == 0 {
+		e.trimAt = e.now() + trimEvery // busy again: trim the pool after a while
+	}
+	if e.trimAt != 0 && (!ok || e.trimAt < at) {
+		at, ok = e.trimAt, true
+	}
+	if ok && (!e.timerOn || at < e.timerAt) {
 		e.timerOn, e.timerAt = true, at
 		e.dueAt.Store(int64(max(at, 1)))
 		e.timer.Reset(max(at-e.now(), 0))
+	}
+}
+
+// trimDue trims the buffer pool if its time has come, and sets the next
+// trim while the pool holds free buffers. The caller holds mu.
+func (e *Endpoint) trimDue(now time.Duration) {
+	if e.trimAt == 0 || now < e.trimAt {
+		return
+	}
+	e.trimAt = 0
+	if trimPool() {
+		e.trimAt = now + trimEvery
 	}
 }
 
@@ -447,6 +470,7 @@ func (e *Endpoint) runDue(now time.Duration, b *txBatch) {
 	e.timer.Stop()
 	e.timerOn = false
 	e.dueAt.Store(0)
+	e.trimDue(now)
 	e.core.Tick(now, &e.out)
 	e.settle(b)
 	e.mu.Unlock()
@@ -502,7 +526,9 @@ func (e *Endpoint) timerLoop() {
 		if !e.closed {
 			e.timerOn = false
 			e.dueAt.Store(0)
-			e.core.Tick(e.now(), &e.out)
+			now := e.now()
+			e.trimDue(now)
+			e.core.Tick(now, &e.out)
 			e.settle(b)
 		}
 		e.mu.Unlock()

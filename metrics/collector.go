@@ -313,7 +313,7 @@ var definitions = []definition{
 // BufferCollector exports the statistics of the process's message buffer
 // pool, which every socket shares. Register one per process.
 type BufferCollector struct {
-	descs [6]*prometheus.Desc
+	descs [len(bufferDefs)]*prometheus.Desc
 }
 
 // NewBufferCollector returns a collector of the buffer pool's statistics.
@@ -325,7 +325,7 @@ func NewBufferCollector(constLabels prometheus.Labels) *BufferCollector {
 	return c
 }
 
-var bufferDefs = [6]struct {
+var bufferDefs = [...]struct {
 	name, help string
 	typ        prometheus.ValueType
 	read       func(s *sock.BufferStats) uint64
@@ -338,6 +338,8 @@ var bufferDefs = [6]struct {
 		func(s *sock.BufferStats) uint64 { return s.AllocBytes }},
 	{"buffer_discards_total", "Returned buffers left to the garbage collector because their free list was full.", prometheus.CounterValue,
 		func(s *sock.BufferStats) uint64 { return s.Discards }},
+	{"buffer_trimmed_total", "Free buffers the pool let go of after they went unused for a while.", prometheus.CounterValue,
+		func(s *sock.BufferStats) uint64 { return s.Trimmed }},
 	{"buffer_pool_buffers", "Buffers in the pool's free lists (not those in the endpoints' caches).", prometheus.GaugeValue,
 		func(s *sock.BufferStats) uint64 { return s.Free }},
 	{"buffer_pool_bytes", "Capacity of the buffers in the pool's free lists.", prometheus.GaugeValue,

@@ -107,6 +107,7 @@
 //	homa_buffer_allocations_total              of which the pool had to allocate
 //	homa_buffer_allocated_bytes_total          capacity of the allocated buffers
 //	homa_buffer_discards_total                 returned buffers dropped because their free list was full
+//	homa_buffer_trimmed_total                  free buffers let go of after going unused for a while (after load)
 //	homa_buffer_pool_buffers                   gauge: buffers in the pool's free lists (not the endpoints' caches)
 //	homa_buffer_pool_bytes                     gauge: their capacity
 package metrics
