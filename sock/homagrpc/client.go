@@ -353,7 +353,7 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 	// The request, with the call's id, which a cancel frame names to end
 	// the handler's context and the server names a response too long for
 	// one Homa message by.
-	h := reqHead{codec: ci.subtype, comp: ci.compressor, compressed: comp != nil, method: method, timeout: timeout, md: md, callID: c.newID()}
+	h := reqHead{codec: ci.subtype, comp: ci.compressor, compressed: comp != nil, method: method, timeout: timeout, md: md, callID: c.newID(), accept: acceptList(ci.compressor, c.opts.accept)}
 	buf := getBuffer()
 	frame, err := appendRequestHead(*buf, h)
 	if err != nil {
@@ -419,11 +419,16 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 	if err != nil {
 		return transportError(err)
 	}
-	if ci.header != nil {
-		*ci.header = parseMD(resp.header, resp.nHeader)
-	}
-	if st != nil {
-		st.inHeader(parseMD(resp.header, resp.nHeader), true)
+	msg := inMsg{data: resp.payload, compressed: resp.flags&respFlagCompressed != 0}
+	if resp.nHeader > 0 || ci.header != nil || st != nil {
+		header := parseMD(resp.header, resp.nHeader)
+		if comp, err = recvCompressor(header, comp); err != nil && msg.compressed {
+			return err
+		}
+		if ci.header != nil {
+			*ci.header = header
+		}
+		st.inHeader(header, true)
 	}
 	if ci.trailer != nil {
 		*ci.trailer = parseMD(resp.trailer, resp.nTrailer)
@@ -434,7 +439,6 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 		}
 		return responseStatus(resp).Err()
 	}
-	msg := inMsg{data: resp.payload, compressed: resp.flags&respFlagCompressed != 0}
 	if err := decodeMsg(ci.codec, comp, msg, recvLimit(ci.maxRecv), reply); err != nil {
 		return err
 	}

@@ -80,6 +80,19 @@
 // compressor answers codes.Unimplemented. Decompression stops at the
 // receiver's message limit, whatever the compressed size.
 //
+// A handler chooses another compressor for its responses with this
+// package's SetSendCompressor (grpc-go's grpc.SetSendCompressor accepts
+// only grpc-go's own transport stream, so it fails here; this one calls
+// it on other servers, so a handler registered through Mirror works on
+// both), with grpc-go's rules: the name must be registered and among
+// those the client accepts (ClientSupportedCompressors), or be
+// "identity" (no compression), and the header must not have been sent.
+// The client accepts its call's compressor, gzip when registered, and
+// those named by WithAcceptCompressors; the list travels as gRPC's does,
+// in a request metadata entry grpc-accept-encoding, and the server's
+// choice in a header entry grpc-encoding; both are taken out before the
+// handler or the caller sees the metadata.
+//
 // Stats handlers (stats.Handler, so OpenTelemetry's otelgrpc handlers):
 // WithStatsHandler on the client, StatsHandler on the server. They see
 // Begin, OutHeader, OutPayload, InHeader, InPayload, InTrailer or
@@ -105,7 +118,7 @@
 //	go gs.Serve(tcpListener)
 //
 // What is not: WaitForReady (there is no connection to wait for);
-// transport security; grpc.SetSendCompressor in handlers.
+// transport security; grpc.SetSendCompressor (use SetSendCompressor).
 //
 // Server lifecycle: Serve(sock) blocks while serving one socket (it may
 // be called for several); Stop cancels the handlers' contexts, closes the

@@ -38,7 +38,8 @@ import (
 //	offset size field
 //	0      1    version (1)
 //	1      1    kind (2: response)
-//	2      1    flags: 1 payload compressed (by the request's compressor)
+//	2      1    flags: 1 payload compressed (by the compressor the header
+//	            entry grpc-encoding names, else the request's)
 //	3      1    reserved (0)
 //	4      4    status code
 //	8      4    status message length S
@@ -135,6 +136,7 @@ type reqHead struct {
 	callID        uint64 // 0: none
 	timeout       time.Duration
 	md            metadata.MD
+	accept        string // compressors the caller accepts, comma-separated
 }
 
 // appendRequestHead appends a request's header and the fields that
@@ -181,6 +183,9 @@ func appendRequestHead(b []byte, h reqHead) ([]byte, error) {
 	b, n, err := appendMD(b, h.md)
 	if err != nil {
 		return b[:start], err
+	}
+	if h.accept != "" && n < maxMDEntries && h.md[acceptKey] == nil {
+		b, n = appendEntry(b, acceptKey, h.accept), n+1
 	}
 	binary.BigEndian.PutUint16(b[start+reqOffMDCount:], uint16(n))
 	binary.BigEndian.PutUint32(b[start+reqOffMDLen:], uint32(len(b)-mdStart))
@@ -353,14 +358,19 @@ func appendMD(b []byte, md metadata.MD) ([]byte, int, error) {
 			if uint64(len(v)) > math.MaxUint32 {
 				return b, 0, fmt.Errorf("homagrpc: metadata value of %q too long", k)
 			}
-			b = binary.BigEndian.AppendUint16(b, uint16(len(k)))
-			b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
-			b = append(b, k...)
-			b = append(b, v...)
+			b = appendEntry(b, k, v)
 			n++
 		}
 	}
 	return b, n, nil
+}
+
+// appendEntry appends one metadata entry, already validated.
+func appendEntry(b []byte, k, v string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(k)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+	b = append(b, k...)
+	return append(b, v...)
 }
 
 // checkMD checks that sec holds exactly n valid entries. It does not

@@ -77,6 +77,10 @@ func (s *Server) handle(l *listener, m *sock.Message) {
 	d := decoder{setup: cs, msg: inMsg{data: req.payload, compressed: req.flags&reqFlagCompressed != 0}, stats: cst}
 	resp, appErr := md.handler(md.svc.impl, ctx, d.decode, s.opts.interceptor)
 	header, trailer := st.finish()
+	if st.sendComp != "" {
+		cs.sendComp = sendCompressor(st.sendComp)
+		header = withEncoding(header, st.sendComp, cs.compName)
+	}
 
 	var sts2 *status.Status // nil: OK, with the response
 	switch {
@@ -126,7 +130,8 @@ func (s *Server) lookup(l *listener, req request) (*method, *status.Status) {
 // setup is how one call's messages are encoded and decoded.
 type setup struct {
 	codec    encoding.CodecV2
-	comp     encoding.Compressor
+	comp     encoding.Compressor // the request's messages
+	sendComp encoding.Compressor // the response's: comp, unless SetSendCompressor
 	compName string
 	maxRecv  int
 	maxSend  int
@@ -145,6 +150,7 @@ func (s *Server) callSetup(req request) (setup, *status.Status) {
 		if cs.comp = encoding.GetCompressor(cs.compName); cs.comp == nil {
 			return cs, status.Newf(codes.Unimplemented, "grpc: Decompressor is not installed for grpc-encoding %q", req.comp)
 		}
+		cs.sendComp = cs.comp
 	}
 	return cs, nil
 }
@@ -163,6 +169,9 @@ func (s *Server) handlerContext(l *listener, from netip.AddrPort, req request, t
 	var incoming metadata.MD
 	if req.mdCount > 0 {
 		incoming = parseMD(req.md, req.mdCount)
+		if a, ok := ts.(sendCompressorSetter); ok {
+			a.setAccepts(takeAccept(incoming))
+		}
 	}
 	ctx = metadata.NewIncomingContext(ctx, incoming)
 	ctx = grpc.NewContextWithServerTransportStream(ctx, ts)
@@ -235,7 +244,7 @@ func (s *Server) reply(l *listener, m *sock.Message, st *status.Status, header, 
 func appendResponse(b []byte, st *status.Status, header, trailer metadata.MD, cs setup, resp any) []byte {
 	if st == nil {
 		flags := byte(0)
-		if cs.comp != nil {
+		if cs.sendComp != nil {
 			flags = respFlagCompressed
 		}
 		f, err := appendResponseHead(b, flags, 0, "", nil, header, trailer)
@@ -249,8 +258,8 @@ func appendResponse(b []byte, st *status.Status, header, trailer metadata.MD, cs
 			st = status.Newf(codes.Internal, "grpc: error while marshaling: %v", err)
 		case cs.maxSend >= 0 && n > cs.maxSend:
 			st = status.Newf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, cs.maxSend)
-		case cs.comp != nil:
-			z, err := compress(cs.comp, f[start:])
+		case cs.sendComp != nil:
+			z, err := compress(cs.sendComp, f[start:])
 			if err == nil {
 				return append(f[:start], z...)
 			}
@@ -309,6 +318,21 @@ type serverStream struct {
 	trailer    metadata.MD
 	headerSent bool
 	done       bool
+	accepts    []string // the client's compressors
+	sendComp   string   // SetSendCompressor's choice; empty: none
+}
+
+func (s *serverStream) clientAccepts() []string   { return s.accepts }
+func (s *serverStream) setAccepts(names []string) { s.accepts = names }
+
+func (s *serverStream) setSendCompressor(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done || s.headerSent {
+		return errHeaderSent
+	}
+	s.sendComp = name
+	return nil
 }
 
 var errStreamDone = status.Error(codes.Internal, "homagrpc: the call has ended, or its header was already sent")

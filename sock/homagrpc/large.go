@@ -134,6 +134,7 @@ func (l *listener) continueAsStream(m *sock.Message, callID uint64, frame []byte
 // into a stream: m is its first part.
 func (c *ClientConn) finishLarge(ctx context.Context, target netip.AddrPort, id uint64, m *sock.Message, ci *callInfo, comp encoding.Compressor, st *callStats, reply any) error {
 	msg, header, trailer, err := c.pullRest(ctx, target, id, m, recvLimit(ci.maxRecv))
+	comp, cerr := recvCompressor(header, comp)
 	if ci.header != nil {
 		*ci.header = header
 	}
@@ -143,6 +144,9 @@ func (c *ClientConn) finishLarge(ctx context.Context, target netip.AddrPort, id 
 	}
 	if err != nil {
 		return err
+	}
+	if cerr != nil {
+		return cerr
 	}
 	if err := decodeMsg(ci.codec, comp, msg, recvLimit(ci.maxRecv), reply); err != nil {
 		return err

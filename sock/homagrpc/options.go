@@ -17,6 +17,7 @@ type dialOptions struct {
 	streamInt   grpc.StreamClientInterceptor // the chain, or nil
 	streamChain []grpc.StreamClientInterceptor
 	callOptions []grpc.CallOption
+	accept      []string // WithAcceptCompressors
 	windowSize  int
 	statsHs     []stats.Handler
 	balancer    Balancer
@@ -87,6 +88,14 @@ func WithChainUnaryInterceptor(is ...grpc.UnaryClientInterceptor) DialOption {
 		o.chain = append(o.chain, is...)
 		o.interceptor = chainClient(o.chain)
 	}
+}
+
+// WithAcceptCompressors names compressors, besides the call's own and
+// gzip (when registered), that the client advertises for the server's
+// responses (see SetSendCompressor). Names not registered in package
+// encoding when a call starts are left out.
+func WithAcceptCompressors(names ...string) DialOption {
+	return func(o *dialOptions) { o.accept = append(o.accept, names...) }
 }
 
 // WithDefaultCallOptions sets call options applied before those of each

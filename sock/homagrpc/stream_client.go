@@ -29,9 +29,12 @@ type clientStream struct {
 	target netip.AddrPort
 	desc   *grpc.StreamDesc
 	ci     callInfo
-	comp   encoding.Compressor
-	id     uint64
-	ctx    context.Context // the caller's
+	comp   encoding.Compressor // the messages sent
+	// recvComp is the compressor of the messages received: comp, unless
+	// the server's header names another.
+	recvComp encoding.Compressor
+	id       uint64
+	ctx      context.Context // the caller's
 	// rpcCtx ends when the stream does; the frames' RPCs wait in it.
 	rpcCtx context.Context
 	endRPC context.CancelFunc
@@ -91,7 +94,7 @@ func (c *ClientConn) newClientStream(ctx context.Context, desc *grpc.StreamDesc,
 		}
 	}
 	cs := &clientStream{
-		c: c, target: target, desc: desc, ci: *ci, comp: comp, ctx: ctx,
+		c: c, target: target, desc: desc, ci: *ci, comp: comp, recvComp: comp, ctx: ctx,
 		id:       c.newID(),
 		in:       newInQueue(c.opts.window(), recvLimit(ci.maxRecv), 0, nil),
 		out:      outQueue{limit: initialCredit},
@@ -101,7 +104,7 @@ func (c *ClientConn) newClientStream(ctx context.Context, desc *grpc.StreamDesc,
 	}
 	cs.in.limit = cs.in.grant()
 	cs.in.told = cs.in.limit
-	cs.open, err = appendRequestHead(nil, reqHead{codec: ci.subtype, comp: ci.compressor, method: method, timeout: timeout, md: md})
+	cs.open, err = appendRequestHead(nil, reqHead{codec: ci.subtype, comp: ci.compressor, method: method, timeout: timeout, md: md, accept: acceptList(ci.compressor, c.opts.accept)})
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -361,7 +364,12 @@ func (cs *clientStream) take(r streamResp, ref *frameRef) error {
 	cs.out.setLimit(r.credit)
 	if r.flags&srespFlagHeader != 0 && !cs.gotHeader {
 		cs.header, cs.gotHeader = parseMD(r.resp.header, r.resp.nHeader), true
+		var err error
+		cs.recvComp, err = recvCompressor(cs.header, cs.comp)
 		close(cs.headerCh)
+		if err != nil {
+			return err
+		}
 		if cs.stats != nil {
 			cs.stats.inHeader(cs.header, true)
 		}
@@ -526,8 +534,9 @@ func (cs *clientStream) RecvMsg(m any) error {
 	if cs.in.due() {
 		signal(cs.work)
 	}
+	rc := cs.recvComp
 	cs.mu.Unlock()
-	err = decodeMsg(cs.ci.codec, cs.comp, msg, recvLimit(cs.ci.maxRecv), m)
+	err = decodeMsg(cs.ci.codec, rc, msg, recvLimit(cs.ci.maxRecv), m)
 	msg.done()
 	if err != nil {
 		cs.abandon(err)

@@ -56,7 +56,8 @@ type sstream struct {
 	trailer    metadata.MD
 	end        *status.Status // the handler's result, once it returned
 	endSent    bool
-	gone       bool // removed from the listener
+	gone       bool     // removed from the listener
+	accepts    []string // the client's compressors
 
 	recvSig chan struct{}
 	sendSig chan struct{}
@@ -424,6 +425,20 @@ func (ss *sstream) SetTrailer(md metadata.MD) {
 	}
 }
 
+func (ss *sstream) clientAccepts() []string   { return ss.accepts }
+func (ss *sstream) setAccepts(names []string) { ss.accepts = names }
+
+func (ss *sstream) setSendCompressor(name string) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.headerSent || ss.end != nil {
+		return errHeaderSent
+	}
+	ss.sendComp = sendCompressor(name)
+	ss.header = withEncoding(ss.header, name, ss.compName)
+	return nil
+}
+
 // transportStream is a stream as the handler's
 // grpc.ServerTransportStream, for grpc.SetHeader and the like.
 type transportStream struct{ *sstream }
@@ -441,7 +456,10 @@ func (t transportStream) SetTrailer(md metadata.MD) error {
 // SendMsg queues m for the client's pulls; it waits while the client's
 // credit is used up.
 func (ss *sstream) SendMsg(m any) error {
-	data, buf, err := encodeMsg(ss.codec, ss.comp, m, ss.maxSend)
+	ss.mu.Lock()
+	comp := ss.sendComp
+	ss.mu.Unlock()
+	data, buf, err := encodeMsg(ss.codec, comp, m, ss.maxSend)
 	if err != nil {
 		return err
 	}
@@ -470,7 +488,7 @@ func (ss *sstream) SendMsg(m any) error {
 		ss.headerSent, ss.headerDue = true, true
 		ss.stats.outHeader(ss.header)
 	}
-	ss.out.push(data, ss.comp != nil, buf)
+	ss.out.push(data, comp != nil, buf)
 	ss.stats.outPayload(m, data)
 	a := ss.flush(false)
 	ss.mu.Unlock()
