@@ -43,11 +43,12 @@ func WithBalancer(b Balancer) DialOption {
 type picker struct {
 	b       Balancer
 	targets []netip.AddrPort
+	ready   []atomic.Bool // by target: it answered since it was last found unavailable
 	next    atomic.Uint64 // RoundRobin: the next call's; PickFirst: the current
 }
 
 func newPicker(b Balancer, targets []netip.AddrPort) picker {
-	return picker{b: b, targets: targets}
+	return picker{b: b, targets: targets, ready: make([]atomic.Bool, len(targets))}
 }
 
 func (p *picker) pick() netip.AddrPort {
@@ -63,12 +64,39 @@ func (p *picker) pick() netip.AddrPort {
 // unavailable moves a PickFirst picker past target after a call to it
 // found it unavailable.
 func (p *picker) unavailable(target netip.AddrPort) {
+	if i := p.index(target); i >= 0 {
+		p.ready[i].Store(false)
+	}
 	if p.b != PickFirst || len(p.targets) == 1 {
 		return
 	}
 	cur := p.next.Load()
 	if p.targets[cur%uint64(len(p.targets))] == target {
 		p.next.CompareAndSwap(cur, cur+1)
+	}
+}
+
+// index is target's place in the list, or -1.
+func (p *picker) index(target netip.AddrPort) int {
+	for i, t := range p.targets {
+		if t == target {
+			return i
+		}
+	}
+	return -1
+}
+
+// isReady reports whether target answered since it was last found
+// unavailable (see WaitForReady in ready.go).
+func (p *picker) isReady(target netip.AddrPort) bool {
+	i := p.index(target)
+	return i >= 0 && p.ready[i].Load()
+}
+
+// setReady records that target answered.
+func (p *picker) setReady(target netip.AddrPort) {
+	if i := p.index(target); i >= 0 && !p.ready[i].Load() {
+		p.ready[i].Store(true)
 	}
 }
 

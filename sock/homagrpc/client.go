@@ -169,7 +169,10 @@ func (c *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, _ *gr
 	if err := ctx.Err(); err != nil {
 		return nil, transportError(err)
 	}
-	target := c.picker.pick()
+	target, err := c.pickReady(ctx, ci.waitForReady)
+	if err != nil {
+		return nil, err
+	}
 	if ci.peer != nil {
 		ci.peer.Addr = Addr(target)
 		ci.peer.LocalAddr = Addr(c.s.LocalAddr())
@@ -244,11 +247,12 @@ type callInfo struct {
 	peer       *peer.Peer
 	creds      []grpc.PerRPCCredsCallOption
 	onFinish   []func(error)
+	// waitForReady: grpc.WaitForReady(true), see ready.go.
+	waitForReady bool
 }
 
 // apply applies one call option. Options that have no meaning over Homa
-// (WaitForReady, static method, retry buffer, authority)
-// are ignored.
+// (static method, retry buffer, authority) are ignored.
 func (ci *callInfo) apply(o grpc.CallOption) error {
 	switch o := o.(type) {
 	case grpc.HeaderCallOption:
@@ -273,6 +277,8 @@ func (ci *callInfo) apply(o grpc.CallOption) error {
 		ci.codec = codecV1{o.Codec}
 	case grpc.CompressorCallOption:
 		ci.compressor = o.CompressorType
+	case grpc.FailFastCallOption:
+		ci.waitForReady = !o.FailFast
 	}
 	return nil
 }
@@ -312,16 +318,19 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 	if err != nil {
 		return err
 	}
-	target := c.picker.pick()
-	if ci.peer != nil {
-		ci.peer.Addr = Addr(target)
-		ci.peer.LocalAddr = Addr(c.s.LocalAddr())
-	}
 	if c.closed.Load() {
 		return failure(codes.Canceled, sock.ErrClosed, "homagrpc: the client connection is closing")
 	}
 	if err := ctx.Err(); err != nil {
 		return transportError(err)
+	}
+	target, err := c.pickReady(ctx, ci.waitForReady)
+	if err != nil {
+		return err
+	}
+	if ci.peer != nil {
+		ci.peer.Addr = Addr(target)
+		ci.peer.LocalAddr = Addr(c.s.LocalAddr())
 	}
 	comp, err := compressor(ci.compressor)
 	if err != nil {
@@ -415,6 +424,7 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 		}
 		return err
 	}
+	c.picker.setReady(target)
 	resp, err := parseResponse(m.Data)
 	if err != nil {
 		return transportError(err)

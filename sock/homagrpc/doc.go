@@ -117,8 +117,20 @@
 //	go hs.Serve(homaSocket)
 //	go gs.Serve(tcpListener)
 //
-// What is not: WaitForReady (there is no connection to wait for);
-// transport security; grpc.SetSendCompressor (use SetSendCompressor).
+// grpc.WaitForReady(true): a call or stream waits for a ready server,
+// until its context ends, instead of failing at once when none answers
+// (a server that has not started yet, say). Homa has no connections, so
+// ready means a server that answers: one that answered a call or a
+// probe since a call last found it unavailable. Before a call goes to a
+// server not known ready, the client probes it (a cancel frame naming
+// no call, which a server answers at once), moves to the next server
+// when the probe fails, and backs off between rounds of the servers
+// (20 ms growing to 2 s). Once a server is ready, the call is sent and
+// fails as any other. Without the option nothing changes: no probe, and
+// a call to an absent server fails with Unavailable.
+//
+// What is not: transport security; grpc.SetSendCompressor (use this
+// package's SetSendCompressor).
 //
 // Server lifecycle: Serve(sock) blocks while serving one socket (it may
 // be called for several); Stop cancels the handlers' contexts, closes the

@@ -1,0 +1,91 @@
+package homagrpc_test
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+
+	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/internal/testkit/socktest"
+	"github.com/homa-go/homa/sock/homagrpc"
+)
+
+// With grpc.WaitForReady(true) a call made while no server answers waits
+// for one (or for its context) instead of failing; without it the call
+// fails with Unavailable, as before.
+func TestWaitForReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := memnet.New(memnet.Config{})
+		defer nw.Close()
+		addrs := []netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:4000"), netip.MustParseAddrPort("10.0.0.3:4000")}
+		conn, err := socktest.OpenMem(nw, netip.AddrPortFrom(clientHost, 0), testConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		cc, err := homagrpc.NewClientConnTarget(conn, addrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := testpb.NewTestServiceClient(cc)
+		ready := grpc.WaitForReady(true)
+
+		_, err = c.UnaryCall(context.Background(), &testpb.SimpleRequest{})
+		wantCode(t, "no server, fail fast", err, codes.Unavailable)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_, err = c.UnaryCall(ctx, &testpb.SimpleRequest{}, ready)
+		cancel()
+		wantCode(t, "no server, wait for ready", err, codes.DeadlineExceeded)
+		ctx, cancel = context.WithTimeout(context.Background(), 3*time.Second)
+		_, err = c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{}, ready)
+		cancel()
+		wantCode(t, "no server, stream, wait for ready", err, codes.DeadlineExceeded)
+
+		// Calls that wait, and a server that comes up at the second
+		// address meanwhile.
+		done := make(chan error, 2)
+		ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		go func() {
+			_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 7}, ready)
+			done <- err
+		}()
+		go func() {
+			st, err := c.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{ResponseParameters: []*testpb.ResponseParameters{{Size: 3}}}, ready)
+			if err == nil {
+				_, err = st.Recv()
+			}
+			done <- err
+		}()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("a call waiting for ready ended before any server served: %v", err)
+		default:
+		}
+		srvSock, err := socktest.OpenMem(nw, addrs[1], testConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := homagrpc.NewServer()
+		testpb.RegisterTestServiceServer(srv, &streamService{})
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(srvSock) }()
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("call waiting for ready: %v", err)
+			}
+		}
+		srv.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+}
