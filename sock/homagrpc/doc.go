@@ -254,7 +254,11 @@
 // the handler has returned: the server keeps it as a stream that has
 // ended, named by the call's id (every unary request carries one), and
 // answers the request as it would a pull, with the header metadata and
-// the first chunks; the client pulls the rest. Either way the receiver
+// the first chunks; the client pulls the rest. Until it is pulled (or
+// its client is taken as gone) the response counts against the server's
+// MaxStreamMemory, with what its streams hold unread: one that does not
+// fit fails the call with ResourceExhausted. (It is still encoded whole
+// first, within MaxSendMsgSize, as grpc-go encodes a message.) Either way the receiver
 // commits memory only for bytes that arrived, within its message limit
 // and the credit it gave; no length a peer announces reserves anything
 // (the frames carry no message lengths at all: a message ends with the

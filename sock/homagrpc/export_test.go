@@ -23,3 +23,10 @@ func StreamResponseCodeForTest(msg []byte) codes.Code {
 
 // StreamMemoryForTest is what the server's streams hold of its budget.
 func StreamMemoryForTest(s *Server) int64 { return s.streamMem.used.Load() }
+
+// AppendRequestForTest appends a unary request frame for method with
+// the call id and the encoded request payload.
+func AppendRequestForTest(b []byte, callID uint64, method string, payload []byte) []byte {
+	b, _ = appendRequestHead(b, reqHead{method: method, callID: callID})
+	return append(b, payload...)
+}

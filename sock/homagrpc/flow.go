@@ -217,6 +217,9 @@ type outQueue struct {
 	pending int    // bytes not yet sent
 	sent    uint64 // bytes sent
 	limit   uint64 // the peer's credit
+	// budget, when set, holds the bytes pending: a unary response too
+	// long for one Homa message, waiting to be pulled.
+	budget *memBudget
 }
 
 // full reports whether a sender must wait before queueing more: what
@@ -243,6 +246,13 @@ func (q *outQueue) need() int { return q.pending + chunkHeaderLen*len(q.msgs) }
 // in room bytes of chunks.
 func (q *outQueue) fitsAll(room int) bool {
 	return q.need() <= room && q.sent+uint64(q.pending) <= q.limit
+}
+
+// drop forgets the messages not sent, giving their bytes back to the
+// budget.
+func (q *outQueue) drop() {
+	q.budget.give(q.pending)
+	*q = outQueue{}
 }
 
 // empty reports whether every message went out.
@@ -278,6 +288,7 @@ func (q *outQueue) fill(b []byte, room int) []byte {
 		b = append(b, m.data[q.off:q.off+n]...)
 		q.sent += uint64(n)
 		q.pending -= n
+		q.budget.give(n)
 		q.off += n
 		if !last {
 			return b

@@ -223,9 +223,15 @@ func (s *Server) replyStatus(l *listener, m *sock.Message, st *status.Status) {
 func (s *Server) reply(l *listener, m *sock.Message, st *status.Status, header, trailer metadata.MD, cs setup, resp any, callID uint64) (taken bool) {
 	buf := getBuffer()
 	frame := appendResponse(*buf, st, header, trailer, cs, resp)
-	if len(frame) > maxFrame && l.continueAsStream(m, callID, frame) {
-		putBuffer(buf, frame)
-		return true
+	if len(frame) > maxFrame {
+		taken, refused := l.continueAsStream(m, callID, frame)
+		if taken {
+			putBuffer(buf, frame)
+			return true
+		}
+		if refused != nil {
+			frame = appendStatusResponse(frame[:0], refused, nil, header, trailer)
+		}
 	}
 	err := l.s.Reply(m, frame)
 	if errors.Is(err, sock.ErrMessageTooLong) {

@@ -106,15 +106,22 @@ func transportErrorOrStatus(err error) error {
 
 // continueAsStream keeps a unary response too long for one Homa message
 // (frame, a response frame with status OK) as a stream that has ended,
-// and answers the request m with its first part. It reports whether it
-// took m; when it did not, the caller answers m.
-func (l *listener) continueAsStream(m *sock.Message, callID uint64, frame []byte) bool {
+// and answers the request m with its first part. Until the client has
+// pulled it, the response counts against the server's MaxStreamMemory;
+// one that does not fit is refused with st (ResourceExhausted). It
+// reports whether it took m; when it did not, the caller answers m (with
+// st when set).
+func (l *listener) continueAsStream(m *sock.Message, callID uint64, frame []byte) (taken bool, st *status.Status) {
 	r, err := parseResponse(frame)
 	if err != nil || r.code != 0 || callID == 0 {
-		return false
+		return false, nil
+	}
+	budget := &l.srv.streamMem
+	if !budget.take(len(r.payload)) {
+		return false, status.Newf(codes.ResourceExhausted, "homagrpc: a response of %d bytes does not fit in what the server's streams may hold (MaxStreamMemory, %d bytes)", len(r.payload), budget.limit)
 	}
 	ss := &sstream{l: l, key: streamKey{m.Peer, callID}, heard: time.Now(),
-		out:     outQueue{limit: maxFrame},
+		out:     outQueue{limit: maxFrame, budget: budget},
 		recvSig: make(chan struct{}, 1), sendSig: make(chan struct{}, 1),
 		header: parseMD(r.header, r.nHeader), headerSent: true, headerDue: true,
 		trailer: parseMD(r.trailer, r.nTrailer), end: status.New(codes.OK, ""),
@@ -123,11 +130,12 @@ func (l *listener) continueAsStream(m *sock.Message, callID uint64, frame []byte
 	ss.ctx, ss.cancel = context.WithCancelCause(l.srv.handlerCtx)
 	ss.out.push(append([]byte(nil), r.payload...), r.flags&respFlagCompressed != 0, nil)
 	if l.addStream(ss) != nil {
+		ss.out.drop()
 		ss.cancel(nil)
-		return false
+		return false, nil
 	}
 	ss.frame(m, streamReq{op: opPull, credit: maxFrame})
-	return true
+	return true, nil
 }
 
 // finishLarge completes a unary call whose response the server turned

@@ -149,9 +149,12 @@ const defaultStreamMemory = 256 << 20
 
 // MaxStreamMemory bounds the bytes of messages that all the server's
 // streams (and unary calls too long for one Homa message) hold received
-// and not yet read by their handlers (default 256 MiB). A stream whose
-// bytes would pass it fails with codes.ResourceExhausted. Each stream
-// holds at most its window and one message; this bounds them together.
+// and not yet read by their handlers, together with the unary responses
+// too long for one Homa message that wait for their clients to pull them
+// (default 256 MiB). A stream whose bytes would pass it fails with
+// codes.ResourceExhausted, and so does a unary call whose long response
+// does not fit. Each stream holds at most its window and one message;
+// this bounds them together.
 func MaxStreamMemory(n int64) ServerOption {
 	return func(o *serverOptions) {
 		if n > 0 {

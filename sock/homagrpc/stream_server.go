@@ -262,7 +262,7 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 			if ss.end == nil {
 				ss.end = st
 			}
-			ss.out = outQueue{}
+			ss.out.drop()
 			ss.in.drop()
 			a := ss.flush(true)
 			ss.mu.Unlock()

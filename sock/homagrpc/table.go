@@ -63,6 +63,7 @@ func (l *listener) removeStream(ss *sstream) {
 	ss.mu.Lock()
 	ss.gone = true
 	ss.in.drop()
+	ss.out.drop()
 	as := [2]answer{ss.flushHeld(), ss.flushPull(true)}
 	ss.mu.Unlock()
 	for _, a := range as {
