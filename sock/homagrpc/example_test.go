@@ -7,9 +7,11 @@ import (
 	"io"
 	"log"
 	"net/netip"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding/gzip"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
@@ -133,4 +135,45 @@ func ExampleDialTarget() {
 	fmt.Println(cc.Targets())
 	// Output:
 	// [127.0.0.1:27331 127.0.0.1:27332]
+}
+
+// gzipReplies answers in gzip when its client accepts it, whatever
+// compressed the request.
+type gzipReplies struct {
+	testpb.UnimplementedTestServiceServer
+}
+
+func (gzipReplies) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	names, _ := homagrpc.ClientSupportedCompressors(ctx)
+	if slices.Contains(names, gzip.Name) { // every client with gzip registered
+		if err := homagrpc.SetSendCompressor(ctx, gzip.Name); err != nil {
+			return nil, err
+		}
+	}
+	return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: make([]byte, req.GetResponseSize())}}, nil
+}
+
+// A handler chooses its responses' compressor. SetSendCompressor works
+// in handlers served by grpc-go too, so one registration through Mirror
+// serves both.
+func ExampleSetSendCompressor() {
+	srv := homagrpc.NewServer()
+	testpb.RegisterTestServiceServer(srv, gzipReplies{})
+}
+
+// A call that waits for its server: made before the server answers (it
+// may be starting), it waits, probing, until one does or its context
+// ends, instead of failing with Unavailable.
+func ExampleClientConn_waitForReady() {
+	cc, err := homagrpc.Dial(netip.MustParseAddrPort("127.0.0.1:27333"), &sock.Config{Transport: sock.UDP})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = testpb.NewTestServiceClient(cc).EmptyCall(ctx, &testpb.Empty{}, grpc.WaitForReady(true))
+	fmt.Println(status.Code(err)) // nothing listens: the deadline ends the wait
+	// Output:
+	// DeadlineExceeded
 }

@@ -78,6 +78,9 @@ func (c *ClientConn) probe(ctx context.Context, target netip.AddrPort) error {
 	if err != nil {
 		return transportError(err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.closeCtx, cancel)()
 	m, err := c.s.Recv(ctx, rid)
 	if err != nil {
 		_ = c.s.Abort(rid)

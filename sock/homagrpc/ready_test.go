@@ -2,6 +2,7 @@ package homagrpc_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"testing/synctest"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/internal/testkit/socktest"
+	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/homagrpc"
 )
 
@@ -88,4 +90,55 @@ func TestWaitForReady(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
+}
+
+// Over UDP on loopback a port nobody holds refuses at once
+// (ErrNoListener): a call fails with Unavailable, unless it waits for
+// ready, and then a server that opens the port later serves it.
+func TestWaitForReadyRefused(t *testing.T) {
+	cfg := sock.Config{Transport: sock.UDP}
+	s := socktest.OpenServer(t, "127.0.0.1", 27460, &cfg)
+	addr := s.LocalAddr()
+	s.Close() // refused from now on
+	cc, err := homagrpc.Dial(addr, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := testpb.NewTestServiceClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	_, err = c.UnaryCall(ctx, &testpb.SimpleRequest{})
+	wantCode(t, "a refusing port, fail fast", err, codes.Unavailable)
+	if !errors.Is(err, sock.ErrNoListener) {
+		t.Errorf("a refusing port: %v, want ErrNoListener", err)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 5}, grpc.WaitForReady(true))
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // some probes refused meanwhile
+	select {
+	case err := <-done:
+		t.Fatalf("a call waiting for ready ended before any server served: %v", err)
+	default:
+	}
+	s2, err := sock.Open(addr, &cfg)
+	if err != nil {
+		t.Skipf("reopening %v: %v", addr, err)
+	}
+	srv := homagrpc.NewServer()
+	testpb.RegisterTestServiceServer(srv, &testService{})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(s2) }()
+	if err := <-done; err != nil {
+		t.Errorf("call waiting for ready: %v", err)
+	}
+	srv.Stop()
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
 }
