@@ -36,6 +36,9 @@ type ClientConn struct {
 	invoker grpc.UnaryInvoker // c.invoke, bound once
 	picker  picker
 	nextID  atomic.Uint64 // call and stream ids
+	// accept is what calls without a compressor of their own advertise
+	// in grpc-accept-encoding (compressors register at init time).
+	accept string
 
 	// closeCtx ends at Close; streams and cancel frames wait in it.
 	closeCtx    context.Context
@@ -86,6 +89,7 @@ func newClientConn(s *sock.Socket, targets []netip.AddrPort, opts []DialOption) 
 		o(&c.opts)
 	}
 	c.invoker = c.invoke
+	c.accept = acceptList("", c.opts.accept)
 	c.picker = newPicker(c.opts.balancer, targets)
 	c.nextID.Store(rand.Uint64() >> 1)
 	c.closeCtx, c.closeCancel = context.WithCancel(context.Background())
@@ -362,7 +366,7 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 	// The request, with the call's id, which a cancel frame names to end
 	// the handler's context and the server names a response too long for
 	// one Homa message by.
-	h := reqHead{codec: ci.subtype, comp: ci.compressor, compressed: comp != nil, method: method, timeout: timeout, md: md, callID: c.newID(), accept: acceptList(ci.compressor, c.opts.accept)}
+	h := reqHead{codec: ci.subtype, comp: ci.compressor, compressed: comp != nil, method: method, timeout: timeout, md: md, callID: c.newID(), accept: c.acceptFor(ci.compressor)}
 	buf := getBuffer()
 	frame, err := appendRequestHead(*buf, h)
 	if err != nil {

@@ -324,11 +324,11 @@ type serverStream struct {
 	trailer    metadata.MD
 	headerSent bool
 	done       bool
-	accepts    []string // the client's compressors
+	accepts    []string // the client's grpc-accept-encoding values
 	sendComp   string   // SetSendCompressor's choice; empty: none
 }
 
-func (s *serverStream) clientAccepts() []string   { return s.accepts }
+func (s *serverStream) clientAccepts() []string   { return parseAccept(s.accepts) }
 func (s *serverStream) setAccepts(names []string) { s.accepts = names }
 
 func (s *serverStream) setSendCompressor(name string) error {

@@ -56,7 +56,7 @@ func ClientSupportedCompressors(ctx context.Context) ([]string, error) {
 	if !ok {
 		return grpc.ClientSupportedCompressors(ctx)
 	}
-	return slices.Clone(sc.clientAccepts()), nil
+	return sc.clientAccepts(), nil
 }
 
 // sendCompressorSetter is a homagrpc transport stream.
@@ -106,13 +106,15 @@ func withEncoding(header metadata.MD, name, reqComp string) metadata.MD {
 }
 
 // takeAccept removes the client's accepted compressors from a request's
-// metadata and returns them.
+// metadata and returns the entries' values (see parseAccept).
 func takeAccept(md metadata.MD) []string {
 	vs := md[acceptKey]
-	if vs == nil {
-		return nil
-	}
 	delete(md, acceptKey)
+	return vs
+}
+
+// parseAccept returns the names the grpc-accept-encoding values vs list.
+func parseAccept(vs []string) []string {
 	var names []string
 	for _, v := range vs {
 		for n := range strings.SplitSeq(v, ",") {
@@ -142,6 +144,19 @@ func recvCompressor(header metadata.MD, comp encoding.Compressor) (encoding.Comp
 		return nil, status.Errorf(codes.Internal, "grpc: Decompressor is not installed for grpc-encoding %q", name)
 	}
 	return c, nil
+}
+
+// acceptFor is what a call compressed by comp advertises.
+func (c *ClientConn) acceptFor(comp string) string {
+	if comp == "" || comp == encoding.Identity {
+		return c.accept
+	}
+	for n := range strings.SplitSeq(c.accept, ",") {
+		if n == comp {
+			return c.accept
+		}
+	}
+	return acceptList(comp, c.opts.accept)
 }
 
 // acceptList is what a client advertises: the call's compressor, gzip

@@ -104,7 +104,7 @@ func (c *ClientConn) newClientStream(ctx context.Context, desc *grpc.StreamDesc,
 	}
 	cs.in.limit = cs.in.grant()
 	cs.in.told = cs.in.limit
-	cs.open, err = appendRequestHead(nil, reqHead{codec: ci.subtype, comp: ci.compressor, method: method, timeout: timeout, md: md, accept: acceptList(ci.compressor, c.opts.accept)})
+	cs.open, err = appendRequestHead(nil, reqHead{codec: ci.subtype, comp: ci.compressor, method: method, timeout: timeout, md: md, accept: c.acceptFor(ci.compressor)})
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

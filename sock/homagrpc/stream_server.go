@@ -57,7 +57,7 @@ type sstream struct {
 	end        *status.Status // the handler's result, once it returned
 	endSent    bool
 	gone       bool     // removed from the listener
-	accepts    []string // the client's compressors
+	accepts    []string // the client's grpc-accept-encoding values
 
 	recvSig chan struct{}
 	sendSig chan struct{}
@@ -425,7 +425,7 @@ func (ss *sstream) SetTrailer(md metadata.MD) {
 	}
 }
 
-func (ss *sstream) clientAccepts() []string   { return ss.accepts }
+func (ss *sstream) clientAccepts() []string   { return parseAccept(ss.accepts) }
 func (ss *sstream) setAccepts(names []string) { ss.accepts = names }
 
 func (ss *sstream) setSendCompressor(name string) error {
