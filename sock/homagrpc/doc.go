@@ -88,10 +88,10 @@
 // those the client accepts (ClientSupportedCompressors), or be
 // "identity" (no compression), and the header must not have been sent.
 // The client accepts its call's compressor, gzip when registered, and
-// those named by WithAcceptCompressors; the list travels as gRPC's does,
-// in a request metadata entry grpc-accept-encoding, and the server's
-// choice in a header entry grpc-encoding; both are taken out before the
-// handler or the caller sees the metadata.
+// those named by WithAcceptCompressors; the list travels in the request
+// frame (as grpc-accept-encoding holds it), and the server's choice, when
+// it is not the request's compressor, in a header entry grpc-encoding,
+// taken out before the caller sees the header.
 //
 // Stats handlers (stats.Handler, so OpenTelemetry's otelgrpc handlers):
 // WithStatsHandler on the client, StatsHandler on the server. They see
@@ -270,7 +270,8 @@
 // Each unary call is one Homa RPC. The request message holds a 20-byte
 // header (version, kind, codec name length, flags, method length,
 // metadata entry count and length, and the timeout in nanoseconds), then,
-// as its flags say, the call's id and the compressor's name, then the
+// as its flags say, the call's id, the compressor's name and the
+// compressors the caller accepts, then the
 // codec name
 // (the content subtype, empty for proto), the method ("/package.Service/
 // Method"), the metadata entries and the encoded request. The response

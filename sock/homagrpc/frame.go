@@ -17,8 +17,8 @@ import (
 //	0      1    version (1)
 //	1      1    kind (1: request)
 //	2      1    codec name length C (0: "proto")
-//	3      1    flags: 1 call id, 2 compressor, 4 payload compressed
-//	            (other bits are refused)
+//	3      1    flags: 1 call id, 2 compressor, 4 payload compressed,
+//	            8 accepted compressors (other bits are refused)
 //	4      2    method length M (1..65535)
 //	6      2    metadata entry count N
 //	8      4    metadata length L in bytes
@@ -27,6 +27,8 @@ import (
 //	            frame of op cancel) names to end the call's handler
 //	...    1+P  compressor, with flag 2: length P and name, as in
 //	            grpc-encoding
+//	...    1+A  accepted compressors, with flag 8: length A and the
+//	            names, comma-separated, as in grpc-accept-encoding
 //	...    C    codec name: the content subtype, as in
 //	            "application/grpc+NAME"
 //	...    M    method, "/package.Service/Method"
@@ -68,7 +70,8 @@ const (
 	reqFlagCallID     = 1
 	reqFlagCompressor = 2
 	reqFlagCompressed = 4
-	reqFlags          = reqFlagCallID | reqFlagCompressor | reqFlagCompressed
+	reqFlagAccept     = 8
+	reqFlags          = reqFlagCallID | reqFlagCompressor | reqFlagCompressed | reqFlagAccept
 
 	respFlagCompressed = 1
 
@@ -104,6 +107,7 @@ type request struct {
 	flags   byte
 	callID  uint64
 	comp    []byte // compressor name; empty: none
+	accept  []byte // accepted compressors, comma-separated
 	codec   []byte // empty: proto
 	method  []byte
 	timeout time.Duration // 0: no deadline
@@ -149,6 +153,9 @@ func appendRequestHead(b []byte, h reqHead) ([]byte, error) {
 	if len(h.comp) > maxCodecLen || !validCodecName(h.comp) {
 		return b, fmt.Errorf("homagrpc: compressor name %q is not valid", h.comp)
 	}
+	if len(h.accept) > maxCodecLen || !validAccept(h.accept) {
+		return b, fmt.Errorf("homagrpc: accepted compressors %q are not a valid list of at most %d bytes", h.accept, maxCodecLen)
+	}
 	if len(method) > maxMethodLen || !validMethod(method) {
 		return b, fmt.Errorf("homagrpc: method %q is not of the form /service/method (at most %d bytes)", method, maxMethodLen)
 	}
@@ -165,6 +172,9 @@ func appendRequestHead(b []byte, h reqHead) ([]byte, error) {
 	if h.compressed {
 		flags |= reqFlagCompressed
 	}
+	if h.accept != "" {
+		flags |= reqFlagAccept
+	}
 	start := len(b)
 	b = append(b, frameVersion, kindRequest, byte(len(codec)), flags)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(method)))
@@ -177,15 +187,16 @@ func appendRequestHead(b []byte, h reqHead) ([]byte, error) {
 		b = append(b, byte(len(h.comp)))
 		b = append(b, h.comp...)
 	}
+	if h.accept != "" {
+		b = append(b, byte(len(h.accept)))
+		b = append(b, h.accept...)
+	}
 	b = append(b, codec...)
 	b = append(b, method...)
 	mdStart := len(b)
 	b, n, err := appendMD(b, h.md)
 	if err != nil {
 		return b[:start], err
-	}
-	if h.accept != "" && n < maxMDEntries && h.md[acceptKey] == nil {
-		b, n = appendEntry(b, acceptKey, h.accept), n+1
 	}
 	binary.BigEndian.PutUint16(b[start+reqOffMDCount:], uint16(n))
 	binary.BigEndian.PutUint32(b[start+reqOffMDLen:], uint32(len(b)-mdStart))
@@ -227,6 +238,15 @@ func parseRequest(msg []byte) (request, error) {
 		r.comp, rest = rest[1:1+rest[0]], rest[1+rest[0]:]
 		if len(r.comp) == 0 || !validCodecName(r.comp) {
 			return r, fmt.Errorf("%w: compressor name %q", errMalformed, r.comp)
+		}
+	}
+	if r.flags&reqFlagAccept != 0 {
+		if len(rest) < 1 || int(rest[0]) >= len(rest) {
+			return r, fmt.Errorf("%w: no room for the accepted compressors", errMalformed)
+		}
+		r.accept, rest = rest[1:1+rest[0]], rest[1+rest[0]:]
+		if len(r.accept) == 0 || !validAccept(r.accept) {
+			return r, fmt.Errorf("%w: accepted compressors %q", errMalformed, r.accept)
 		}
 	}
 	if r.flags&reqFlagCompressed != 0 && len(r.comp) == 0 {
@@ -371,6 +391,17 @@ func appendEntry(b []byte, k, v string) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
 	b = append(b, k...)
 	return append(b, v...)
+}
+
+// validAccept reports whether a is a comma-separated list of compressor
+// names (possibly with spaces), as grpc-accept-encoding holds.
+func validAccept[T text](a T) bool {
+	for i := range len(a) {
+		if c := a[i]; c != ',' && c != ' ' && !validCodecName(a[i:i+1]) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkMD checks that sec holds exactly n valid entries. It does not

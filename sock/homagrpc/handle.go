@@ -169,9 +169,9 @@ func (s *Server) handlerContext(l *listener, from netip.AddrPort, req request, t
 	var incoming metadata.MD
 	if req.mdCount > 0 {
 		incoming = parseMD(req.md, req.mdCount)
-		if a, ok := ts.(sendCompressorSetter); ok {
-			a.setAccepts(takeAccept(incoming))
-		}
+	}
+	if a, ok := ts.(sendCompressorSetter); ok && len(req.accept) > 0 {
+		a.setAccepts(req.accept)
 	}
 	ctx = metadata.NewIncomingContext(ctx, incoming)
 	ctx = grpc.NewContextWithServerTransportStream(ctx, ts)
@@ -324,12 +324,14 @@ type serverStream struct {
 	trailer    metadata.MD
 	headerSent bool
 	done       bool
-	accepts    []string // the client's grpc-accept-encoding values
-	sendComp   string   // SetSendCompressor's choice; empty: none
+	// accepts is the client's list of compressors; it aliases the
+	// request, which lives while the handler runs.
+	accepts  []byte
+	sendComp string // SetSendCompressor's choice; empty: none
 }
 
-func (s *serverStream) clientAccepts() []string   { return parseAccept(s.accepts) }
-func (s *serverStream) setAccepts(names []string) { s.accepts = names }
+func (s *serverStream) clientAccepts() []string { return parseAccept(s.accepts) }
+func (s *serverStream) setAccepts(a []byte)     { s.accepts = a }
 
 func (s *serverStream) setSendCompressor(name string) error {
 	s.mu.Lock()

@@ -16,15 +16,11 @@ import (
 
 // A handler may choose the compressor of its responses, as grpc-go's
 // grpc.SetSendCompressor lets it, among those the client accepts. Over
-// Homa the client's list travels as gRPC's does, in a request metadata
-// entry grpc-accept-encoding (taken out before the handler sees the
-// metadata), and the server's choice, when it is not the request's
-// compressor, in a header metadata entry grpc-encoding (taken out
-// before the caller sees the header).
-const (
-	acceptKey   = "grpc-accept-encoding"
-	encodingKey = "grpc-encoding"
-)
+// Homa the client's list travels in the request frame (flag 8, as
+// grpc-accept-encoding holds it), and the server's choice, when it is
+// not the request's compressor, in a header metadata entry
+// grpc-encoding (taken out before the caller sees the header).
+const encodingKey = "grpc-encoding"
 
 // SetSendCompressor sets the compressor of the handler's responses, as
 // grpc.SetSendCompressor does in grpc-go: name must be registered
@@ -62,7 +58,7 @@ func ClientSupportedCompressors(ctx context.Context) ([]string, error) {
 // sendCompressorSetter is a homagrpc transport stream.
 type sendCompressorSetter interface {
 	clientAccepts() []string
-	setAccepts([]string)
+	setAccepts([]byte)
 	setSendCompressor(name string) error
 }
 
@@ -105,22 +101,12 @@ func withEncoding(header metadata.MD, name, reqComp string) metadata.MD {
 	return header
 }
 
-// takeAccept removes the client's accepted compressors from a request's
-// metadata and returns the entries' values (see parseAccept).
-func takeAccept(md metadata.MD) []string {
-	vs := md[acceptKey]
-	delete(md, acceptKey)
-	return vs
-}
-
-// parseAccept returns the names the grpc-accept-encoding values vs list.
-func parseAccept(vs []string) []string {
+// parseAccept returns the names a list of accepted compressors holds.
+func parseAccept(a []byte) []string {
 	var names []string
-	for _, v := range vs {
-		for n := range strings.SplitSeq(v, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				names = append(names, n)
-			}
+	for n := range strings.SplitSeq(string(a), ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
 		}
 	}
 	return names

@@ -1,6 +1,7 @@
 package homagrpc
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/netip"
@@ -56,8 +57,8 @@ type sstream struct {
 	trailer    metadata.MD
 	end        *status.Status // the handler's result, once it returned
 	endSent    bool
-	gone       bool     // removed from the listener
-	accepts    []string // the client's grpc-accept-encoding values
+	gone       bool   // removed from the listener
+	accepts    []byte // the client's list of compressors
 
 	recvSig chan struct{}
 	sendSig chan struct{}
@@ -425,8 +426,8 @@ func (ss *sstream) SetTrailer(md metadata.MD) {
 	}
 }
 
-func (ss *sstream) clientAccepts() []string   { return parseAccept(ss.accepts) }
-func (ss *sstream) setAccepts(names []string) { ss.accepts = names }
+func (ss *sstream) clientAccepts() []string { return parseAccept(ss.accepts) }
+func (ss *sstream) setAccepts(a []byte)     { ss.accepts = bytes.Clone(a) }
 
 func (ss *sstream) setSendCompressor(name string) error {
 	ss.mu.Lock()
