@@ -231,22 +231,15 @@ func parseRequest(msg []byte) (request, error) {
 			return r, fmt.Errorf("%w: call id 0", errMalformed)
 		}
 	}
+	var err error
 	if r.flags&reqFlagCompressor != 0 {
-		if len(rest) < 1 || int(rest[0]) >= len(rest) {
-			return r, fmt.Errorf("%w: no room for the compressor name", errMalformed)
-		}
-		r.comp, rest = rest[1:1+rest[0]], rest[1+rest[0]:]
-		if len(r.comp) == 0 || !validCodecName(r.comp) {
-			return r, fmt.Errorf("%w: compressor name %q", errMalformed, r.comp)
+		if r.comp, rest, err = shortField(rest, "compressor name", validCodecName[[]byte]); err != nil {
+			return r, err
 		}
 	}
 	if r.flags&reqFlagAccept != 0 {
-		if len(rest) < 1 || int(rest[0]) >= len(rest) {
-			return r, fmt.Errorf("%w: no room for the accepted compressors", errMalformed)
-		}
-		r.accept, rest = rest[1:1+rest[0]], rest[1+rest[0]:]
-		if len(r.accept) == 0 || !validAccept(r.accept) {
-			return r, fmt.Errorf("%w: accepted compressors %q", errMalformed, r.accept)
+		if r.accept, rest, err = shortField(rest, "accepted compressors", validAccept[[]byte]); err != nil {
+			return r, err
 		}
 	}
 	if r.flags&reqFlagCompressed != 0 && len(r.comp) == 0 {
@@ -391,6 +384,19 @@ func appendEntry(b []byte, k, v string) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
 	b = append(b, k...)
 	return append(b, v...)
+}
+
+// shortField splits off a field of 1 to 255 bytes after its length byte,
+// which valid must accept.
+func shortField(rest []byte, what string, valid func([]byte) bool) (field, after []byte, err error) {
+	if len(rest) < 1 || int(rest[0]) >= len(rest) {
+		return nil, rest, fmt.Errorf("%w: no room for the %s", errMalformed, what)
+	}
+	field, after = rest[1:1+rest[0]], rest[1+rest[0]:]
+	if len(field) == 0 || !valid(field) {
+		return nil, rest, fmt.Errorf("%w: %s %q", errMalformed, what, field)
+	}
+	return field, after, nil
 }
 
 // validAccept reports whether a is a comma-separated list of compressor

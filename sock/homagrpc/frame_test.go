@@ -162,6 +162,8 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add([]byte{1, 1, 0, 0, 0, 4, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '/', 'a', '/', 'b'})
 	ext, _ := appendRequestHead(nil, reqHead{comp: "gzip", compressed: true, callID: 9, method: "/a/b"})
 	f.Add(append(ext, 7))
+	acc, _ := appendRequestHead(nil, reqHead{comp: "gzip", accept: "gzip, zstd", method: "/a/b"})
+	f.Add(append(acc, 7))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		r, err := parseRequest(msg)
 		if err != nil {
@@ -171,7 +173,7 @@ func FuzzParseRequest(f *testing.F) {
 			return
 		}
 		md := parseMD(r.md, r.mdCount)
-		b, err := appendRequestHead(nil, reqHead{codec: string(r.codec), comp: string(r.comp), compressed: r.flags&reqFlagCompressed != 0,
+		b, err := appendRequestHead(nil, reqHead{codec: string(r.codec), comp: string(r.comp), accept: string(r.accept), compressed: r.flags&reqFlagCompressed != 0,
 			callID: r.callID, method: string(r.method), timeout: r.timeout, md: md})
 		if err != nil {
 			t.Fatalf("fields of a parsed request do not rebuild: %v", err)
@@ -181,7 +183,7 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("rebuilt request does not parse: %v", err)
 		}
 		if !bytes.Equal(r2.codec, r.codec) || !bytes.Equal(r2.method, r.method) || r2.timeout != r.timeout ||
-			!bytes.Equal(r2.comp, r.comp) || r2.callID != r.callID || r2.flags != r.flags ||
+			!bytes.Equal(r2.comp, r.comp) || !bytes.Equal(r2.accept, r.accept) || r2.callID != r.callID || r2.flags != r.flags ||
 			!bytes.Equal(r2.payload, r.payload) || !reflect.DeepEqual(parseMD(r2.md, r2.mdCount), md) {
 			t.Fatalf("rebuilt %+v, want %+v", r2, r)
 		}
@@ -293,5 +295,29 @@ func TestResponseStatusDetails(t *testing.T) {
 		if tc.want == codes.NotFound && tc.details != nil && len(got.Details()) != 1 {
 			t.Errorf("details lost: %v", got.Details())
 		}
+	}
+}
+
+// The accepted compressors round-trip, and a list with characters no
+// compressor name has is refused at both ends.
+func TestRequestAccept(t *testing.T) {
+	b, err := appendRequestHead(nil, reqHead{accept: "gzip, zstd", method: "/a/b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := parseRequest(b)
+	if err != nil || string(r.accept) != "gzip, zstd" {
+		t.Fatalf("parsed %q, %v", r.accept, err)
+	}
+	if got := parseAccept(r.accept); !reflect.DeepEqual(got, []string{"gzip", "zstd"}) {
+		t.Errorf("parseAccept = %q", got)
+	}
+	if _, err := appendRequestHead(nil, reqHead{accept: "gzip;q=1", method: "/a/b"}); err == nil {
+		t.Error("appendRequestHead took an invalid list")
+	}
+	i := bytes.Index(b, []byte("gzip, zstd"))
+	b[i+4] = ';'
+	if _, err := parseRequest(b); !errors.Is(err, errMalformed) {
+		t.Errorf("an invalid list parsed: %v", err)
 	}
 }
