@@ -3,6 +3,7 @@ package homagrpc_test
 import (
 	"context"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/gzip"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -182,4 +184,32 @@ func TestSetSendCompressor(t *testing.T) {
 			t.Errorf("gzip without WithAcceptCompressors: %v", err)
 		}
 	})
+}
+
+// SetSendCompressor in a handler that grpc-go serves calls grpc-go's
+// own, so a handler registered through Mirror works on both.
+func TestSetSendCompressorGRPC(t *testing.T) {
+	gs := grpc.NewServer()
+	testpb.RegisterTestServiceServer(gs, &sendCompService{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = gs.Serve(ln) })
+	defer func() { gs.Stop(); wg.Wait() }()
+	cc, err := grpc.NewClient("passthrough:///"+ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	replyComp.compressed.Store(0)
+	replyComp.decompressed.Store(0)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-send-comp", replyComp.Name())
+	if _, err := testpb.NewTestServiceClient(cc).UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if c, d := replyComp.compressed.Load(), replyComp.decompressed.Load(); c != 1 || d != 1 {
+		t.Errorf("over grpc-go: reply-gzip %d/%d compressions/decompressions, want 1/1", c, d)
+	}
 }
