@@ -2,6 +2,7 @@ package homagrpc_test
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -192,4 +194,23 @@ func (s *testService) setGate(g chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gate = g
+}
+
+// serveTCP serves gs on a TCP loopback port until the test ends and
+// returns a grpc-go client of it.
+func serveTCP(t *testing.T, gs *grpc.Server) *grpc.ClientConn {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = gs.Serve(ln) })
+	t.Cleanup(func() { gs.Stop(); wg.Wait() })
+	cc, err := grpc.NewClient("passthrough:///"+ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
 }

@@ -3,7 +3,6 @@ package homagrpc_test
 import (
 	"context"
 	"io"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/gzip"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -191,18 +189,7 @@ func TestSetSendCompressor(t *testing.T) {
 func TestSetSendCompressorGRPC(t *testing.T) {
 	gs := grpc.NewServer()
 	testpb.RegisterTestServiceServer(gs, &sendCompService{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = gs.Serve(ln) })
-	defer func() { gs.Stop(); wg.Wait() }()
-	cc, err := grpc.NewClient("passthrough:///"+ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := serveTCP(t, gs)
 	replyComp.compressed.Store(0)
 	replyComp.decompressed.Store(0)
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-send-comp", replyComp.Name())
