@@ -56,7 +56,8 @@ var _ grpc.ClientConnInterface = (*ClientConn)(nil)
 // target's family, configured by cfg (nil for defaults), and returns a
 // ClientConn to the server at target that owns the socket. Homa has no
 // connections: nothing is sent before the first call, so an absent server
-// shows up as that call's error (codes.Unavailable).
+// shows up as that call's error (codes.Unavailable), unless the call
+// waits for a server that answers (grpc.WaitForReady).
 func Dial(target netip.AddrPort, cfg *sock.Config, opts ...DialOption) (*ClientConn, error) {
 	if !target.Addr().IsValid() || target.Port() == 0 {
 		return nil, fmt.Errorf("homagrpc: dial %v: %w", target, sock.ErrBadAddress)
