@@ -17,8 +17,7 @@ package core
 // maxNeedAcksPerTick bounds the NEED_ACKs sent to one peer per tick.
 const maxNeedAcksPerTick = 8
 
-func aqLinks(r *rpc) *links[rpc]       { return &r.aq }
-func aqPeerLinks(p *peer) *links[peer] { return &p.aqLinks }
+func aqLinks(r *rpc) *links[rpc] { return &r.aq }
 
 // needAckSlot reports whether p may be sent a NEED_ACK now, and if so
 // takes the slot from p's budget for the tick.
@@ -35,49 +34,30 @@ func (c *Core) needAckSlot(p *peer) bool {
 
 // awaitNeedAck queues r, whose NEED_ACK is due, for its turn.
 func (c *Core) awaitNeedAck(r *rpc) {
-	if r.aq.Listed() {
-		return
+	if c.needAcks.wait(c, r) {
+		c.stats.NeedAcksDeferred++
 	}
-	p := r.peer
-	p.ackQ.PushBack(r)
-	if !p.aqLinks.Listed() {
-		c.ackPeers.PushBack(p)
-	}
-	c.stats.NeedAcksDeferred++
-	c.timers.arm(&c.ackPump, c.at(c.tick+1))
 }
 
-// unqueueNeedAck takes r out of its peer's queue, and the peer out of
-// the core's when that empties it.
-func (c *Core) unqueueNeedAck(r *rpc) {
-	if !r.aq.Listed() {
-		return
-	}
-	p := r.peer
-	p.ackQ.Remove(r)
-	if p.ackQ.Len() == 0 {
-		c.ackPeers.Remove(p)
-	}
-}
+// unqueueNeedAck takes r out of the NEED_ACK turns.
+func (c *Core) unqueueNeedAck(r *rpc) { c.needAcks.leave(r) }
 
 // pumpNeedAcks serves the waiting NEED_ACKs: for each waiting peer, the
 // heads of its queue while its budget for the tick lasts. A served RPC's
 // timer runs at once: it sends its NEED_ACK (or finds the RPC
 // acknowledged or due for reclaiming) and sets itself again.
 func (c *Core) pumpNeedAcks() {
-	for n := c.ackPeers.Len(); n > 0; n-- {
-		p := c.ackPeers.Front()
-		c.ackPeers.Remove(p)
+	for n := c.needAcks.peers.Len(); n > 0; n-- {
+		p := c.needAcks.peers.Front()
+		c.needAcks.peers.Remove(p)
 		for p.ackQ.Len() > 0 && (p.needAckTick != c.tick+1 || p.needAcks < maxNeedAcksPerTick) {
 			r := p.ackQ.Front()
 			p.ackQ.Remove(r)
 			c.rpcTimer(r)
 		}
-		if p.ackQ.Len() > 0 && !p.aqLinks.Listed() {
-			c.ackPeers.PushBack(p)
+		if p.ackQ.Len() > 0 && !c.needAcks.peers.Contains(p) {
+			c.needAcks.peers.PushBack(p)
 		}
 	}
-	if c.ackPeers.Len() > 0 {
-		c.timers.arm(&c.ackPump, c.at(c.tick+1))
-	}
+	c.needAcks.again(c)
 }

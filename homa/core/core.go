@@ -87,12 +87,9 @@ type Core struct {
 	// The RESEND budget (see resendq.go): peers with RPCs waiting for a
 	// slot, the timer that serves them, and what is left of the budget
 	// of tick budgetTick-1.
-	resendPeers list[peer]
-	resendPump  timer
-	// ackPeers are the peers with RPCs waiting for a NEED_ACK slot, served
-	// by ackPump each tick (see ackq.go).
-	ackPeers    list[peer]
-	ackPump     timer
+	resends turns
+	// needAcks are the RPCs waiting for a NEED_ACK slot (see ackq.go).
+	needAcks    turns
 	budgetTick  uint64
 	resendsLeft int
 
@@ -137,8 +134,8 @@ func New(local Local, cfg Config) *Core {
 		heavyRPCs: newHeavy(func(p *peer) *links[peer] { return &p.rpcLinks },
 			func(p *peer) *int8 { return &p.rpcBucket }),
 	}
-	c.resendPeers, c.resendPump = newList(rqPeerLinks), timer{idx: -1}
-	c.ackPeers, c.ackPump = newList(aqPeerLinks), timer{idx: -1}
+	c.resends = newTurns(func(p *peer) *links[peer] { return &p.rqLinks }, func(p *peer) *list[rpc] { return &p.resendQ })
+	c.needAcks = newTurns(func(p *peer) *links[peer] { return &p.aqLinks }, func(p *peer) *list[rpc] { return &p.ackQ })
 	if c.shared == nil {
 		c.shared = heapBuffers{}
 	}
@@ -417,7 +414,7 @@ func (c *Core) Tick(now time.Duration, out *Output) (time.Duration, bool) {
 			c.rpcTimer(t.rpc)
 		case t.peer != nil:
 			c.peerTimer(t.peer)
-		case t == &c.ackPump:
+		case t == &c.needAcks.pump:
 			c.pumpNeedAcks()
 		default:
 			c.pumpResends()

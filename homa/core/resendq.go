@@ -15,8 +15,7 @@ package core
 // again for a waiting RPC), and a turn that is waited for is not an
 // unanswered RESEND: the peer is not blamed for the core's budget.
 
-func rqLinks(r *rpc) *links[rpc]       { return &r.rq }
-func rqPeerLinks(p *peer) *links[peer] { return &p.rqLinks }
+func rqLinks(r *rpc) *links[rpc] { return &r.rq }
 
 // resendSlot reports whether p may be sent a RESEND now, and if so takes
 // the slot from p's budget and the core's.
@@ -37,53 +36,34 @@ func (c *Core) resendSlot(p *peer) bool {
 
 // awaitResend queues r, whose RESEND is due, for its turn.
 func (c *Core) awaitResend(r *rpc) {
-	if r.rq.Listed() {
-		return
+	if c.resends.wait(c, r) {
+		c.stats.ResendsDeferred++
 	}
-	p := r.peer
-	p.resendQ.PushBack(r)
-	if !p.rqLinks.Listed() {
-		c.resendPeers.PushBack(p)
-	}
-	c.stats.ResendsDeferred++
-	c.timers.arm(&c.resendPump, c.at(c.tick+1))
 }
 
-// unqueueResend takes r out of its peer's queue, and the peer out of the
-// core's when that empties it.
-func (c *Core) unqueueResend(r *rpc) {
-	if !r.rq.Listed() {
-		return
-	}
-	p := r.peer
-	p.resendQ.Remove(r)
-	if p.resendQ.Len() == 0 {
-		c.resendPeers.Remove(p)
-	}
-}
+// unqueueResend takes r out of the RESEND turns.
+func (c *Core) unqueueResend(r *rpc) { c.resends.leave(r) }
 
 // pumpResends serves the waiting RESENDs: each waiting peer in turn, the
 // head of its queue, while the core's budget lasts. A served RPC's
 // timer runs at once: it sends its RESEND (or finds it no longer due:
 // bytes came meanwhile) and sets itself again.
 func (c *Core) pumpResends() {
-	for n := c.resendPeers.Len(); n > 0 && c.resendsLeftNow() > 0; n-- {
-		p := c.resendPeers.Front()
-		c.resendPeers.Remove(p)
+	for n := c.resends.peers.Len(); n > 0 && c.resendsLeftNow() > 0; n-- {
+		p := c.resends.peers.Front()
+		c.resends.peers.Remove(p)
 		if p.resendTick == c.tick+1 {
-			c.resendPeers.PushBack(p) // it had its RESEND this tick
+			c.resends.peers.PushBack(p) // it had its RESEND this tick
 			continue
 		}
 		r := p.resendQ.Front()
 		p.resendQ.Remove(r)
 		if p.resendQ.Len() > 0 {
-			c.resendPeers.PushBack(p)
+			c.resends.peers.PushBack(p)
 		}
 		c.rpcTimer(r)
 	}
-	if c.resendPeers.Len() > 0 {
-		c.timers.arm(&c.resendPump, c.at(c.tick+1))
-	}
+	c.resends.again(c)
 }
 
 // resendsLeftNow is what remains of the core's RESEND budget this tick.
