@@ -72,15 +72,8 @@ func TestHostilePeer(t *testing.T) {
 			copy(resp.Data(), "ok")
 			_ = h.Rpc().EnqueueResponse(h, resp)
 		}, Dispatch)
-		r, err := nx.NewRpc(0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = r.Serve(ctx) }()
-		defer func() { cancel(); wg.Wait(); r.Close() }()
+		r, stop := serveRpc(t, nx)
+		defer stop()
 
 		open := func(a string) rawPeer {
 			c, err := socktest.OpenMem(nw, netip.AddrPortFrom(netip.MustParseAddr(a), 0), testConfig())
@@ -213,4 +206,18 @@ func TestHostilePeer(t *testing.T) {
 			t.Fatalf("heartbeat reply %+v %v", hr, err)
 		}
 	})
+}
+
+// serveRpc returns an Rpc of nx serving requests until stop, which waits
+// for it and closes it.
+func serveRpc(t testing.TB, nx *Nexus) (r *Rpc, stop func()) {
+	t.Helper()
+	r, err := nx.NewRpc(0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = r.Serve(ctx) })
+	return r, func() { cancel(); wg.Wait(); r.Close() }
 }

@@ -1,9 +1,7 @@
 package erpc
 
 import (
-	"context"
 	"net/netip"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -39,15 +37,8 @@ func TestLargeHostile(t *testing.T) {
 		defer nx.Close()
 		runs := 0
 		_ = nx.Register(1, func(h *ReqHandle) { runs++ }, Dispatch)
-		r, err := nx.NewRpc(0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = r.Serve(ctx) }()
-		defer func() { cancel(); wg.Wait(); r.Close() }()
+		r, stop := serveRpc(t, nx)
+		defer stop()
 
 		cs, err := open(netip.AddrPortFrom(netip.MustParseAddr("10.3.0.2"), 0))
 		if err != nil {

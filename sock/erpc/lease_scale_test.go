@@ -1,10 +1,8 @@
 package erpc
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -48,15 +46,8 @@ func TestLeaseManyClients(t *testing.T) {
 			copy(resp.Data(), "ok")
 			_ = h.Rpc().EnqueueResponse(h, resp)
 		}, Dispatch)
-		r, err := nx.NewRpc(0, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = r.Serve(ctx) }()
-		defer func() { cancel(); wg.Wait(); r.Close() }()
+		r, stop := serveRpc(t, nx)
+		defer stop()
 
 		cs, err := open(netip.AddrPortFrom(netip.MustParseAddr("10.2.0.2"), 0))
 		if err != nil {
