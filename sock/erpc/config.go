@@ -207,17 +207,11 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 	if c.BackgroundThreads < 0 {
 		return c, &ConfigError{"BackgroundThreads", "must not be negative"}
 	}
-	if c.BackgroundQueue < 0 {
-		return c, &ConfigError{"BackgroundQueue", "must not be negative"}
+	if err := orDefault(&c.BackgroundQueue, defaultBackgroundQueue, "BackgroundQueue"); err != nil {
+		return c, err
 	}
-	if c.BackgroundQueue == 0 {
-		c.BackgroundQueue = defaultBackgroundQueue
-	}
-	if c.SubmitQueue < 0 {
-		return c, &ConfigError{"SubmitQueue", "must not be negative"}
-	}
-	if c.SubmitQueue == 0 {
-		c.SubmitQueue = defaultSubmitQueue
+	if err := orDefault(&c.SubmitQueue, defaultSubmitQueue, "SubmitQueue"); err != nil {
+		return c, err
 	}
 	if c.SessionWindow == 0 {
 		c.SessionWindow = defaultSessionWindow
@@ -225,11 +219,8 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 	if c.SessionWindow < 0 || c.SessionWindow > maxSessionWindow {
 		return c, &ConfigError{"SessionWindow", fmt.Sprintf("must be 1..%d (got %d)", maxSessionWindow, c.SessionWindow)}
 	}
-	if c.MaxQueuedRequests == 0 {
-		c.MaxQueuedRequests = defaultMaxQueuedRequests
-	}
-	if c.MaxQueuedRequests < 0 {
-		return c, &ConfigError{"MaxQueuedRequests", "must not be negative"}
+	if err := orDefault(&c.MaxQueuedRequests, defaultMaxQueuedRequests, "MaxQueuedRequests"); err != nil {
+		return c, err
 	}
 	if c.MaxSessions == 0 {
 		c.MaxSessions = defaultMaxSessions
@@ -237,17 +228,11 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 	if c.MaxSessions < 0 || c.MaxSessions > maxSessions {
 		return c, &ConfigError{"MaxSessions", fmt.Sprintf("must be 1..%d (got %d)", maxSessions, c.MaxSessions)}
 	}
-	if c.MaxServerSessions == 0 {
-		c.MaxServerSessions = defaultMaxServerSessions
+	if err := orDefault(&c.MaxServerSessions, defaultMaxServerSessions, "MaxServerSessions"); err != nil {
+		return c, err
 	}
-	if c.MaxServerSessions < 0 {
-		return c, &ConfigError{"MaxServerSessions", "must not be negative"}
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = defaultConnectTimeout
-	}
-	if c.ConnectTimeout < 0 {
-		return c, &ConfigError{"ConnectTimeout", "must not be negative"}
+	if err := orDefault(&c.ConnectTimeout, defaultConnectTimeout, "ConnectTimeout"); err != nil {
+		return c, err
 	}
 	if c.MaxMessage == 0 {
 		c.MaxMessage = defaultMaxMessage
@@ -255,23 +240,14 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 	if c.MaxMessage < 0 || c.MaxMessage > maxMaxMessage {
 		return c, &ConfigError{"MaxMessage", fmt.Sprintf("must be 1..%d (got %d)", maxMaxMessage, c.MaxMessage)}
 	}
-	if c.LargeMessageBytes == 0 {
-		c.LargeMessageBytes = defaultLargeMessageBytes
+	if err := orDefault(&c.LargeMessageBytes, defaultLargeMessageBytes, "LargeMessageBytes"); err != nil {
+		return c, err
 	}
-	if c.LargeMessageBytes < 0 {
-		return c, &ConfigError{"LargeMessageBytes", "must not be negative"}
+	if err := orDefault(&c.MessageTimeout, defaultMessageTimeout, "MessageTimeout"); err != nil {
+		return c, err
 	}
-	if c.MessageTimeout == 0 {
-		c.MessageTimeout = defaultMessageTimeout
-	}
-	if c.MessageTimeout < 0 {
-		return c, &ConfigError{"MessageTimeout", "must not be negative"}
-	}
-	if c.MaxLeases == 0 {
-		c.MaxLeases = defaultMaxLeases
-	}
-	if c.MaxLeases < 0 {
-		return c, &ConfigError{"MaxLeases", "must not be negative"}
+	if err := orDefault(&c.MaxLeases, defaultMaxLeases, "MaxLeases"); err != nil {
+		return c, err
 	}
 	var err error
 	c.ExactlyOnce, err = c.ExactlyOnce.withDefaults()
@@ -370,6 +346,18 @@ func (e *ExactlyOnceConfig) check() error {
 		return &ConfigError{"ExactlyOnce.PacketLifetime", fmt.Sprintf(
 			"Timeout 2 is the longest life of a request, at least one attempt's RTT: %v < %v",
 			e.PacketLifetime, e.RTT)}
+	}
+	return nil
+}
+
+// orDefault sets *v to def when it is zero, and refuses a negative one
+// as field's error.
+func orDefault[T int | int64 | time.Duration](v *T, def T, field string) error {
+	if *v == 0 {
+		*v = def
+	}
+	if *v < 0 {
+		return &ConfigError{field, "must not be negative"}
 	}
 	return nil
 }
