@@ -75,6 +75,7 @@ type Core struct {
 	ackScratch [wire.MaxAcks]wire.AckEntry
 	// Work put off the path of messages until Idle (idle.go).
 	lateAcks  []lateAck
+	think     thinkGap // see quiet.go
 	lateFrees []*rpc
 	spare     *contract.Message
 	// Receiving in place (land.go): the buffer lent to the next read,
@@ -274,6 +275,9 @@ func (c *Core) send(dst netip.AddrPort, data []byte, cookie uint64, maxPacket in
 	}
 	r.out.init(data, c.cfg.UnschedBytes, p.maxPayload, h)
 	c.holdPeer(p)
+	if len(c.clients) == 0 {
+		c.think.sent(now)
+	}
 	c.clients[r.id] = r
 	c.stats.RPCsStarted++
 	c.stats.hist.message(contract.Sent, contract.Request, len(data))

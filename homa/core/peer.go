@@ -195,6 +195,16 @@ func (c *Core) releasePeer(p *peer) {
 	c.maybeIdle(p)
 }
 
+// acksTaken follows the sending of some of p's pending
+// acknowledgments: with none left, the timer that would have sent them
+// has nothing to do, and p may be idle.
+func (c *Core) acksTaken(p *peer) {
+	if len(p.acks) == 0 {
+		c.timers.disarm(&p.timer)
+	}
+	c.maybeIdle(p)
+}
+
 // maybeIdle puts p on the idle list if nothing refers to it any more.
 func (c *Core) maybeIdle(p *peer) {
 	if p.rpcs == 0 && len(p.acks) == 0 && !p.idle.Listed() {

@@ -98,6 +98,9 @@ func (c *Core) queueData(r *rpc, from, to uint32, retransmit bool) {
 	if m.hold != nil {
 		c.out.hold(m.hold)
 	}
+	if r.isClient() && len(p.acks) == 0 {
+		c.timers.disarm(&p.timer) // the requests carried them all
+	}
 }
 
 // queueGrant queues a GRANT for r's incoming message.

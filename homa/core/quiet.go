@@ -1,0 +1,66 @@
+package core
+
+import "time"
+
+// A quiet endpoint. Between the RPCs of a client that calls now and
+// then, and of a server whose requests come now and then, the core
+// should leave its shell nothing to do: no deadline to wake up for, no
+// acknowledgment that a timer must send later, nothing a reader must
+// stay on the socket for. Two things get it there.
+//
+// Acknowledging at once when no request is coming soon. A client
+// acknowledges its completed RPCs in the requests it sends next to the
+// same server; when none follows, a timer sends them a tick later in an
+// ACK packet, or the server asks with NEED_ACK two ticks after its
+// response. Either costs each side a wake-up per RPC that a client
+// calling now and then never needed: a timer's on one, a parked
+// reader's on the other. So a client whose last RPC to complete leaves
+// none in flight, and whose requests lately followed their
+// predecessors' completions by more than eagerAckGap, sends the
+// acknowledgment with the response's arrival: it reaches the server
+// while the server still polls after its reply, and costs one packet.
+// A client that sends its next request at once (one at a time, back to
+// back) still lets the request carry it.
+//
+// Quiet reports a core with nothing in progress, which the shell uses
+// to leave the socket alone until the application comes back.
+
+// eagerAckGap is the gap between a completion and the next request
+// above which a client acknowledges at once: about how long a server
+// polls after its reply (Linux Homa and the engine: 50 µs).
+const eagerAckGap = 50 * time.Microsecond
+
+// maxThinkSample bounds one gap's weight in the average, so that one
+// long pause does not make a busy client acknowledge eagerly for long.
+const maxThinkSample = 4 * eagerAckGap
+
+// thinkGap keeps the average gap between a client's completions that
+// left no RPC in flight and its next request.
+type thinkGap struct {
+	lastDone time.Duration // when the last such completion happened; 0: none since the last request
+	avg      time.Duration
+}
+
+// sent notes a request sent at now with no other client RPC in flight.
+func (g *thinkGap) sent(now time.Duration) {
+	if g.lastDone == 0 {
+		return
+	}
+	gap := min(now-g.lastDone, maxThinkSample)
+	g.avg = (3*g.avg + gap) / 4
+	g.lastDone = 0
+}
+
+// done notes a completion at now that left no client RPC in flight, and
+// reports whether to acknowledge at once.
+func (g *thinkGap) done(now time.Duration) bool {
+	g.lastDone = max(now, 1)
+	return g.avg > eagerAckGap
+}
+
+// Quiet reports whether the core has nothing in progress: no RPC, no
+// deadline. Work put off until Idle does not count: it waits for the
+// next reader with nothing to read.
+func (c *Core) Quiet() bool {
+	return !c.closed && len(c.clients) == 0 && c.servers.len() == 0 && len(c.timers) == 0 && c.pacerAt == 0
+}
