@@ -193,8 +193,21 @@ type Stats struct {
 	// TimerWakeups counts the times the shell's timer woke the endpoint
 	// to run the core's deadlines: an idle endpoint has none.
 	TimerWakeups uint64
-	ResendsSent  uint64 // RESEND packets this endpoint issued
-	NeedAcksSent uint64
+	// The way a message takes from the socket to the application (see
+	// the engine's package doc). ReaderParks counts the times a reader
+	// parked on the socket and was woken (by a packet, a wake-up or its
+	// context: a thread wake-up each, as a blocking read has);
+	// ReaderSteals the times a goroutine in Recv woke the background
+	// reader parked on the socket to read for itself (a goroutine
+	// switch); Handoffs the complete messages handed to a goroutine other
+	// than the one that read them (a goroutine wake-up each); and
+	// TimerWakeupsVain the timer's wake-ups that found nothing due.
+	ReaderParks      uint64
+	ReaderSteals     uint64
+	Handoffs         uint64
+	TimerWakeupsVain uint64
+	ResendsSent      uint64 // RESEND packets this endpoint issued
+	NeedAcksSent     uint64
 	// NeedAcksDeferred counts the NEED_ACKs that waited for a turn
 	// because their peer's budget for the tick was spent.
 	NeedAcksDeferred uint64

@@ -75,7 +75,9 @@ type Endpoint struct {
 	appReading atomic.Bool     // an application goroutine holds rxTok
 	rxParked   atomic.Bool     // the background reader is parked on the socket, holding rxTok
 	idleWork   atomic.Bool     // the core has work for idle (set under mu)
+	quiet      atomic.Bool     // the core has nothing in progress (core.Quiet; set under mu)
 	stealing   atomic.Int32    // goroutines in Recv waking the background reader for rxTok
+	tokenFreed chan struct{}   // the background reader let rxTok go while stealing (see takeToken)
 	lastRead   atomic.Int64    // when a goroutine in Recv last stopped reading (e.now)
 	rxNow      time.Duration   // when the holder of rxTok last processed packets
 	rxYielded  time.Duration   // when the holder of rxTok last yielded its processor while spinning
@@ -133,6 +135,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	e.spin.init(cfg, conn)
 	e.lastRead.Store(-int64(time.Hour)) // no goroutine in Recv has read yet
 	e.readerLeft = make(chan struct{}, 1)
+	e.tokenFreed = make(chan struct{}, 1)
 	e.grace = time.AfterFunc(time.Hour, e.graceEnded)
 	e.grace.Stop()
 	e.timer = time.NewTimer(time.Hour)
@@ -355,8 +358,11 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*contract.Message, erro
 		e.taken(m)
 	}
 	request := 0 // how long a request the response answers (see Polling)
-	if id != 0 && m == nil && err == nil {
-		request = e.core.RequestLength(id)
+	if m == nil && err == nil {
+		e.quiet.Store(false) // a goroutine waits
+		if id != 0 {
+			request = e.core.RequestLength(id)
+		}
 	}
 	e.mu.Unlock()
 	if m != nil || err != nil {
@@ -419,7 +425,14 @@ func (e *Endpoint) settle(b *txBatch) {
 		// A message handed to a waiting goroutine is that goroutine's at
 		// once (it may release it): read what taken needs before.
 		req, peer, id, n := m.IsRequest(), m.Peer.Addr(), m.ID, len(m.Data)
-		if e.mb.Deliver(m, e.rxSelf) != nil && req {
+		w := e.mb.Deliver(m, e.rxSelf)
+		if w == nil {
+			continue
+		}
+		if w != e.rxSelf {
+			e.io.handoffs.Add(1)
+		}
+		if req {
 			e.delivered(peer, id, n)
 		}
 	}
@@ -430,6 +443,7 @@ func (e *Endpoint) settle(b *txBatch) {
 	if e.closed {
 		return
 	}
+	e.noteQuiet()
 	at, ok := e.core.Next()
 	if busy && e.trimAt == 0 {
 		e.trimAt = e.now() + trimEvery // busy again: trim the pool after a while
@@ -437,10 +451,44 @@ func (e *Endpoint) settle(b *txBatch) {
 	if e.trimAt != 0 && (!ok || e.trimAt < at) {
 		at, ok = e.trimAt, true
 	}
-	if ok && (!e.timerOn || at < e.timerAt) {
+	switch {
+	case ok && (!e.timerOn || at < e.timerAt):
 		e.timerOn, e.timerAt = true, at
 		e.dueAt.Store(int64(max(at, 1)))
 		e.timer.Reset(max(at-e.now(), 0))
+	case !e.timerOn:
+	case !ok:
+		// What the timer was armed for is gone (an acknowledgment freed
+		// the RPC whose NEED_ACK was due, a response ended the RPC whose
+		// RESEND was): it would wake the endpoint for nothing.
+		e.timer.Stop()
+		e.timerOn = false
+		e.dueAt.Store(0)
+	case at > e.timerAt+staleTimer:
+		e.timerAt = at
+		e.dueAt.Store(int64(max(at, 1)))
+		e.timer.Reset(max(at-e.now(), 0))
+	}
+}
+
+// staleTimer is how much later than the armed timer the core's next
+// deadline must be for settle to re-arm the timer: a deadline that moves
+// a little (the oldest of many RPCs in flight completed) is not worth a
+// timer operation per message; one that moved by a tick or more (the
+// last RPC ended) is worth a wake-up saved.
+const staleTimer = time.Millisecond
+
+// noteQuiet records whether the endpoint is quiet: nothing in progress
+// in the core, and no goroutine waiting in Recv. If it is not while no
+// goroutine in Recv reads, the background reader may take the socket
+// after its grace (see awaitReaders). The caller holds mu.
+func (e *Endpoint) noteQuiet() {
+	q := e.core.Quiet() && e.mb.Waiting() == 0
+	if e.quiet.Load() != q {
+		e.quiet.Store(q)
+	}
+	if !q && e.rxIdle.Load() && !e.appReading.Load() {
+		e.armGrace(readerGrace)
 	}
 }
 
@@ -527,6 +575,9 @@ func (e *Endpoint) timerLoop() {
 			e.timerOn = false
 			e.dueAt.Store(0)
 			now := e.now()
+			if at, ok := e.core.Next(); (!ok || at > now) && (e.trimAt == 0 || e.trimAt > now) {
+				e.io.vain.Add(1)
+			}
 			e.trimDue(now)
 			e.core.Tick(now, &e.out)
 			e.settle(b)

@@ -24,6 +24,25 @@ import (
 // come. While no goroutine in Recv reads, the background reader parks in
 // the netpoller and processes what comes: grants, acknowledgments,
 // requests nobody waits for yet.
+//
+// The path from a parked endpoint. An RPC that finds both ends idle
+// should cost each a single thread wake-up, as a blocking read does:
+// the server's goroutine in Recv, parked on the socket, wakes for the
+// request; the client's, for the response. Three things kept the
+// endpoint from that. The background reader took the socket after each
+// RPC (its grace timer fired, a wake-up), and the next Recv had to take
+// it back; now it leaves the socket alone while the endpoint is quiet
+// (nothing in progress in the core, nobody waiting in Recv: see
+// noteQuiet), so the next Recv finds it free. A goroutine in Recv that
+// does take the socket from the parked background reader parks until
+// the reader lets go (takeToken), instead of yielding its processor in
+// a loop, which on two busy processors could keep the reader from
+// running for a millisecond. And the acknowledgment of the response
+// waited for a timer (the core's quiet.go: a client calling now and then
+// now acknowledges at once), while deadlines that had gone kept the
+// timer armed (settle re-arms or stops it). TestParkedPathWakeups counts
+// each of these per RPC (contract.Stats: ReaderParks, ReaderSteals,
+// Handoffs, TimerWakeupsVain).
 
 // wait blocks the goroutine of waiter w until its message comes, ctx
 // ends or the endpoint closes, reading the socket itself whenever it can
@@ -39,49 +58,74 @@ func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool, reques
 			stop()
 		}
 	}()
-	if ctx.Err() == nil && e.poller != nil && e.takeToken(w) {
-		if m, ok := e.read(ctx, w, due, request, &stop); ok {
+	if ctx.Err() == nil && e.poller != nil {
+		took, m, got := e.takeToken(ctx, w)
+		if took {
+			m, got = e.read(ctx, w, due, request, &stop)
+		}
+		if got {
 			e.putWaiter(w)
 			return mailbox.Received(m)
 		}
 	}
 	// Someone else reads and hands the message over (or ctx ended, or
-	// this reader could not park).
+	// this reader could not park): if no goroutine in Recv reads, the
+	// background reader, which may be waiting for the endpoint to stop
+	// being quiet, must look again.
+	if e.poller != nil && !e.appReading.Load() {
+		e.pokeReader()
+	}
 	m, err := e.mb.Await(ctx, &e.mu, w)
 	e.putWaiter(w)
 	return m, err
 }
 
 // takeToken takes rxTok for the goroutine of w if it is free, or held by
-// the background reader parked on the socket (which it wakes to give the
-// token up). It reports false when another goroutine in Recv reads, or
-// w's message came meanwhile.
-func (e *Endpoint) takeToken(w *mailbox.Waiter) bool {
+// the background reader parked on the socket, which it wakes to give the
+// token up. Meanwhile it parks too (spinning would keep the reader off
+// its processor): the reader tells it through tokenFreed. It reports
+// whether it took the token; if not, whether w's message came
+// meanwhile (got, with m), or else another goroutine in Recv reads
+// or ctx ended.
+func (e *Endpoint) takeToken(ctx context.Context, w *mailbox.Waiter) (took bool, m *contract.Message, got bool) {
 	if e.rxTok.TryLock() {
-		return true
+		return true, nil, false
 	}
 	if e.waker == nil || !e.rxParked.Load() {
-		return false
+		return false, nil, false
 	}
 	e.stealing.Add(1)
 	defer e.stealing.Add(-1)
+	e.io.steals.Add(1)
 	e.waker.Wake()
-	for range stealSpins {
+	for {
 		if e.rxTok.TryLock() {
-			return true
+			return true, nil, false
 		}
-		if len(w.C) > 0 {
-			return false
+		if e.appReading.Load() {
+			return false, nil, false // another goroutine in Recv took it first
 		}
-		runtime.Gosched()
+		select {
+		case <-e.tokenFreed:
+		case m := <-w.C:
+			return false, m, true
+		case <-ctx.Done():
+			return false, nil, false
+		}
 	}
-	return false
 }
 
-// stealSpins bounds the yields a goroutine waits for the background
-// reader to give up rxTok before it lets the reader hand its message
-// over instead.
-const stealSpins = 1000
+// releaseToken is the background reader's release of rxTok: a goroutine
+// parked in takeToken learns of it.
+func (e *Endpoint) releaseToken() {
+	e.rxTok.Unlock()
+	if e.stealing.Load() > 0 {
+		select {
+		case e.tokenFreed <- struct{}{}:
+		default:
+		}
+	}
+}
 
 // read is the reader's part of wait: the caller holds rxTok, and read
 // releases it. It reports whether it received what was sent on w.C (a
@@ -96,7 +140,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 		e.lastRead.Store(int64(e.rxNow)) // the last clock reading of a reader: close enough for readerGrace
 		e.appReading.Store(false)
 		e.rxTok.Unlock()
-		if e.rxIdle.Load() {
+		if e.rxIdle.Load() && !e.quiet.Load() {
 			e.armGrace(readerGrace)
 		}
 	}()
@@ -122,6 +166,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 		}
 		e.idle(b)
 		e.allocRx()
+		e.io.parks.Add(1)
 		n, err := e.readConn(e.rxPkts)
 		e.mu.Lock()
 		e.rxBlocked = nil
@@ -245,7 +290,7 @@ func (e *Endpoint) rxLoop() {
 				continue
 			}
 			if e.readerWait() > 0 || e.isClosed() {
-				e.rxTok.Unlock()
+				e.releaseToken()
 				if e.isClosed() {
 					return
 				}
@@ -253,14 +298,15 @@ func (e *Endpoint) rxLoop() {
 			}
 			e.idle(b)
 			e.rxParked.Store(true)
+			e.io.parks.Add(1)
 			err = e.poller.WaitReadable()
 			e.rxParked.Store(false)
 			switch {
 			case errors.Is(err, netio.ErrWoken):
 				err = nil
-				e.rxTok.Unlock()
+				e.releaseToken()
 			case err != nil:
-				e.rxTok.Unlock()
+				e.releaseToken()
 			default:
 				err = e.readBatch(b, nil, e.tryRead)
 			}
@@ -287,24 +333,33 @@ func (e *Endpoint) rxLoop() {
 // either a goroutine that stops reading sees rxIdle and arms the timer,
 // or this sees it gone.
 func (e *Endpoint) awaitReaders() bool {
-	if e.readerWait() <= 0 {
+	if e.readerWait() <= 0 && !e.quiet.Load() {
 		return true
 	}
 	e.rxIdle.Store(true)
 	defer e.rxIdle.Store(false)
 	for {
-		wait := e.readerWait()
-		if wait <= 0 {
+		wait, quiet := e.readerWait(), e.quiet.Load()
+		if wait <= 0 && !quiet {
 			return true
 		}
-		if !e.appReading.Load() {
-			e.armGrace(wait)
+		if !quiet && !e.appReading.Load() {
+			e.armGrace(max(wait, 0))
 		}
 		select {
 		case <-e.readerLeft:
 		case <-e.done:
 			return false
 		}
+	}
+}
+
+// pokeReader makes the background reader, waiting in awaitReaders,
+// look again at whether it should read.
+func (e *Endpoint) pokeReader() {
+	select {
+	case e.readerLeft <- struct{}{}:
+	default:
 	}
 }
 
@@ -344,10 +399,7 @@ func (e *Endpoint) graceEnded() {
 		e.armGrace(wait)
 		return
 	}
-	select {
-	case e.readerLeft <- struct{}{}:
-	default:
-	}
+	e.pokeReader()
 }
 
 // readerGrace is how long the background reader leaves the socket to
@@ -376,7 +428,7 @@ func (e *Endpoint) readBatch(b *txBatch, self *mailbox.Waiter, read readFunc) er
 		e.process(e.rxPkts[:n], now, b, self)
 		yield = e.yieldDue(now)
 	}
-	e.rxTok.Unlock()
+	e.releaseToken()
 	if yield {
 		runtime.Gosched()
 	}

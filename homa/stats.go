@@ -19,6 +19,10 @@ type ioCounters struct {
 	readErrors  atomic.Uint64
 	writeErrors atomic.Uint64
 	wakeups     atomic.Uint64 // the timer fired
+	vain        atomic.Uint64 // the timer fired with nothing due
+	parks       atomic.Uint64 // a reader parked on the socket
+	steals      atomic.Uint64 // a goroutine in Recv woke the background reader for rxTok
+	handoffs    atomic.Uint64 // a message went to a goroutine other than its reader
 }
 
 // countTx counts a packet the Conn accepted.
@@ -53,6 +57,10 @@ func (e *Endpoint) Stats() contract.Stats {
 	}
 	s.ReadErrors = c.readErrors.Load()
 	s.TimerWakeups = c.wakeups.Load()
+	s.TimerWakeupsVain = c.vain.Load()
+	s.ReaderParks = c.parks.Load()
+	s.ReaderSteals = c.steals.Load()
+	s.Handoffs = c.handoffs.Load()
 	s.WriteErrors = c.writeErrors.Load()
 	if sc, ok := e.conn.(netio.StatsConn); ok {
 		cs := sc.Stats()

@@ -1,0 +1,142 @@
+package homa_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/wire"
+)
+
+// wakeCounts is what an endpoint spent on the way of its messages from
+// the socket to the application.
+type wakeCounts struct {
+	timer, vain, grace, parks, steals, handoffs uint64
+}
+
+func wakesOf(e *homa.Endpoint) wakeCounts {
+	s := e.Stats()
+	return wakeCounts{
+		timer: s.TimerWakeups, vain: s.TimerWakeupsVain, grace: homa.ReaderWakeups(e),
+		parks: s.ReaderParks, steals: s.ReaderSteals, handoffs: s.Handoffs,
+	}
+}
+
+func (a wakeCounts) minus(b wakeCounts) wakeCounts {
+	return wakeCounts{a.timer - b.timer, a.vain - b.vain, a.grace - b.grace, a.parks - b.parks, a.steals - b.steals, a.handoffs - b.handoffs}
+}
+
+func (a wakeCounts) perRPC(n int) string {
+	f := func(v uint64) float64 { return float64(v) / float64(n) }
+	return fmt.Sprintf("timer %.2f (vain %.2f), grace %.2f, parks %.2f, steals %.2f, hand-offs %.2f",
+		f(a.timer), f(a.vain), f(a.grace), f(a.parks), f(a.steals), f(a.handoffs))
+}
+
+// TestParkedPathWakeups counts, per RPC, what an RPC that finds both
+// endpoints parked costs them beyond a blocking socket's one wake-up a
+// side (TCP's: the server's read returns the request, the client's the
+// response): RPCs one at a time over UDP loopback, each after a pause
+// longer than any spin, the background readers' grace and the
+// acknowledgment deadlines, so that every one starts from a parked
+// endpoint. The server's goroutine waits in Recv; the client calls.
+//
+// Counts, not times: a loaded machine changes how long each step takes,
+// not (much) which steps happen. The bounds leave room for a stray
+// wake-up of the runtime's. Before the parked path was cut, per RPC the
+// client paid a timer wake-up (its acknowledgment waited a tick), 0.6
+// grace wake-ups and 0.6 steals (the background reader took the socket
+// after each RPC, and the next one took it back), and the server 0.96
+// timer wake-ups (the acknowledgment's deadline fired in vain).
+func TestParkedPathWakeups(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sleeps between RPCs (about 1 s)")
+	}
+	lo := netip.MustParseAddr("127.0.0.1")
+	sc, err := netio.OpenUDP(lo, 0, nil)
+	if err != nil {
+		t.Fatalf("no UDP socket on loopback: %v", err)
+	}
+	cc, err := netio.OpenUDP(lo, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := homa.NewEndpoint(sc, homa.Config{})
+	defer server.Close()
+	client := homa.NewEndpoint(cc, homa.Config{})
+	defer client.Close()
+	go func() {
+		for {
+			m, err := server.Recv(context.Background(), 0)
+			if err != nil {
+				return
+			}
+			_ = server.Reply(m.Peer.Addr(), m.ID, m.Data)
+			m.Release()
+		}
+	}()
+	dst := netip.AddrPortFrom(lo, server.Port())
+	call := func(i int) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		id, err := client.Send(dst, []byte(fmt.Sprintf("request %d", i)), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := client.Recv(ctx, id)
+		if err == nil {
+			err = m.Err
+		}
+		if err != nil {
+			t.Fatalf("RPC %d: %v", i, err)
+		}
+		m.Release()
+	}
+	// Warm up, then let everything settle.
+	call(-1)
+	const pause = 8 * time.Millisecond
+	time.Sleep(pause)
+	const rpcs = 100
+	c0, s0 := wakesOf(client), wakesOf(server)
+	for i := range rpcs {
+		call(i)
+		time.Sleep(pause)
+	}
+	c, s := wakesOf(client).minus(c0), wakesOf(server).minus(s0)
+	t.Logf("client per RPC: %s", c.perRPC(rpcs))
+	t.Logf("server per RPC: %s", s.perRPC(rpcs))
+	if st := server.Stats(); st.ServerRPCs != 0 {
+		t.Errorf("server holds %d RPCs after the pauses, want 0 (acknowledged)", st.ServerRPCs)
+	}
+	check := func(side, what string, got uint64, max float64) {
+		if float64(got) > max*rpcs {
+			t.Errorf("%s: %.2f %s per RPC, want at most %.2f", side, float64(got)/rpcs, what, max)
+		}
+	}
+	// The client: its reader parks at most once, for the response (not
+	// when the response comes while it polls), and it reads the socket
+	// itself: the background reader left the socket alone while the
+	// endpoint was quiet, so there is nothing to take it from and no
+	// grace to wait out. Its acknowledgment goes with the response's
+	// arrival, not on a timer.
+	check("client", "timer wake-ups", c.timer, 0.1)
+	check("client", "grace wake-ups", c.grace, 0.1)
+	check("client", "steals", c.steals, 0.1)
+	check("client", "hand-offs", c.handoffs, 0.1)
+	check("client", "parks", c.parks, 1.2)
+	// The server: its goroutine in Recv parks once for the request, and
+	// once more when the acknowledgment comes after its poll (a client
+	// that had parked for the response sends it a thread wake-up
+	// later). Nothing is left for its timer: no NEED_ACK, no deadline
+	// that fires in vain.
+	check("server", "timer wake-ups", s.timer, 0.1)
+	check("server", "hand-offs", s.handoffs, 0.1)
+	check("server", "parks", s.parks, 2.2)
+	if n := server.Stats().TxPackets[wire.TypeNeedAck]; n > rpcs/10 {
+		t.Errorf("server sent %d NEED_ACKs in %d RPCs, want at most %d", n, rpcs, rpcs/10)
+	}
+}
