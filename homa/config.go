@@ -23,7 +23,7 @@ type Config struct {
 	PollDuration time.Duration
 	// Polling says whether to spin: PollAlways (the default) spins for
 	// PollDuration after each packet, PollAdaptive spins on servers only
-	// while spinning pays, PollNever parks at once.
+	// while their requests come close together, PollNever parks at once.
 	Polling Polling
 }
 

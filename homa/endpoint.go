@@ -434,6 +434,7 @@ func (e *Endpoint) settle(b *txBatch) {
 		}
 		if req {
 			e.delivered(peer, id, n)
+			e.spin.arrived(e.rxNow)
 		}
 	}
 	e.wakeBlocked()

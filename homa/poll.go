@@ -22,20 +22,8 @@ import (
 // sent expects it within a round trip and the server's work, so it spins
 // as above, but a goroutine waiting for any message (a server waiting
 // for requests) cannot know when the next comes, so whether it spins
-// adapts to whether spinning has paid lately: a score goes up when a reader's message came while it spun,
-// and down twice as fast when it spun its whole budget in vain. While
-// the score is not negative such readers spin; otherwise they park at
-// once, except one in probeEvery, which spins to find out whether
-// spinning pays again (a parked reader learns nothing: its wait includes
-// its own wake-up). A probe spins probeLength times PollDuration: when
-// both ends have parked, each waits for the other's wake-up, which on a
-// virtual machine takes longer than PollDuration, so a probe of
-// PollDuration would never catch the next request; one that outlasts
-// the client's wake-up does, and the client, whose response then comes
-// at once, catches it while it spins, and both spin again. A server
-// answering a client that sends its next request at once spins and
-// catches it; a server whose requests come seldom parks at once, and
-// spends one probe in probeEvery waits.
+// adapts to the gaps between the requests of the recent past (see
+// Adaptive polling below).
 //
 // A client's wait for a response includes the server's work on the
 // request, which grows with its length: copying a 1 MB request into the
@@ -54,17 +42,12 @@ import (
 // two processes took 460-490 µs (median) instead of 700-1,050 µs, for
 // less CPU per RPC.
 //
-// That the client side always spins matters: if both sides adapted on
-// their own, each would see the other's wake-ups in its waits, and both
-// would settle on parking, at two thread wake-ups per RPC. Even so, on
-// two virtual CPUs a server that adapts misses requests often enough
-// that RPCs one at a time between two processes took 19-27 µs and 68-115
-// µs of CPU each with PollAdaptive, against 15-21 µs and 52-71 µs with
-// PollAlways (homa bench --polling); with many RPCs outstanding both
-// gave the same rate. So PollAlways is the default. With the engine of
-// 2026-11-27 (turns of 335 ns) the two are closer, 6.1 µs and 16.7-19.7
-// µs of CPU against 5.9-6.0 µs and 14.3-16.0, and PollNever, a wake-up
-// per message, takes 54-59 µs and 72-77 µs of CPU.
+// An earlier PollAdaptive scored whether spins had paid and probed now
+// and then while parked (a parked reader learned nothing from its own
+// waits); on two virtual CPUs its servers missed requests often enough
+// that RPCs one at a time took 19-27 µs against 15-21 µs with
+// PollAlways. The gaps between requests, which a parked server sees as
+// well as a spinning one, replaced it.
 
 // Polling selects how a reader spins (Config.Polling).
 type Polling uint8
@@ -88,15 +71,14 @@ const (
 type spinBudget struct {
 	max  time.Duration
 	mode Polling
-	// score counts recent spins that paid (+1) against those that did
-	// not (-2), within [minScore, maxScore].
-	score atomic.Int32
-	// parks counts readers that parked without spinning.
-	parks atomic.Uint32
 	// served is the length of the last request delivered to the
 	// application: a reader waiting for any message spins longer after a
 	// long one.
 	served atomic.Int64
+	// PollAdaptive's record (see Adaptive polling): when the last
+	// message for a goroutine waiting for any message came, and the
+	// average gap between such messages.
+	lastAny, gapAvg atomic.Int64
 	// yieldEvery is how many turns of a spinning reader pass between
 	// yields of its processor (see spinRead).
 	yieldEvery uint32
@@ -116,11 +98,31 @@ const (
 // server's copies of it take.
 const dueSpinPerByte = time.Nanosecond
 
+// Adaptive polling. A spin pays when what the reader waits for comes
+// within it: then it saves a thread wake-up, which costs a few
+// microseconds of CPU and tens of microseconds of latency on a virtual
+// machine; otherwise it burns its whole budget. A goroutine waiting for
+// any message (a server waiting for requests) reads whether the next
+// one will come within its budget off the socket's recent past: the
+// average gap between the messages such goroutines received. It spins
+// while that average is below payFactor times its budget, and parks at
+// once otherwise. The average is measured whether the reader spun or
+// parked (a parked reader's gaps include its wake-up, tens of
+// microseconds: small against the gaps that make it park), so a server
+// whose requests quicken starts spinning again with no probe. Requests
+// one at a time, back to back, keep the server spinning (each comes
+// within microseconds of the last response); requests arriving at
+// random a millisecond apart leave it parked, at one wake-up per
+// request instead of PollDuration of spinning after each. A goroutine
+// waiting for a response always spins: its response is due within a
+// round trip and the server's work, and were clients to adapt too, each
+// end would see the other's wake-ups in its waits and both would settle
+// on parking, at two wake-ups per RPC.
 const (
-	maxScore    = 8
-	minScore    = -8
-	probeEvery  = 16
-	probeLength = 4
+	payFactor = 2
+	// gapCap bounds one gap's weight in the average, in budgets: one
+	// long pause moves the average to parking, not for long.
+	gapCap = 8
 )
 
 func (s *spinBudget) init(cfg Config, conn netio.Conn) {
@@ -128,9 +130,9 @@ func (s *spinBudget) init(cfg Config, conn netio.Conn) {
 	if s.max <= 0 {
 		s.mode = PollNever
 	}
-	s.score.Store(0)
-	s.parks.Store(0)
 	s.served.Store(0)
+	s.lastAny.Store(0)
+	s.gapAvg.Store(0)
 	s.yieldEvery = yieldRarely
 	if ip, ok := conn.(netio.InProcess); (ok && ip.InProcess()) || runtime.GOMAXPROCS(0) == 1 {
 		s.yieldEvery = yieldAlways
@@ -142,33 +144,33 @@ func (s *spinBudget) init(cfg Config, conn netio.Conn) {
 // was request bytes long. A reader waiting for any message spins longer
 // after a long request (served).
 func (s *spinBudget) budget(due bool, request int) time.Duration {
+	var b time.Duration
 	switch {
 	case s.mode == PollNever:
 		return 0
 	case due:
-		return s.max + time.Duration(request)*dueSpinPerByte
+		b = s.max + time.Duration(request)*dueSpinPerByte
+	default:
+		b = s.max + time.Duration(s.served.Load())*dueSpinPerByte
 	}
-	served := time.Duration(s.served.Load()) * dueSpinPerByte
-	switch {
-	case s.mode == PollAlways, s.score.Load() >= 0:
-		return s.max + served
-	case s.parks.Add(1)%probeEvery == 0:
-		return probeLength*s.max + served
+	if s.mode == PollAdaptive && !due && time.Duration(s.gapAvg.Load()) >= payFactor*b {
+		return 0 // the next request is not likely to come within b
 	}
-	return 0
+	return b
 }
 
-// spun records how the spin of a reader waiting for any message ended
-// (due is false): paid when its message came while it spun, not when it
-// spun its whole budget in vain.
-func (s *spinBudget) spun(due, paid bool) {
-	if s.mode != PollAdaptive || due {
+// arrived records that a message for a goroutine waiting for any
+// message came at now.
+func (s *spinBudget) arrived(now time.Duration) {
+	if s.mode != PollAdaptive {
 		return
 	}
-	old := s.score.Load()
-	if paid {
-		s.score.Store(min(old+1, maxScore))
-	} else {
-		s.score.Store(max(old-2, minScore))
+	last := time.Duration(s.lastAny.Swap(int64(max(now, 1))))
+	if last == 0 {
+		return
 	}
+	gap := min(now-last, gapCap*s.max)
+	// An eighth of the way to the new gap. The writers hold mu.
+	old := s.gapAvg.Load()
+	s.gapAvg.Store(old + (int64(gap)-old)/8)
 }

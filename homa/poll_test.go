@@ -6,9 +6,10 @@ import (
 )
 
 // TestSpinBudget: an adaptive reader waiting for any message spins for
-// PollDuration while spinning pays; once spins go in vain it parks at
-// once, but for one probe in probeEvery, and spins again once probes
-// pay. One waiting for a response always spins. The other modes do not
+// PollDuration while requests come closer together than payFactor times
+// that on average, parks at once when they come farther apart, and
+// spins again once they quicken, whether it spun or parked meanwhile.
+// One waiting for a response always spins. The other modes do not
 // adapt.
 func TestSpinBudget(t *testing.T) {
 	const max = 50 * time.Microsecond
@@ -17,51 +18,29 @@ func TestSpinBudget(t *testing.T) {
 	if b := s.budget(false, 0); b != max {
 		t.Fatalf("at first: budget %v, want PollDuration", b)
 	}
-	for range 100 {
-		s.spun(false, true)
+	now := time.Duration(0)
+	arrive := func(n int, gap time.Duration) {
+		for range n {
+			now += gap
+			s.arrived(now)
+		}
 	}
-	s.spun(false, false) // one miss among hits changes nothing
+	arrive(100, 20*time.Microsecond) // back to back
+	arrive(1, 10*time.Millisecond)   // one pause changes nothing
 	if b := s.budget(false, 0); b != max {
-		t.Fatalf("while spinning pays: budget %v, want PollDuration", b)
+		t.Fatalf("requests 20 µs apart, one pause: budget %v, want PollDuration", b)
 	}
-	for range 20 {
-		s.spun(false, false) // a server idle between requests
+	arrive(20, 1500*time.Microsecond) // at random, 673 a second
+	if b := s.budget(false, 0); b != 0 {
+		t.Fatalf("requests 1.5 ms apart: budget %v, want none", b)
 	}
-	spins := 0
-	for range 10 * probeEvery {
-		if b := s.budget(false, 0); b != 0 {
-			if b != probeLength*max {
-				t.Fatalf("probe budget %v, want %d x PollDuration", b, probeLength)
-			}
-			spins++
-			s.spun(false, false)
-		}
+	// A reader waiting for a response spins whatever the gaps.
+	if b := s.budget(true, 0); b != max {
+		t.Fatalf("waiting for a response: budget %v, want PollDuration", b)
 	}
-	if spins != 10 {
-		t.Fatalf("after vain spins: %d of %d readers spun, want one in %d", spins, 10*probeEvery, probeEvery)
-	}
-	// Probes that pay bring spinning back.
-	for range 100 * probeEvery {
-		if s.budget(false, 0) != 0 {
-			s.spun(false, true)
-		}
-	}
+	arrive(20, 30*time.Microsecond) // the requests quicken
 	if b := s.budget(false, 0); b != max {
-		t.Fatalf("after paying probes: budget %v, want PollDuration", b)
-	}
-	// A reader waiting for a response spins whatever the score, and
-	// its spins do not move it.
-	for range 20 {
-		s.spun(false, false)
-	}
-	for range 20 {
-		if b := s.budget(true, 0); b != max {
-			t.Fatalf("waiting for a response: budget %v, want PollDuration", b)
-		}
-		s.spun(true, true)
-	}
-	if s.score.Load() >= 0 {
-		t.Fatal("spins waiting for responses moved the score")
+		t.Fatalf("requests 30 µs apart again: budget %v, want PollDuration", b)
 	}
 	// The longer the request, the longer the server's work on it: a
 	// client spins longer for its response.
@@ -69,9 +48,7 @@ func TestSpinBudget(t *testing.T) {
 		t.Fatalf("waiting for the response to 1 MB: budget %v, want PollDuration + 1 ms", b)
 	}
 	s.init(Config{PollDuration: max}, nil) // the default: PollAlways
-	for range 20 {
-		s.spun(false, false)
-	}
+	arrive(20, 1500*time.Microsecond)
 	if b := s.budget(false, 0); b != max {
 		t.Fatalf("PollAlways: budget %v", b)
 	}
@@ -91,7 +68,6 @@ func TestSpinBudget(t *testing.T) {
 	}
 	for _, cfg := range []Config{{PollDuration: max, Polling: PollNever}, {PollDuration: -1}} {
 		s.init(cfg, nil)
-		s.spun(false, true)
 		if b := s.budget(false, 0); b != 0 {
 			t.Fatalf("%+v: budget %v, want none", cfg, b)
 		}

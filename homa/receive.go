@@ -209,7 +209,6 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 	for {
 		select {
 		case m := <-w.C:
-			e.spin.spun(due, true)
 			return m, true
 		default:
 		}
@@ -231,7 +230,6 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 		}
 		now := e.now()
 		if now > deadline {
-			e.spin.spun(due, false)
 			return nil, false
 		}
 		if at := e.dueAt.Load(); at != 0 && now >= time.Duration(at) {

@@ -58,8 +58,9 @@ type Config struct {
 	// Polling is PollAlways (the default: spin for PollDuration after
 	// each packet, as Linux Homa polls: the lowest latency),
 	// PollAdaptive (a caller waiting for its response spins; one waiting
-	// for any message, such as a server, only while spinning has paid
-	// lately: less CPU on servers whose requests come seldom) or
+	// for any message, such as a server, only while its requests have
+	// lately come less than two PollDurations apart on average: less
+	// CPU on servers whose requests come seldom) or
 	// PollNever (park at once: the least CPU).
 	Polling Polling
 	// PeerTimeout is how long a peer may say nothing about an RPC while
@@ -143,8 +144,9 @@ const (
 	// parks, as Linux Homa polls: the lowest latency. The default.
 	PollAlways Polling = iota
 	// PollAdaptive spins while waiting for a response, and while
-	// waiting for any message only as long as spinning has paid lately:
-	// less CPU on servers whose requests come seldom.
+	// waiting for any message only while such messages have lately come
+	// less than two PollDurations apart on average: less CPU on servers
+	// whose requests come seldom.
 	PollAdaptive
 	// PollNever parks at once: the least CPU, a wake-up per message.
 	PollNever
