@@ -62,25 +62,27 @@ type Endpoint struct {
 
 	// Receiving (see receive.go). Whoever holds rxTok reads the Conn
 	// (into rxPkts): a goroutine in Recv, or else the background reader.
-	poller     netio.Poller // nil when the Conn cannot be polled
-	waker      netio.Waker  // nil when the Conn cannot be woken
-	readConn   readFunc     // ReadBatch, or ReadBorrowed
-	tryRead    readFunc     // the Poller's TryReadBatch or TryReadBorrowed; nil without a Poller
-	rxOwn      bool         // rxPkts' buffers are the endpoint's (not borrowed): the core may keep them
-	lands      bool         // reads land payloads where the core lends (receiving in place)
-	lent       [][]byte     // the core's last loan (lands only)
-	rxTok      sync.Mutex
-	rxPkts     []netio.Packet
-	rxBlocked  *mailbox.Waiter // a goroutine in Recv parked reading the socket (under mu)
-	appReading atomic.Bool     // an application goroutine holds rxTok
-	rxParked   atomic.Bool     // the background reader is parked on the socket, holding rxTok
-	idleWork   atomic.Bool     // the core has work for idle (set under mu)
-	quiet      atomic.Bool     // the core has nothing in progress (core.Quiet; set under mu)
-	stealing   atomic.Int32    // goroutines in Recv waking the background reader for rxTok
-	tokenFreed chan struct{}   // the background reader let rxTok go while stealing (see takeToken)
-	lastRead   atomic.Int64    // when a goroutine in Recv last stopped reading (e.now)
-	rxNow      time.Duration   // when the holder of rxTok last processed packets
-	rxYielded  time.Duration   // when the holder of rxTok last yielded its processor while spinning
+	poller      netio.Poller // nil when the Conn cannot be polled
+	waker       netio.Waker  // nil when the Conn cannot be woken
+	readConn    readFunc     // ReadBatch, or ReadBorrowed
+	tryRead     readFunc     // the Poller's TryReadBatch or TryReadBorrowed; nil without a Poller
+	rxOwn       bool         // rxPkts' buffers are the endpoint's (not borrowed): the core may keep them
+	lands       bool         // reads land payloads where the core lends (receiving in place)
+	lent        [][]byte     // the core's last loan (lands only)
+	rxTok       sync.Mutex
+	rxPkts      []netio.Packet
+	rxBlocked   *mailbox.Waiter // a goroutine in Recv parked reading the socket (under mu)
+	appReading  atomic.Bool     // an application goroutine holds rxTok
+	rxParked    atomic.Bool     // the background reader is parked on the socket, holding rxTok
+	idleWork    atomic.Bool     // the core has work for idle (set under mu)
+	quiet       atomic.Bool     // the core has nothing in progress (core.Quiet; set under mu)
+	stealing    atomic.Int32    // goroutines in Recv waking the background reader for rxTok
+	awaitingIDs atomic.Int32    // goroutines in awaitTurn
+	readTurn    chan struct{}   // the socket is free for a goroutine in awaitTurn
+	tokenFreed  chan struct{}   // the background reader let rxTok go while stealing (see takeToken)
+	lastRead    atomic.Int64    // when a goroutine in Recv last stopped reading (e.now)
+	rxNow       time.Duration   // when the holder of rxTok last processed packets
+	rxYielded   time.Duration   // when the holder of rxTok last yielded its processor while spinning
 	// The background reader waits for the goroutines in Recv to leave
 	// the socket alone for readerGrace (see rxLoop): rxIdle is set while
 	// it waits, and the grace timer (armed while graceArmed) tells it
@@ -136,6 +138,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	e.lastRead.Store(-int64(time.Hour)) // no goroutine in Recv has read yet
 	e.readerLeft = make(chan struct{}, 1)
 	e.tokenFreed = make(chan struct{}, 1)
+	e.readTurn = make(chan struct{}, 1)
 	e.grace = time.AfterFunc(time.Hour, e.graceEnded)
 	e.grace.Stop()
 	e.timer = time.NewTimer(time.Hour)

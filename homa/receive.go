@@ -75,9 +75,54 @@ func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool, reques
 	if e.poller != nil && !e.appReading.Load() {
 		e.pokeReader()
 	}
+	if due && ctx.Err() == nil && e.poller != nil {
+		if m, ok := e.awaitTurn(ctx, w, request, &stop); ok {
+			e.putWaiter(w)
+			return mailbox.Received(m)
+		}
+	}
 	m, err := e.mb.Await(ctx, &e.mu, w)
 	e.putWaiter(w)
 	return m, err
+}
+
+// awaitTurn waits for the response of w while another goroutine reads
+// the socket, and takes the socket over when that one leaves (its own
+// message came): the response then reaches w's goroutine with no
+// hand-off, and does not wait for the background reader's grace.
+// (A goroutine waiting for any message, a server's, leaves the socket
+// to the goroutine that read last, which usually comes back soon.) It
+// reports false, with w still registered, when ctx ended or the reader
+// it became stepped aside (see read).
+func (e *Endpoint) awaitTurn(ctx context.Context, w *mailbox.Waiter, request int, stop *func() bool) (*contract.Message, bool) {
+	e.awaitingIDs.Add(1)
+	for {
+		if e.rxTok.TryLock() {
+			e.awaitingIDs.Add(-1)
+			return e.read(ctx, w, true, request, stop)
+		}
+		select {
+		case m := <-w.C:
+			e.awaitingIDs.Add(-1)
+			return m, true
+		case <-e.readTurn:
+		case <-ctx.Done():
+			e.awaitingIDs.Add(-1)
+			return nil, false
+		}
+	}
+}
+
+// passTurn tells a goroutine in awaitTurn that the socket is free. The
+// caller has just released rxTok: either a goroutine that registered in
+// awaitTurn before then finds the token free, or this sees it.
+func (e *Endpoint) passTurn() {
+	if e.awaitingIDs.Load() > 0 {
+		select {
+		case e.readTurn <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // takeToken takes rxTok for the goroutine of w if it is free, or held by
@@ -119,6 +164,7 @@ func (e *Endpoint) takeToken(ctx context.Context, w *mailbox.Waiter) (took bool,
 // parked in takeToken learns of it.
 func (e *Endpoint) releaseToken() {
 	e.rxTok.Unlock()
+	e.passTurn()
 	if e.stealing.Load() > 0 {
 		select {
 		case e.tokenFreed <- struct{}{}:
@@ -140,6 +186,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 		e.lastRead.Store(int64(e.rxNow)) // the last clock reading of a reader: close enough for readerGrace
 		e.appReading.Store(false)
 		e.rxTok.Unlock()
+		e.passTurn()
 		if e.rxIdle.Load() && !e.quiet.Load() {
 			e.armGrace(readerGrace)
 		}
