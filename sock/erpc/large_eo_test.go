@@ -1,0 +1,143 @@
+package erpc_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/sock/erpc"
+)
+
+// answerEcho answers every request h holds with its own data, whatever
+// its size.
+func (h *holder) answerEcho() {
+	h.mu.Lock()
+	held := h.held
+	h.held = nil
+	h.mu.Unlock()
+	for _, r := range held {
+		echo(r)
+	}
+}
+
+// TestExactlyOnceLarge: an 8 MiB exactly-once request with an 8 MiB
+// response runs once across everything that sends it again: its own
+// retries while the handler runs (each a whole new attempt, fragments
+// and all, parked at the server), a Call whose context ends, a new
+// session and Resume while it still runs, and Resume after it ran (a
+// duplicate of a completed request, answered from the record and
+// pulled in fragments).
+func TestExactlyOnceLarge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := memnet.New(memnet.Config{Seed: 80})
+		defer nw.Close()
+		var h holder
+		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
+			_ = nx.Register(1, h.handle, erpc.Dispatch)
+		}, nil)
+		defer srv.close()
+		cli := newClient(t, memConfig(nw), clientHost)
+		defer cli.close()
+		s := cli.connect(t, serverHost)
+		req := pattern(8 << 20)
+
+		// Three RetryTimeouts (100 ms) pass while the handler holds it.
+		ctx, cancel := context.WithTimeout(context.Background(), 350*time.Millisecond)
+		_, err := cli.rpc.Call(ctx, s, 1, req, erpc.ExactlyOnce)
+		cancel()
+		tk := erpc.TicketOf(err)
+		if !errors.Is(err, context.DeadlineExceeded) || tk == nil {
+			t.Fatalf("Call past its deadline: %v, want DeadlineExceeded with a ticket", err)
+		}
+		if st := srv.rpc.Stats(); h.count() != 1 || st.InProgressDups == 0 {
+			t.Fatalf("handler holds %d requests, %d duplicates parked; want 1 and some", h.count(), st.InProgressDups)
+		}
+		if cli.rpc.Stats().Retries == 0 {
+			t.Fatal("no attempt was sent again")
+		}
+
+		// A new session; resumed while the handler still runs.
+		if err := cli.rpc.DestroySession(s); err != nil {
+			t.Fatal(err)
+		}
+		cli.runUntil(t, time.Second, func() bool { e, _ := cli.rec.last(s); return e.ev == erpc.Disconnected })
+		s = cli.connect(t, serverHost)
+		ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err = cli.rpc.Call(ctx, s, 1, req, erpc.Resume(tk))
+		cancel()
+		next := erpc.TicketOf(err)
+		if !errors.Is(err, context.DeadlineExceeded) || next == nil {
+			t.Fatalf("resumed Call past its deadline: %v", err)
+		}
+
+		h.answerEcho() // the one run completes
+		if st := srv.rpc.Stats(); st.RecordBytes < 8<<20 || st.LargeBytes != 0 {
+			t.Fatalf("server after the run: %d record bytes (want the 8 MiB response), %d large bytes", st.RecordBytes, st.LargeBytes)
+		}
+		dups := srv.rpc.Stats().Duplicates
+		resp, err := cli.rpc.Call(t.Context(), s, 1, req, erpc.Resume(next))
+		if err != nil || !bytes.Equal(resp, req) {
+			t.Fatalf("resumed after the run: %d bytes, %v", len(resp), err)
+		}
+		if n := h.runs.Load(); n != 1 {
+			t.Fatalf("handler ran %d times, want 1", n)
+		}
+		if st := srv.rpc.Stats(); st.Duplicates == dups {
+			t.Fatal("the resumed request was not answered from the record")
+		}
+
+		// The client acknowledges it (its next request carries the ack
+		// floor), and the record lets the 8 MiB go.
+		c := cli.enqueue(t, s, 1, []byte("next"), erpc.ExactlyOnce)
+		cli.runUntil(t, time.Second, func() bool { h.answerEcho(); return c.done })
+		if c.err != nil || string(c.data) != "next" {
+			t.Fatalf("next request: %q %v", c.data, c.err)
+		}
+		cli.runUntil(t, time.Second, func() bool { return srv.rpc.Stats().RecordBytes < 1<<20 })
+	})
+}
+
+// TestLargeWindow: with FragmentWindow w, a large request keeps w
+// fragments in flight and a large response w pulls, never more; on a
+// network that reorders and delays packets the fragments reach the
+// server out of order and are put in their place, for requests that are
+// exactly-once or not.
+func TestLargeWindow(t *testing.T) {
+	for _, w := range []int{1, 3} {
+		synctest.Test(t, func(t *testing.T) {
+			nw := memnet.New(memnet.Config{Seed: 81, Reorder: 0.2, Jitter: 200 * time.Microsecond, LinkMbps: 10_000})
+			defer nw.Close()
+			srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
+				_ = nx.Register(1, echo, erpc.Dispatch)
+			}, nil)
+			defer srv.close()
+			ccfg := memConfig(nw)
+			ccfg.FragmentWindow = w
+			cli := newClient(t, ccfg, clientHost)
+			defer cli.close()
+			s := cli.connect(t, serverHost)
+			for _, opts := range [][]erpc.ReqOption{nil, {erpc.ExactlyOnce}} {
+				req := pattern(8 << 20)
+				c := cli.enqueue(t, s, 1, req, opts...)
+				cli.runUntil(t, 10*time.Second, allDone([]*call{c}))
+				if c.err != nil || !bytes.Equal(c.data, req) {
+					t.Fatalf("window %d: %d bytes, %v", w, len(c.data), c.err)
+				}
+			}
+			if p := erpc.FragPeak(cli.rpc); p != w {
+				t.Fatalf("window %d: %d in flight at most", w, p)
+			}
+			ooo := erpc.OutOfOrder(srv.rpc)
+			if w == 1 && ooo != 0 || w > 1 && ooo == 0 {
+				t.Fatalf("window %d: %d fragments arrived ahead of one missing", w, ooo)
+			}
+			if st := srv.rpc.Stats(); st.LargeRefused != 0 || st.LargeBytes != 0 {
+				t.Fatalf("window %d: server %+v", w, st)
+			}
+		})
+	}
+}
