@@ -21,25 +21,43 @@ type flight struct {
 
 // largeXfer is the state of a request whose request or response is
 // large, for its current attempt.
+//
+// The window is a span: a fragment (or pull) goes out only within
+// FragmentWindow fragments of the first one not yet acknowledged (or
+// received), so a slow fragment holds the others back rather than let
+// them run beyond the window the server takes (MaxFragmentWindow).
 type largeXfer struct {
 	hdr    header // the request's header, the fragment fields set per fragment
 	nfrag  int    // fragments of the request (0: it is small)
 	next   int    // the next fragment of the request to send
+	acked  []bool // the request's fragments acknowledged
+	lo     int    // the first fragment of the request not acknowledged
 	total  int    // of the large response, 0 until its first fragment
 	respID uint32 // the server's message id of the response
 	nresp  int    // fragments of the response
 	pull   int    // the next fragment of the response to pull
 	have   int    // fragments of the response arrived
 	got    []bool // which
+	plo    int    // the first fragment of the response not arrived
 	fl     []flight
 }
 
 // reset readies x for an attempt of a request with header h, n bytes.
 func (x *largeXfer) reset(h header, n int) {
-	got, fl := x.got[:0], x.fl[:0]
-	*x = largeXfer{hdr: h, got: got, fl: fl}
+	acked, got, fl := x.acked[:0], x.got[:0], x.fl[:0]
+	*x = largeXfer{hdr: h, acked: acked, got: got, fl: fl}
 	if n > MaxMsgSize {
 		x.nfrag = fragments(n)
+		x.acked = append(x.acked, make([]bool, x.nfrag)...)
+	}
+}
+
+// mark records the arrival of fragment i in have and moves the first
+// missing index lo past what has arrived.
+func mark(have []bool, i int, lo *int) {
+	have[i] = true
+	for *lo < len(have) && have[*lo] {
+		*lo++
 	}
 }
 
@@ -108,12 +126,13 @@ func (r *Rpc) fillWindow(q *request) error {
 		var id uint64
 		var err error
 		var f flight
+		w := r.cfg.FragmentWindow
 		switch {
-		case x.total == 0 && x.next < x.nfrag:
+		case x.total == 0 && x.next < x.nfrag && x.next < x.lo+w:
 			f = flight{idx: x.next}
 			id, err = r.sendFragment(q, x.next)
 			x.next++
-		case x.total != 0 && x.pull < x.nresp:
+		case x.total != 0 && x.pull < x.nresp && x.pull < x.plo+w:
 			f = flight{idx: x.pull, pull: true}
 			id, err = r.sendPull(q, x.pull)
 			x.pull++
@@ -187,6 +206,7 @@ func (r *Rpc) largeReply(q *request, f *flight, h *header, data []byte) (largeSt
 		if h.msgID != x.hdr.msgID || int(h.fragOff) != f.idx*fragChunk || int(h.total) != q.req.n {
 			return largeFail, &ProtocolError{"fragment acknowledgment does not match the fragment"}
 		}
+		mark(x.acked, f.idx, &x.lo)
 		return r.more(q)
 	case f != nil && f.pull:
 		if !frag || int(h.fragOff) != f.idx*fragChunk || int(h.total) != x.total || !q.eo && h.msgID != x.respID {
@@ -215,7 +235,7 @@ func (r *Rpc) largeReply(q *request, f *flight, h *header, data []byte) (largeSt
 		// The request is through (or was answered from a record): the
 		// other fragments' replies say nothing more.
 		r.abortFragments(q)
-		x.total, x.respID, x.nresp, x.pull = total, h.msgID, fragments(total), 1
+		x.total, x.respID, x.nresp, x.pull, x.plo = total, h.msgID, fragments(total), 1, 0
 		x.got = append(x.got[:0], make([]bool, x.nresp)...)
 		q.resp.n = 0
 	}
@@ -223,7 +243,7 @@ func (r *Rpc) largeReply(q *request, f *flight, h *header, data []byte) (largeSt
 	if len(data) != min(fragChunk, x.total-int(h.fragOff)) || x.got[i] {
 		return largeFail, &ProtocolError{"fragment of a large response of the wrong length, or repeated"}
 	}
-	x.got[i] = true
+	mark(x.got, i, &x.plo)
 	x.have++
 	q.resp.writeAt(int(h.fragOff), data, x.total)
 	if x.have == x.nresp {
