@@ -113,15 +113,19 @@ type Config struct {
 type ExactlyOnceConfig struct {
 	// RTT is the longest one attempt should take on the transport,
 	// network round trip and the transport's own loss recovery included.
-	// Default 20 ms.
+	// For a large message, an attempt's progress is a fragment
+	// acknowledged or pulled, so RTT must cover a window of fragments
+	// (FragmentWindow x about 1 MB) on the path. Default 20 ms.
 	RTT time.Duration
 	// HandlerTime is the longest an exactly-once handler takes to
 	// respond. Default 10 ms.
 	HandlerTime time.Duration
 	// RetryTimeout (Timeout A) is how long the client waits for an
-	// attempt before abandoning it and sending the request again; an
-	// attempt the transport reports timed out is retried at once.
-	// Default 100 ms.
+	// attempt before abandoning it and sending the request again (for a
+	// large message: how long it waits for the attempt's next fragment
+	// to be acknowledged or pulled; a new attempt starts from the first
+	// fragment); an attempt the transport reports timed out is retried
+	// RetryTimeout later. Default 100 ms.
 	RetryTimeout time.Duration
 	// MaxRetries (M) is how many times a request is sent again before
 	// it fails. Default 10; negative means none.

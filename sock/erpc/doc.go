@@ -152,7 +152,11 @@
 // request finds no record. A large exactly-once response is kept whole
 // in the record, and the client pulls it from there, so a duplicate of a
 // completed request, on any session, is answered by pulling the same
-// response again.
+// response again. An attempt of a large exactly-once request lives while
+// it makes progress: RetryTimeout counts from its last fragment
+// acknowledged or pulled, so ExactlyOnceConfig.RTT (and with it
+// RetryTimeout) must cover a window of fragments on the path; an attempt
+// abandoned starts again from the first fragment.
 //
 // # Failures
 //

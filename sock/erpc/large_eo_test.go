@@ -141,3 +141,51 @@ func TestLargeWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestExactlyOnceLargeNotKept: a large exactly-once response that does
+// not fit in what MaxRecordBytes leaves is counted before it is copied,
+// not kept, and still delivered (pulled from the large messages); a copy
+// of its request then learns that it ran (ErrResponseLost) and does not
+// run it again.
+func TestExactlyOnceLargeNotKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := memnet.New(memnet.Config{Seed: 82})
+		defer nw.Close()
+		var h holder
+		scfg := memConfig(nw)
+		scfg.ExactlyOnce.MaxRecordBytes = 2 << 20
+		srv := newServer(t, scfg, serverHost, func(nx *erpc.Nexus) {
+			_ = nx.Register(1, echo, erpc.Dispatch)
+			_ = nx.Register(2, h.handle, erpc.Dispatch)
+		}, nil)
+		defer srv.close()
+		cli := newClient(t, memConfig(nw), clientHost)
+		defer cli.close()
+		s := cli.connect(t, serverHost)
+		req := pattern(3 << 20)
+
+		resp, err := cli.rpc.Call(t.Context(), s, 1, req, erpc.ExactlyOnce)
+		if err != nil || !bytes.Equal(resp, req) {
+			t.Fatalf("3 MiB over a 2 MiB record budget: %d bytes, %v", len(resp), err)
+		}
+		if st := srv.rpc.Stats(); st.ResponsesLost != 1 || st.RecordBytes > 1<<10 || st.LargeBytes != 0 {
+			t.Fatalf("server: %d lost, %d record bytes, %d large bytes", st.ResponsesLost, st.RecordBytes, st.LargeBytes)
+		}
+
+		// Held by its handler, given up, answered, resumed.
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err = cli.rpc.Call(ctx, s, 2, req, erpc.ExactlyOnce)
+		cancel()
+		tk := erpc.TicketOf(err)
+		if tk == nil {
+			t.Fatalf("Call past its deadline: %v, want a ticket", err)
+		}
+		h.answerEcho()
+		if _, err := cli.rpc.Call(t.Context(), s, 2, req, erpc.Resume(tk)); !errors.Is(err, erpc.ErrResponseLost) {
+			t.Fatalf("resumed: %v, want ErrResponseLost", err)
+		}
+		if n := h.runs.Load(); n != 1 {
+			t.Fatalf("handler ran %d times, want 1", n)
+		}
+	})
+}
