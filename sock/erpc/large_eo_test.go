@@ -24,6 +24,25 @@ func (h *holder) answerEcho() {
 	}
 }
 
+// holderPair starts, on an in-memory network of the seed, a server whose
+// request type 1 echoes and type 2 goes to h (its configuration changed
+// by set, if not nil), and a client with a session to it; the test's
+// cleanup closes them.
+func holderPair(t *testing.T, seed uint64, set func(*erpc.Config), h *holder) (*server, *client, erpc.Session) {
+	nw := memnet.New(memnet.Config{Seed: seed})
+	scfg := memConfig(nw)
+	if set != nil {
+		set(scfg)
+	}
+	srv := newServer(t, scfg, serverHost, func(nx *erpc.Nexus) {
+		_ = nx.Register(1, echo, erpc.Dispatch)
+		_ = nx.Register(2, h.handle, erpc.Dispatch)
+	}, nil)
+	cli := newClient(t, memConfig(nw), clientHost)
+	t.Cleanup(func() { cli.close(); srv.close(); nw.Close() })
+	return srv, cli, cli.connect(t, serverHost)
+}
+
 // TestExactlyOnceLarge: an 8 MiB exactly-once request with an 8 MiB
 // response runs once across everything that sends it again: its own
 // retries while the handler runs (each a whole new attempt, fragments
@@ -33,21 +52,13 @@ func (h *holder) answerEcho() {
 // pulled in fragments).
 func TestExactlyOnceLarge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := memnet.New(memnet.Config{Seed: 80})
-		defer nw.Close()
 		var h holder
-		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
-			_ = nx.Register(1, h.handle, erpc.Dispatch)
-		}, nil)
-		defer srv.close()
-		cli := newClient(t, memConfig(nw), clientHost)
-		defer cli.close()
-		s := cli.connect(t, serverHost)
+		srv, cli, s := holderPair(t, 80, nil, &h)
 		req := pattern(8 << 20)
 
 		// Three RetryTimeouts (100 ms) pass while the handler holds it.
 		ctx, cancel := context.WithTimeout(context.Background(), 350*time.Millisecond)
-		_, err := cli.rpc.Call(ctx, s, 1, req, erpc.ExactlyOnce)
+		_, err := cli.rpc.Call(ctx, s, 2, req, erpc.ExactlyOnce)
 		cancel()
 		tk := erpc.TicketOf(err)
 		if !errors.Is(err, context.DeadlineExceeded) || tk == nil {
@@ -67,7 +78,7 @@ func TestExactlyOnceLarge(t *testing.T) {
 		cli.runUntil(t, time.Second, func() bool { e, _ := cli.rec.last(s); return e.ev == erpc.Disconnected })
 		s = cli.connect(t, serverHost)
 		ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
-		_, err = cli.rpc.Call(ctx, s, 1, req, erpc.Resume(tk))
+		_, err = cli.rpc.Call(ctx, s, 2, req, erpc.Resume(tk))
 		cancel()
 		next := erpc.TicketOf(err)
 		if !errors.Is(err, context.DeadlineExceeded) || next == nil {
@@ -79,7 +90,7 @@ func TestExactlyOnceLarge(t *testing.T) {
 			t.Fatalf("server after the run: %d record bytes (want the 8 MiB response), %d large bytes", st.RecordBytes, st.LargeBytes)
 		}
 		dups := srv.rpc.Stats().Duplicates
-		resp, err := cli.rpc.Call(t.Context(), s, 1, req, erpc.Resume(next))
+		resp, err := cli.rpc.Call(t.Context(), s, 2, req, erpc.Resume(next))
 		if err != nil || !bytes.Equal(resp, req) {
 			t.Fatalf("resumed after the run: %d bytes, %v", len(resp), err)
 		}
@@ -92,7 +103,7 @@ func TestExactlyOnceLarge(t *testing.T) {
 
 		// The client acknowledges it (its next request carries the ack
 		// floor), and the record lets the 8 MiB go.
-		c := cli.enqueue(t, s, 1, []byte("next"), erpc.ExactlyOnce)
+		c := cli.enqueue(t, s, 2, []byte("next"), erpc.ExactlyOnce)
 		cli.runUntil(t, time.Second, func() bool { h.answerEcho(); return c.done })
 		if c.err != nil || string(c.data) != "next" {
 			t.Fatalf("next request: %q %v", c.data, c.err)
@@ -149,19 +160,8 @@ func TestLargeWindow(t *testing.T) {
 // run it again.
 func TestExactlyOnceLargeNotKept(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := memnet.New(memnet.Config{Seed: 82})
-		defer nw.Close()
 		var h holder
-		scfg := memConfig(nw)
-		scfg.ExactlyOnce.MaxRecordBytes = 2 << 20
-		srv := newServer(t, scfg, serverHost, func(nx *erpc.Nexus) {
-			_ = nx.Register(1, echo, erpc.Dispatch)
-			_ = nx.Register(2, h.handle, erpc.Dispatch)
-		}, nil)
-		defer srv.close()
-		cli := newClient(t, memConfig(nw), clientHost)
-		defer cli.close()
-		s := cli.connect(t, serverHost)
+		srv, cli, s := holderPair(t, 82, func(c *erpc.Config) { c.ExactlyOnce.MaxRecordBytes = 2 << 20 }, &h)
 		req := pattern(3 << 20)
 
 		resp, err := cli.rpc.Call(t.Context(), s, 1, req, erpc.ExactlyOnce)
