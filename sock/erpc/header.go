@@ -13,7 +13,7 @@ import "encoding/binary"
 //	 3      1   request type (requests and their responses; else 0)
 //	 4      1   flags (exactly-once, carries an acknowledgment)
 //	 5      1   status (replies only; 0 in requests)
-//	 6      2   retry (exactly-once: which attempt this is, 0 first)
+//	 6      2   retry (exactly-once: which attempt this is, 0 first; 0 in pulls)
 //	 8      4   session number (the receiver's)
 //	12      4   session token (the receiver's)
 //	--- exactly-once extension, present when flagExactlyOnce is set ---
@@ -264,8 +264,8 @@ func (h *header) Parse(b []byte) (n int, err error) {
 		return 0, errStatus
 	}
 	p.retry = binary.BigEndian.Uint16(b[offRetry:])
-	if p.retry != 0 && p.flags&flagExactlyOnce == 0 {
-		return 0, errRetry
+	if p.retry != 0 && (p.flags&flagExactlyOnce == 0 || p.kind == kindPull) {
+		return 0, errRetry // a pull names a response, not an attempt
 	}
 	p.session = binary.BigEndian.Uint32(b[offSession:])
 	p.token = binary.BigEndian.Uint32(b[offToken:])

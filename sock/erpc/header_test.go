@@ -132,6 +132,7 @@ func TestHeaderRejects(t *testing.T) {
 		{"exactly-once total without fragment", patch(eo, offEOFragTot+3, 1), errReserved},
 		{"pull with data", append((&header{kind: kindPull, flags: flagFragment, fragOff: 5}).Append(nil), 1), errFragment},
 		{"exactly-once pull with a floor", (&header{kind: kindPull, flags: flagFragment | flagExactlyOnce, clientID: 1, seq: 4, ackFloor: 1}).Append(nil), errAck},
+		{"exactly-once pull with a retry", (&header{kind: kindPull, flags: flagFragment | flagExactlyOnce, retry: 1, clientID: 1, seq: 4}).Append(nil), errRetry},
 		{"exactly-once pull without sequence", (&header{kind: kindPull, flags: flagFragment | flagExactlyOnce, clientID: 1}).Append(nil), errSeq},
 		{"pull without fragment", (&header{kind: kindPull}).Append(nil), errFlags},
 		{"pull with a total", (&header{kind: kindPull, flags: flagFragment, total: 5}).Append(nil), errFragment},
