@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/netip"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -29,7 +31,12 @@ func (h *holder) answerEcho() {
 // by set, if not nil), and a client with a session to it; the test's
 // cleanup closes them.
 func holderPair(t *testing.T, seed uint64, set func(*erpc.Config), h *holder) (*server, *client, erpc.Session) {
-	nw := memnet.New(memnet.Config{Seed: seed})
+	return holderPairOn(t, memnet.Config{Seed: seed}, set, h)
+}
+
+// holderPairOn is holderPair on a network configured by nc.
+func holderPairOn(t *testing.T, nc memnet.Config, set func(*erpc.Config), h *holder) (*server, *client, erpc.Session) {
+	nw := memnet.New(nc)
 	scfg := memConfig(nw)
 	if set != nil {
 		set(scfg)
@@ -186,6 +193,43 @@ func TestExactlyOnceLargeNotKept(t *testing.T) {
 		}
 		if n := h.runs.Load(); n != 1 {
 			t.Fatalf("handler ran %d times, want 1", n)
+		}
+	})
+}
+
+// TestExactlyOnceLargeCut: the network fails while an 8 MiB exactly-once
+// response is being pulled; the request fails with a ticket, and resumed
+// once the network is back, on a new session, it gets the response of
+// its one run, pulled again from the record.
+func TestExactlyOnceLargeCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cut atomic.Bool
+		var h holder
+		srv, cli, s := holderPairOn(t, memnet.Config{Seed: 83, LinkMbps: 1000, Drop: func(src, dst netip.Addr, _ []byte) bool {
+			return cut.Load()
+		}}, nil, &h)
+		req := pattern(8 << 20)
+		c := cli.enqueue(t, s, 1, req, erpc.ExactlyOnce)
+		cli.runUntil(t, 5*time.Second, func() bool { return srv.rpc.Stats().ResponsesSent == 1 })
+		cut.Store(true) // the response's pulls have just begun
+		cli.runUntil(t, 30*time.Second, allDone([]*call{c}))
+		tk := erpc.TicketOf(c.err)
+		if tk == nil || len(c.data) != 0 {
+			t.Fatalf("cut off: %d bytes, %v; want a failure with a ticket", len(c.data), c.err)
+		}
+		t.Logf("cut off: %v (client sent %d, server sent %d)", c.err, cli.rpc.Stats().RequestsSent, srv.rpc.Stats().ResponsesSent)
+		cut.Store(false)
+		if err := cli.rpc.DestroySession(s); err != nil {
+			t.Fatal(err)
+		}
+		cli.runUntil(t, 5*time.Second, func() bool { e, _ := cli.rec.last(s); return e.ev == erpc.Disconnected })
+		s = cli.connect(t, serverHost)
+		resp, err := cli.rpc.Call(t.Context(), s, 1, req, erpc.Resume(tk))
+		if err != nil || !bytes.Equal(resp, req) {
+			t.Fatalf("resumed: %d bytes, %v", len(resp), err)
+		}
+		if st := srv.rpc.Stats(); st.RequestsServed != 1 || st.Duplicates == 0 {
+			t.Fatalf("server: %d runs, %d duplicates; want 1 run, answered from the record", st.RequestsServed, st.Duplicates)
 		}
 	})
 }
