@@ -113,7 +113,8 @@
 // message) travels as several Homa messages, fragments of MaxMsgSize
 // bytes (the last one less), each with a header that names its message
 // and its place. A large request goes as pipelined fragments: the client
-// keeps up to Config.FragmentWindow of them in flight (default 4), and
+// keeps up to Config.FragmentWindow of them in flight (default 4), all
+// within that many fragments of the first one not yet acknowledged, and
 // sends the next as each is acknowledged; the fragment that completes
 // the request is answered with the response. A large response comes as
 // eRPC fetches one with requests-for-response: the reply carries its

@@ -109,7 +109,8 @@ func TestLargeMessageLimit(t *testing.T) {
 		if !errors.Is(c.err, erpc.ErrMessageTooLarge) {
 			t.Fatalf("3 MiB request to a 2 MiB server: %v, want ErrMessageTooLarge", c.err)
 		}
-		if st := srv.rpc.Stats(); st.LargeBytes != 0 || st.LargeRefused != 1 || st.RequestsServed != 0 {
+		// Each fragment of the window that reached the server is refused.
+		if st := srv.rpc.Stats(); st.LargeBytes != 0 || st.LargeRefused < 1 || st.LargeRefused > 4 || st.RequestsServed != 0 {
 			t.Fatalf("server: %+v", st)
 		}
 		if _, err := srv.rpc.AllocMsgBuffer(2<<20 + 1); !errors.Is(err, erpc.ErrMessageTooLarge) {
