@@ -26,16 +26,13 @@ type request struct {
 	tag     any
 	link    dlink[request] // in Rpc.attempts while an exactly-once attempt waits
 	hold    *seqHold       // its sequence, open in the stream (exactly-once, once started)
-	// Large messages: the next fragment of the request to send, its
-	// message id, and the large response being pulled (its total and
-	// the server's message id).
-	sendOff   int
-	msgID     uint32
-	pullTotal int
-	pullID    uint32
-	ticket    *Ticket // resumed under this ticket, until started
-	sent      bool    // an attempt went out
-	base      uint16  // retry of its first attempt: a resumed request's earlier attempts
+	// lx is the large exchange of the current attempt: fragments of the
+	// request or pulls of the response in flight. Nil until the request
+	// or its response is found large.
+	lx     *largeXfer
+	ticket *Ticket // resumed under this ticket, until started
+	sent   bool    // an attempt went out
+	base   uint16  // retry of its first attempt: a resumed request's earlier attempts
 }
 
 // EnqueueRequest sends the request in req to the session's server, to be
@@ -79,9 +76,6 @@ func (r *Rpc) enqueue(h Session, reqType uint8, req, resp *MsgBuffer, cont Conti
 	direct := s.state == sessConnected && s.inflight < len(s.slots) && s.queue.n == 0
 	if !direct && s.queue.n >= r.cfg.MaxQueuedRequests {
 		return nil, ErrQueueFull
-	}
-	if req.n > MaxMsgSize && !r.largeOK(opts) {
-		return nil, fmt.Errorf("%w: an exactly-once request must fit one Homa message (MaxMsgSize)", ErrMessageTooLarge)
 	}
 	var eo bool
 	var t *Ticket
@@ -159,18 +153,23 @@ func (r *Rpc) transmit(q *request) error {
 		r.fillAcks(s, &h)
 	}
 	r.touch(s.st)
-	var id uint64
-	var err error
-	if !q.eo && q.req.n > MaxMsgSize {
-		id, err = r.sendFragment(q)
+	if q.lx != nil {
+		r.abortFlights(q)
+		q.lx.reset(header{}, 0)
+	}
+	if q.req.n > MaxMsgSize {
+		if err := r.transmitLarge(q, h); err != nil {
+			return err
+		}
+		q.sent = true
 	} else {
-		id, err = r.sock.Send(s.remote, q.req.frame(&h), makeCookie(ckData, s.num, q.slot))
+		id, err := r.sock.Send(s.remote, q.req.frame(&h), makeCookie(ckData, s.num, q.slot))
+		if err != nil {
+			return err
+		}
+		q.homaID, q.sent = id, true
+		r.stats.requestsSent.Add(1)
 	}
-	if err != nil {
-		return err
-	}
-	q.homaID, q.sent = id, true
-	r.stats.requestsSent.Add(1)
 	if q.eo {
 		r.attempts.repush(q, now)
 	}
@@ -183,12 +182,26 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 	if int(slot) < len(s.slots) {
 		q = s.slots[slot]
 	}
-	if q == nil || q.homaID != m.ID {
+	var f *flight
+	switch {
+	case q == nil:
+		r.stale(m)
+		return
+	case q.homaID == m.ID && m.ID != 0:
+		q.homaID = 0
+	case q.lx != nil:
+		fl, ok := q.lx.take(m.ID)
+		if !ok {
+			r.stale(m)
+			return
+		}
+		f = &fl
+	default:
 		r.stale(m)
 		return
 	}
-	q.homaID = 0
 	if m.Err != nil {
+		r.abortFlights(q)
 		r.attemptFailed(q, m.Err)
 		r.pump(s)
 		return
@@ -210,7 +223,7 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 	}
 	switch h.status {
 	case statusOK:
-		switch step, err := r.largeReply(q, &h, m.Data[n:]); step {
+		switch step, err := r.largeReply(q, f, &h, m.Data[n:]); step {
 		case largeMore:
 			m.Release()
 			return
@@ -229,8 +242,9 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 		r.forgotten(s)
 		return
 	case statusInProgress:
-		// Only an attempt already superseded gets this; try again
-		// when the retry timer says so.
+		// Only an attempt already superseded gets this (or a fragment
+		// whose place another of the attempt's took); try again when
+		// the retry timer says so.
 		m.Release()
 		r.attempts.repush(q, time.Now())
 		return
@@ -241,6 +255,7 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 			// until an attempt finds the record, or the retries run
 			// out. Only a first attempt's refusal means "not run".
 			m.Release()
+			r.abortFlights(q)
 			r.attempts.repush(q, time.Now())
 			return
 		}
@@ -255,7 +270,7 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 		}
 	case statusStale:
 		m.Release()
-		if q.pullTotal != 0 {
+		if f != nil && f.pull {
 			r.complete(q, nil, errLargeGone)
 		} else {
 			r.complete(q, nil, ErrStale)
@@ -292,6 +307,7 @@ func (r *Rpc) attemptTimedOut(q *request, now time.Time) {
 		_ = r.sock.Abort(q.homaID)
 		q.homaID = 0
 	}
+	r.abortFlights(q)
 	if r.retriesLeft(q) {
 		r.retry(q)
 		return
@@ -330,6 +346,7 @@ func (r *Rpc) complete(q *request, m *sock.Message, err error) {
 	}
 	sent := q.link.at // when the last attempt went out: a stamp for the ack timer
 	r.attempts.remove(q)
+	r.abortFlights(q) // acknowledgments of fragments still coming, or pulls after a failure
 	if m != nil {
 		m.Release()
 	}
@@ -427,6 +444,7 @@ func (r *Rpc) cancel(q *request, err error) {
 	} else if q.homaID != 0 {
 		_ = r.sock.Abort(q.homaID)
 	}
+	r.abortFlights(q)
 	r.complete(q, nil, err)
 	r.pump(s)
 }

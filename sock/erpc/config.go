@@ -66,7 +66,7 @@ type Config struct {
 
 	// MaxMessage is the largest request or response, sent or accepted.
 	// One larger than MaxMsgSize travels as several Homa messages
-	// (fragments of up to 999,968 bytes); the receiver commits memory
+	// (fragments of MaxMsgSize bytes); the receiver commits memory
 	// for each as it arrives, never for the length a peer claims.
 	// Default 8 MiB; at most 1 GiB.
 	MaxMessage int
@@ -80,6 +80,13 @@ type Config struct {
 	// response that makes no progress (no fragment arrives, none is
 	// fetched). Default 2 s.
 	MessageTimeout time.Duration
+	// FragmentWindow is how many fragments of one large message a client
+	// keeps in flight: fragments of a request sent and not yet
+	// acknowledged, or pulls of a response not yet answered. A server
+	// takes fragments up to MaxFragmentWindow ahead of the first one it
+	// misses, so a client's window above that is refused. Default 4,
+	// 1..MaxFragmentWindow.
+	FragmentWindow int
 
 	// ExactlyOnce configures exactly-once requests, on both ends.
 	ExactlyOnce ExactlyOnceConfig
@@ -106,15 +113,19 @@ type Config struct {
 type ExactlyOnceConfig struct {
 	// RTT is the longest one attempt should take on the transport,
 	// network round trip and the transport's own loss recovery included.
-	// Default 20 ms.
+	// For a large message, an attempt's progress is a fragment
+	// acknowledged or pulled, so RTT must cover a window of fragments
+	// (FragmentWindow x about 1 MB) on the path. Default 20 ms.
 	RTT time.Duration
 	// HandlerTime is the longest an exactly-once handler takes to
 	// respond. Default 10 ms.
 	HandlerTime time.Duration
 	// RetryTimeout (Timeout A) is how long the client waits for an
-	// attempt before abandoning it and sending the request again; an
-	// attempt the transport reports timed out is retried at once.
-	// Default 100 ms.
+	// attempt before abandoning it and sending the request again (for a
+	// large message: how long it waits for the attempt's next fragment
+	// to be acknowledged or pulled; a new attempt starts from the first
+	// fragment); an attempt the transport reports timed out is retried
+	// RetryTimeout later. Default 100 ms.
 	RetryTimeout time.Duration
 	// MaxRetries (M) is how many times a request is sent again before
 	// it fails. Default 10; negative means none.
@@ -143,10 +154,11 @@ type ExactlyOnceConfig struct {
 	// not kept: a copy gets ErrResponseLost). A new request that finds
 	// less than 1 KiB left is refused before its handler runs, with
 	// ErrRecordsFull (retryable). Default 64 MiB: 65,536 requests with
-	// small responses in flight, or 64 responses of MaxMsgSize kept.
+	// small responses in flight, or 64 responses of MaxMsgSize kept, or
+	// eight of 8 MiB.
 	MaxRecordBytes int
 	// MaxResponse is the largest response of an exactly-once request.
-	// Default MaxMsgSize.
+	// Default and at most Config.MaxMessage.
 	MaxResponse int
 	// MaxTickets bounds the tickets (see Ticket) a client Rpc holds per
 	// server Nexus; beyond it the oldest is released. Default 1024.
@@ -174,6 +186,7 @@ const (
 	maxMaxMessage            = 1 << 30
 	defaultLargeMessageBytes = 64 << 20
 	defaultMessageTimeout    = 2 * time.Second
+	defaultFragmentWindow    = 4
 	maxLeaseTimeout          = 1 << 31 * time.Millisecond // the connect reply's field
 	defaultMaxLeases         = 1 << 16
 
@@ -187,7 +200,6 @@ const (
 	defaultAckDelay       = time.Millisecond
 	defaultMaxRecords     = 1 << 16
 	defaultMaxRecordBytes = 64 << 20
-	defaultMaxResponse    = MaxMsgSize
 	defaultMaxTickets     = 1024
 	defaultTicketTimeout  = 30 * time.Second
 )
@@ -246,11 +258,17 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 	if err := orDefault(&c.MessageTimeout, defaultMessageTimeout, "MessageTimeout"); err != nil {
 		return c, err
 	}
+	if c.FragmentWindow == 0 {
+		c.FragmentWindow = defaultFragmentWindow
+	}
+	if c.FragmentWindow < 0 || c.FragmentWindow > MaxFragmentWindow {
+		return c, &ConfigError{"FragmentWindow", fmt.Sprintf("must be 1..%d (got %d)", MaxFragmentWindow, c.FragmentWindow)}
+	}
 	if err := orDefault(&c.MaxLeases, defaultMaxLeases, "MaxLeases"); err != nil {
 		return c, err
 	}
 	var err error
-	c.ExactlyOnce, err = c.ExactlyOnce.withDefaults()
+	c.ExactlyOnce, err = c.ExactlyOnce.withDefaults(c.MaxMessage)
 	if err != nil {
 		return c, err
 	}
@@ -268,8 +286,9 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 	return c, nil
 }
 
-// withDefaults fills in the defaults and checks table I.
-func (e ExactlyOnceConfig) withDefaults() (ExactlyOnceConfig, error) {
+// withDefaults fills in the defaults and checks table I. maxMessage is
+// the Config's MaxMessage.
+func (e ExactlyOnceConfig) withDefaults(maxMessage int) (ExactlyOnceConfig, error) {
 	for _, f := range []struct {
 		name string
 		v    *time.Duration
@@ -305,7 +324,7 @@ func (e ExactlyOnceConfig) withDefaults() (ExactlyOnceConfig, error) {
 	}{
 		{"MaxRecords", &e.MaxRecords, defaultMaxRecords},
 		{"MaxRecordBytes", &e.MaxRecordBytes, defaultMaxRecordBytes},
-		{"MaxResponse", &e.MaxResponse, defaultMaxResponse},
+		{"MaxResponse", &e.MaxResponse, maxMessage},
 		{"MaxTickets", &e.MaxTickets, defaultMaxTickets},
 	} {
 		if *f.v < 0 {
@@ -315,8 +334,8 @@ func (e ExactlyOnceConfig) withDefaults() (ExactlyOnceConfig, error) {
 			*f.v = f.def
 		}
 	}
-	if e.MaxResponse > MaxMsgSize {
-		return e, &ConfigError{"ExactlyOnce.MaxResponse", fmt.Sprintf("must be at most MaxMsgSize, %d (got %d)", MaxMsgSize, e.MaxResponse)}
+	if e.MaxResponse > maxMessage {
+		return e, &ConfigError{"ExactlyOnce.MaxResponse", fmt.Sprintf("must be at most Config.MaxMessage, %d (got %d)", maxMessage, e.MaxResponse)}
 	}
 	if e.MaxRecordBytes < recordReserve {
 		return e, &ConfigError{"ExactlyOnce.MaxRecordBytes", fmt.Sprintf("must hold at least one record in progress, %d bytes (got %d)", recordReserve, e.MaxRecordBytes)}

@@ -109,25 +109,55 @@
 // # Large messages
 //
 // A request or response may be as large as Config.MaxMessage (default 8
-// MiB). One larger than MaxMsgSize (one Homa message) travels as several
-// Homa messages, fragments of up to 999,968 bytes with a fragment header
-// (message id, offset, total). A large request goes fragment by fragment,
-// each sent when the server has acknowledged the one before; the last
-// one's reply is the response. A large response comes as eRPC fetches
-// one with requests-for-response: the reply carries its first fragment
-// and total, and the client pulls the rest one fragment at a time. The
-// receiver commits memory only for fragments that arrived and fit its
-// limits: a server checks the claimed total against its MaxMessage and
+// MiB), exactly-once or not. One larger than MaxMsgSize (one Homa
+// message) travels as several Homa messages, fragments of MaxMsgSize
+// bytes (the last one less), each with a header that names its message
+// and its place. A large request goes as pipelined fragments: the client
+// keeps up to Config.FragmentWindow of them in flight (default 4), all
+// within that many fragments of the first one not yet acknowledged, and
+// sends the next as each is acknowledged; the fragment that completes
+// the request is answered with the response. A large response comes as
+// eRPC fetches one with requests-for-response: the reply carries its
+// first fragment and total, and the client pulls the rest, again up to
+// FragmentWindow pulls in flight, writing each fragment at its place as
+// it comes. So a large message costs about one round trip per window of
+// fragments, not per fragment. eRPC pipelines packets within a message
+// under its credits; here each fragment is already a Homa message that
+// Homa moves at full rate with its own grants, and the window only keeps
+// several of them moving at once.
+//
+// The receiver commits memory only for fragments that arrived and fit its
+// limits. A server checks the claimed total against its MaxMessage and
 // charges each fragment to LargeMessageBytes as it comes (refusing,
-// retryably, what does not fit); fragments must come in order, all but
-// the last full and with the same total, else the message is dropped; a
-// message that makes no progress for MessageTimeout is dropped. A client
-// refuses a response whose total is above its own MaxMessage and grows
-// its buffer only with the bytes that came. Fragments go one at a time
-// per message, so a large message costs one round trip per fragment;
-// eRPC pipelines packets within a message under its credits, but here
-// each fragment is already a Homa message that Homa moves at full rate.
-// Exactly-once requests and their responses must fit one Homa message.
+// retryably, what does not fit), so a peer's claim of 8 MB costs nothing
+// until the bytes arrive. Fragments may arrive in any order within
+// MaxFragmentWindow (16) fragments of the first one still missing, and
+// are put in their place; a fragment beyond that window, off a fragment
+// boundary, short (but for the last), repeated, or with another total
+// drops its message, and every refusal is counted in
+// Stats.LargeRefused. A client's FragmentWindow is therefore at most
+// MaxFragmentWindow. A message that makes no progress for MessageTimeout
+// is dropped. A client refuses a response whose total is above its own
+// MaxMessage, pulls only fragments of the total it accepted, and grows
+// its buffer only with the bytes that came.
+//
+// A large exactly-once request keeps its exactly-once identity on every
+// fragment, with the attempt number (see Exactly-once requests). The
+// server gathers the fragments of one attempt at a time, keyed by the
+// identity, not the session: a fragment of a newer attempt (a retry, or
+// Resume on another session) replaces what an older one left, and a late
+// fragment of an older attempt is refused without harm. Every fragment is
+// first checked against the completion record: a copy of a request
+// running is parked, a copy of one that ran gets its recorded response at
+// once, whatever fragment it is; the handler runs only when a complete
+// request finds no record. A large exactly-once response is kept whole
+// in the record, and the client pulls it from there, so a duplicate of a
+// completed request, on any session, is answered by pulling the same
+// response again. An attempt of a large exactly-once request lives while
+// it makes progress: RetryTimeout counts from its last fragment
+// acknowledged or pulled, so ExactlyOnceConfig.RTT (and with it
+// RetryTimeout) must cover a window of fragments on the path; an attempt
+// abandoned starts again from the first fragment.
 //
 // # Failures
 //
@@ -181,12 +211,17 @@
 // Memory is bounded in count (MaxRecords) and bytes (MaxRecordBytes). A
 // record in progress reserves 1 KiB, what a small response needs, so the
 // defaults take 65,536 requests in progress per Rpc; its response, up to
-// MaxResponse (default MaxMsgSize), is kept if it fits in the bytes left
-// when it comes. A request that finds no room is refused before its
-// handler runs with ErrRecordsFull, which is retryable (errors.Is(err,
-// ErrRetryable)). An unacknowledged response goes after RecordTimeout, but
-// its record stays, remembering that the request ran, until the client
-// acknowledges it or its lease expires.
+// MaxResponse (default and at most MaxMessage, 8 MiB), is counted
+// against the bytes left when it comes and kept only if it fits (the
+// defaults keep eight 8 MiB responses). A request that finds no room is
+// refused before its handler runs with ErrRecordsFull, which is
+// retryable (errors.Is(err, ErrRetryable)). A large response the record
+// cannot keep is still delivered: it waits for the pulls of the attempt
+// that ran it under LargeMessageBytes, as a large response that is not
+// exactly-once (if that is full too, the client gets ErrResponseLost). An
+// unacknowledged response goes after RecordTimeout, but its record stays,
+// remembering that the request ran, until the client acknowledges it or
+// its lease expires.
 //
 // The guarantee: while the server process and the client's lease live, a
 // request sent under one identity runs at most once, however often it is
@@ -194,7 +229,11 @@
 // keeps sending it while the server is reachable. Its limits:
 //   - A copy that finds its record without a response (too large for the
 //     room left, or kept past RecordTimeout) gets ErrResponseLost: it ran,
-//     its response is gone.
+//     its response is gone. So does the client of a large response the
+//     server could keep neither in the record nor for pulling.
+//   - A large response is pulled from the record: pulls that outlast
+//     RecordTimeout (2 s by default, from the handler's answer) find it
+//     gone and fail with ErrResponseLost.
 //   - When the lease expires (the client was silent for LeaseTimeout:
 //     crashed, or cut off) the records go with it. The client's requests
 //     then fail with ErrLeaseExpired and may have run; they cannot be
@@ -229,18 +268,20 @@
 // session-management thread; the server sessions it makes are published
 // copy-on-write, so event loops read them without a lock.
 //
-// The erpc header (header.go, version 2) opens every Homa message: a
+// The erpc header (header.go, version 3) opens every Homa message: a
 // fixed 16-byte base (magic, version, kind, request type, flags, status,
 // retry, session number and token), and for exactly-once messages a
 // fixed 40-byte extension (client id, sequence, ack floor, acknowledged
-// sequence and its retries), or for fragments of large messages a fixed
-// 16-byte one (message id, offset, total). Version 2 added leases to the
-// connect messages, heartbeats, pulls and fragments; a version-1 peer's
-// messages are refused. Parse checks every field of an untrusted
-// message and never panics. A MsgBuffer keeps room for the largest header
-// in front of its data, so header and data reach the transport as one
-// slice with no copy.
-//
+// sequence and its retries, and for a fragment its index and the total),
+// or for fragments of other large messages a fixed 16-byte one (message
+// id, offset, total). Version 2 added leases to the connect messages,
+// heartbeats, pulls and fragments; version 3 fragments of exactly-once
+// messages and exactly-once pulls, and made every fragment MaxMsgSize
+// bytes. A peer of another version has its messages refused. Parse
+// checks every field of an untrusted message and never panics. A
+// MsgBuffer keeps room for the largest header in front of its data, so
+// header and data reach the transport as one slice with no copy.
+
 // Timers have fixed durations, so each kind lives in a list in order of
 // expiry, with O(1) insertion and removal; the event loop blocks in Recv
 // with a context that ends at the next expiry, made again only when it

@@ -120,10 +120,15 @@ func (t *eoTable) init(cfg *ExactlyOnceConfig, st *counters) {
 
 // admit looks up the record of an exactly-once request m (header h) of
 // session ss, applying the acknowledgments h carries first. For a new
-// request it makes the record. For a completed one it returns the
-// response frame to send. For one in progress it parks m and returns the
-// duplicate it replaces, if any, to be answered.
-func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message) (v eoVerdict, rec *eoRecord, frame []byte, old *sock.Message) {
+// request it makes the record if create (else it returns eoNew with no
+// record: a fragment of a request not complete yet). For a completed one
+// it returns the response frame to send (of a large response, the first
+// fragment). For one in progress it parks m and returns the duplicate it
+// replaces, if any, to be answered. copied says m is a copy of the
+// request to count (every message of a small request, the first fragment
+// of a large one: counting fewer copies than arrived is safe, more is
+// not).
+func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, create, copied bool) (v eoVerdict, rec *eoRecord, frame []byte, old *sock.Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.updateNextLocked()
@@ -138,6 +143,9 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message) (v eoVerdict
 	}
 	key := eoKey{cl.id, h.seq}
 	rec = t.recs[key]
+	if rec == nil && !create {
+		return eoNew, nil, nil, nil
+	}
 	if rec == nil {
 		if len(t.recs) >= t.cfg.MaxRecords || t.bytes+t.reserved+recordReserve > t.cfg.MaxRecordBytes {
 			t.stats.full.Add(1)
@@ -155,7 +163,9 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message) (v eoVerdict
 		t.reserved += recordReserve
 		return eoNew, rec, nil, nil
 	}
-	rec.received++
+	if copied {
+		rec.received++
+	}
 	switch rec.state {
 	case recInProgress:
 		t.stats.inProgress.Add(1)
@@ -167,13 +177,42 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message) (v eoVerdict
 		if rec.frame == nil {
 			return eoLost, nil, nil, nil
 		}
-		return eoCompleted, nil, rec.frame, nil
+		return eoCompleted, nil, rec.frame[:min(len(rec.frame), eoHeaderLen+fragChunk)], nil
 	}
 	t.stats.staleDups.Add(1)
-	if rec.expect != 0 && rec.received >= rec.expect {
+	if copied && rec.expect != 0 && rec.received >= rec.expect {
 		t.deleteLocked(rec) // that was the last copy
 	}
 	return eoStale, nil, nil, nil
+}
+
+// pullFrame returns the reply to an exactly-once pull of the fragment at
+// off of the response of (client, seq), built from its record: the
+// header and the fragment's data. It returns nil and statusOK when the
+// record holds no large response to pull from (the large table may hold
+// it), or a status when the pull cannot be answered.
+func (t *eoTable) pullFrame(client, seq uint64, off int) ([]byte, status) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rec := t.recs[eoKey{client, seq}]
+	switch {
+	case rec == nil || rec.state != recCompleted:
+		return nil, statusStale
+	case rec.frame == nil:
+		return nil, statusOK // not kept: perhaps in the large table
+	}
+	var h header
+	if _, err := h.Parse(rec.frame); err != nil || h.flags&flagFragment == 0 {
+		return nil, statusStale // a small response: nothing to pull
+	}
+	total := int(h.total)
+	if off <= 0 || off >= total || off%fragChunk != 0 {
+		return nil, statusStale
+	}
+	end := min(off+fragChunk, total)
+	h.fragOff = uint32(off)
+	b := h.Append(make([]byte, 0, eoHeaderLen+end-off))
+	return append(b, rec.frame[eoHeaderLen+off:eoHeaderLen+end]...), statusOK
 }
 
 // clientLocked returns the state of the client id of session ss, made if
@@ -236,27 +275,30 @@ func (t *eoTable) ackLocked(cl *eoClient, h *header) {
 	}
 }
 
-// complete stores the response of a record's request. It returns the
-// parked duplicate, to be answered with the same frame.
-func (t *eoTable) complete(rec *eoRecord, frame []byte, now time.Time) *sock.Message {
+// complete stores the response of a record's request, if it fits in
+// what MaxRecordBytes leaves (counted before it is copied), and reports
+// whether it was kept. It returns the parked duplicate, to be answered
+// too.
+func (t *eoTable) complete(rec *eoRecord, frame []byte, now time.Time) (parked *sock.Message, kept bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.updateNextLocked()
-	parked := rec.parked
+	parked = rec.parked
 	rec.parked = nil
 	if rec.deleted {
-		return parked
+		return parked, false
 	}
 	t.reserved -= recordReserve
 	if t.bytes+t.reserved+len(frame) <= t.cfg.MaxRecordBytes {
 		rec.frame = append([]byte(nil), frame...)
 		t.bytes += len(rec.frame)
+		kept = true
 	} else {
 		t.stats.lost.Add(1) // it ran; duplicates learn that, not the response
 	}
 	rec.state = recCompleted
 	t.done.push(rec, now)
-	return parked
+	return parked, kept
 }
 
 // abandon deletes the record of a request that will not run.

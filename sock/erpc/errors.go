@@ -15,11 +15,10 @@ var (
 	// and net.ErrClosed.
 	ErrClosed error = &wrapError{"erpc: closed", sock.ErrClosed}
 	// ErrMessageTooLarge: a message is larger than Config.MaxMessage (an
-	// exactly-once one, than MaxMsgSize; an exactly-once response, than
-	// the server's ExactlyOnceConfig.MaxResponse). It matches
-	// sock.ErrMessageTooLong.
+	// exactly-once response, than the server's
+	// ExactlyOnceConfig.MaxResponse). It matches sock.ErrMessageTooLong.
 	ErrMessageTooLarge error = &limitError{"erpc: message too large: larger than Config.MaxMessage " +
-		"(exactly-once: than MaxMsgSize, one Homa message)"}
+		"(an exactly-once response: than ExactlyOnceConfig.MaxResponse)"}
 	// ErrNoSuchService: the server has no handler for the request type.
 	ErrNoSuchService = errors.New("erpc: no handler for the request type at the server")
 	// ErrNoSuchRpc: the remote Nexus has no Rpc with the id asked for.

@@ -7,6 +7,7 @@ import (
 	"log"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/erpc"
@@ -133,9 +134,15 @@ func ExampleResume() {
 }
 
 // Messages beyond one Homa message, up to Config.MaxMessage (8 MiB by
-// default), go in fragments, both ways.
+// default), go in fragments, both ways, FragmentWindow of them in flight
+// at once; exactly-once requests too, their responses kept in the
+// completion record. An exactly-once attempt is abandoned when it makes
+// no progress for RetryTimeout: with large messages, RTT (and so
+// RetryTimeout) must cover a window of fragments, about a millisecond
+// per fragment on an idle machine, here much more for a loaded one.
 func Example_largeMessage() {
-	cfg := &erpc.Config{Socket: &sock.Config{Transport: sock.UDP}}
+	cfg := &erpc.Config{Socket: &sock.Config{Transport: sock.UDP}, FragmentWindow: 4,
+		ExactlyOnce: erpc.ExactlyOnceConfig{RTT: 500 * time.Millisecond, RetryTimeout: time.Second, RecordTimeout: 12 * time.Second}}
 	nx, _, stop := serveOn("127.0.0.1:27340", cfg, func(nx *erpc.Nexus, _ func() *erpc.Rpc) {
 		nx.Register(1, func(h *erpc.ReqHandle) { // echo
 			r := h.Rpc()
@@ -155,5 +162,9 @@ func Example_largeMessage() {
 	req := bytes.Repeat([]byte("homa"), 1<<20) // 4 MiB
 	out, err := rpc.Call(context.Background(), s, 1, req)
 	fmt.Println(len(out), bytes.Equal(out, req), err)
-	// Output: 4194304 true <nil>
+	out, err = rpc.Call(context.Background(), s, 1, req, erpc.ExactlyOnce)
+	fmt.Println(len(out), bytes.Equal(out, req), err)
+	// Output:
+	// 4194304 true <nil>
+	// 4194304 true <nil>
 }

@@ -8,12 +8,12 @@ import "encoding/binary"
 //
 //	offset size field
 //	 0      1   magic (0xE5)
-//	 1      1   version (2)
+//	 1      1   version (3)
 //	 2      1   kind (request, response, connect, ...)
 //	 3      1   request type (requests and their responses; else 0)
 //	 4      1   flags (exactly-once, carries an acknowledgment)
 //	 5      1   status (replies only; 0 in requests)
-//	 6      2   retry (exactly-once: which attempt this is, 0 first)
+//	 6      2   retry (exactly-once: which attempt this is, 0 first; 0 in pulls)
 //	 8      4   session number (the receiver's)
 //	12      4   session token (the receiver's)
 //	--- exactly-once extension, present when flagExactlyOnce is set ---
@@ -22,13 +22,21 @@ import "encoding/binary"
 //	32      8   ack floor (every sequence below it is acknowledged)
 //	40      8   acknowledged sequence (with flagAck)
 //	48      2   retries of the acknowledged sequence (with flagAck)
-//	50      6   reserved, zero
-//	--- fragment extension, present when flagFragment is set (never with
-//	    flagExactlyOnce) ---
+//	50      2   with flagFragment: the fragment's index (its data starts at
+//	            index x fragChunk); else zero
+//	52      4   with flagFragment: total length of the message (0 in a
+//	            pull); else zero
+//	--- fragment extension, present when flagFragment is set without
+//	    flagExactlyOnce ---
 //	16      4   message id (a request's: the client's; a response's: the server's)
 //	20      4   offset of this fragment's data in the message
 //	24      4   total length of the message
 //	28      4   reserved, zero
+//
+// A fragment of an exactly-once message (request, response, pull) is
+// named by the exactly-once identity (client id, sequence) instead of a
+// message id, so it carries the exactly-once extension with the index and
+// total in what is otherwise reserved: the header stays 56 bytes.
 //
 // Control messages carry a fixed body after the base header (see
 // connectBody, connectReplyBody and disconnectBody). A request or a
@@ -37,7 +45,10 @@ const (
 	hdrMagic = 0xE5
 	// hdrVersion 2: connects carry a lease (fresh flag, the lease's
 	// duration in the reply), heartbeats, statusLeaseExpired.
-	hdrVersion = 2
+	// hdrVersion 3: fragments of exactly-once messages (the fragment
+	// index and total in the exactly-once extension), exactly-once
+	// pulls, fragments of MaxMsgSize bytes.
+	hdrVersion = 3
 
 	offMagic   = 0
 	offVersion = 1
@@ -56,7 +67,9 @@ const (
 	offAckFloor   = 32
 	offAckSeq     = 40
 	offAckRetries = 48
-	offReserved   = 50
+	offReserved   = 50 // without flagFragment
+	offEOFragIdx  = 50 // with flagFragment
+	offEOFragTot  = 52
 	// eoHeaderLen is the length of the header with the exactly-once
 	// extension.
 	eoHeaderLen = 56
@@ -169,7 +182,7 @@ func (h *header) put(b []byte) {
 	binary.BigEndian.PutUint16(b[offRetry:], h.retry)
 	binary.BigEndian.PutUint32(b[offSession:], h.session)
 	binary.BigEndian.PutUint32(b[offToken:], h.token)
-	if h.flags&flagFragment != 0 {
+	if h.flags&flagFragment != 0 && h.flags&flagExactlyOnce == 0 {
 		binary.BigEndian.PutUint32(b[offFragID:], h.msgID)
 		binary.BigEndian.PutUint32(b[offFragOffset:], h.fragOff)
 		binary.BigEndian.PutUint32(b[offFragTotal:], h.total)
@@ -184,6 +197,11 @@ func (h *header) put(b []byte) {
 	binary.BigEndian.PutUint64(b[offAckFloor:], h.ackFloor)
 	binary.BigEndian.PutUint64(b[offAckSeq:], h.ackSeq)
 	binary.BigEndian.PutUint16(b[offAckRetries:], h.ackRetries)
+	if h.flags&flagFragment != 0 {
+		binary.BigEndian.PutUint16(b[offEOFragIdx:], uint16(h.fragOff/fragChunk))
+		binary.BigEndian.PutUint32(b[offEOFragTot:], h.total)
+		return
+	}
 	clear(b[offReserved:eoHeaderLen])
 }
 
@@ -202,7 +220,7 @@ var allowedFlags = [kindMax + 1]uint8{
 	kindRequest:  flagExactlyOnce | flagAck | flagFragment,
 	kindResponse: flagExactlyOnce | flagFragment,
 	kindAck:      flagExactlyOnce | flagAck,
-	kindPull:     flagFragment,
+	kindPull:     flagFragment | flagExactlyOnce,
 }
 
 // Parse decodes the header at the start of b, which comes from the
@@ -238,7 +256,7 @@ func (h *header) Parse(b []byte) (n int, err error) {
 	if p.kind == kindAck && p.flags&flagExactlyOnce == 0 {
 		return 0, errFlags
 	}
-	if p.flags&flagFragment != 0 && p.flags&flagExactlyOnce != 0 || p.kind == kindPull && p.flags&flagFragment == 0 {
+	if p.kind == kindPull && p.flags&flagFragment == 0 {
 		return 0, errFlags
 	}
 	p.status = status(b[offStatus])
@@ -246,12 +264,12 @@ func (h *header) Parse(b []byte) (n int, err error) {
 		return 0, errStatus
 	}
 	p.retry = binary.BigEndian.Uint16(b[offRetry:])
-	if p.retry != 0 && p.flags&flagExactlyOnce == 0 {
-		return 0, errRetry
+	if p.retry != 0 && (p.flags&flagExactlyOnce == 0 || p.kind == kindPull) {
+		return 0, errRetry // a pull names a response, not an attempt
 	}
 	p.session = binary.BigEndian.Uint32(b[offSession:])
 	p.token = binary.BigEndian.Uint32(b[offToken:])
-	if p.flags&flagFragment != 0 {
+	if p.flags&flagFragment != 0 && p.flags&flagExactlyOnce == 0 {
 		return h.parseFragment(b, p)
 	}
 	if p.flags&flagExactlyOnce == 0 {
@@ -266,9 +284,20 @@ func (h *header) Parse(b []byte) (n int, err error) {
 	p.ackFloor = binary.BigEndian.Uint64(b[offAckFloor:])
 	p.ackSeq = binary.BigEndian.Uint64(b[offAckSeq:])
 	p.ackRetries = binary.BigEndian.Uint16(b[offAckRetries:])
-	for _, x := range b[offReserved:eoHeaderLen] {
-		if x != 0 {
-			return 0, errReserved
+	if p.flags&flagFragment != 0 {
+		off := uint64(binary.BigEndian.Uint16(b[offEOFragIdx:])) * fragChunk
+		if off > 1<<32-1 {
+			return 0, errFragment
+		}
+		p.fragOff, p.total = uint32(off), binary.BigEndian.Uint32(b[offEOFragTot:])
+		if err := p.checkFragment(len(b) - eoHeaderLen); err != nil {
+			return 0, err
+		}
+	} else {
+		for _, x := range b[offReserved:eoHeaderLen] {
+			if x != 0 {
+				return 0, errReserved
+			}
 		}
 	}
 	if p.clientID == 0 {
@@ -283,7 +312,7 @@ func (h *header) Parse(b []byte) (n int, err error) {
 		// The request's own sequence is incomplete at the client, so
 		// the floor cannot have passed it.
 		return 0, errFloor
-	case p.kind == kindResponse && (p.ackFloor != 0 || p.ackSeq != 0 || p.ackRetries != 0):
+	case (p.kind == kindResponse || p.kind == kindPull) && (p.ackFloor != 0 || p.ackSeq != 0 || p.ackRetries != 0):
 		return 0, errAck
 	case p.flags&flagAck == 0 && (p.ackSeq != 0 || p.ackRetries != 0):
 		return 0, errAck
@@ -310,16 +339,25 @@ func (h *header) parseFragment(b []byte, p header) (int, error) {
 			return 0, errReserved
 		}
 	}
-	switch {
-	case p.kind == kindPull && p.total != 0:
-		return 0, errFragment // a pull names an offset only
-	case p.kind != kindPull && p.fragOff >= p.total && !(p.total == 0 && p.fragOff == 0):
-		return 0, errFragment
-	case p.kind != kindPull && uint64(p.fragOff)+uint64(len(b)-fragHeaderLen) > uint64(p.total):
-		return 0, errFragment // data beyond the claimed total
+	if err := p.checkFragment(len(b) - fragHeaderLen); err != nil {
+		return 0, err
 	}
 	*h = p
 	return fragHeaderLen, nil
+}
+
+// checkFragment checks a fragment's offset and total against each other
+// and against the n bytes of data that follow the header.
+func (p *header) checkFragment(n int) error {
+	switch {
+	case p.kind == kindPull && (p.total != 0 || n != 0):
+		return errFragment // a pull names an offset only
+	case p.kind != kindPull && p.fragOff >= p.total && !(p.total == 0 && p.fragOff == 0):
+		return errFragment
+	case p.kind != kindPull && uint64(p.fragOff)+uint64(n) > uint64(p.total):
+		return errFragment // data beyond the claimed total
+	}
+	return nil
 }
 
 // Bodies of the control messages, after the base header.
@@ -505,7 +543,7 @@ var (
 	errPort     = &ProtocolError{"port is not a server port"}
 	errLease    = &ProtocolError{"lease duration zero"}
 	errCount    = &ProtocolError{"heartbeat count out of range or not matching the length"}
-	errFragment = &ProtocolError{"fragment offset or length beyond the message's total"}
+	errFragment = &ProtocolError{"fragment offset or length beyond the message's total, or data in a pull"}
 )
 
 // heartbeatBody lists the client ids whose leases a client renews.

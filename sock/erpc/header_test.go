@@ -27,8 +27,12 @@ var validHeaders = []header{
 	{kind: kindHeartbeat},
 	{kind: kindHeartbeatReply},
 	{kind: kindRequest, reqType: 3, flags: flagFragment, session: 1, token: 2, msgID: 7, fragOff: 0, total: 2_000_000},
-	{kind: kindResponse, reqType: 3, flags: flagFragment, msgID: 7, fragOff: 999_968, total: 2_000_000},
-	{kind: kindPull, flags: flagFragment, session: 1, token: 2, msgID: 9, fragOff: 999_968},
+	{kind: kindResponse, reqType: 3, flags: flagFragment, msgID: 7, fragOff: fragChunk, total: 2_000_000},
+	{kind: kindPull, flags: flagFragment, session: 1, token: 2, msgID: 9, fragOff: fragChunk},
+	{kind: kindRequest, reqType: 3, flags: flagFragment | flagExactlyOnce | flagAck, retry: 1, session: 1, token: 2,
+		clientID: 5, seq: 42, ackFloor: 40, ackSeq: 41, ackRetries: 3, fragOff: 2 * fragChunk, total: 8 << 20},
+	{kind: kindResponse, reqType: 3, flags: flagFragment | flagExactlyOnce, clientID: 5, seq: 42, fragOff: fragChunk, total: 8 << 20},
+	{kind: kindPull, flags: flagFragment | flagExactlyOnce, session: 1, token: 2, clientID: 5, seq: 42, fragOff: 7 * fragChunk},
 }
 
 // TestHeaderBytes pins the layout: named offsets, big-endian.
@@ -36,7 +40,7 @@ func TestHeaderBytes(t *testing.T) {
 	h := header{kind: kindRequest, reqType: 0xAB, flags: flagExactlyOnce | flagAck, retry: 0x0102,
 		session: 0x03040506, token: 0x0708090A, clientID: 0x1112131415161718, seq: 0x2122232425262728,
 		ackFloor: 0x2122232425262720, ackSeq: 0x4142434445464748, ackRetries: 0x5152}
-	want := "e5" + "02" + "01" + "ab" + "03" + "00" + "0102" + "03040506" + "0708090a" +
+	want := "e5" + "03" + "01" + "ab" + "03" + "00" + "0102" + "03040506" + "0708090a" +
 		"1112131415161718" + "2122232425262728" + "2122232425262720" + "4142434445464748" + "5152" + "000000000000"
 	b := h.Append(nil)
 	if got := hex.EncodeToString(b); got != want {
@@ -46,11 +50,19 @@ func TestHeaderBytes(t *testing.T) {
 		t.Fatalf("length %d, Len %d", len(b), h.Len())
 	}
 	f := header{kind: kindRequest, reqType: 1, flags: flagFragment, session: 2, token: 3, msgID: 0x0A0B0C0D, fragOff: 0x000F4240, total: 0x00800000}
-	if got := hex.EncodeToString(f.Append(nil)); got != "e5020101040000000000000200000003"+"0a0b0c0d"+"000f4240"+"00800000"+"00000000" {
+	if got := hex.EncodeToString(f.Append(nil)); got != "e5030101040000000000000200000003"+"0a0b0c0d"+"000f4240"+"00800000"+"00000000" {
 		t.Fatalf("fragment header %s", got)
 	}
+	// An exactly-once fragment: the index and total in the extension's
+	// last six bytes.
+	ef := header{kind: kindRequest, reqType: 1, flags: flagExactlyOnce | flagFragment, session: 2, token: 3,
+		clientID: 9, seq: 8, ackFloor: 7, fragOff: 0x0102 * fragChunk, total: 0x00800000}
+	if got := hex.EncodeToString(ef.Append(nil)); got != "e5030101050000000000000200000003"+"0000000000000009"+"0000000000000008"+
+		"0000000000000007"+"0000000000000000"+"0000"+"0102"+"00800000" {
+		t.Fatalf("exactly-once fragment header %s", got)
+	}
 	base := header{kind: kindResponse, status: statusStale, session: 1, token: 2}
-	if got := hex.EncodeToString(base.Append(nil)); got != "e5020200000700000000000100000002" {
+	if got := hex.EncodeToString(base.Append(nil)); got != "e5030200000700000000000100000002" {
 		t.Fatalf("base header %s", got)
 	}
 }
@@ -64,7 +76,11 @@ func TestHeaderRoundTrip(t *testing.T) {
 			t.Fatalf("header %d: %d bytes, Len %d", i, len(b), h.Len())
 		}
 		var p header
-		n, err := p.Parse(append(b, "payload"...))
+		payload := "payload"
+		if h.kind == kindPull {
+			payload = "" // a pull carries no data
+		}
+		n, err := p.Parse(append(b, payload...))
 		if err != nil || n != len(b) || p != h {
 			t.Fatalf("header %d: parsed %+v (%d bytes, %v), want %+v", i, p, n, err, h)
 		}
@@ -90,7 +106,8 @@ func TestHeaderRejects(t *testing.T) {
 	}{
 		{"magic", patch(validHeaders[0], 0, 0x00), errMagic},
 		{"version 1", patch(validHeaders[0], 1, 1), errVersion},
-		{"version 3", patch(validHeaders[0], 1, 3), errVersion},
+		{"version 2", patch(validHeaders[0], 1, 2), errVersion},
+		{"version 4", patch(validHeaders[0], 1, 4), errVersion},
 		{"kind 0", patch(validHeaders[0], 2, 0), errKind},
 		{"kind 12", patch(validHeaders[0], 2, 12), errKind},
 		{"type on connect", patch(header{kind: kindConnect}, 3, 1), errReqType},
@@ -108,7 +125,15 @@ func TestHeaderRejects(t *testing.T) {
 		{"floor past seq", (&header{kind: kindRequest, flags: flagExactlyOnce, clientID: 1, seq: 4, ackFloor: 5}).Append(nil), errFloor},
 		{"ack fields without flag", (&header{kind: kindRequest, flags: flagExactlyOnce, clientID: 1, seq: 4, ackSeq: 2}).Append(nil), errAck},
 		{"ack flag without seq", (&header{kind: kindRequest, flags: flagExactlyOnce | flagAck, clientID: 1, seq: 4}).Append(nil), errAck},
-		{"fragment with exactly-once", (&header{kind: kindRequest, flags: flagFragment | flagExactlyOnce, clientID: 1, seq: 1}).Append(nil), errFlags},
+		{"exactly-once index past total", (&header{kind: kindRequest, flags: flagFragment | flagExactlyOnce, clientID: 1, seq: 1, fragOff: 2 * fragChunk, total: 2 * fragChunk}).Append(nil), errFragment},
+		{"exactly-once index beyond 32 bits", patch(header{kind: kindRequest, flags: flagFragment | flagExactlyOnce, clientID: 1, seq: 1, total: 10}, offEOFragIdx, 0xFF), errFragment},
+		{"exactly-once data past total", append((&header{kind: kindRequest, flags: flagFragment | flagExactlyOnce, clientID: 1, seq: 1, total: 2}).Append(nil), 1, 2, 3), errFragment},
+		{"exactly-once index without fragment", patch(eo, offEOFragIdx+1, 1), errReserved},
+		{"exactly-once total without fragment", patch(eo, offEOFragTot+3, 1), errReserved},
+		{"pull with data", append((&header{kind: kindPull, flags: flagFragment, fragOff: 5}).Append(nil), 1), errFragment},
+		{"exactly-once pull with a floor", (&header{kind: kindPull, flags: flagFragment | flagExactlyOnce, clientID: 1, seq: 4, ackFloor: 1}).Append(nil), errAck},
+		{"exactly-once pull with a retry", (&header{kind: kindPull, flags: flagFragment | flagExactlyOnce, retry: 1, clientID: 1, seq: 4}).Append(nil), errRetry},
+		{"exactly-once pull without sequence", (&header{kind: kindPull, flags: flagFragment | flagExactlyOnce, clientID: 1}).Append(nil), errSeq},
 		{"pull without fragment", (&header{kind: kindPull}).Append(nil), errFlags},
 		{"pull with a total", (&header{kind: kindPull, flags: flagFragment, total: 5}).Append(nil), errFragment},
 		{"fragment offset past total", (&header{kind: kindRequest, flags: flagFragment, fragOff: 10, total: 10}).Append(nil), errFragment},

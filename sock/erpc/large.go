@@ -9,46 +9,73 @@ import (
 )
 
 // Messages larger than one Homa message (MaxMsgSize) travel in fragments
-// of fragChunk bytes, each a Homa message of its own with the fragment
-// extension of the header (message id, offset, total).
+// of fragChunk bytes, each a Homa message of its own, named by the
+// fragment extension of the header (message id, offset, total) or, for an
+// exactly-once message, by its exactly-once identity with the fragment's
+// index and the total.
 //
-// A large request goes as a series of transport RPCs, one fragment each,
-// in order, one at a time: the server answers every fragment but the last
-// with an empty acknowledgment, and the last with the response, as for a
-// small request. A large response comes back as eRPC fetches a
-// multi-packet response with requests-for-response: the reply to the
-// request carries the first fragment and the total, and the client pulls
-// each next fragment with a pull request, one at a time. The server keeps
-// the response until its last fragment has been pulled.
+// A large request goes as a series of transport RPCs, one fragment each:
+// the client keeps up to its FragmentWindow of them in flight, sending
+// the next as each is acknowledged. The server answers every fragment
+// with an empty acknowledgment, except the one that completes the
+// message, which it answers with the response, as for a small request. A
+// large response comes back as eRPC fetches a multi-packet response with
+// requests-for-response: the reply to the request carries the first
+// fragment and the total, and the client pulls the others, up to its
+// window at once. The server keeps the response until every fragment has
+// been pulled (an exactly-once response: in its completion record, until
+// acknowledged).
 //
 // The receiver trusts no total: a server checks it against MaxMessage and
 // holds only the fragments that have arrived, each one charged to
-// LargeMessageBytes as it comes; fragments must come in order, every one
-// but the last full, with the same total; anything else drops the
-// message. A client pulls only what it asked for and grows its response
-// buffer with the bytes that arrived, never beyond the total it accepted.
-// Messages that make no progress for MessageTimeout are dropped, with
-// their memory. Large requests are not exactly-once: an exactly-once
-// request must fit one Homa message.
+// LargeMessageBytes as it comes. Fragments may arrive in any order within
+// MaxFragmentWindow fragments of the first one missing; each must sit on
+// a fragment boundary, be full (the last one: the rest), carry the same
+// total, and arrive once. Anything else drops the message. A client pulls
+// only what it asked for and grows its response buffer with the bytes
+// that arrived, never beyond the total it accepted. Messages that make no
+// progress for MessageTimeout are dropped, with their memory.
 
-// largeKey names a large message at a server Rpc: the session's token and
-// the message id (the client's for a request, the server's for a
-// response).
+// MaxFragmentWindow is the most fragments of one large message a server
+// takes ahead of the first one it misses, and so the largest
+// Config.FragmentWindow.
+const MaxFragmentWindow = 16
+
+// largeKind says what a large message at a server Rpc is, and what names
+// it.
+type largeKind uint8
+
+const (
+	lkRequest    largeKind = iota + 1 // a request being reassembled: (session token, client's message id)
+	lkResponse                        // a response being pulled: (session token, server's message id)
+	lkEORequest                       // an exactly-once request being reassembled: (client id, sequence)
+	lkEOResponse                      // an exactly-once response its record could not keep: (client id, sequence)
+)
+
+// largeKey names a large message at a server Rpc.
 type largeKey struct {
-	token, id uint32
+	kind largeKind
+	a, b uint64
 }
 
 // largeMsg is a request being reassembled or a response being pulled.
 type largeMsg struct {
 	key     largeKey
-	resp    bool
 	reqType uint8
 	total   int
-	got     int      // request: bytes arrived
-	chunks  [][]byte // request: the fragments' data
+	nfrag   int
+	retry   uint16   // an exactly-once request: the attempt whose fragments these are
+	have    int      // fragments held (request) or pulled (response, not counting the first)
+	first   int      // request: index of the first fragment missing
+	got     int      // request: bytes held
+	chunks  [][]byte // request: the fragments' data by index, nil until it arrives
 	data    []byte   // response: all of it
+	pulled  []bool   // response: the fragments pulled at least once
 	link    dlink[largeMsg]
 }
+
+// fragments is how many fragments a message of total bytes takes.
+func fragments(total int) int { return (total + fragChunk - 1) / fragChunk }
 
 // maxLargeMsgs bounds the large messages a server Rpc holds at once.
 const maxLargeMsgs = 1024
@@ -62,6 +89,7 @@ type largeTable struct {
 	msgs   map[largeKey]*largeMsg
 	idle   dlist[largeMsg] // by last progress
 	nextID uint32
+	ahead  int // fragments taken ahead of one missing (for tests)
 	// next is the Unix time in nanoseconds at which the oldest message
 	// times out, or 0: the event loop reads it without the lock.
 	next atomic.Int64
@@ -89,7 +117,7 @@ func (t *largeTable) dropLocked(x *largeMsg) {
 	}
 	delete(t.msgs, x.key)
 	t.idle.remove(x)
-	if x.resp {
+	if x.data != nil {
 		t.bytes -= len(x.data)
 	} else {
 		t.bytes -= x.got
@@ -122,74 +150,138 @@ func (t *largeTable) expire(now time.Time, timeout time.Duration, st *counters) 
 	t.updateNextLocked(timeout)
 }
 
-// serveFragment takes a fragment of a large request (header h, data
-// after n bytes) on session ss. Every fragment but the last is answered
-// at once; the last one dispatches the reassembled request.
-func (r *Rpc) serveFragment(m *sock.Message, h *header, n int, ss *srvSession, hd *handlerEntry) {
-	t := &r.large
-	rh := header{kind: kindResponse, reqType: h.reqType, flags: flagFragment, msgID: h.msgID, total: h.total}
-	data := m.Data[n:]
-	total, off := int(h.total), int(h.fragOff)
-	final := off+len(data) == total
-	key := largeKey{ss.token, h.msgID}
-	now := time.Now()
+// fragVerdict is what the reassembly made of a fragment.
+type fragVerdict uint8
 
+const (
+	fragHeld     fragVerdict = iota // kept; the message is not complete
+	fragComplete                    // the message is complete: the request is returned
+	fragOld                         // a fragment of an exactly-once attempt already superseded
+	fragRefused                     // refused; the status says why
+)
+
+// addFragment takes the fragment data at off of the message key (total
+// bytes; for an exactly-once request, attempt retry). It returns the
+// reassembled request when this fragment completes it.
+func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total int, data []byte) (fragVerdict, status, []byte) {
+	t := &r.large
+	now := time.Now()
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	defer t.updateNextLocked(r.cfg.MessageTimeout)
 	x := t.msgs[key]
+	if x != nil && key.kind == lkEORequest && retry != x.retry {
+		if retry < x.retry {
+			return fragOld, statusInProgress, nil
+		}
+		t.dropLocked(x) // a newer attempt: gather its fragments instead
+		x = nil
+	}
+	idx := off / fragChunk
 	st := statusOK
 	switch {
 	case total > r.cfg.MaxMessage || total <= MaxMsgSize:
 		st = statusTooLarge // or small enough to have come whole: not a fragment
-	case !final && len(data) != fragChunk:
-		st = statusBadRequest // every fragment but the last is full
-	case off == 0 && x != nil:
-		t.dropLocked(x) // sent again from the start
-		x = nil
-	case off != 0 && (x == nil || x.got != off || x.total != total):
-		st = statusBadRequest // missing, repeated, overlapping or inconsistent
-	}
-	if st == statusOK && (t.bytes+len(data) > r.cfg.LargeMessageBytes || x == nil && len(t.msgs) >= maxLargeMsgs) {
+	case off%fragChunk != 0 || len(data) != min(fragChunk, total-off):
+		st = statusBadRequest // off a fragment boundary, or not full
+	case x != nil && (x.total != total || x.reqType != reqType):
+		st = statusBadRequest // inconsistent
+	case x != nil && (idx < x.first || x.chunks[idx] != nil):
+		st = statusBadRequest // repeated or overlapping
+	case x != nil && idx >= x.first+MaxFragmentWindow || x == nil && idx >= MaxFragmentWindow:
+		st = statusBadRequest // beyond the window
+	case t.bytes+len(data) > r.cfg.LargeMessageBytes || x == nil && len(t.msgs) >= maxLargeMsgs:
 		st = statusServerBusy
 	}
 	if st != statusOK {
 		if x != nil {
 			t.dropLocked(x)
 		}
-		t.updateNextLocked(r.cfg.MessageTimeout)
-		t.mu.Unlock()
 		r.stats.largeRefused.Add(1)
-		r.replyStatus(m, &rh, st)
-		return
+		return fragRefused, st, nil
 	}
 	if x == nil {
-		x = &largeMsg{key: key, reqType: h.reqType, total: total}
+		x = &largeMsg{key: key, reqType: reqType, total: total, nfrag: fragments(total), retry: retry}
+		x.chunks = make([][]byte, x.nfrag)
 		t.msgs[key] = x
 	}
-	x.chunks = append(x.chunks, append([]byte(nil), data...))
+	if idx != x.first {
+		t.ahead++
+	}
+	x.chunks[idx] = append([]byte(nil), data...)
 	x.got += len(data)
+	x.have++
 	t.bytes += len(data)
-	if !final {
+	for x.first < x.nfrag && x.chunks[x.first] != nil {
+		x.first++
+	}
+	if x.have < x.nfrag {
 		t.touchLocked(x, now, r.cfg.MessageTimeout)
-		t.mu.Unlock()
-		rh.fragOff = uint32(x.got)
-		r.replyStatus(m, &rh, statusOK)
-		return
+		return fragHeld, statusOK, nil
 	}
 	// Complete: the request keeps its bytes charged until it is answered.
 	delete(t.msgs, key)
 	t.idle.remove(x)
-	t.updateNextLocked(r.cfg.MessageTimeout)
-	t.mu.Unlock()
 	req := make([]byte, 0, total)
 	for _, c := range x.chunks {
 		req = append(req, c...)
 	}
-	r.dispatch(m, req, hd, nil, &header{kind: kindResponse, reqType: h.reqType}, ss, total)
+	return fragComplete, statusOK, req
+}
+
+// serveFragment takes a fragment of a large request (header h, data
+// after n bytes) on session ss. Every fragment but the one that completes
+// the request is answered at once; that one dispatches it. A fragment of
+// an exactly-once request is first checked against its record: a
+// duplicate of a request that ran is answered from the record, one of a
+// request running is parked, whatever fragment it is.
+func (r *Rpc) serveFragment(m *sock.Message, h *header, n int, ss *srvSession, hd *handlerEntry) {
+	eo := h.flags&flagExactlyOnce != 0
+	sh := header{kind: kindResponse, reqType: h.reqType} // for a status
+	key := largeKey{lkRequest, uint64(ss.token), uint64(h.msgID)}
+	if eo {
+		if h.clientID != ss.clientID {
+			r.stats.bad.Add(1)
+			r.replyStatus(m, &sh, statusBadRequest)
+			return
+		}
+		sh.flags, sh.clientID, sh.seq = flagExactlyOnce, h.clientID, h.seq
+		key = largeKey{lkEORequest, h.clientID, h.seq}
+		v, _, frame, old := r.eo.admit(ss, h, m, false, h.fragOff == 0)
+		if v != eoNew && r.answerEO(v, m, &sh, frame, old) {
+			return
+		}
+	}
+	v, st, req := r.addFragment(key, h.reqType, h.retry, int(h.fragOff), int(h.total), m.Data[n:])
+	switch v {
+	case fragRefused, fragOld:
+		r.replyStatus(m, &sh, st)
+		return
+	case fragHeld:
+		ah := header{kind: kindResponse, reqType: h.reqType, flags: h.flags &^ flagAck, msgID: h.msgID,
+			fragOff: h.fragOff, total: h.total, clientID: h.clientID, seq: h.seq}
+		r.replyStatus(m, &ah, statusOK)
+		return
+	}
+	var rec *eoRecord
+	if eo {
+		var frame []byte
+		var old *sock.Message
+		var ev eoVerdict
+		ev, rec, frame, old = r.eo.admit(ss, h, m, true, false)
+		if ev != eoNew {
+			r.large.release(len(req))
+			r.answerEO(ev, m, &sh, frame, old)
+			return
+		}
+	}
+	r.dispatch(m, req, hd, rec, &sh, ss, len(req))
 }
 
 // storeResponse keeps a response larger than one Homa message to be
-// pulled, and returns the reply that carries its first fragment. If it
-// cannot be kept, the reply is an error status, and the error says why.
+// pulled, under key kind k, and returns the reply that carries its first
+// fragment. If it cannot be kept, the reply is an error status, and the
+// error says why.
 func (t *largeTable) storeResponse(r *Rpc, h *ReqHandle, resp *MsgBuffer, rh *header) ([]byte, error) {
 	n := resp.n
 	t.mu.Lock()
@@ -197,43 +289,84 @@ func (t *largeTable) storeResponse(r *Rpc, h *ReqHandle, resp *MsgBuffer, rh *he
 		t.mu.Unlock()
 		r.stats.largeRefused.Add(1)
 		rh.status = statusTooLarge
+		if h.rec != nil {
+			rh.status = statusResponseLost // it ran; nothing can carry its response
+		}
+		rh.flags &^= flagFragment
 		return rh.Append(nil), ErrMessageTooLarge
 	}
-	t.nextID++
-	rh.flags |= flagFragment
-	rh.msgID, rh.fragOff, rh.total = t.nextID, 0, uint32(n)
-	if n <= fragChunk {
-		// One fragment carries it all: nothing to keep for pulls.
-		t.mu.Unlock()
-		return append(rh.Append(make([]byte, 0, fragHeaderLen+n)), resp.Data()...), nil
+	key := largeKey{lkResponse, uint64(h.token), 0}
+	if h.rec != nil {
+		key = largeKey{lkEOResponse, h.rec.key.client, h.rec.key.seq}
+	} else {
+		t.nextID++
+		rh.msgID = t.nextID
+		key.b = uint64(t.nextID)
 	}
-	x := &largeMsg{key: largeKey{h.token, t.nextID}, resp: true, reqType: rh.reqType, total: n,
+	rh.flags |= flagFragment
+	rh.fragOff, rh.total = 0, uint32(n)
+	x := &largeMsg{key: key, reqType: rh.reqType, total: n, nfrag: fragments(n),
 		data: append([]byte(nil), resp.Data()...)}
-	t.msgs[x.key] = x
+	x.pulled = make([]bool, x.nfrag)
+	if old := t.msgs[key]; old != nil {
+		t.dropLocked(old)
+	}
+	t.msgs[key] = x
 	t.bytes += n
 	t.touchLocked(x, time.Now(), r.cfg.MessageTimeout)
 	t.mu.Unlock()
-	return append(rh.Append(make([]byte, 0, fragHeaderLen+fragChunk)), x.data[:fragChunk]...), nil
+	return append(rh.Append(make([]byte, 0, rh.Len()+fragChunk)), x.data[:fragChunk]...), nil
 }
 
-// servePull answers a pull with the next fragment of a stored response.
+// servePull answers a pull with the fragment of a stored response it
+// names: from the completion record for an exactly-once response, else
+// from the large table. A response in the table goes once every fragment
+// has been pulled.
 func (r *Rpc) servePull(m *sock.Message, h *header, ss *srvSession) {
-	t := &r.large
-	rh := header{kind: kindResponse, flags: flagFragment, msgID: h.msgID}
-	t.mu.Lock()
-	x := t.msgs[largeKey{ss.token, h.msgID}]
 	off := int(h.fragOff)
-	if x == nil || !x.resp || off <= 0 || off >= x.total || off%fragChunk != 0 {
+	eo := h.flags&flagExactlyOnce != 0
+	rh := header{kind: kindResponse, flags: h.flags, msgID: h.msgID, clientID: h.clientID, seq: h.seq}
+	key := largeKey{lkResponse, uint64(ss.token), uint64(h.msgID)}
+	if eo {
+		if h.clientID != ss.clientID {
+			r.stats.bad.Add(1)
+			r.replyStatus(m, &header{kind: kindResponse}, statusBadRequest)
+			return
+		}
+		if frame, st := r.eo.pullFrame(h.clientID, h.seq, off); frame != nil || st != statusOK {
+			if st != statusOK {
+				r.stats.bad.Add(1)
+				r.replyStatus(m, &rh, st)
+				return
+			}
+			_ = r.sock.Reply(m, frame)
+			m.Release()
+			return
+		}
+		key = largeKey{lkEOResponse, h.clientID, h.seq}
+	}
+	t := &r.large
+	t.mu.Lock()
+	x := t.msgs[key]
+	if x == nil || x.data == nil || off <= 0 || off >= x.total || off%fragChunk != 0 {
 		t.mu.Unlock()
 		r.stats.bad.Add(1)
-		r.replyStatus(m, &rh, statusStale) // expired, done, or never there
+		st := statusStale // expired, done, or never there
+		if eo && x == nil {
+			st = statusResponseLost // it ran; neither its record nor the table has the response
+		}
+		r.replyStatus(m, &rh, st)
 		return
 	}
 	end := min(off+fragChunk, x.total)
 	rh.reqType, rh.fragOff, rh.total = x.reqType, uint32(off), uint32(x.total)
-	frame := append(rh.Append(make([]byte, 0, fragHeaderLen+end-off)), x.data[off:end]...)
-	if end == x.total {
-		t.dropLocked(x) // pulled to the end
+	frame := append(rh.Append(make([]byte, 0, rh.Len()+end-off)), x.data[off:end]...)
+	if i := off / fragChunk; !x.pulled[i] {
+		x.pulled[i] = true
+		x.have++
+	}
+	if x.have == x.nfrag-1 {
+		t.dropLocked(x) // every fragment pulled
 		t.updateNextLocked(r.cfg.MessageTimeout)
 	} else {
 		t.touchLocked(x, time.Now(), r.cfg.MessageTimeout)

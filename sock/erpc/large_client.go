@@ -1,33 +1,188 @@
 package erpc
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // The client side of large messages (see large.go): a request larger
-// than MaxMsgSize goes fragment after fragment, each sent when the server
-// has acknowledged the one before; a response larger than one Homa
-// message is pulled fragment after fragment into the response buffer.
+// than MaxMsgSize goes in fragments, up to FragmentWindow of them in
+// flight, the next sent as each is acknowledged; a response larger than
+// one Homa message is pulled, up to FragmentWindow pulls in flight, into
+// the response buffer, each fragment written at its place as it comes.
 
-// sendFragment sends the fragment of q's request at q.sendOff.
-func (r *Rpc) sendFragment(q *request) (uint64, error) {
-	s := q.s
-	if q.sendOff == 0 {
-		s.nextMsgID++
-		q.msgID = s.nextMsgID
+// flight is a transport RPC of a large exchange: a fragment of the
+// request, or a pull of a fragment of the response.
+type flight struct {
+	id   uint64
+	idx  int
+	pull bool
+}
+
+// largeXfer is the state of a request whose request or response is
+// large, for its current attempt.
+//
+// The window is a span: a fragment (or pull) goes out only within
+// FragmentWindow fragments of the first one not yet acknowledged (or
+// received), so a slow fragment holds the others back rather than let
+// them run beyond the window the server takes (MaxFragmentWindow).
+type largeXfer struct {
+	hdr    header // the request's header, the fragment fields set per fragment
+	nfrag  int    // fragments of the request (0: it is small)
+	next   int    // the next fragment of the request to send
+	acked  []bool // the request's fragments acknowledged
+	lo     int    // the first fragment of the request not acknowledged
+	total  int    // of the large response, 0 until its first fragment
+	respID uint32 // the server's message id of the response
+	nresp  int    // fragments of the response
+	pull   int    // the next fragment of the response to pull
+	have   int    // fragments of the response arrived
+	got    []bool // which
+	plo    int    // the first fragment of the response not arrived
+	fl     []flight
+}
+
+// reset readies x for an attempt of a request with header h, n bytes.
+func (x *largeXfer) reset(h header, n int) {
+	acked, got, fl := x.acked[:0], x.got[:0], x.fl[:0]
+	*x = largeXfer{hdr: h, acked: acked, got: got, fl: fl}
+	if n > MaxMsgSize {
+		x.nfrag = fragments(n)
+		x.acked = append(x.acked, make([]bool, x.nfrag)...)
 	}
-	end := min(q.sendOff+fragChunk, q.req.n)
-	h := header{kind: kindRequest, reqType: q.reqType, flags: flagFragment, session: s.srvNum, token: s.srvToken,
-		msgID: q.msgID, fragOff: uint32(q.sendOff), total: uint32(q.req.n)}
+}
+
+// mark records the arrival of fragment i in have and moves the first
+// missing index lo past what has arrived.
+func mark(have []bool, i int, lo *int) {
+	have[i] = true
+	for *lo < len(have) && have[*lo] {
+		*lo++
+	}
+}
+
+// take removes the flight of transport RPC id and returns it.
+func (x *largeXfer) take(id uint64) (flight, bool) {
+	for i, f := range x.fl {
+		if f.id == id {
+			x.fl[i] = x.fl[len(x.fl)-1]
+			x.fl = x.fl[:len(x.fl)-1]
+			return f, true
+		}
+	}
+	return flight{}, false
+}
+
+// abortFlights aborts the transport RPCs of q's large exchange.
+func (r *Rpc) abortFlights(q *request) {
+	if q.lx == nil {
+		return
+	}
+	for _, f := range q.lx.fl {
+		_ = r.sock.Abort(f.id)
+	}
+	q.lx.fl = q.lx.fl[:0]
+}
+
+// abortFragments stops sending q's request: its fragments in flight are
+// aborted and no more go out.
+func (r *Rpc) abortFragments(q *request) {
+	x := q.lx
+	fl := x.fl[:0]
+	for _, f := range x.fl {
+		if f.pull {
+			fl = append(fl, f)
+		} else {
+			_ = r.sock.Abort(f.id)
+		}
+	}
+	x.fl = fl
+	x.next = x.nfrag
+}
+
+// transmitLarge sends the first fragments of q's large request, with
+// header h (an exactly-once one with its acknowledgments filled in).
+func (r *Rpc) transmitLarge(q *request, h header) error {
+	if q.lx == nil {
+		q.lx = &largeXfer{}
+	}
+	r.abortFlights(q)
+	if !q.eo {
+		q.s.nextMsgID++
+		h.msgID = q.s.nextMsgID
+	}
+	h.flags |= flagFragment
+	h.total = uint32(q.req.n)
+	q.lx.reset(h, q.req.n)
+	q.resp.n = 0
+	return r.fillWindow(q)
+}
+
+// fillWindow sends fragments of the request, or else pulls of the
+// response, while q's window has room.
+func (r *Rpc) fillWindow(q *request) error {
+	x := q.lx
+	for len(x.fl) < r.cfg.FragmentWindow {
+		var id uint64
+		var err error
+		var f flight
+		w := r.cfg.FragmentWindow
+		switch {
+		case x.total == 0 && x.next < x.nfrag && x.next < x.lo+w:
+			f = flight{idx: x.next}
+			id, err = r.sendFragment(q, x.next)
+			x.next++
+		case x.total != 0 && x.pull < x.nresp && x.pull < x.plo+w:
+			f = flight{idx: x.pull, pull: true}
+			id, err = r.sendPull(q, x.pull)
+			x.pull++
+		default:
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		f.id = id
+		x.fl = append(x.fl, f)
+		r.stats.requestsSent.Add(1)
+		if len(x.fl) > r.fragPeak {
+			r.fragPeak = len(x.fl)
+		}
+	}
+	return nil
+}
+
+// sendFragment sends fragment i of q's request.
+func (r *Rpc) sendFragment(q *request, i int) (uint64, error) {
+	h := q.lx.hdr
+	off := i * fragChunk
+	end := min(off+fragChunk, q.req.n)
+	h.fragOff = uint32(off)
 	var frame []byte
-	if q.sendOff == 0 {
-		start := maxHeaderLen - fragHeaderLen // in place, before the data
+	if i == 0 {
+		start := maxHeaderLen - h.Len() // in place, before the data
 		h.put(q.req.buf[start:maxHeaderLen])
 		frame = q.req.buf[start : maxHeaderLen+end]
 	} else {
 		// The transport copies what it is given: one scratch buffer serves.
-		r.scratch = append(h.Append(r.scratch[:0]), q.req.Data()[q.sendOff:end]...)
+		r.scratch = append(h.Append(r.scratch[:0]), q.req.Data()[off:end]...)
 		frame = r.scratch
 	}
-	return r.sock.Send(s.remote, frame, makeCookie(ckData, s.num, q.slot))
+	return r.sock.Send(q.s.remote, frame, makeCookie(ckData, q.s.num, q.slot))
+}
+
+// sendPull asks for fragment i of q's large response.
+func (r *Rpc) sendPull(q *request, i int) (uint64, error) {
+	s := q.s
+	h := header{kind: kindPull, flags: flagFragment, session: s.srvNum, token: s.srvToken, fragOff: uint32(i * fragChunk)}
+	if q.eo {
+		h.flags |= flagExactlyOnce
+		h.clientID, h.seq = s.st.id, q.seq
+	} else {
+		h.msgID = q.lx.respID
+	}
+	var b [maxHeaderLen]byte
+	return r.sock.Send(s.remote, h.Append(b[:0]), makeCookie(ckData, s.num, q.slot))
 }
 
 // largeStep is what a large exchange does with a successful reply.
@@ -35,78 +190,75 @@ type largeStep uint8
 
 const (
 	largeNo   largeStep = iota // not part of a large exchange: an ordinary response
-	largeMore                  // the next fragment or pull went out
+	largeMore                  // the exchange goes on
 	largeDone                  // the large response is complete in q.resp
 	largeFail                  // the reply broke the exchange; err says how
 )
 
-// largeReply takes a successful reply (header h, data) to q when q's
-// request or response is large.
-func (r *Rpc) largeReply(q *request, h *header, data []byte) (largeStep, error) {
-	if !q.eo && q.req.n > MaxMsgSize && q.sendOff+fragChunk < q.req.n {
-		// The acknowledgment of a fragment that was not the last.
-		if h.flags&flagFragment == 0 || h.msgID != q.msgID || int(h.fragOff) != q.sendOff+fragChunk || len(data) != 0 {
+// largeReply takes a successful reply (header h, data) to q, which came
+// on flight f if q's exchange is large (else f is nil).
+func (r *Rpc) largeReply(q *request, f *flight, h *header, data []byte) (largeStep, error) {
+	x := q.lx
+	frag := h.flags&flagFragment != 0
+	switch {
+	case f != nil && !f.pull && frag && len(data) == 0:
+		// The acknowledgment of a fragment of the request.
+		if h.msgID != x.hdr.msgID || int(h.fragOff) != f.idx*fragChunk || int(h.total) != q.req.n {
 			return largeFail, &ProtocolError{"fragment acknowledgment does not match the fragment"}
 		}
-		q.sendOff += fragChunk
-		return r.next(q, r.sendFragment)
-	}
-	if h.flags&flagFragment == 0 {
-		if q.pullTotal != 0 {
+		mark(x.acked, f.idx, &x.lo)
+		return r.more(q)
+	case f != nil && f.pull:
+		if !frag || int(h.fragOff) != f.idx*fragChunk || int(h.total) != x.total || !q.eo && h.msgID != x.respID {
+			return largeFail, &ProtocolError{"fragment of a large response out of place"}
+		}
+	case !frag:
+		if x != nil && x.total != 0 {
 			return largeFail, &ProtocolError{"a fragment of a large response expected"}
 		}
-		return largeNo, nil
-	}
-	total, off := int(h.total), int(h.fragOff)
-	if q.pullTotal == 0 {
+		return largeNo, nil // a small response
+	default:
+		// The first fragment of a large response.
+		total := int(h.total)
 		switch {
+		case x != nil && x.total != 0:
+			return largeFail, &ProtocolError{"a large response started twice"}
 		case total > r.cfg.MaxMessage:
 			return largeFail, fmt.Errorf("%w: the server's response is %d bytes, Config.MaxMessage %d", ErrMessageTooLarge, total, r.cfg.MaxMessage)
-		case off != 0 || total <= MaxMsgSize:
+		case h.fragOff != 0 || total <= MaxMsgSize:
 			return largeFail, &ProtocolError{"large response not starting at its first fragment"}
 		}
-		q.pullTotal, q.pullID = total, h.msgID
+		if x == nil {
+			q.lx = &largeXfer{}
+			x = q.lx
+		}
+		// The request is through (or was answered from a record): the
+		// other fragments' replies say nothing more.
+		r.abortFragments(q)
+		x.total, x.respID, x.nresp, x.pull, x.plo = total, h.msgID, fragments(total), 1, 0
+		x.got = append(x.got[:0], make([]bool, x.nresp)...)
 		q.resp.n = 0
-	} else if off != q.resp.n || total != q.pullTotal || h.msgID != q.pullID {
-		return largeFail, &ProtocolError{"fragment of a large response out of place"}
 	}
-	if len(data) != min(fragChunk, total-off) {
-		return largeFail, &ProtocolError{"fragment of a large response of the wrong length"}
+	i := int(h.fragOff) / fragChunk
+	if len(data) != min(fragChunk, x.total-int(h.fragOff)) || x.got[i] {
+		return largeFail, &ProtocolError{"fragment of a large response of the wrong length, or repeated"}
 	}
-	q.resp.appendData(data, total)
-	if q.resp.n == total {
+	mark(x.got, i, &x.plo)
+	x.have++
+	q.resp.writeAt(int(h.fragOff), data, x.total)
+	if x.have == x.nresp {
 		return largeDone, nil
 	}
-	return r.next(q, r.sendPull)
+	return r.more(q)
 }
 
-// next sends the next message of a large exchange with send.
-func (r *Rpc) next(q *request, send func(*request) (uint64, error)) (largeStep, error) {
-	id, err := send(q)
-	if err != nil {
+// more fills q's window after progress.
+func (r *Rpc) more(q *request) (largeStep, error) {
+	if err := r.fillWindow(q); err != nil {
 		return largeFail, fmt.Errorf("erpc: send: %w", closedError(err))
 	}
-	q.homaID = id
-	r.stats.requestsSent.Add(1)
-	return largeMore, nil
-}
-
-// sendPull asks for the fragment of q's large response at the length it
-// has so far.
-func (r *Rpc) sendPull(q *request) (uint64, error) {
-	s := q.s
-	h := header{kind: kindPull, flags: flagFragment, session: s.srvNum, token: s.srvToken, msgID: q.pullID, fragOff: uint32(q.resp.n)}
-	var b [fragHeaderLen]byte
-	return r.sock.Send(s.remote, h.Append(b[:0]), makeCookie(ckData, s.num, q.slot))
-}
-
-// largeOK reports whether a request with opts may be larger than one
-// Homa message: not an exactly-once one.
-func (r *Rpc) largeOK(opts []ReqOption) bool {
-	for _, o := range opts {
-		if o.eo {
-			return false
-		}
+	if q.eo {
+		r.attempts.repush(q, time.Now()) // progress: the attempt lives on
 	}
-	return true
+	return largeMore, nil
 }

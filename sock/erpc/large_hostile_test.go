@@ -1,6 +1,7 @@
 package erpc
 
 import (
+	"bytes"
 	"net/netip"
 	"testing"
 	"testing/synctest"
@@ -13,96 +14,200 @@ import (
 
 // TestLargeHostile: a peer that sends fragments as it likes costs the
 // server only the bytes that arrived and fit its limits. A claim of 8 MiB
-// holds one fragment; a claim above MaxMessage holds nothing; a fragment
-// missing, repeated, overlapping, short or inconsistent drops its message;
-// a message left unfinished goes after MessageTimeout; a pull of nothing
-// is refused. The handler never runs.
+// holds one fragment; a claim above MaxMessage holds nothing; fragments
+// may come in any order within MaxFragmentWindow of the first missing,
+// but one beyond it, repeated, overlapping, short or inconsistent drops
+// its message, and every refusal is counted; a message left unfinished
+// goes after MessageTimeout; a pull of nothing is refused. The handler
+// never runs.
 func TestLargeHostile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := memnet.New(memnet.Config{Seed: 72})
-		defer nw.Close()
-		host := netip.MustParseAddr("10.3.0.1")
-		open := func(a netip.AddrPort) (*sock.Socket, error) {
-			c, err := socktest.OpenMem(nw, a, testConfig())
-			if err != nil {
-				return nil, err
-			}
-			return c, nil
-		}
-		const budget = 2*fragChunk + 10
-		nx, err := NewNexus(netip.AddrPortFrom(host, 2000), &Config{Open: open, LargeMessageBytes: budget})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nx.Close()
-		runs := 0
-		_ = nx.Register(1, func(h *ReqHandle) { runs++ }, Dispatch)
-		r, stop := serveRpc(t, nx)
-		defer stop()
-
-		cs, err := open(netip.AddrPortFrom(netip.MustParseAddr("10.3.0.2"), 0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		p := rawPeer{t, cs}
-		connect := (&connectBody{dstRpc: 0, srcRpc: 1, fresh: true, clientID: 99}).Append((&header{kind: kindConnect}).Append(nil))
-		h, b := p.call(nx.Addr(), connect)
-		var body connectReplyBody
-		if _, err := body.Parse(b); h.status != statusOK || err != nil {
-			t.Fatalf("connect: %+v %v", h, err)
-		}
-		rpcAddr := netip.AddrPortFrom(host, body.port)
-		sess, tok := h.session, h.token
-
-		chunk := make([]byte, fragChunk)
-		frag := func(id, off, total uint32, data []byte) []byte {
-			hd := header{kind: kindRequest, reqType: 1, flags: flagFragment, session: sess, token: tok, msgID: id, fragOff: off, total: total}
-			return append(hd.Append(nil), data...)
-		}
-		expect := func(what string, msg []byte, want status, held int) {
-			t.Helper()
-			if h, _ := p.call(rpcAddr, msg); h.status != want {
-				t.Fatalf("%s: status %d, want %d", what, h.status, want)
-			}
-			if st := r.Stats(); st.LargeBytes != held {
-				t.Fatalf("%s: %d bytes held, want %d", what, st.LargeBytes, held)
-			}
-		}
+		hp := newHostileLarge(t, 72)
+		defer hp.close()
 		const eight = 8 << 20
-		expect("first fragment of a claimed 8 MiB", frag(1, 0, eight, chunk), statusOK, fragChunk)
-		expect("a claim of 1 GiB", frag(2, 0, 1<<30, chunk), statusTooLarge, fragChunk)
-		expect("a gap", frag(1, 2*fragChunk, eight, chunk), statusBadRequest, 0)
-		expect("restart", frag(1, 0, eight, chunk), statusOK, fragChunk)
-		expect("overlap", frag(1, fragChunk/2, eight, chunk), statusBadRequest, 0)
-		expect("restart", frag(1, 0, eight, chunk), statusOK, fragChunk)
-		expect("second fragment", frag(1, fragChunk, eight, chunk), statusOK, 2*fragChunk)
-		expect("again at the same offset", frag(1, fragChunk, eight, chunk), statusBadRequest, 0)
-		expect("short fragment not the last", frag(3, 0, eight, chunk[:1000]), statusBadRequest, 0)
-		expect("total changed", frag(4, 0, eight, chunk), statusOK, fragChunk)
-		expect("total changed", frag(4, fragChunk, eight-1, chunk), statusBadRequest, 0)
-		expect("a small message as fragments", frag(5, 0, 1000, chunk[:1000]), statusTooLarge, 0)
-
-		// The budget: two fragments fit, the third does not, and the
-		// messages it would have grown are dropped.
-		expect("budget 1", frag(6, 0, eight, chunk), statusOK, fragChunk)
-		expect("budget 2", frag(7, 0, eight, chunk), statusOK, 2*fragChunk)
-		expect("over budget", frag(7, fragChunk, eight, chunk), statusServerBusy, fragChunk)
+		const huge = 20 * fragChunk // more fragments than the window
+		chunk := hp.chunk
+		frag := hp.frag
+		expect := hp.expect
+		expect("first fragment of a claimed 8 MiB", frag(1, 0, eight, chunk), statusOK, fragChunk, 0)
+		expect("a claim of 1 GiB", frag(2, 0, 1<<30, chunk), statusTooLarge, fragChunk, 1)
+		expect("out of order, within the window", frag(1, 2*fragChunk, eight, chunk), statusOK, 2*fragChunk, 0)
+		expect("repeated", frag(1, 2*fragChunk, eight, chunk), statusBadRequest, 0, 1)
+		expect("a fresh message", frag(9, fragChunk, eight, chunk), statusOK, fragChunk, 0)
+		expect("overlap", frag(9, fragChunk/2, eight, chunk), statusBadRequest, 0, 1)
+		expect("beyond the window", frag(10, MaxFragmentWindow*fragChunk, huge, chunk), statusBadRequest, 0, 1)
+		expect("the window's last", frag(10, (MaxFragmentWindow-1)*fragChunk, huge, chunk), statusOK, fragChunk, 0)
+		expect("another message", frag(11, 0, eight, chunk), statusOK, 2*fragChunk, 0)
+		expect("again at the same offset", frag(11, 0, eight, chunk), statusBadRequest, fragChunk, 1)
+		expect("the window's first", frag(10, 0, huge, chunk), statusOK, 2*fragChunk, 0)
+		expect("over budget", frag(12, 0, eight, chunk), statusServerBusy, 2*fragChunk, 1)
+		expect("over budget, grown", frag(10, fragChunk, huge, chunk), statusServerBusy, 0, 1)
+		expect("short fragment not the last", frag(3, 0, eight, chunk[:1000]), statusBadRequest, 0, 1)
+		expect("total changed", frag(4, 0, eight, chunk), statusOK, fragChunk, 0)
+		expect("total changed", frag(4, fragChunk, eight-1, chunk), statusBadRequest, 0, 1)
+		expect("a small message as fragments", frag(5, 0, 1000, chunk[:1000]), statusTooLarge, 0, 1)
+		expect("an unfinished one", frag(6, 0, eight, chunk), statusOK, fragChunk, 0)
 
 		// Data beyond the claimed total does not parse.
-		expect("beyond the total", frag(8, 0, 10, chunk[:20]), statusBadRequest, fragChunk)
-
+		expect("beyond the total", frag(8, 0, 10, chunk[:20]), statusBadRequest, fragChunk, 0)
 		// A pull of a response that does not exist.
-		pull := (&header{kind: kindPull, flags: flagFragment, session: sess, token: tok, msgID: 77, fragOff: fragChunk}).Append(nil)
-		expect("pull of nothing", pull, statusStale, fragChunk)
+		pull := (&header{kind: kindPull, flags: flagFragment, session: hp.sess, token: hp.tok, msgID: 77, fragOff: fragChunk}).Append(nil)
+		expect("pull of nothing", pull, statusStale, fragChunk, 0)
 
 		// Left unfinished: gone after MessageTimeout.
 		time.Sleep(2100 * time.Millisecond)
-		if st := r.Stats(); st.LargeBytes != 0 || st.LargeExpired != 1 {
-			t.Fatalf("after MessageTimeout: %d bytes, %d expired", st.LargeBytes, st.LargeExpired)
+		if st := hp.r.Stats(); st.LargeBytes != 0 || st.LargeExpired != 1 || st.LargeRefused != hp.refusals {
+			t.Fatalf("after MessageTimeout: %d bytes, %d expired, %d refused (want %d)", st.LargeBytes, st.LargeExpired, st.LargeRefused, hp.refusals)
 		}
-		if runs != 0 {
-			t.Fatalf("handler ran %d times", runs)
+		if hp.runs[1] != 0 {
+			t.Fatalf("handler ran %d times", hp.runs[1])
+		}
+	})
+}
+
+// hostileLarge is a server Rpc and a raw peer with a session to it, to
+// send fragments by hand. The server's LargeMessageBytes holds two
+// fragments and a little; its MaxMessage is 32 MiB; handler 1 counts its
+// runs and never answers, handler 2 counts and echoes.
+type hostileLarge struct {
+	t         *testing.T
+	nx        *Nexus
+	r         *Rpc
+	stop      func()
+	cs        *sock.Socket
+	p         rawPeer
+	rpcAddr   netip.AddrPort
+	sess, tok uint32
+	clientID  uint64
+	chunk     []byte
+	runs      [3]int
+	refusals  uint64
+}
+
+func newHostileLarge(t *testing.T, seed uint64) *hostileLarge {
+	nw := memnet.New(memnet.Config{Seed: seed})
+	t.Cleanup(func() { nw.Close() })
+	host := netip.MustParseAddr("10.3.0.1")
+	open := func(a netip.AddrPort) (*sock.Socket, error) {
+		c, err := socktest.OpenMem(nw, a, testConfig())
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	nx, err := NewNexus(netip.AddrPortFrom(host, 2000), &Config{Open: open, LargeMessageBytes: 2*fragChunk + 10, MaxMessage: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp := &hostileLarge{t: t, nx: nx, clientID: 99, chunk: make([]byte, fragChunk)}
+	_ = nx.Register(1, func(h *ReqHandle) { hp.runs[1]++ }, Dispatch)
+	_ = nx.Register(2, func(h *ReqHandle) {
+		hp.runs[2]++
+		b, _ := h.Rpc().AllocMsgBuffer(len(h.Request()))
+		copy(b.Data(), h.Request())
+		_ = h.Rpc().EnqueueResponse(h, b)
+		h.Rpc().FreeMsgBuffer(b)
+	}, Dispatch)
+	hp.r, hp.stop = serveRpc(t, nx)
+	hp.cs, err = open(netip.AddrPortFrom(netip.MustParseAddr("10.3.0.2"), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp.p = rawPeer{t, hp.cs}
+	connect := (&connectBody{dstRpc: 0, srcRpc: 1, fresh: true, clientID: hp.clientID}).Append((&header{kind: kindConnect}).Append(nil))
+	h, b := hp.p.call(nx.Addr(), connect)
+	var body connectReplyBody
+	if _, err := body.Parse(b); h.status != statusOK || err != nil {
+		t.Fatalf("connect: %+v %v", h, err)
+	}
+	hp.rpcAddr = netip.AddrPortFrom(host, body.port)
+	hp.sess, hp.tok = h.session, h.token
+	return hp
+}
+
+func (hp *hostileLarge) close() {
+	hp.cs.Close()
+	hp.stop()
+	hp.nx.Close()
+}
+
+// frag is a fragment of request type 1, message id, at off of total.
+func (hp *hostileLarge) frag(id, off, total uint32, data []byte) []byte {
+	hd := header{kind: kindRequest, reqType: 1, flags: flagFragment, session: hp.sess, token: hp.tok, msgID: id, fragOff: off, total: total}
+	return append(hd.Append(nil), data...)
+}
+
+// eoFrag is a fragment of an exactly-once request of type 2, sequence
+// seq, attempt retry.
+func (hp *hostileLarge) eoFrag(client, seq uint64, retry uint16, off, total uint32, data []byte) []byte {
+	hd := header{kind: kindRequest, reqType: 2, flags: flagFragment | flagExactlyOnce, retry: retry, session: hp.sess, token: hp.tok,
+		clientID: client, seq: seq, fragOff: off, total: total}
+	return append(hd.Append(nil), data...)
+}
+
+// expect sends msg and checks the reply's status, the bytes the server
+// then holds, and that refused more fragments were refused.
+func (hp *hostileLarge) expect(what string, msg []byte, want status, held int, refused uint64) (header, []byte) {
+	hp.t.Helper()
+	h, b := hp.p.call(hp.rpcAddr, msg)
+	if h.status != want {
+		hp.t.Fatalf("%s: status %d, want %d", what, h.status, want)
+	}
+	hp.refusals += refused
+	if st := hp.r.Stats(); st.LargeBytes != held || st.LargeRefused != hp.refusals {
+		hp.t.Fatalf("%s: %d bytes held, %d refused; want %d, %d", what, st.LargeBytes, st.LargeRefused, held, hp.refusals)
+	}
+	return h, b
+}
+
+// TestLargeHostileExactlyOnce: fragments of an exactly-once request
+// carry its identity and attempt. A fragment of an attempt older than the
+// one being gathered is refused as superseded and leaves it alone; one
+// of a newer attempt replaces it; a fragment of a request that ran, even
+// not its first, gets the recorded response and runs nothing; a
+// fragment under another client's id is refused. The pulls of the
+// recorded response come from the record.
+func TestLargeHostileExactlyOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hp := newHostileLarge(t, 73)
+		defer hp.close()
+		const total = fragChunk + 100
+		data := make([]byte, total)
+		for i := range data {
+			data[i] = byte(i % 253)
+		}
+		first, last := data[:fragChunk], data[fragChunk:]
+		f := func(retry uint16, off uint32) []byte {
+			d := first
+			if off != 0 {
+				d = last
+			}
+			return hp.eoFrag(hp.clientID, 1, retry, off, total, d)
+		}
+		hp.expect("attempt 1, first fragment", f(1, 0), statusOK, fragChunk, 0)
+		hp.expect("attempt 0, superseded", f(0, fragChunk), statusInProgress, fragChunk, 0)
+		hp.expect("attempt 2 replaces attempt 1", f(2, fragChunk), statusOK, 100, 0)
+		h, b := hp.expect("attempt 2 completes it", f(2, 0), statusOK, 0, 0)
+		if hp.runs[2] != 1 || h.flags != flagExactlyOnce|flagFragment || h.total != total || !bytes.Equal(b[eoHeaderLen:], first) {
+			t.Fatalf("the response's first fragment: %d runs, %+v, %d bytes", hp.runs[2], h, len(b)-eoHeaderLen)
+		}
+		h, b = hp.expect("attempt 3's second fragment", f(3, fragChunk), statusOK, 0, 0)
+		if h.flags&flagFragment == 0 || !bytes.Equal(b[eoHeaderLen:], first) {
+			t.Fatalf("a copy of a request that ran: %+v, %d bytes", h, len(b)-eoHeaderLen)
+		}
+		pull := (&header{kind: kindPull, flags: flagFragment | flagExactlyOnce, session: hp.sess, token: hp.tok,
+			clientID: hp.clientID, seq: 1, fragOff: fragChunk}).Append(nil)
+		h, b = hp.expect("pull of the second fragment", pull, statusOK, 0, 0)
+		if h.fragOff != fragChunk || !bytes.Equal(b[eoHeaderLen:], last) {
+			t.Fatalf("pulled %+v, %d bytes", h, len(b)-eoHeaderLen)
+		}
+		bad := hp.r.Stats().BadMessages
+		hp.expect("another client's id", hp.eoFrag(hp.clientID+1, 2, 0, 0, total, first), statusBadRequest, 0, 0)
+		pull = (&header{kind: kindPull, flags: flagFragment | flagExactlyOnce, session: hp.sess, token: hp.tok,
+			clientID: hp.clientID, seq: 9, fragOff: fragChunk}).Append(nil)
+		hp.expect("pull of a request never made", pull, statusStale, 0, 0)
+		if st := hp.r.Stats(); hp.runs[2] != 1 || st.Duplicates != 1 || st.BadMessages != bad+2 {
+			t.Fatalf("%d runs, %d duplicates, %d bad", hp.runs[2], st.Duplicates, st.BadMessages-bad)
 		}
 	})
 }

@@ -13,8 +13,9 @@ const maxHomaMessage = 1_000_000
 const MaxMsgSize = maxHomaMessage - maxHeaderLen
 
 // fragChunk is the data each fragment of a large message carries (the
-// last one less): the largest Homa message less the fragment header.
-const fragChunk = maxHomaMessage - fragHeaderLen
+// last one less): MaxMsgSize, so that a fragment fits one Homa message
+// with either header that names it (fragment or exactly-once).
+const fragChunk = MaxMsgSize
 
 // MsgBuffer holds one request or response. Its data region is contiguous
 // and preceded by room for the erpc header, so that header and data reach
@@ -70,19 +71,20 @@ func (m *MsgBuffer) setData(p []byte) {
 	copy(m.buf[maxHeaderLen:], p)
 }
 
-// appendData appends p to the data, growing the storage (keeping the
-// data) by doubling, never beyond limit bytes of data: memory follows the
-// bytes that arrived, not what a peer said would come.
-func (m *MsgBuffer) appendData(p []byte, limit int) {
-	need := m.n + len(p)
+// writeAt writes p at offset off of the data, which grows to cover it:
+// the storage grows (keeping the data) by doubling, never beyond limit
+// bytes of data, so memory follows the bytes that arrived, not what a
+// peer said would come.
+func (m *MsgBuffer) writeAt(off int, p []byte, limit int) {
+	need := off + len(p)
 	if need > len(m.buf)-maxHeaderLen {
 		nb := make([]byte, maxHeaderLen+min(limit, max(need, 2*(len(m.buf)-maxHeaderLen))))
 		copy(nb[maxHeaderLen:], m.Data())
 		m.buf, m.class = nb, int8(bigClass)
 	}
 	m.max = max(m.max, need)
-	m.n = need
-	copy(m.buf[maxHeaderLen+need-len(p):], p)
+	m.n = max(m.n, need)
+	copy(m.buf[maxHeaderLen+off:], p)
 }
 
 // Size classes of the pool: the data capacity of each class.

@@ -173,33 +173,39 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 		var v eoVerdict
 		var frame []byte
 		var old *sock.Message
-		v, rec, frame, old = r.eo.admit(ss, &h, m)
-		switch v {
-		case eoNew:
-		case eoCompleted:
-			_ = r.sock.Reply(m, frame)
-			m.Release()
-			return
-		case eoInProgress:
-			if old != nil {
-				r.replyStatus(old, &rh, statusInProgress)
-			}
-			return // parked: answered when the original completes
-		case eoStale:
-			r.replyStatus(m, &rh, statusStale)
-			return
-		case eoLost:
-			r.replyStatus(m, &rh, statusResponseLost)
-			return
-		case eoFull:
-			r.replyStatus(m, &rh, statusRecordsFull)
-			return
-		default:
-			r.replyStatus(m, &rh, statusNoSession)
+		v, rec, frame, old = r.eo.admit(ss, &h, m, true, true)
+		if r.answerEO(v, m, &rh, frame, old) {
 			return
 		}
 	}
 	r.dispatch(m, m.Data[n:], hd, rec, &rh, ss, 0)
+}
+
+// answerEO answers the exactly-once request m (response header rh) as
+// admit's verdict v says, unless v is eoNew: then it reports false, and
+// the request is to run.
+func (r *Rpc) answerEO(v eoVerdict, m *sock.Message, rh *header, frame []byte, old *sock.Message) bool {
+	switch v {
+	case eoNew:
+		return false
+	case eoCompleted:
+		_ = r.sock.Reply(m, frame)
+		m.Release()
+	case eoInProgress:
+		if old != nil {
+			r.replyStatus(old, rh, statusInProgress)
+		}
+		// m is parked: answered when the original completes.
+	case eoStale:
+		r.replyStatus(m, rh, statusStale)
+	case eoLost:
+		r.replyStatus(m, rh, statusResponseLost)
+	case eoFull:
+		r.replyStatus(m, rh, statusRecordsFull)
+	default:
+		r.replyStatus(m, rh, statusNoSession)
+	}
+	return true
 }
 
 // dispatch runs the handler hd of the request m, whose data is req, or
@@ -314,7 +320,8 @@ func (h *ReqHandle) PreResp() *MsgBuffer {
 // EnqueueResponse sends resp as the response to the request of h; the
 // handle ends. The data is copied, so resp is the application's again at
 // once. For an exactly-once request the response is also kept in the
-// completion record, to answer duplicates; a response larger than
+// completion record, to answer duplicates, if it fits in what
+// MaxRecordBytes leaves; a response larger than
 // ExactlyOnceConfig.MaxResponse is replaced by an error status (and
 // ErrMessageTooLarge returned). Background handlers call it from their
 // worker goroutine.
@@ -327,29 +334,47 @@ func (r *Rpc) EnqueueResponse(h *ReqHandle, resp *MsgBuffer) error {
 	}
 	h.live = false
 	rh := h.rh
-	var frame []byte
+	var frame, reply []byte
 	var err error
 	var parked *sock.Message
 	r.large.release(h.large)
-	if h.rec == nil && resp.n > MaxMsgSize {
+	switch {
+	case h.rec == nil && resp.n > MaxMsgSize:
 		frame, err = r.large.storeResponse(r, h, resp, &rh)
-	} else if h.rec != nil && resp.n > r.cfg.ExactlyOnce.MaxResponse {
+	case h.rec != nil && resp.n > r.cfg.ExactlyOnce.MaxResponse:
 		rh.status = statusTooLarge
 		frame = rh.Append(make([]byte, 0, eoHeaderLen))
 		err = ErrMessageTooLarge
-	} else {
+	case h.rec != nil && resp.n > MaxMsgSize:
+		// The record keeps it all, and duplicates and pulls are answered
+		// from there; one the record has no room for is kept for the
+		// pulls of this reply only, as a large response that is not
+		// exactly-once.
+		rh.flags |= flagFragment
+		rh.fragOff, rh.total = 0, uint32(resp.n)
+		frame = resp.frame(&rh)
+		reply = frame[:eoHeaderLen+fragChunk]
+		var kept bool
+		if parked, kept = r.eo.complete(h.rec, frame, time.Now()); !kept {
+			rh.flags &^= flagFragment
+			reply, err = r.large.storeResponse(r, h, resp, &rh)
+		}
+	default:
 		frame = resp.frame(&rh)
 	}
-	if h.rec != nil {
-		parked = r.eo.complete(h.rec, frame, time.Now())
+	if reply == nil {
+		reply = frame
+		if h.rec != nil {
+			parked, _ = r.eo.complete(h.rec, frame, time.Now())
+		}
 	}
-	if rerr := r.sock.Reply(h.msg, frame); rerr != nil && err == nil {
+	if rerr := r.sock.Reply(h.msg, reply); rerr != nil && err == nil {
 		if e := closedError(rerr); e == ErrClosed {
 			err = e
 		}
 	}
 	if parked != nil {
-		_ = r.sock.Reply(parked, frame)
+		_ = r.sock.Reply(parked, reply)
 	}
 	r.stats.responsesSent.Add(1)
 	h.msg.Release()

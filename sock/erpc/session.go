@@ -412,7 +412,7 @@ func (r *Rpc) failSession(s *session, err error) {
 		if q.homaID != 0 {
 			_ = r.sock.Abort(q.homaID)
 		}
-		r.complete(q, nil, err)
+		r.complete(q, nil, err) // aborts the flights of a large exchange too
 	}
 	for q := s.queue.pop(); q != nil; q = s.queue.pop() {
 		r.complete(q, nil, err)
