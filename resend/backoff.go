@@ -33,19 +33,20 @@ type Backoff struct {
 
 // MaxBackoff bounds the doublings, MaxBackoffTicks the RESEND delay and
 // MaxBackoffInterval the interval they make: with the default timing
-// the first RESEND comes at most 512 ticks (0.5 s at 1 ms ticks) after
+// the first RESEND comes at most 1024 ticks (1 s at 1 ms ticks) after
 // the request, and the next ones every 128 ticks at most. The interval
 // is kept short because a client's silence after its server replied
-// must stay well under the server's patience (package ack's
-// ReclaimTicks, 2 s by default, after which a server forgets an
-// unacknowledged RPC): a response lost whole is asked for within the
-// delay, and a lost RESEND is followed by another within the interval.
+// must stay under the server's patience (package ack's ReclaimTicks,
+// 2000 ticks by default, after which a server forgets an unacknowledged
+// RPC): a response lost whole is asked for within the delay, and a lost
+// RESEND is followed by another within the interval, so that only seven
+// RESENDs lost in a row after a response lost whole would outlast it.
 // A timing configured (or stretched to a round trip) longer than these
 // is not stretched further. The engine applies the backoff only while
 // the peer is heard from (see BackoffLapse).
 const (
-	MaxBackoff         = 7
-	MaxBackoffTicks    = 512
+	MaxBackoff         = 8
+	MaxBackoffTicks    = 1024
 	MaxBackoffInterval = 128
 )
 
@@ -54,7 +55,7 @@ const (
 // slow server's answers to one client (a server working through a queue
 // of requests from many clients answers each in bursts), short enough
 // that a server that dies after it was slow is declared dead within
-// about a second more than one that was never slow.
+// about two seconds more than one that was never slow.
 const BackoffLapse = 2 * MaxBackoffTicks
 
 // Level is the number of doublings in effect.

@@ -123,27 +123,27 @@ func slowThenQuiet(t *testing.T, cfg sim.Config, handler time.Duration, inFlight
 	return n, cli, delay, done, failed
 }
 
-// TestSlowServerDies: a server whose application took 300 ms per RPC
-// (so its client backed off to RESENDs 320 ms after a request, then
+// TestSlowServerDies: a server whose application took 900 ms per RPC
+// (so its client backed off to RESENDs 1024 ms after a request, then
 // every 128 ms) vanishes. Its client stops backing off once it has heard
-// nothing for resend.BackoffLapse, and times the RPCs out on the plain
-// timing: all of them fail within 1.5 s, where 20 RESENDs at the backed-
-// off timing would take 2.9 s.
+// nothing for resend.BackoffLapse (2048 ticks), and times the RPCs out
+// on the plain timing: all of them fail within 2.5 s, where 20 RESENDs
+// at the backed-off timing would take 3.6 s.
 func TestSlowServerDies(t *testing.T) {
 	var dead bool
 	cfg := sim.Config{Seed: 9, Drop: func(src, dst netip.AddrPort, _ []byte) bool {
 		return dead && (src == serverAP || dst == serverAP)
 	}}
-	const die = 2 * time.Second
-	n, cli, _, done, failed := slowThenQuiet(t, cfg, 300*time.Millisecond, 20, die)
+	const die = 3 * time.Second
+	n, cli, _, done, failed := slowThenQuiet(t, cfg, 900*time.Millisecond, 20, die)
 	n.Run(die)
 	if st := cli.Core.Stats(); st.ResendsUnneeded == 0 {
 		t.Fatalf("the client never learned its server is slow: %+v", st)
 	}
 	dead = true
 	started := *done + 20
-	if !n.RunUntil(func() bool { return *done == started }, die+1500*time.Millisecond) {
-		t.Fatalf("%d of %d RPCs ended within 1.5 s of their server's death", *done, started)
+	if !n.RunUntil(func() bool { return *done == started }, die+2500*time.Millisecond) {
+		t.Fatalf("%d of %d RPCs ended within 2.5 s of their server's death", *done, started)
 	}
 	if *failed != 20 {
 		t.Fatalf("%d RPCs failed; want the 20 in flight at the death", *failed)
