@@ -6,22 +6,22 @@ import "github.com/homa-go/homa/resend"
 // behind (a long queue of requests in its socket, or an application
 // slower than the resend delay) would ask for every response again at
 // each resend interval: RESENDs the server reads only after the requests
-// they ask about, by when it has replied, so that it sends each
-// response again and the copy arrives after the original. So each peer
-// has a resend.Backoff for the RPCs awaiting its responses: a RESEND
-// that proves unneeded (the server answers BUSY, or the bytes it asked
-// for arrive in their first transmission) doubles the RESEND delay and
-// interval toward that peer until the delay covers how long that RPC
-// has waited since it started (bounded: see resend.MaxBackoffTicks),
-// for responses of which nothing has arrived yet; bytes of a response arriving within the peer's
-// plain delay of their RPC's start restore the plain timing. The
+// they ask about, by when it has replied, so that it sends each response
+// again and the copy arrives after the original. So each peer has a
+// resend.Backoff for the client RPCs awaiting a response of which
+// nothing has arrived yet: a RESEND for one that proves unneeded (the
+// server answers BUSY, or the response arrives in its first
+// transmission) doubles the RESEND delay and interval toward that peer
+// until the delay covers how long that RPC had waited since it started
+// (bounded: see resend.MaxBackoffTicks). A response arriving within the
+// peer's plain delay of its RPC's start restores the plain timing. The
 // backed-off timing applies only while the peer is at work: it sent new
-// bytes (of any RPC) or BUSY within resend.BackoffLapse. A server that
+// bytes (of any RPC) or BUSY within resend.BackoffLapse; a server that
 // falls silent (dead, or cut off) is then asked, and declared dead, on
-// the plain timing, as if it had never been slow. The server still answers every RESEND it gets; there are
-// fewer of them. A server's loss detection for requests (a peer's
-// granted bytes) keeps the plain timing: its RESENDs are answered by
-// clients, which have no queue of work in front of them.
+// the plain timing, as if it had never been slow. The server still
+// answers every RESEND it gets; there are fewer of them. A server's loss
+// detection for requests keeps the plain timing: its RESENDs are
+// answered by clients, which have no queue of work in front of them.
 
 // ask records that r's last RESEND, sent before any byte of its
 // response had arrived, is not answered yet. Only those RESENDs can
