@@ -230,6 +230,11 @@ type Stats struct {
 	// their peer's budget (one a tick) or the core's
 	// (Limits.ResendsPerTick) was spent.
 	ResendsDeferred uint64
+	// ResendsUnneeded counts the RESENDs for responses that proved not
+	// needed: the server answered BUSY, or the bytes asked for arrived
+	// in their first transmission. Each backs the RESEND timing toward
+	// that server off (see resend.Backoff).
+	ResendsUnneeded uint64
 	CutoffsSent     uint64 // CUTOFFS packets sent to peers with stale versions
 	// Resource accounting: Shed counts incoming messages discarded to
 	// make room for others (the heaviest peer's least active first);

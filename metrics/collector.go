@@ -257,6 +257,8 @@ var definitions = []definition{
 		func(s *sock.Stats) uint64 { return s.RTTSamples }),
 	counter("resends_deferred_total", "RESENDs that waited for a turn: their peer's budget (one a tick) or the socket's was spent.",
 		func(s *sock.Stats) uint64 { return s.ResendsDeferred }),
+	counter("resends_unneeded_total", "RESENDs for responses that proved not needed (answered BUSY, or the bytes came in their first transmission); each backs the RESEND timing toward that server off.",
+		func(s *sock.Stats) uint64 { return s.ResendsUnneeded }),
 	counter("need_acks_deferred_total", "NEED_ACKs that waited for a turn: their peer's budget for the tick was spent.",
 		func(s *sock.Stats) uint64 { return s.NeedAcksDeferred }),
 	counter("timers_run_total", "Protocol timers that came due and ran (RPCs', peers', and the RESEND and NEED_ACK turns).",

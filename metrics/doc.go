@@ -45,6 +45,7 @@
 //	homa_server_rpcs_unreachable_total         server RPCs freed because the network reported their client unreachable
 //	homa_rtt_samples_total                     round trips measured to stretch a slow peer's loss-recovery timers
 //	homa_resends_deferred_total                RESENDs that waited for a turn (the peer's or the socket's RESEND budget was spent)
+//	homa_resends_unneeded_total                RESENDs for responses that proved not needed (BUSY, or the first transmission came); each backs off the timing toward that server
 //	homa_need_acks_deferred_total              NEED_ACKs that waited for a turn (the peer's NEED_ACK budget for the tick was spent)
 //	homa_timers_run_total                      protocol timers that came due and ran
 //	homa_request_bytes_total{role}             request bytes: sent by the client, received by the server

@@ -20,6 +20,13 @@
 //     due, the Tracker reports Timeout instead: the peer is considered
 //     dead.
 //
+// A Backoff, one per peer, stretches that timing toward a peer that is
+// alive but slow to answer (a server behind a long queue of requests, or
+// whose application takes longer than the resend delay): RESENDs that
+// prove unneeded double the delay and interval until the delay covers
+// the peer's answers, within bounds; a prompt answer restores the
+// configured timing.
+//
 // A Tracker holds a few integers, needs no locking of its own (the engine
 // calls it under the lock of the RPC it belongs to), never reads the
 // clock and never allocates. Missing computes the byte range a RESEND

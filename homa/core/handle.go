@@ -378,6 +378,7 @@ func (c *Core) handleResend(rs *wire.Resend, src netip.Addr) {
 	case rs.Offset >= r.out.length:
 		c.drop(contract.DropBadField)
 	default:
+		r.askedBack()
 		c.retransmit(r, rs)
 	}
 }

@@ -53,6 +53,14 @@ type peer struct {
 	resend       resend.Config
 	ack          ack.Config
 	grantTimeout uint64
+	// backoff stretches the timing of the RPCs awaiting responses from
+	// the peer while its answers show their RESENDs were not needed;
+	// respResend is resend with it applied, in effect while the peer is
+	// at work: it sent new bytes or BUSY at tick working (see
+	// backoff.go).
+	backoff    resend.Backoff
+	respResend resend.Config
+	working    uint64
 
 	timer timer // flushes pending acks
 	// idle links the peer into the core's list of peers with no RPCs,

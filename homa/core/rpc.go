@@ -61,6 +61,9 @@ type rpc struct {
 	unknownTick uint64
 	// grantProbe and resendProbe time the peer's round trip (see rtt.go).
 	grantProbe, resendProbe probe
+	// ask is the RESEND for a response that nothing has answered yet
+	// (see backoff.go).
+	ask ask
 
 	timer timer
 	// rq links the RPC into its peer's queue of RPCs waiting for a

@@ -41,6 +41,7 @@ func (c *Core) adapt(p *peer) {
 		ticks = int((to+c.cfg.Tick-1)/c.cfg.Tick) + 1
 	}
 	p.resend = c.cfg.Resend.Stretch(ticks)
+	p.respResend = p.resend.Apply(&p.backoff)
 	p.ack = c.cfg.Ack.Stretch(ticks, p.resend.TimeoutTicks())
 	p.grantTimeout = uint64(max(c.cfg.Limits.GrantTimeoutTicks, p.resend.ResendTicks+p.resend.ResendInterval))
 }
@@ -65,10 +66,14 @@ func (c *Core) arrived(r *rpc, off uint32, retransmit bool) {
 	switch {
 	case retransmit:
 		r.grantProbe.on = false
+		c.recovered(r)
 		c.answered(r)
 	case r.grantProbe.on && off >= r.grantProbe.off:
 		r.grantProbe.on = false
 		c.sample(r.peer, c.now-r.grantProbe.at)
+	}
+	if !retransmit {
+		c.firstCopy(r)
 	}
 }
 
@@ -79,8 +84,9 @@ func (r *rpc) asked(now time.Duration, unanswered int) {
 }
 
 // answered: the peer answered a RESEND for r (BUSY, or retransmitted
-// DATA).
+// DATA). A BUSY for a response shows the RESEND was not needed.
 func (c *Core) answered(r *rpc) {
+	c.unneeded(r)
 	if r.resendProbe.on {
 		r.resendProbe.on = false
 		c.sample(r.peer, c.now-r.resendProbe.at)

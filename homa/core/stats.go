@@ -62,6 +62,7 @@ type counters struct {
 	Unreachable        uint64
 	RTTSamples         uint64
 	ResendsDeferred    uint64
+	ResendsUnneeded    uint64
 	LandedPackets      uint64
 	MovedPackets       uint64
 
@@ -112,6 +113,7 @@ func (c *Core) Stats() contract.Stats {
 		ServersUnreachable: k.ServersUnreachable,
 		RTTSamples:         k.RTTSamples,
 		ResendsDeferred:    k.ResendsDeferred,
+		ResendsUnneeded:    k.ResendsUnneeded,
 		CutoffsSent:        k.CutoffsSent,
 		Shed:               k.Shed,
 		GrantsRevoked:      k.GrantsRevoked,

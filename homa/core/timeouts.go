@@ -57,7 +57,7 @@ func (c *Core) rpcTimer(r *rpc) {
 // ends: a client RPC fails with ErrPeerTimeout, a server RPC is
 // forgotten. It returns r's next deadline, and false if r ended.
 func (c *Core) resendDue(r *rpc) (time.Duration, bool) {
-	cfg := &r.peer.resend
+	cfg := c.resendConfig(r)
 	if !r.owed() {
 		// Every granted byte is here: the peer owes nothing until we
 		// grant more, so it is not silent (as Linux's silent_ticks). A
@@ -83,6 +83,7 @@ func (c *Core) resendDue(r *rpc) (time.Duration, bool) {
 	case resend.Resend:
 		r.asked(c.now, r.rs.Unanswered())
 		c.queueResend(r)
+		r.noteAsk()
 	case resend.Timeout:
 		c.stats.PeerTimeouts++
 		if r.isClient() {
