@@ -163,7 +163,7 @@ func shardProgram(n int) []bpf.Instruction {
 		bpf.TAX{},
 		bpf.LoadAbsolute{Off: skfNetOff + 20, Size: 4},
 		bpf.ALUOpX{Op: bpf.ALUOpXor},
-		bpf.TAX{}, // X = address
+		bpf.TAX{},                         // X = address
 		bpf.LoadAbsolute{Off: 0, Size: 2}, // Homa source port
 		bpf.ALUOpX{Op: bpf.ALUOpXor},
 		bpf.TAX{},
