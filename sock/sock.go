@@ -120,6 +120,16 @@ func openEngine(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 		// nothing and cost a copy of every packet.
 		opt.DisableGRO = true
 	}
+	if cfg.Shards > 1 || cfg.Shards < 0 {
+		if cfg.Shards < 0 || cfg.Shards > netio.MaxShards || cfg.Network != nil || cfg.Transport != UDP {
+			return nil, fmt.Errorf("sock: %d shards: sharding needs Transport UDP and 2..%d shards", cfg.Shards, netio.MaxShards)
+		}
+		s, err := openShards(addr, cfg, &opt)
+		if err != nil {
+			return nil, fmt.Errorf("sock: open %d UDP sockets on local address %v: %w", cfg.Shards, addr, err)
+		}
+		return s, nil
+	}
 	switch {
 	case cfg.Network != nil:
 		conn, err = cfg.Network.Open(addr.Addr(), addr.Port())
