@@ -31,6 +31,8 @@ type shards struct {
 	slots []shardSlot
 	spill spill
 	done  atomic.Bool
+	// How often the slow paths of Recv(Any) run (see recvAny).
+	helped, kicked, swept atomic.Uint64
 }
 
 // shardSlot is what the goroutines in Recv(Any) know of one shard.
@@ -211,7 +213,13 @@ func (g *shards) recvAny(ctx context.Context) (*Message, error) {
 			return m, nil
 		}
 		for i := range g.eps {
+			// A message waits only in a shard where nobody waited when
+			// it came: one coming to wait takes what waits.
 			k := (start + i) % len(g.eps)
+			if g.slots[k].waiting.Load() != 0 {
+				continue
+			}
+			g.swept.Add(1)
 			m, err := g.eps[k].Recv(cancelled, Any)
 			if m != nil || errors.Is(err, ErrClosed) {
 				return g.fix(k, m, err)
@@ -282,6 +290,7 @@ func (g *shards) help(k int, ctx context.Context, wake context.CancelFunc, wg *s
 	s.waiting.Add(1)
 	s.helper = h
 	s.mu.Unlock()
+	g.helped.Add(1)
 	s.disarm()
 	wg.Go(func() {
 		m, err := g.eps[k].Recv(hctx, Any)
@@ -407,6 +416,7 @@ func (g *shards) kick(not int) {
 	s.mu.Lock()
 	if n := len(s.calls); n > 0 {
 		s.calls[n-1].cancel()
+		g.kicked.Add(1)
 	}
 	s.mu.Unlock()
 }
