@@ -296,3 +296,17 @@ func TestShardsConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestShardsNoListener checks that a sharded client calling a closed
+// port fails with ErrNoListener, as one engine does: the ICMP report
+// reaches the shard that sent the request.
+func TestShardsNoListener(t *testing.T) {
+	cli, _ := openSharded(t, 0, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for p := uint16(30201); p < 30209; p++ {
+		if _, err := cli.Call(ctx, netip.AddrPortFrom(loopback, p), []byte("x")); !errors.Is(err, ErrNoListener) {
+			t.Fatalf("call to closed port %d: %v, want ErrNoListener", p, err)
+		}
+	}
+}

@@ -23,7 +23,9 @@ const MaxShards = 256
 // OpenUDPGroup opens n UDP Conns (see OpenUDP) bound to one port with
 // SO_REUSEPORT, among which the kernel spreads incoming packets by
 // their source: every packet from peer reaches Conn ShardOf(peer, n).
-// Port 0 takes a free client port. The group is reserved host-wide (an
+// Port 0 takes a free client port. An ICMP report about a packet to
+// peer is returned by Conn ShardOf(peer, n) too, whichever socket the
+// kernel gave it to. The group is reserved host-wide (an
 // abstract unix socket, released with Conn 0), since another socket of
 // the same user could otherwise join it. n must be 1..MaxShards.
 func OpenUDPGroup(laddr netip.Addr, port uint16, n int, opt *Options) ([]Conn, error) {
@@ -78,7 +80,7 @@ func OpenUDPGroup(laddr netip.Addr, port uint16, n int, opt *Options) ([]Conn, e
 		}
 		pcs = append(pcs, pc)
 	}
-	conns := make([]Conn, 0, n)
+	conns := make([]*sockConn, 0, n)
 	for i, pc := range pcs {
 		var l *portLease
 		if i == 0 {
@@ -96,7 +98,16 @@ func OpenUDPGroup(laddr netip.Addr, port uint16, n int, opt *Options) ([]Conn, e
 		}
 		conns = append(conns, c)
 	}
-	return conns, nil
+	if n == 1 {
+		return []Conn{conns[0]}, nil
+	}
+	group := make([]*groupConn, n)
+	out := make([]Conn, n)
+	for i, c := range conns {
+		group[i] = &groupConn{sockConn: c, k: i, group: group}
+		out[i] = group[i]
+	}
+	return out, nil
 }
 
 // listenReuse binds a UDP socket with SO_REUSEPORT.

@@ -1,10 +1,13 @@
 package netio
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -101,4 +104,58 @@ func TestShardOfMapped(t *testing.T) {
 			t.Fatalf("port %d: ShardOf = %d (IPv4) and %d (mapped), n=1 gives %d", port, v4, v6, a)
 		}
 	}
+}
+
+// TestUDPGroupReports checks that the ICMP report about a packet to a
+// closed port comes back to the Conn of the destination's shard, the
+// one that sent it, whichever socket the kernel gave it to.
+func TestUDPGroupReports(t *testing.T) {
+	const n = 3
+	lo := netip.MustParseAddr("127.0.0.1")
+	cs, err := OpenUDPGroup(lo, 0, n, &Options{ReportUnreachable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	for dst := uint16(30101); dst < 30113; dst++ {
+		k := ShardOf(netip.AddrPortFrom(lo, dst), n)
+		writeAll(t, cs[k], lo, 0, testPacket(cs[k].Port(), dst, homaHeaderLen+10, uint64(dst)))
+		got := readGroup(t, cs, k)
+		if got.unreach != UnreachablePort || len(got.data) < 4 || binary.BigEndian.Uint16(got.data[2:]) != dst || got.addr != lo {
+			t.Fatalf("dst %d: shard %d read %v from %v (%d bytes), want its port unreachable report", dst, k, got.unreach, got.addr, len(got.data))
+		}
+		for _, c := range cs {
+			expectNothing(t, c)
+		}
+	}
+}
+
+// readGroup reads every Conn of a group without waiting until Conn k
+// returns a packet, and fails if another returns one first: a report
+// is forwarded when the Conn whose socket got it reads.
+func readGroup(t *testing.T, cs []Conn, k int) received {
+	t.Helper()
+	pkts := makePackets(4, 2048)
+	deadline := time.Now().Add(safetyTimeout)
+	for time.Now().Before(deadline) {
+		for i, c := range cs {
+			n, err := c.(Poller).TryReadBatch(pkts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 && i != k {
+				t.Fatalf("shard %d read %v meant for shard %d", i, pkts[0].Unreachable, k)
+			}
+			if n > 0 {
+				return received{bytes.Clone(pkts[0].Bytes()), pkts[0].Addr, pkts[0].Unreachable}
+			}
+		}
+		runtime.Gosched()
+	}
+	t.Fatal("no report (safety timeout)")
+	return received{}
 }
