@@ -31,8 +31,6 @@ type shards struct {
 	slots []shardSlot
 	spill spill
 	done  atomic.Bool
-	// How often the slow paths of Recv(Any) run (see recvAny).
-	helped, kicked, swept atomic.Uint64
 }
 
 // shardSlot is what the goroutines in Recv(Any) know of one shard.
@@ -48,7 +46,10 @@ type shardSlot struct {
 	// shard is still empty (armed while coverArmed).
 	cover      *time.Timer
 	coverArmed atomic.Bool
-	_          [64]byte
+	// How often the slow paths of Recv(Any) ran here: looks into the
+	// shard, helpers, goroutines moved out.
+	swept, helped, kicked atomic.Uint64
+	_                     [64]byte
 }
 
 // anyCall is a Recv(Any) waiting in one shard.
@@ -219,7 +220,7 @@ func (g *shards) recvAny(ctx context.Context) (*Message, error) {
 			if g.slots[k].waiting.Load() != 0 {
 				continue
 			}
-			g.swept.Add(1)
+			g.slots[k].swept.Add(1)
 			m, err := g.eps[k].Recv(cancelled, Any)
 			if m != nil || errors.Is(err, ErrClosed) {
 				return g.fix(k, m, err)
@@ -290,7 +291,7 @@ func (g *shards) help(k int, ctx context.Context, wake context.CancelFunc, wg *s
 	s.waiting.Add(1)
 	s.helper = h
 	s.mu.Unlock()
-	g.helped.Add(1)
+	s.helped.Add(1)
 	s.disarm()
 	wg.Go(func() {
 		m, err := g.eps[k].Recv(hctx, Any)
@@ -416,7 +417,7 @@ func (g *shards) kick(not int) {
 	s.mu.Lock()
 	if n := len(s.calls); n > 0 {
 		s.calls[n-1].cancel()
-		g.kicked.Add(1)
+		s.kicked.Add(1)
 	}
 	s.mu.Unlock()
 }

@@ -140,6 +140,8 @@ func TestShardsServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	echo(t, s, 4)
+	var before, after syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	select {
@@ -148,9 +150,18 @@ func TestShardsServe(t *testing.T) {
 	}
 	if g, ok := s.b.(*shards); ok {
 		st := s.Stats()
-		t.Logf("%d requests; Recv(Any): %d sweeps, %d helpers, %d kicks", st.RequestsReceived, g.swept.Load(), g.helped.Load(), g.kicked.Load())
+		var swept, helped, kicked uint64
+		for k := range g.slots {
+			swept += g.slots[k].swept.Load()
+			helped += g.slots[k].helped.Load()
+			kicked += g.slots[k].kicked.Load()
+		}
+		t.Logf("%d requests; Recv(Any): %d sweeps, %d helpers, %d kicks", st.RequestsReceived, swept, helped, kicked)
 	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
 	st := s.Stats()
+	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+	t.Logf("server CPU %v, %.1f µs a request", cpu, float64(cpu.Microseconds())/float64(max(st.RequestsReceived, 1)))
 	t.Logf("drops %v, RESENDs sent %d, retransmits %d, ignored %d, RPC_UNKNOWN rx %d, timer wakeups %d",
 		st.Drops, st.ResendsSent, st.Retransmits, st.ResendsIgnored, st.RxPackets[wire.TypeRPCUnknown], st.TimerWakeups)
 }
