@@ -38,6 +38,16 @@
 // to the application as with the engine, and the region's pages go back
 // to the kernel at once.
 //
+// # Many cores
+//
+// One engine socket does its protocol work on one CPU at a time.
+// Config.Shards splits a UDP socket into that many engines on one port,
+// which as many CPUs run at once with nothing shared between them: the
+// kernel hands all the packets of one peer to one shard, and the socket
+// sends to a peer from that shard. Run at least as many goroutines in
+// Recv(Any) as there are shards. Ids stay unique per socket; Limits
+// apply per shard.
+//
 // # Tests
 //
 // A socket whose Config.Network is an in-memory network (package
