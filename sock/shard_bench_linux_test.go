@@ -113,6 +113,18 @@ func benchShards(b *testing.B, n int) {
 	default:
 	}
 	b.ReportMetric(float64(per*clients)/elapsed.Seconds(), "RPCs/s")
+	if g, ok := srv.b.(*shards); ok {
+		var swept, helped, kicked uint64
+		for k := range g.slots {
+			swept += g.slots[k].swept.Load()
+			helped += g.slots[k].helped.Load()
+			kicked += g.slots[k].kicked.Load()
+		}
+		rpcs := float64(per * clients)
+		b.ReportMetric(float64(swept)/rpcs, "sweeps/RPC")
+		b.ReportMetric(float64(helped)/rpcs, "helpers/RPC")
+		b.ReportMetric(float64(kicked)/rpcs, "kicks/RPC")
+	}
 }
 
 // TestShardsServe is a server for measurements, not a test: with
