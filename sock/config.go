@@ -84,6 +84,17 @@ type Config struct {
 	// offloads). A UDP socket bound to a loopback address always has GRO
 	// off: loopback packets are already 64 KB, GRO would only add a copy.
 	Net NetOptions
+	// Shards, when above 1, splits the socket into that many engines
+	// on one port, each with its own protocol state, lock, kernel
+	// socket and reader, so that as many CPUs serve it at once with
+	// nothing shared on the path of a packet: the kernel hands all the
+	// packets of one peer (address and port) to one shard, and the
+	// socket sends to a peer from that peer's shard. Goroutines in
+	// Recv(Any) spread over the shards; run at least as many as there
+	// are shards. UDP only (up to 256 shards); Limits and the grant
+	// window apply per shard. 0 and 1 mean one engine, as always. See
+	// docs/design.md, "Sharding".
+	Shards int
 	// Network, when set, carries the socket's packets on an in-memory
 	// network instead of the host's (package memnet: for tests, with
 	// loss, reordering and link rates of its choosing). Transport and

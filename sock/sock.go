@@ -38,6 +38,16 @@
 // to the application as with the engine, and the region's pages go back
 // to the kernel at once.
 //
+// # Many cores
+//
+// One engine socket does its protocol work on one CPU at a time.
+// Config.Shards splits a UDP socket into that many engines on one port,
+// which as many CPUs run at once with nothing shared between them: the
+// kernel hands all the packets of one peer to one shard, and the socket
+// sends to a peer from that shard. Run at least as many goroutines in
+// Recv(Any) as there are shards. Ids stay unique per socket; Limits
+// apply per shard.
+//
 // # Tests
 //
 // A socket whose Config.Network is an in-memory network (package
@@ -119,6 +129,16 @@ func openEngine(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 		// Loopback packets are already 64 KB: UDP GRO would coalesce
 		// nothing and cost a copy of every packet.
 		opt.DisableGRO = true
+	}
+	if cfg.Shards > 1 || cfg.Shards < 0 {
+		if cfg.Shards < 0 || cfg.Shards > netio.MaxShards || cfg.Network != nil || cfg.Transport != UDP {
+			return nil, fmt.Errorf("sock: %d shards: sharding needs Transport UDP and 2..%d shards", cfg.Shards, netio.MaxShards)
+		}
+		s, err := openShards(addr, cfg, &opt)
+		if err != nil {
+			return nil, fmt.Errorf("sock: open %d UDP sockets on local address %v: %w", cfg.Shards, addr, err)
+		}
+		return s, nil
 	}
 	switch {
 	case cfg.Network != nil:
