@@ -76,6 +76,7 @@ type Endpoint struct {
 	rxParked    atomic.Bool     // the background reader is parked on the socket, holding rxTok
 	idleWork    atomic.Bool     // the core has work for idle (set under mu)
 	quiet       atomic.Bool     // the core has nothing in progress (core.Quiet; set under mu)
+	shared      bool            // the Conn is netio.Shared: never quiet
 	stealing    atomic.Int32    // goroutines in Recv waking the background reader for rxTok
 	awaitingIDs atomic.Int32    // goroutines in awaitTurn
 	readTurn    chan struct{}   // the socket is free for a goroutine in awaitTurn
@@ -130,6 +131,9 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	}, cfg.Config)
 	e.cache.register()
 	e.poller, _ = conn.(netio.Poller)
+	if sc, ok := conn.(netio.Shared); ok && sc.Shared() {
+		e.shared = true
+	}
 	if e.poller != nil {
 		e.waker, _ = conn.(netio.Waker)
 	}
@@ -487,7 +491,7 @@ const staleTimer = time.Millisecond
 // goroutine in Recv reads, the background reader may take the socket
 // after its grace (see awaitReaders). The caller holds mu.
 func (e *Endpoint) noteQuiet() {
-	q := e.core.Quiet() && e.mb.Waiting() == 0
+	q := e.core.Quiet() && e.mb.Waiting() == 0 && !e.shared
 	if e.quiet.Load() != q {
 		e.quiet.Store(q)
 	}

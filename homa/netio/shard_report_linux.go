@@ -133,6 +133,10 @@ func (c *groupConn) deliver(r report) {
 }
 
 // Stats counts the reports dropped from a full inbox as discarded.
+// Shared implements Shared: a group member reads reports about its
+// siblings' peers.
+func (c *groupConn) Shared() bool { return true }
+
 func (c *groupConn) Stats() ConnStats {
 	s := c.sockConn.Stats()
 	s.ReportsDiscarded += c.lost.Load()

@@ -15,6 +15,15 @@ type Waker interface {
 	Wake()
 }
 
+// Shared is an optional Conn capability: Shared reports that the Conn
+// may receive what concerns other Conns (a member of a group of sockets
+// on one port, which gets ICMP reports about its siblings' peers and
+// passes them on), so it must be read even while its own endpoint has
+// nothing in progress.
+type Shared interface {
+	Shared() bool
+}
+
 // ErrWoken is what ReadBatch and WaitReadable return when Wake
 // interrupted them, with no packets read.
 var ErrWoken = errors.New("netio: read interrupted by Wake")
