@@ -160,8 +160,9 @@ func (e *Endpoint) takeToken(ctx context.Context, w *mailbox.Waiter) (took bool,
 	}
 }
 
-// releaseToken is the background reader's release of rxTok: a goroutine
-// parked in takeToken learns of it.
+// releaseToken releases rxTok: a goroutine parked in takeToken or
+// awaitTurn learns of it. (One parked in takeToken while another took
+// the token first waits for that one to leave, or for its message.)
 func (e *Endpoint) releaseToken() {
 	e.rxTok.Unlock()
 	e.passTurn()
@@ -185,8 +186,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 		e.putBatch(b)
 		e.lastRead.Store(int64(e.rxNow)) // the last clock reading of a reader: close enough for readerGrace
 		e.appReading.Store(false)
-		e.rxTok.Unlock()
-		e.passTurn()
+		e.releaseToken()
 		if e.rxIdle.Load() && !e.quiet.Load() {
 			e.armGrace(readerGrace)
 		}

@@ -58,3 +58,38 @@ func TestRecvParkedWakes(t *testing.T) {
 		}
 	})
 }
+
+// TestStealersTakeTurns: goroutines that find the background reader
+// parked on the socket wake it to read for themselves; when several do
+// at once, one takes the socket and the others wait for it to leave (or
+// for their messages). None waits for a socket nobody reads: every RPC
+// completes well before its peer would time out. Each round leaves the
+// background reader parked (a pending acknowledgment keeps the endpoint
+// from being quiet) and then starts several RPCs together.
+func TestStealersTakeTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := newMemPair(t, memnet.Config{Seed: 31}, homa.Config{})
+		const rounds, together = 200, 8
+		before := p.client.Stats().ReaderSteals
+		for round := range rounds {
+			errs := make(chan error, together)
+			for i := range together {
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+					defer cancel()
+					errs <- p.call(ctx, t, payload(uint64(round*together+i), 3000*(i+1)))
+				}()
+			}
+			for range together {
+				if err := <-errs; err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+			}
+			time.Sleep(time.Millisecond) // past the grace: the background reader parks
+		}
+		t.Logf("steals %d", p.client.Stats().ReaderSteals-before)
+		if p.client.Stats().ReaderSteals == before {
+			t.Fatal("no goroutine took the socket from the background reader: the test tests nothing")
+		}
+	})
+}
