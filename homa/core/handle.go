@@ -49,7 +49,10 @@ type Inbound struct {
 }
 
 // HandleBatch processes several packets at once: grant decisions and
-// pacing are taken once for the batch. It ends the loan of Lend.
+// pacing are taken once for the batch. It handles them in SRPT order,
+// not arrival order: packets other than DATA first, then each message's
+// DATA, fewest remaining bytes first (see rxorder.go). It ends the loan
+// of Lend.
 func (c *Core) HandleBatch(pkts []Inbound, now time.Duration, out *Output) {
 	defer c.endLoan()
 	if c.closed {
@@ -57,7 +60,12 @@ func (c *Core) HandleBatch(pkts []Inbound, now time.Duration, out *Output) {
 	}
 	c.begin(now, out)
 	c.settleLanding(pkts)
-	for i := range pkts {
+	order := c.rxOrder(pkts) // SRPT: see rxorder.go
+	for k := range pkts {
+		i := k
+		if order != nil {
+			i = int(order[k].idx)
+		}
 		p := &pkts[i]
 		if p.Unreachable != 0 {
 			c.unreachable(p.Unreachable, p.Buf, c.canon(p.Addr))
