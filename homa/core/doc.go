@@ -71,4 +71,7 @@
 // (Config.LinkMbps), DATA waits in its queue, which releases one segment
 // at a time of the message with the fewest remaining bytes, so a short
 // message queued while a long one is paced out is the next to go.
+// Retransmissions wait there too (only control packets skip the queue),
+// so answering a RESEND for much of a long message does not put it
+// ahead of a short one.
 package core

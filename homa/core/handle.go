@@ -410,8 +410,7 @@ func (c *Core) retransmit(r *rpc, rs *wire.Resend) {
 	window := c.at(uint64(rexmitWindowIntervals * c.cfg.Resend.ResendInterval))
 	if from, to, ok := m.allowRexmit(rs.Offset, min(end, m.next), c.now, interval, window); ok {
 		c.stats.Retransmits++
-		c.queueData(r, from, to, true)
-		c.account(int(to-from) + wire.DataLen)
+		c.resendData(r, from, to)
 	} else if rs.Offset < min(end, m.next) {
 		c.stats.ResendsIgnored++
 	}
@@ -495,8 +494,7 @@ func (c *Core) handleUnknown(h *wire.Common, src netip.Addr, id uint64) {
 	switch {
 	case r.isClient() && r.state == stateActive:
 		c.stats.Retransmits++
-		c.queueData(r, 0, r.out.next, true)
-		c.account(int(r.out.next) + wire.DataLen)
+		c.resendData(r, 0, r.out.next)
 	case !r.isClient() && r.unknownTick == 0:
 		r.unknownTick = c.tick + 1
 		c.unpace(r)

@@ -223,3 +223,60 @@ func TestPacedShortNext(t *testing.T) {
 		t.Errorf("DATA of RPCs %v, want %d first", runs(ids), short)
 	}
 }
+
+// TestPacedRetransmissionWaits: with the pacer on, a RESEND for 200 KB
+// of a 1 MB request being paced out does not put those bytes ahead of a
+// 100-byte request sent just after it: the retransmission waits in the
+// pacer's queue, and the short request is the next DATA to go, after at
+// most the packets already admitted. The retransmission follows.
+func TestPacedRetransmissionWaits(t *testing.T) {
+	c := New(Local{Port: 40000, FirstID: 100}, Config{LinkMbps: 1000})
+	var out Output
+	now := time.Duration(0)
+	long, err := c.Send(orderServer, make([]byte, 1_000_000), 0, 1500, now, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.HandleBatch([]Inbound{{Buf: orderGrant(long, 1_000_000), Addr: orderServer.Addr()}}, now, &out)
+	for c.clients[long].out.next < 300_000 {
+		at, ok := c.Next()
+		if !ok {
+			t.Fatal("the pacer stopped")
+		}
+		now = at
+		c.Tick(now, &out)
+	}
+	out.Reset()
+	rs := wire.Resend{Common: wire.Common{SrcPort: 500, DstPort: 40000, SenderID: long ^ 1}, Length: 200_000}
+	c.HandleBatch([]Inbound{{Buf: rs.Append(nil), Addr: orderServer.Addr()}}, now, &out)
+	short, err := c.Send(orderServer, make([]byte, 100), 0, 1500, now, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, shortSent, resent := 0, false, 0
+	for range 1000 {
+		for i, id := range dataOf(t, &out) {
+			shortSent = shortSent || id == short
+			if !shortSent {
+				before++
+			}
+			var d wire.Data
+			if _, err := d.Parse(out.Packets[i].Buf); err == nil && d.Retransmit != 0 {
+				resent += len(d.Payload) + len(out.Packets[i].Payload)
+			}
+		}
+		out.Reset()
+		if before > 4 {
+			t.Fatalf("%d packets went out before the 100-byte request", before)
+		}
+		if shortSent && resent >= 200_000 {
+			break
+		}
+		at, _ := c.Next()
+		now = max(now, at)
+		c.Tick(now, &out)
+	}
+	if !shortSent || resent < 200_000 {
+		t.Errorf("short request sent: %v; %d bytes retransmitted, want 200,000", shortSent, resent)
+	}
+}

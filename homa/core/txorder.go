@@ -24,6 +24,8 @@ import "slices"
 // the pacer on (Config.LinkMbps), DATA waits in the pacer's queue, which
 // sends the message with the fewest remaining bytes first, one segment at
 // a time: a short message queued while a long one is paced out goes next.
+// Retransmissions wait in it too (resendData), so a RESEND for much of a
+// long message does not fill the link's budget ahead of a short one.
 
 // txKey is what the order needs of a packet the call produced: its
 // message (nil: not DATA), the message's length, and the packet's offset.
