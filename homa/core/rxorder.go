@@ -81,11 +81,7 @@ func (c *Core) rxOrder(pkts []Inbound) []rank {
 	for i := range pkts {
 		p := &pkts[i]
 		rk := rank{first: int32(i), idx: int32(i)}
-		if t, err := wire.PeekType(p.Buf); p.Unreachable != 0 || err != nil || t != wire.TypeData {
-			ranks = append(ranks, rk)
-			continue
-		}
-		if _, err := d.Parse(p.Buf); err != nil {
+		if _, err := d.Parse(p.Buf); p.Unreachable != 0 || err != nil { // not DATA, or malformed
 			ranks = append(ranks, rk)
 			continue
 		}
