@@ -14,7 +14,10 @@ type txBatch struct {
 	holds []*core.Hold
 }
 
-// take moves out's packets and holds into b.
+// take moves out's packets and holds into b, keeping their order: the
+// core puts each call's packets in SRPT order (control first, then DATA
+// of the message with the fewest bytes to go first), and flush writes
+// them so.
 func (b *txBatch) take(out *core.Output) {
 	for _, p := range out.Packets {
 		b.pkts = append(b.pkts, netio.Packet{Buf: p.Buf, N: len(p.Buf), Payload: p.Payload, Addr: p.Addr, Priority: p.Priority})

@@ -72,6 +72,9 @@ type Core struct {
 	timers     timerHeap
 	rxPkt      wire.Packet
 	rx         rxPacket
+	rxRanks    []rank // the order of the batch being handled (rxorder.go)
+	rxMsgs     []rxMsg
+	tx         txOrder // the packets of the current call (txorder.go)
 	ackScratch [wire.MaxAcks]wire.AckEntry
 	// Work put off the path of messages until Idle (idle.go).
 	lateAcks  []lateAck
@@ -189,10 +192,12 @@ func (c *Core) begin(now time.Duration, out *Output) {
 		c.tick = uint64(now / c.cfg.Tick)
 	}
 	c.out = out
+	c.txBegin()
 }
 
-// end finishes a call: the grant decisions its events called for, and
-// whatever the pacer may send now.
+// end finishes a call: the grant decisions its events called for,
+// whatever the pacer may send now, and the SRPT order of the packets the
+// call produced (txorder.go).
 func (c *Core) end() {
 	if !c.closed {
 		c.decideGrants()
@@ -200,6 +205,7 @@ func (c *Core) end() {
 			c.pump()
 		}
 	}
+	c.txEnd()
 	c.out = nil
 }
 

@@ -49,4 +49,29 @@
 // peer's timers to it (see rtt.go), so a slow path is not flooded with
 // RESENDs and NEED_ACKs, and its senders keep their grants while their
 // bytes are on the way.
+//
+// # SRPT inside the endpoint
+//
+// Grants and priorities give the network SRPT; the core keeps it in its
+// own work. HandleBatch handles a batch in SRPT order, not arrival order
+// (rxorder.go): every packet other than DATA first (GRANT, RESEND, ACK,
+// NEED_ACK, BUSY, RPC_UNKNOWN, CUTOFFS, ICMP reports), in arrival order;
+// then DATA message by message, the message with the fewest bytes from
+// its first packet in the batch to its end first, each message's packets
+// in arrival order. A short message the batch completes is therefore
+// delivered (Output.Messages) before the core copies the packets of a
+// longer one, and the messages a batch completes come out shortest
+// remaining first. Handle, for one packet, has nothing to order.
+//
+// Every call puts the packets it produced in the same order before it
+// returns (txorder.go): packets other than DATA first, then DATA message
+// by message, fewest bytes to go first, each message's packets in order.
+// Without the pacer every granted byte goes out in the call that allows
+// it, so nothing waits in the core for a later call; with the pacer
+// (Config.LinkMbps), DATA waits in its queue, which releases one segment
+// at a time of the message with the fewest remaining bytes, so a short
+// message queued while a long one is paced out is the next to go.
+// Retransmissions wait there too (only control packets skip the queue),
+// so answering a RESEND for much of a long message does not put it
+// ahead of a short one.
 package core

@@ -49,7 +49,10 @@ type Inbound struct {
 }
 
 // HandleBatch processes several packets at once: grant decisions and
-// pacing are taken once for the batch. It ends the loan of Lend.
+// pacing are taken once for the batch. It handles them in SRPT order,
+// not arrival order: packets other than DATA first, then each message's
+// DATA, fewest remaining bytes first (see rxorder.go). It ends the loan
+// of Lend.
 func (c *Core) HandleBatch(pkts []Inbound, now time.Duration, out *Output) {
 	defer c.endLoan()
 	if c.closed {
@@ -57,7 +60,12 @@ func (c *Core) HandleBatch(pkts []Inbound, now time.Duration, out *Output) {
 	}
 	c.begin(now, out)
 	c.settleLanding(pkts)
-	for i := range pkts {
+	order := c.rxOrder(pkts) // SRPT: see rxorder.go
+	for k := range pkts {
+		i := k
+		if order != nil {
+			i = int(order[k].idx)
+		}
 		p := &pkts[i]
 		if p.Unreachable != 0 {
 			c.unreachable(p.Unreachable, p.Buf, c.canon(p.Addr))
@@ -404,8 +412,7 @@ func (c *Core) retransmit(r *rpc, rs *wire.Resend) {
 	window := c.at(uint64(rexmitWindowIntervals * c.cfg.Resend.ResendInterval))
 	if from, to, ok := m.allowRexmit(rs.Offset, min(end, m.next), c.now, interval, window); ok {
 		c.stats.Retransmits++
-		c.queueData(r, from, to, true)
-		c.account(int(to-from) + wire.DataLen)
+		c.resendData(r, from, to)
 	} else if rs.Offset < min(end, m.next) {
 		c.stats.ResendsIgnored++
 	}
@@ -489,8 +496,7 @@ func (c *Core) handleUnknown(h *wire.Common, src netip.Addr, id uint64) {
 	switch {
 	case r.isClient() && r.state == stateActive:
 		c.stats.Retransmits++
-		c.queueData(r, 0, r.out.next, true)
-		c.account(int(r.out.next) + wire.DataLen)
+		c.resendData(r, 0, r.out.next)
 	case !r.isClient() && r.unknownTick == 0:
 		r.unknownTick = c.tick + 1
 		c.unpace(r)

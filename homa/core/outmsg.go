@@ -22,6 +22,11 @@ type outMsg struct {
 	rexmitBuf   [4]span
 	budgetSince time.Duration
 	budgetLeft  uint32
+
+	// pend are retransmissions waiting in the pacer's queue (pacing
+	// only; see resendData): ranges of whole segments, oldest first.
+	pend    []span
+	pendBuf [4]span
 }
 
 // rexmitBudgetMin is the least retransmission budget of a message per
@@ -45,6 +50,7 @@ func (m *outMsg) init(data []byte, unsched int, seg int, hold *Hold) {
 	m.schedPrio = 0
 	m.seg = uint32(max(seg, 1))
 	m.rexmitted = m.rexmitBuf[:0]
+	m.pend = m.pendBuf[:0]
 	m.rexmitSince = -1 << 62
 	m.budgetSince = -1 << 62
 }
@@ -138,4 +144,50 @@ func (m *outMsg) allowRexmit(from, to uint32, now, interval, window time.Duratio
 	m.rexmitted = append(m.rexmitted, span{Start: from, End: to})
 	m.budgetLeft -= to - from
 	return from, to, true
+}
+
+// queueRexmit adds [from, to) to the retransmissions waiting for the
+// pacer, merged with one it overlaps or touches; it reports false when
+// there is no room (the receiver asks again).
+func (m *outMsg) queueRexmit(from, to uint32) bool {
+	if from >= to {
+		return true
+	}
+	for i := range m.pend {
+		if s := &m.pend[i]; from <= s.End && to >= s.Start {
+			s.Start, s.End = min(s.Start, from), max(s.End, to)
+			return true
+		}
+	}
+	if len(m.pend) == cap(m.pendBuf) {
+		return false
+	}
+	m.pend = append(m.pend, span{Start: from, End: to})
+	return true
+}
+
+// nextRexmit is the segment the pacer retransmits next, if any.
+func (m *outMsg) nextRexmit() (from, to uint32, ok bool) {
+	if len(m.pend) == 0 {
+		return 0, 0, false
+	}
+	s := m.pend[0]
+	return s.Start, min(m.segUp(s.Start+1), s.End), true
+}
+
+// rexmitSent drops the retransmission of bytes up to to, sent.
+func (m *outMsg) rexmitSent(to uint32) {
+	if m.pend[0].Start = to; to >= m.pend[0].End {
+		m.pend = append(m.pend[:0], m.pend[1:]...)
+	}
+}
+
+// toSend is the SRPT key of the message in the pacer: the bytes it has
+// still to send, new and retransmitted.
+func (m *outMsg) toSend() uint32 {
+	n := uint64(m.length - m.next)
+	for _, s := range m.pend {
+		n += uint64(s.End - s.Start)
+	}
+	return uint32(min(n, uint64(^uint32(0))))
 }

@@ -14,7 +14,24 @@ func (c *Core) pace(r *rpc) {
 		r.pid = c.lastPID
 		c.pacing[r.pid] = r
 	}
-	c.pacer.Ready(r.pid, r.out.length-r.out.next, uint64(r.pid))
+	c.pacer.Ready(r.pid, r.out.toSend(), uint64(r.pid))
+}
+
+// resendData retransmits bytes [from, to) of r's outgoing message (whole
+// segments): at once without the pacer; with it, through its queue, so
+// that a long message's retransmission waits behind shorter messages as
+// its first transmission did, one segment at a time, rather than fill
+// the link's budget ahead of them.
+func (c *Core) resendData(r *rpc, from, to uint32) {
+	if c.pacer == nil {
+		c.queueData(r, from, to, true)
+		return
+	}
+	if !r.out.queueRexmit(from, to) {
+		c.stats.ResendsIgnored++
+		return
+	}
+	c.pace(r)
 }
 
 // unpace takes r's outgoing message out of the pacer.
@@ -25,6 +42,7 @@ func (c *Core) unpace(r *rpc) {
 	c.pacer.Idle(r.pid)
 	delete(c.pacing, r.pid)
 	r.pid = 0
+	r.out.pend = r.out.pend[:0] // the receiver asks again if it must
 }
 
 // ethernetFraming is what an Ethernet link spends on each packet beside
@@ -65,20 +83,28 @@ func (c *Core) pump() {
 		}
 		r := c.pacing[id]
 		m := &r.out
-		n := m.segUp(m.next+1) - m.next // next is at a segment start
-		size := int(n) + wire.DataLen + c.wireOverhead()
+		// Retransmissions first, then new bytes (next is at a segment
+		// start).
+		from, to, rexmit := m.nextRexmit()
+		if !rexmit {
+			from, to = m.next, m.segUp(m.next+1)
+		}
+		size := int(to-from) + wire.DataLen + c.wireOverhead()
 		if ok, wait := c.pacer.Admit(size, now); !ok {
 			c.pacerAt = c.now + max(wait, time.Microsecond)
 			return
 		}
-		c.queueData(r, m.next, m.next+n, false)
-		m.next += n
+		c.queueData(r, from, to, rexmit)
 		c.pacer.Sent(size, now)
-		if m.next < m.granted {
-			c.pacer.Update(id, m.length-m.next)
+		if rexmit {
+			m.rexmitSent(to)
+		} else if m.next = to; m.next >= m.granted {
+			c.sentAll(r)
+		}
+		if m.next < m.granted || len(m.pend) > 0 {
+			c.pacer.Update(id, m.toSend())
 		} else {
 			c.pacer.Idle(id)
-			c.sentAll(r)
 		}
 	}
 }

@@ -12,6 +12,7 @@ const controlPriority = wire.NumPriorities - 1
 // emit appends a packet to the call's output.
 func (c *Core) emit(buf []byte, dst netip.Addr, prio uint8) {
 	c.out.Packets = append(c.out.Packets, Packet{Buf: buf, Addr: dst, Priority: prio})
+	c.txControl()
 }
 
 // sendMore queues every segment of r's outgoing message that is granted
@@ -93,6 +94,7 @@ func (c *Core) queueData(r *rpc, from, to uint32, retransmit bool) {
 			pkt.Buf = append(pkt.Buf, m.data[off:off+n]...)
 		}
 		c.out.Packets = append(c.out.Packets, pkt)
+		c.txData(r, off)
 		off += n
 	}
 	if m.hold != nil {
