@@ -134,26 +134,35 @@ func TestLiveSlowOwnServer(t *testing.T) {
 
 // runSlow is TestLiveSlowServer's body against the slow echo server at
 // peer. Sizes: one packet, several, and more than the unscheduled bytes.
+// Each RPC must complete, having outlived the time in which a silent
+// peer fails it (the RESENDs of a timeout at the plain timing). How many
+// RESENDs the client sends, and so how many BUSYs come back, says
+// little: a client that hears BUSY, or whose RESENDs turn out unneeded,
+// backs its RESENDs to that server off (package resend's Backoff), and
+// after the first RPC may send none while the server works.
 func runSlow(t *testing.T, client *sock.Socket, peer netip.AddrPort) {
-	// A peer that says nothing about an RPC through this many RESENDs
-	// fails it (the default, which patient keeps).
-	silent := uint64(resend.DefaultTimeoutResends)
+	// A peer that says nothing about an RPC for this long fails it (the
+	// defaults, which patient keeps; 1 ms ticks).
+	silent := time.Duration(resend.DefaultResendTicks+resend.DefaultTimeoutResends*resend.DefaultResendInterval) * time.Millisecond
 	sizes := []int{100, 5000, 200_000}
 	for _, n := range sizes {
 		before := client.Stats()
+		start := time.Now()
 		if err := echo(client, peer, randomBytes(n, uint64(7000+n))); err != nil {
 			t.Errorf("%d bytes: %v", n, err)
 			continue
 		}
+		took := time.Since(start)
 		after := client.Stats()
 		busy := after.RxPackets[wire.TypeBusy] - before.RxPackets[wire.TypeBusy]
 		resends := after.ResendsSent - before.ResendsSent
-		t.Logf("%d bytes: the client sent %d RESENDs and received %d BUSYs while waiting", n, resends, busy)
-		if busy <= silent {
-			t.Errorf("%d bytes: %d BUSYs: the RPC never outlived the %d RESENDs that time out a silent peer (is the server slow enough?)", n, busy, silent)
+		t.Logf("%d bytes: %v; the client sent %d RESENDs and received %d BUSYs while waiting", n, took, resends, busy)
+		if took <= silent {
+			t.Errorf("%d bytes: %v: the RPC never outlived the %v that time out a silent peer (is the server slow enough?)", n, took, silent)
 		}
 	}
 	before := client.Stats()
+	start := time.Now()
 	var wg sync.WaitGroup
 	for i, n := range sizes {
 		wg.Go(func() {
@@ -163,11 +172,12 @@ func runSlow(t *testing.T, client *sock.Socket, peer netip.AddrPort) {
 		})
 	}
 	wg.Wait()
+	took := time.Since(start)
 	after := client.Stats()
 	busy := after.RxPackets[wire.TypeBusy] - before.RxPackets[wire.TypeBusy]
-	t.Logf("three at once: %d BUSYs", busy)
-	if want := uint64(len(sizes)) * silent; busy <= want {
-		t.Errorf("three at once: %d BUSYs, want more than %d (%d each)", busy, want, silent)
+	t.Logf("three at once: %v, %d BUSYs", took, busy)
+	if took <= silent {
+		t.Errorf("three at once: %v, want longer than %v", took, silent)
 	}
 	if after.RPCTimeouts != 0 {
 		t.Errorf("%d RPCs timed out", after.RPCTimeouts)
