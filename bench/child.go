@@ -114,7 +114,7 @@ func startChild(ctx context.Context, p Protocol, cfg *Config) (_ *childServer, e
 	if cfg.Engine.PollDuration != 0 {
 		args = append(args, "--poll", cfg.Engine.PollDuration.String())
 	}
-	if name := PollingName(cfg.Engine.Polling); name != "always" {
+	if name := PollingName(cfg.Engine.Polling); name != "adaptive" {
 		args = append(args, "--polling", name)
 	}
 	c := &childServer{name: p.name, lines: make(chan string, 16), tail: &tailBuffer{max: childTail}, exit: make(chan struct{})}

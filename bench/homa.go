@@ -37,7 +37,7 @@ func PollingName(mode sock.Polling) string {
 			return name
 		}
 	}
-	return "always"
+	return "adaptive"
 }
 
 // ParsePolling is the polling mode of a name PollingName gives.

@@ -38,7 +38,7 @@ func serveChild(args []string) int {
 	fs.IntVar(&o.Engine.LinkMbps, "link-mbps", 0, "")
 	fs.IntVar(&o.Engine.UnschedBytes, "unsched-bytes", 0, "")
 	fs.DurationVar(&o.Engine.PollDuration, "poll", 0, "")
-	polling := fs.String("polling", "always", "")
+	polling := fs.String("polling", "adaptive", "")
 	if len(args) == 0 || args[0] != "serve" || fs.Parse(args[1:]) != nil {
 		fmt.Fprintf(os.Stderr, "test child: bad arguments %q\n", args)
 		return 2

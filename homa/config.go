@@ -21,9 +21,10 @@ type Config struct {
 	// the socket after the last packet before it parks in the netpoller.
 	// Default 50 µs, Linux Homa's poll time; negative never spins.
 	PollDuration time.Duration
-	// Polling says whether to spin: PollAlways (the default) spins for
-	// PollDuration after each packet, PollAdaptive spins on servers only
-	// while their requests come close together, PollNever parks at once.
+	// Polling says whether to spin: PollAdaptive (the default) spins
+	// waiting for a response, and on servers only while their requests
+	// come close together; PollAlways spins for PollDuration after each
+	// packet; PollNever parks at once.
 	Polling Polling
 }
 

@@ -376,7 +376,15 @@ func (e *Endpoint) Recv(ctx context.Context, id uint64) (*contract.Message, erro
 		e.putWaiter(w)
 		return m, err
 	}
-	return e.wait(ctx, w, id != 0, request)
+	if id == 0 {
+		return e.wait(ctx, w, false, 0)
+	}
+	start := e.now()
+	m, err = e.wait(ctx, w, true, request)
+	if err == nil {
+		e.spin.waited(e.now() - start)
+	}
+	return m, err
 }
 
 // taken notes that m went to the application: a request's storage is

@@ -14,10 +14,10 @@ import (
 // virtual machine). Spinning trades CPU for latency, and pays only when
 // what the reader waits for comes soon.
 //
-// By default (PollAlways) every reader spins for PollDuration after each
-// sign of activity, as Linux Homa polls (50 µs): an idle endpoint spins
-// for at most that long after its last packet, and a server whose
-// requests come seldom spends that much CPU on each. PollAdaptive saves
+// With PollAlways every reader spins for PollDuration after each sign of
+// activity, as Linux Homa polls (50 µs): an idle endpoint spins for at
+// most that long after its last packet, and a server whose requests come
+// seldom spends that much CPU on each. PollAdaptive, the default, saves
 // that CPU on servers: a client waiting for the response of an RPC it
 // sent expects it within a round trip and the server's work, so it spins
 // as above, but a goroutine waiting for any message (a server waiting
@@ -53,15 +53,17 @@ import (
 type Polling uint8
 
 const (
-	// PollAlways spins for PollDuration after the last packet before it
-	// parks, as Linux Homa polls: the lowest latency; a reader that
-	// waits longer spends PollDuration of CPU before it parks. The
-	// default.
-	PollAlways Polling = iota
-	// PollAdaptive spins for PollDuration while waiting for a response,
-	// and while waiting for any message only as long as spinning pays
-	// (see above): less CPU on servers whose requests come seldom.
-	PollAdaptive
+	// PollAdaptive spins while waiting for a response, and while
+	// waiting for any message only while such messages have lately come
+	// close together (see Adaptive polling): as fast as PollAlways for
+	// RPCs back to back, much less CPU on servers whose requests come
+	// seldom. The default.
+	PollAdaptive Polling = iota
+	// PollAlways spins for PollDuration (stretched, see Stretching)
+	// after the last packet before it parks, as Linux Homa polls: a
+	// reader that waits longer spends PollDuration of CPU before it
+	// parks.
+	PollAlways
 	// PollNever parks at once: the least CPU, a wake-up per message.
 	PollNever
 )
@@ -75,10 +77,11 @@ type spinBudget struct {
 	// application: a reader waiting for any message spins longer after a
 	// long one.
 	served atomic.Int64
-	// PollAdaptive's record (see Adaptive polling): when the last
-	// message for a goroutine waiting for any message came, and the
-	// average gap between such messages.
-	lastAny, gapAvg atomic.Int64
+	// The recent past (see Adaptive polling and Stretching): when the
+	// last message for a goroutine waiting for any message came, the
+	// average gap between such messages, and the average wait for a
+	// response.
+	lastAny, gapAvg, waitAvg atomic.Int64
 	// yieldEvery is how many turns of a spinning reader pass between
 	// yields of its processor (see spinRead).
 	yieldEvery uint32
@@ -133,10 +136,35 @@ func (s *spinBudget) init(cfg Config, conn netio.Conn) {
 	s.served.Store(0)
 	s.lastAny.Store(0)
 	s.gapAvg.Store(0)
+	s.waitAvg.Store(0)
 	s.yieldEvery = yieldRarely
 	if ip, ok := conn.(netio.InProcess); (ok && ip.InProcess()) || runtime.GOMAXPROCS(0) == 1 {
 		s.yieldEvery = yieldAlways
 	}
+}
+
+// Stretching. Two ends that each spin PollDuration for the other stay
+// in step only while each answers within the other's spin. A thread
+// wake-up on a virtual machine takes about as long (60 µs and more): one
+// end that parks once answers late, the other's spin runs out and it
+// parks too, and from then on every RPC pays two wake-ups (RPCs one at a
+// time took 125-165 µs this way against 12-15 µs, whichever way a run
+// started). So a reader stretches its spin to twice the average wait
+// of the recent past (for a response: from Recv to its arrival; for any
+// message: the gap between arrivals), up to stretchCap times
+// PollDuration: the two ends then catch each other's messages again,
+// the waits shrink, and so do the spins. Waits longer than the cap are
+// not worth spinning for: the budget stays PollDuration (and with
+// PollAdaptive a server waiting for any message parks at once).
+const stretchCap = 4
+
+// stretch is budget b stretched to cover twice the average wait avg.
+func (s *spinBudget) stretch(b time.Duration, avg int64) time.Duration {
+	limit := stretchCap * s.max
+	if a := time.Duration(avg); a > 0 && a < limit {
+		return max(b, min(2*a, limit))
+	}
+	return b
 }
 
 // budget is how long a reader spins now, after each sign of activity;
@@ -144,33 +172,43 @@ func (s *spinBudget) init(cfg Config, conn netio.Conn) {
 // was request bytes long. A reader waiting for any message spins longer
 // after a long request (served).
 func (s *spinBudget) budget(due bool, request int) time.Duration {
-	var b time.Duration
 	switch {
 	case s.mode == PollNever:
 		return 0
 	case due:
-		b = s.max + time.Duration(request)*dueSpinPerByte
-	default:
-		b = s.max + time.Duration(s.served.Load())*dueSpinPerByte
+		b := s.max + time.Duration(request)*dueSpinPerByte
+		return s.stretch(b, s.waitAvg.Load())
 	}
-	if s.mode == PollAdaptive && !due && time.Duration(s.gapAvg.Load()) >= payFactor*b {
+	b := s.max + time.Duration(s.served.Load())*dueSpinPerByte
+	gap := s.gapAvg.Load()
+	if s.mode == PollAdaptive && time.Duration(gap) >= max(payFactor*b, stretchCap*s.max) {
 		return 0 // the next request is not likely to come within b
 	}
-	return b
+	return s.stretch(b, gap)
 }
 
 // arrived records that a message for a goroutine waiting for any
 // message came at now.
 func (s *spinBudget) arrived(now time.Duration) {
-	if s.mode != PollAdaptive {
+	if s.mode == PollNever {
 		return
 	}
 	last := time.Duration(s.lastAny.Swap(int64(max(now, 1))))
-	if last == 0 {
-		return
+	if last > 0 {
+		average(&s.gapAvg, min(now-last, gapCap*s.max))
 	}
-	gap := min(now-last, gapCap*s.max)
-	// An eighth of the way to the new gap. The writers hold mu.
-	old := s.gapAvg.Load()
-	s.gapAvg.Store(old + (int64(gap)-old)/8)
+}
+
+// waited records that a goroutine waited d for a response.
+func (s *spinBudget) waited(d time.Duration) {
+	if s.mode != PollNever {
+		average(&s.waitAvg, min(d, gapCap*s.max))
+	}
+}
+
+// average moves avg an eighth of the way to sample. Its writers hold mu
+// or rxTok; a lost update only delays the average.
+func average(avg *atomic.Int64, sample time.Duration) {
+	old := avg.Load()
+	avg.Store(old + (int64(sample)-old)/8)
 }

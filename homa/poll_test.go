@@ -6,11 +6,12 @@ import (
 )
 
 // TestSpinBudget: an adaptive reader waiting for any message spins for
-// PollDuration while requests come closer together than payFactor times
-// that on average, parks at once when they come farther apart, and
-// spins again once they quicken, whether it spun or parked meanwhile.
-// One waiting for a response always spins. The other modes do not
-// adapt.
+// PollDuration while requests come close together, stretches its spin
+// to twice the average gap when they come a little farther apart than
+// that, parks at once when they come farther apart than stretchCap
+// spins, and spins again once they quicken, whether it spun or parked
+// meanwhile. One waiting for a response always spins, stretched alike
+// to its recent waits. The other modes do not adapt.
 func TestSpinBudget(t *testing.T) {
 	const max = 50 * time.Microsecond
 	var s spinBudget
@@ -26,29 +27,49 @@ func TestSpinBudget(t *testing.T) {
 		}
 	}
 	arrive(100, 20*time.Microsecond) // back to back
-	arrive(1, 10*time.Millisecond)   // one pause changes nothing
 	if b := s.budget(false, 0); b != max {
-		t.Fatalf("requests 20 µs apart, one pause: budget %v, want PollDuration", b)
+		t.Fatalf("requests 20 µs apart: budget %v, want PollDuration", b)
 	}
-	arrive(20, 1500*time.Microsecond) // at random, 673 a second
+	arrive(1, 10*time.Millisecond) // one pause: a longer spin, not parking
+	if b := s.budget(false, 0); b <= max || b > stretchCap*max {
+		t.Fatalf("requests 20 µs apart, one pause: budget %v, want more than PollDuration, at most %d times", b, stretchCap)
+	}
+	arrive(40, 1500*time.Microsecond) // at random, 673 a second
 	if b := s.budget(false, 0); b != 0 {
 		t.Fatalf("requests 1.5 ms apart: budget %v, want none", b)
 	}
-	// A reader waiting for a response spins whatever the gaps.
+	arrive(40, 70*time.Microsecond) // two parked ends in step
+	if b := s.budget(false, 0); b < 130*time.Microsecond || b > 150*time.Microsecond {
+		t.Fatalf("requests 70 µs apart: budget %v, want twice the gap", b)
+	}
+	arrive(60, 20*time.Microsecond) // the requests quicken
+	if b := s.budget(false, 0); b != max {
+		t.Fatalf("requests 20 µs apart again: budget %v, want PollDuration", b)
+	}
+	// A reader waiting for a response spins whatever the gaps, and
+	// stretches its spin to its recent waits, up to the cap.
 	if b := s.budget(true, 0); b != max {
 		t.Fatalf("waiting for a response: budget %v, want PollDuration", b)
 	}
-	arrive(20, 30*time.Microsecond) // the requests quicken
-	if b := s.budget(false, 0); b != max {
-		t.Fatalf("requests 30 µs apart again: budget %v, want PollDuration", b)
+	for range 40 {
+		s.waited(130 * time.Microsecond)
+	}
+	if b := s.budget(true, 0); b != stretchCap*max {
+		t.Fatalf("responses after 130 µs: budget %v, want the cap", b)
+	}
+	for range 40 {
+		s.waited(2 * time.Millisecond)
+	}
+	if b := s.budget(true, 0); b != max {
+		t.Fatalf("responses after 2 ms: budget %v, want PollDuration (not worth stretching)", b)
 	}
 	// The longer the request, the longer the server's work on it: a
 	// client spins longer for its response.
 	if b := s.budget(true, 1_000_000); b != max+time.Millisecond {
 		t.Fatalf("waiting for the response to 1 MB: budget %v, want PollDuration + 1 ms", b)
 	}
-	s.init(Config{PollDuration: max}, nil) // the default: PollAlways
-	arrive(20, 1500*time.Microsecond)
+	s.init(Config{PollDuration: max, Polling: PollAlways}, nil)
+	arrive(40, 1500*time.Microsecond) // no parking, no stretching
 	if b := s.budget(false, 0); b != max {
 		t.Fatalf("PollAlways: budget %v", b)
 	}

@@ -39,7 +39,7 @@ type Experiment struct {
 	// host (0: the engine's default).
 	UnschedBytes int
 	// Polling is the Homa engine's --polling mode on every host
-	// (always, adaptive or never; empty: the engine's default).
+	// (adaptive, always or never; empty: the engine's default, adaptive).
 	Polling string
 	// LoadMbps is the offered load of request bytes into host 1, shared
 	// evenly by the clients.

@@ -55,13 +55,13 @@ type Config struct {
 	// machine) at the price of CPU. Default 50 µs, as Linux Homa's
 	// poll_usecs; negative never spins.
 	PollDuration time.Duration
-	// Polling is PollAlways (the default: spin for PollDuration after
-	// each packet, as Linux Homa polls: the lowest latency),
-	// PollAdaptive (a caller waiting for its response spins; one waiting
-	// for any message, such as a server, only while its requests have
-	// lately come less than two PollDurations apart on average: less
-	// CPU on servers whose requests come seldom) or
-	// PollNever (park at once: the least CPU).
+	// Polling is PollAdaptive (the default: a caller waiting for its
+	// response spins; one waiting for any message, such as a server,
+	// only while its requests have lately come close together, so a
+	// server whose requests come seldom parks at once), PollAlways (spin
+	// for PollDuration after each packet, as Linux Homa polls) or
+	// PollNever (park at once: the least CPU). Spins stretch to cover
+	// the waits of the recent past, up to 4 PollDurations.
 	Polling Polling
 	// PeerTimeout is how long a peer may say nothing about an RPC while
 	// being asked (RESEND every 5 ms) before the RPC fails with
@@ -151,14 +151,14 @@ type Polling uint8
 
 // Polling modes.
 const (
-	// PollAlways spins for PollDuration after the last packet before it
-	// parks, as Linux Homa polls: the lowest latency. The default.
-	PollAlways Polling = iota
 	// PollAdaptive spins while waiting for a response, and while
 	// waiting for any message only while such messages have lately come
-	// less than two PollDurations apart on average: less CPU on servers
-	// whose requests come seldom.
-	PollAdaptive
+	// close together: as fast as PollAlways for RPCs back to back, less
+	// CPU on servers whose requests come seldom. The default.
+	PollAdaptive Polling = iota
+	// PollAlways spins for PollDuration after the last packet before it
+	// parks, as Linux Homa polls.
+	PollAlways
 	// PollNever parks at once: the least CPU, a wake-up per message.
 	PollNever
 )

@@ -23,7 +23,7 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.linkMbps, "link-mbps", 0, "Homa: pace outgoing data at `M` Mbit/s (the engine's LinkMbps; 0 off); ignored by other protocols")
 	fs.IntVar(&f.unschedBytes, "unsched-bytes", 0, "Homa: `bytes` of each message sent before grants (0: the default, 40000, sized for 25 Gbit/s links; about one round trip of the link is right)")
 	fs.DurationVar(&f.poll, "poll", 0, "Homa: how long a receiver spins on its socket before it parks (the engine's PollDuration; 0: the default, 50µs; negative: never, which leaves the CPU to the other end on a busy machine)")
-	fs.StringVar(&f.polling, "polling", "always", "Homa: whether a receiver spins: `always` (for --poll after each packet), adaptive (a server only while spinning pays) or never")
+	fs.StringVar(&f.polling, "polling", "adaptive", "Homa: whether a receiver spins: `adaptive` (a caller for its response; a server only while its requests come close together), always (for --poll after each packet) or never")
 }
 
 func (f *engineFlags) check() error {
@@ -39,7 +39,7 @@ func (f *engineFlags) check() error {
 // checkPolling checks a --polling value.
 func checkPolling(name string) error {
 	if _, ok := bench.ParsePolling(name); !ok {
-		return fmt.Errorf("--polling %q: must be always, adaptive or never", name)
+		return fmt.Errorf("--polling %q: must be adaptive, always or never", name)
 	}
 	return nil
 }

@@ -76,7 +76,7 @@ func parseLab(args []string, stderr io.Writer) (*labOptions, int) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of the loaded phase of each protocol")
 	fs.IntVar(&o.replySize, "reply-size", 100, "response `bytes` (0: echo the request)")
 	fs.IntVar(&o.unschedBytes, "unsched-bytes", 0, "Homa: `bytes` of each message sent before grants, on every host (0: the engine's default, 40000, sized for 25 Gbit/s links)")
-	fs.StringVar(&o.polling, "polling", "never", "Homa: whether receivers spin, on every host: `never` (park at once: the hosts share this machine's CPUs, and a host that spins takes them from the others), adaptive or always (the engine's default)")
+	fs.StringVar(&o.polling, "polling", "never", "Homa: whether receivers spin, on every host: `never` (park at once: the hosts share this machine's CPUs, and a host that spins takes them from the others), adaptive (the engine's default) or always")
 	fs.IntVar(&o.calibrate, "calibrate", 2000, "unloaded RPCs, one at a time, behind each protocol's slowdown baseline")
 	fs.DurationVar(&o.timeout, "timeout", lab.DefaultTimeout, "a client gives up this long after its phase should have ended (calibration: after this long)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the clients' sizes and arrivals (client hK uses seed+K)")
