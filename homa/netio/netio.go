@@ -319,9 +319,14 @@ type ConnStats struct {
 	GSO, GRO bool
 	// QueueDrops counts received packets the kernel dropped at the socket
 	// before they could be read, its receive queue being full (the
-	// socket's drop count, SO_MEMINFO), as of the Stats call. In-memory
-	// Conns leave it zero.
+	// socket's drop count, SO_MEMINFO), as of the Stats call; for a Conn
+	// that shares its socket (Shared), the packets its own queue had no
+	// room for. In-memory Conns leave it zero.
 	QueueDrops uint64
+	// Shared says that the Conn reads through a raw socket it shares with
+	// other Conns of the process (see OpenRaw). Its system call counts
+	// are then zero: the calls are the shared socket's.
+	Shared bool
 }
 
 // StatsConn is an optional Conn capability: counters read without locks.
