@@ -34,7 +34,8 @@ type sharedConn struct {
 }
 
 // rxQueue is a sharedConn's queue of received packets, bounded by
-// memberQueuePackets and memberQueueBytes.
+// memberQueuePackets and memberQueueBytes, and with the queues of the
+// other members by shareQueueBytes.
 type rxQueue struct {
 	mu    sync.Mutex
 	items []queued // items[head:] wait
@@ -91,11 +92,20 @@ func (c *sharedConn) deliver(p *Packet) {
 	copy(*b, p.Buf[:p.N])
 	q := &c.q
 	q.mu.Lock()
-	if len(q.items)-q.head >= memberQueuePackets || q.bytes+cap(*b) > memberQueueBytes {
+	full, shareFull := len(q.items)-q.head >= memberQueuePackets || q.bytes+cap(*b) > memberQueueBytes, false
+	if !full && c.share.queued.Add(int64(cap(*b))) > shareQueueBytes {
+		c.share.queued.Add(-int64(cap(*b)))
+		full, shareFull = true, true
+	}
+	if full {
 		q.mu.Unlock()
 		putBuf(b)
 		c.queueDrops.Add(1)
-		registry.stats.queueFull.Add(1)
+		if shareFull {
+			registry.stats.shareFull.Add(1)
+		} else {
+			registry.stats.queueFull.Add(1)
+		}
 		return
 	}
 	if q.head > 0 && q.head >= len(q.items)/2 {
@@ -130,6 +140,7 @@ func (c *sharedConn) pop(pkts []Packet, borrow bool) int {
 		q.items[q.head] = queued{}
 		q.head++
 		q.bytes -= cap(*it.buf)
+		c.share.queued.Add(-int64(cap(*it.buf)))
 		p, size := &pkts[n], len(*it.buf)
 		if borrow {
 			p.Buf = (*it.buf)[:size:size]
@@ -285,6 +296,7 @@ func (c *sharedConn) Close() error {
 	q := &c.q
 	q.mu.Lock()
 	for _, it := range q.items[q.head:] {
+		c.share.queued.Add(-int64(cap(*it.buf)))
 		putBuf(it.buf)
 	}
 	q.items, q.head, q.bytes = nil, 0, 0

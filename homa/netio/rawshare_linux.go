@@ -45,6 +45,8 @@ import (
 // Drops are counted by reason: a packet for a port whose Conn has left
 // (ShareStats.NoMember), a packet its Conn's full queue had no room for
 // (ShareStats.QueueFull, and the Conn's ConnStats.QueueDrops), a packet
+// the queues of its share's members together had no room for
+// (ShareStats.ShareFull, and ConnStats.QueueDrops), a packet
 // larger than the Buf its reader offered (ConnStats.Discarded).
 
 // Tuning of shared sockets.
@@ -57,6 +59,10 @@ const (
 	// buffer bytes they hold) that wait in a sharedConn's queue.
 	memberQueuePackets = 1024
 	memberQueueBytes   = 8 << 20
+	// shareQueueBytes bounds the buffer bytes waiting in the queues of
+	// all the members of one share together: the kernel's receive
+	// buffer of a shared socket, times two.
+	shareQueueBytes = 2 * defaultServerReadBuffer
 	// smallBuf is the buffer class of the packets that fit it (most of
 	// a request-response workload); larger ones take maxDatagram bytes.
 	smallBuf = 2048
@@ -94,7 +100,7 @@ var registry shareRegistry
 
 // shareCounters back ShareStats.
 type shareCounters struct {
-	noMember, queueFull atomic.Uint64
+	noMember, queueFull, shareFull atomic.Uint64
 }
 
 // ShareStats are the process's counts of raw Conns that share sockets
@@ -106,15 +112,18 @@ type ShareStats struct {
 	// NoMember counts packets a shared socket received for a port none of
 	// its Conns serves any more (one closed while they were on their way);
 	// QueueFull counts packets dropped because their Conn's queue was
-	// full (also in that Conn's ConnStats.QueueDrops).
-	NoMember, QueueFull uint64
+	// full, ShareFull those dropped because the queues of their socket's
+	// Conns together held all they may (both also in that Conn's
+	// ConnStats.QueueDrops).
+	NoMember, QueueFull, ShareFull uint64
 }
 
 // RawShareStats returns the process's counts of shared raw sockets.
 func RawShareStats() ShareStats {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
-	s := ShareStats{NoMember: registry.stats.noMember.Load(), QueueFull: registry.stats.queueFull.Load()}
+	st := &registry.stats
+	s := ShareStats{NoMember: st.noMember.Load(), QueueFull: st.queueFull.Load(), ShareFull: st.shareFull.Load()}
 	for _, g := range registry.groups {
 		s.Sockets += len(g.shares)
 		for _, sh := range g.shares {
@@ -230,6 +239,7 @@ type rawShare struct {
 	conn    *sockConn                // the socket; its filter passes the members' ports
 	members map[uint16]*sharedConn   // guarded by registry.mu
 	table   atomic.Pointer[shareMap] // members, for the reader: replaced whole on each change
+	queued  atomic.Int64             // buffer bytes in the members' queues
 	done    chan struct{}            // closed when the reader has returned
 
 	rd   sync.Mutex       // held while one goroutine reads the socket

@@ -275,11 +275,11 @@ func TestSharedCloseAndWake(t *testing.T) {
 }
 
 // TestSharedQueueBounds fills a member's queue directly: packets beyond
-// memberQueuePackets, or beyond memberQueueBytes of buffers, are dropped
-// and counted; what was queued reads back in order, a packet larger than
+// memberQueuePackets, beyond memberQueueBytes of buffers, or beyond the
+// share's shareQueueBytes, are dropped and counted by reason; what was queued reads back in order, a packet larger than
 // the Buf offered discarded and counted.
 func TestSharedQueueBounds(t *testing.T) {
-	c := &sharedConn{port: 9, ready: make(chan struct{}, 1), closing: make(chan struct{})}
+	c := &sharedConn{share: &rawShare{}, port: 9, ready: make(chan struct{}, 1), closing: make(chan struct{})}
 	before := registry.stats.queueFull.Load()
 	big := testPacket(1, 9, 3000, 1000) // larger than the Bufs offered
 	c.deliver(&Packet{Buf: big, N: len(big), Addr: lo4})
@@ -313,5 +313,22 @@ func TestSharedQueueBounds(t *testing.T) {
 	}
 	if n := c.pop(makePackets(large+3, 9000), false); n != large {
 		t.Fatalf("popped %d large packets, want %d", n, large)
+	}
+	if q := c.share.queued.Load(); q != 0 {
+		t.Fatalf("%d bytes counted in the share's queues with all read", q)
+	}
+	// The share's bound: with the other members' queues holding all but
+	// a small buffer's worth, one small packet fits and the next does not.
+	c.share.queued.Store(shareQueueBytes - smallBuf)
+	beforeShare := registry.stats.shareFull.Load()
+	for i := range 2 {
+		b := testPacket(1, 9, 100, uint64(i))
+		c.deliver(&Packet{Buf: b, N: len(b), Addr: lo4})
+	}
+	if got := registry.stats.shareFull.Load() - beforeShare; got != 1 || c.Stats().QueueDrops != 9 {
+		t.Fatalf("ShareStats.ShareFull grew by %d, QueueDrops %d: want 1 and 9", got, c.Stats().QueueDrops)
+	}
+	if n := c.pop(makePackets(2, 2048), false); n != 1 || c.share.queued.Load() != shareQueueBytes-smallBuf {
+		t.Fatalf("popped %d, share holds %d bytes: want 1 and %d", n, c.share.queued.Load(), shareQueueBytes-smallBuf)
 	}
 }
