@@ -26,6 +26,8 @@ var fanoutCounts = []int{0, 1, 5, 20, 100, 1000}
 //   - conns: raw Conns opened by OpenRaw in this process;
 //   - udp: UDP Conns, beside a UDP ping-pong, for comparison.
 //
+// The pair is a client Conn (port 0, opened after the idle ones: shared
+// when they are Conns of this process) and a server Conn (a port given).
 // Besides ns/op (one round trip) it reports the median round trip, the
 // CPU time of the process per round trip (the receiving softirq runs in
 // the sender's system calls on loopback, so it is in it) and packets per
@@ -53,10 +55,7 @@ func BenchmarkRawFanout(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer x.Close()
-				y, err := open(0)
-				if err != nil {
-					b.Fatal(err)
-				}
+				y := openRandomPort(b, open) // a server's port: never shared
 				defer y.Close()
 				host, _ := HostRawSockets()
 				timedPingPong(b, x, y)

@@ -11,8 +11,8 @@ import (
 )
 
 // sharedConn is a raw Conn that reads through a socket shared with other
-// Conns of the process (see rawShare): the share's reader puts its
-// packets in its queue, its reads take them from there. It writes
+// Conns of the process (see rawShare): whichever member reads the socket
+// puts its packets in its queue, its reads take them from there. It writes
 // through the shared socket (the Homa header names the source port).
 type sharedConn struct {
 	share   *rawShare
@@ -23,6 +23,7 @@ type sharedConn struct {
 	closing chan struct{} // closed by Close
 	closed  atomic.Bool
 	wake    wakeFlag
+	parking atomic.Bool // a read of the Conn is parked on the shared socket
 
 	q rxQueue
 
@@ -204,16 +205,12 @@ func (c *sharedConn) read(pkts []Packet, wait, borrow bool) (int, error) {
 		if n := c.pop(pkts, borrow); n > 0 {
 			return n, nil
 		}
-		c.share.pump()
+		c.share.pump(false)
 		if n := c.pop(pkts, borrow); n > 0 || !wait {
 			return n, nil
 		}
-		if c.wake.take() {
-			return 0, ErrWoken
-		}
-		select {
-		case <-c.ready:
-		case <-c.closing:
+		if err := c.park(); err != nil {
+			return 0, err
 		}
 	}
 }
@@ -236,24 +233,61 @@ func (c *sharedConn) WaitReadable() error {
 		if c.closed.Load() {
 			return errSharedClosed
 		}
+		if !c.pending() {
+			c.share.pump(false)
+		}
 		if c.pending() {
-			c.signal() // for a reader parked beside this wait
 			return nil
 		}
-		if c.wake.take() {
-			return ErrWoken
-		}
-		select {
-		case <-c.ready:
-		case <-c.closing:
+		if err := c.park(); err != nil {
+			return err
 		}
 	}
+}
+
+// park waits until a packet may be in the queue: on the shared socket,
+// when no other member is parked there, then moving what arrived to the
+// members' queues; else until a packet is queued. It returns ErrWoken for
+// a Wake, nil otherwise (the Conn closed among them: the caller checks).
+func (c *sharedConn) park() error {
+	if c.wake.take() {
+		return ErrWoken
+	}
+	sh := c.share
+	select {
+	case <-sh.token:
+	case <-c.ready:
+		return nil
+	case <-c.closing:
+		return nil
+	}
+	// The token is this Conn's: park on the socket, unless a Wake or
+	// Close came before Wake and Close could see it here (they wake the
+	// socket when they do).
+	c.parking.Store(true)
+	if !c.wake.pending.Load() && !c.closed.Load() {
+		_ = sh.conn.WaitReadable() // whatever it says, look at the socket and the Conn again
+	}
+	c.parking.Store(false)
+	sh.pump(true)
+	sh.token <- struct{}{}
+	return nil
 }
 
 // Wake implements Waker.
 func (c *sharedConn) Wake() {
 	c.wake.set()
 	c.signal()
+	c.wakeSocket()
+}
+
+// wakeSocket ends the wait of a read parked on the shared socket for this
+// Conn. A wake that comes late ends some other member's wait on it, which
+// then only looks again.
+func (c *sharedConn) wakeSocket() {
+	if c.parking.Load() {
+		c.share.conn.Wake()
+	}
 }
 
 // WriteBatch implements Conn.
@@ -291,6 +325,7 @@ func (c *sharedConn) Close() error {
 		return nil
 	}
 	close(c.closing)
+	c.wakeSocket()
 	c.leave()
 	c.lease.release()
 	q := &c.q

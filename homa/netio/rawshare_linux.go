@@ -3,13 +3,10 @@
 package netio
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Raw client Conns of one process share kernel sockets beyond a few.
@@ -31,16 +28,20 @@ import (
 // (port 0: a port assigned) with a socket of their own per local address
 // and Options; the next ones are sharedConns, which read from one socket
 // shared by up to maxShareMembers of them (a rawShare), whose filter
-// passes exactly their ports (portSetFilter). Whoever reads it copies
-// each packet into the bounded queue of the Conn its destination port
-// (for a report, its source port) names: a member's read with its own
-// queue empty reads the socket itself when no one else does, so that a
-// member whose reader spins (as the engine's do before they park) takes
-// its own packets with no hand-off; otherwise a goroutine of the share
-// parked on the socket does, and wakes the member. Conns with a
-// socket of their own, servers (a port given) among them, read as
-// before, with no hand-off and no copy of their own: the share costs
-// only its members a goroutine hand-off and one copy per packet.
+// passes exactly their ports (portSetFilter). The members read it
+// themselves, with no goroutine of the share's: a member's read that
+// finds its own queue empty takes what the socket holds, when no one
+// else is doing so, and copies each packet into the bounded queue of the
+// Conn its destination port (for a report, its source port) names, its
+// own among them. A read that must wait parks on the socket itself if no
+// other member does (it holds the share's token), else on its queue,
+// which the parked member fills. So a member whose reader spins (as the
+// engine's do before they park) or is the one parked on the socket gets
+// its packets with no hand-off between goroutines, and one that waits
+// while another is parked, with one. Conns with a socket of their own,
+// servers (a port given) among them, read as before, with no hand-off
+// and no copy of their own: the share costs only its members one copy
+// per packet, and sometimes a hand-off.
 //
 // Drops are counted by reason: a packet for a port whose Conn has left
 // (ShareStats.NoMember), a packet its Conn's full queue had no room for
@@ -230,7 +231,6 @@ func (g *shareGroup) close(sh *rawShare) {
 		}
 	}
 	sh.conn.Close()
-	<-sh.done
 }
 
 // rawShare is one raw socket shared by sharedConns, and the goroutine
@@ -240,7 +240,7 @@ type rawShare struct {
 	members map[uint16]*sharedConn   // guarded by registry.mu
 	table   atomic.Pointer[shareMap] // members, for the reader: replaced whole on each change
 	queued  atomic.Int64             // buffer bytes in the members' queues
-	done    chan struct{}            // closed when the reader has returned
+	token   chan struct{}            // holds one token, taken by the member that parks on the socket
 
 	rd   sync.Mutex       // held while one goroutine reads the socket
 	pkts [maxBatch]Packet // the members' pumps' batch; guarded by rd
@@ -249,7 +249,7 @@ type rawShare struct {
 type shareMap = map[uint16]*sharedConn
 
 // openShare opens a share's socket, with a filter that passes nothing
-// until setMembers, and starts its reader.
+// until setMembers.
 func openShare(laddr netip.Addr, opt *Options) (*rawShare, error) {
 	o := Options{}
 	if opt != nil {
@@ -258,7 +258,7 @@ func openShare(laddr netip.Addr, opt *Options) (*rawShare, error) {
 	if o.ReadBuffer <= 0 {
 		o.ReadBuffer = defaultServerReadBuffer // the packets of many Conns queue here
 	}
-	o.ParkOften = true // the reader always parks: nothing spins on this socket
+	o.ParkOften = true // readers park on it at every wait: the members spin on their queues
 	filter, err := dropAllFilter()
 	if err != nil {
 		return nil, err
@@ -268,9 +268,9 @@ func openShare(laddr netip.Addr, opt *Options) (*rawShare, error) {
 		return nil, err
 	}
 	c.anyPort = true
-	sh := &rawShare{conn: c, members: make(map[uint16]*sharedConn), done: make(chan struct{})}
+	sh := &rawShare{conn: c, members: make(map[uint16]*sharedConn), token: make(chan struct{}, 1)}
+	sh.token <- struct{}{}
 	sh.table.Store(&shareMap{})
-	go sh.run()
 	return sh, nil
 }
 
@@ -306,37 +306,13 @@ func (sh *rawShare) setMembers(c *sharedConn, in bool) error {
 	return err
 }
 
-// run takes the packets of the shared socket that no member takes
-// itself, until the socket is closed: it parks until one is queued, then
-// pumps.
-func (sh *rawShare) run() {
-	defer close(sh.done)
-	pkts := make([]Packet, maxBatch)
-	retry := time.Duration(0)
-	for {
-		err := sh.conn.WaitReadable()
-		if errors.Is(err, net.ErrClosed) {
-			return
-		}
-		if err != nil {
-			// Not expected of a socket in order; do not spin on it.
-			retry = nextRetry(retry)
-			time.Sleep(retry)
-			continue
-		}
-		retry = 0
+// pump is a member's turn at the shared socket: it moves what is queued
+// there to the members' queues, its own among them, without waiting.
+// When another member is doing so, it returns at once unless wait.
+func (sh *rawShare) pump(wait bool) {
+	if wait {
 		sh.rd.Lock()
-		sh.pumpLocked(pkts)
-		sh.rd.Unlock()
-	}
-}
-
-// pump is a member's turn at the shared socket: when no one else reads
-// it, it moves what is queued there to the members' queues, its own
-// among them, without waiting. So a member whose reader spins
-// (TryReadBatch) takes its packets with no hand-off between goroutines.
-func (sh *rawShare) pump() {
-	if !sh.rd.TryLock() {
+	} else if !sh.rd.TryLock() {
 		return
 	}
 	sh.pumpLocked(sh.pkts[:])
@@ -348,7 +324,7 @@ func (sh *rawShare) pump() {
 func (sh *rawShare) pumpLocked(pkts []Packet) {
 	n, err := sh.conn.TryReadBorrowed(pkts)
 	if err != nil {
-		return // closed, or nothing to do but let the reader park again
+		return // closed: the member's read finds out
 	}
 	table := *sh.table.Load()
 	for i := range pkts[:n] {

@@ -153,7 +153,7 @@ func ownSockets(t *testing.T, n int) {
 // of them, and one with a socket of its own, packets tagged with their
 // port: every Conn reads exactly its own, through whichever read method,
 // the members say they share, and when the last member closes the
-// shared socket and its goroutine go.
+// shared socket closes.
 func TestRawShare(t *testing.T) {
 	for _, fam := range families {
 		t.Run(fam.name, func(t *testing.T) {
@@ -222,10 +222,8 @@ func TestRawShare(t *testing.T) {
 			for _, c := range members {
 				c.Close()
 			}
-			select {
-			case <-sh.done:
-			case <-time.After(safetyTimeout):
-				t.Fatal("the shared socket's goroutine did not end with its last member")
+			if !sh.conn.closed.Load() {
+				t.Fatal("the shared socket is open after its last member closed")
 			}
 			if s := RawShareStats(); s.Sockets != before.Sockets || s.Members != before.Members {
 				t.Fatalf("share stats %+v after the members closed, want those before, %+v", s, before)
@@ -330,5 +328,61 @@ func TestSharedQueueBounds(t *testing.T) {
 	}
 	if n := c.pop(makePackets(2, 2048), false); n != 1 || c.share.queued.Load() != shareQueueBytes-smallBuf {
 		t.Fatalf("popped %d, share holds %d bytes: want 1 and %d", n, c.share.queued.Load(), shareQueueBytes-smallBuf)
+	}
+}
+
+// TestSharedParkedReaders has several members' readers parked at once,
+// one of them on the socket and the others on their queues, while
+// packets for all of them arrive in turn: each reader gets exactly its
+// own, in order.
+func TestSharedParkedReaders(t *testing.T) {
+	ownSockets(t, 0)
+	const members, rounds = 3, 50
+	var conns []Conn
+	for range members {
+		conns = append(conns, openRaw(t, lo4, 0, nil))
+	}
+	sender := openRawPort(t, lo4)
+	type result struct {
+		port uint16
+		tags []uint64
+		err  error
+	}
+	results := make(chan result, members)
+	for _, c := range conns {
+		go func() {
+			r := result{port: c.Port()}
+			pkts := makePackets(1, 2048)
+			for len(r.tags) < rounds && r.err == nil {
+				var n int
+				if n, r.err = c.ReadBatch(pkts); n == 1 {
+					r.tags = append(r.tags, tagOf(pkts[0].Bytes()))
+				}
+			}
+			results <- r
+		}()
+	}
+	for round := range rounds {
+		for _, c := range conns {
+			writeAll(t, sender, lo4, 0, testPacket(sender.Port(), c.Port(), 100, uint64(c.Port())<<8|uint64(round)))
+		}
+	}
+	for range members {
+		select {
+		case r := <-results:
+			if r.err != nil {
+				t.Fatalf("port %d: read: %v", r.port, r.err)
+			}
+			for i, tag := range r.tags {
+				if tag != uint64(r.port)<<8|uint64(i) {
+					t.Fatalf("port %d: packet %d has tag %#x", r.port, i, tag)
+				}
+			}
+		case <-time.After(safetyTimeout):
+			for _, c := range conns {
+				c.Close()
+			}
+			t.Fatal("the readers did not get their packets (safety timeout)")
+		}
 	}
 }
