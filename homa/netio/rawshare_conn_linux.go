@@ -85,14 +85,18 @@ var errSharedClosed = fmt.Errorf("netio: read: %w", net.ErrClosed)
 // deliver copies p into the queue, or drops it when the queue is full.
 // Only the share's reader calls it.
 func (c *sharedConn) deliver(p *Packet) {
-	if c.closed.Load() {
-		registry.stats.noMember.Add(1)
-		return
-	}
 	b := getBuf(p.N)
 	copy(*b, p.Buf[:p.N])
 	q := &c.q
 	q.mu.Lock()
+	if c.closed.Load() {
+		// Close has emptied the queue, or will once it has the lock:
+		// nothing may stay in it, counted in the share's bytes.
+		q.mu.Unlock()
+		putBuf(b)
+		registry.stats.noMember.Add(1)
+		return
+	}
 	full, shareFull := len(q.items)-q.head >= memberQueuePackets || q.bytes+cap(*b) > memberQueueBytes, false
 	if !full && c.share.queued.Add(int64(cap(*b))) > shareQueueBytes {
 		c.share.queued.Add(-int64(cap(*b)))
@@ -120,12 +124,14 @@ func (c *sharedConn) deliver(p *Packet) {
 	c.signal()
 }
 
-// signal wakes a parked reader, if any.
+// signal wakes a reader of c parked on its queue or on the shared
+// socket, if any.
 func (c *sharedConn) signal() {
 	select {
 	case c.ready <- struct{}{}:
 	default:
 	}
+	c.wakeSocket()
 }
 
 // pop takes up to len(pkts) packets from the queue into pkts: copied
@@ -261,11 +267,11 @@ func (c *sharedConn) park() error {
 	case <-c.closing:
 		return nil
 	}
-	// The token is this Conn's: park on the socket, unless a Wake or
-	// Close came before Wake and Close could see it here (they wake the
-	// socket when they do).
+	// The token is this Conn's: park on the socket, unless a packet, a
+	// Wake or a Close came before they could see that it parks there
+	// (from then on they wake the socket: see signal).
 	c.parking.Store(true)
-	if !c.wake.pending.Load() && !c.closed.Load() {
+	if !c.wake.pending.Load() && !c.closed.Load() && !c.pending() {
 		_ = sh.conn.WaitReadable() // whatever it says, look at the socket and the Conn again
 	}
 	c.parking.Store(false)
@@ -278,7 +284,6 @@ func (c *sharedConn) park() error {
 func (c *sharedConn) Wake() {
 	c.wake.set()
 	c.signal()
-	c.wakeSocket()
 }
 
 // wakeSocket ends the wait of a read parked on the shared socket for this

@@ -329,6 +329,18 @@ func TestSharedQueueBounds(t *testing.T) {
 	if n := c.pop(makePackets(2, 2048), false); n != 1 || c.share.queued.Load() != shareQueueBytes-smallBuf {
 		t.Fatalf("popped %d, share holds %d bytes: want 1 and %d", n, c.share.queued.Load(), shareQueueBytes-smallBuf)
 	}
+	// Close gives the share back what the queue held, and a packet that
+	// comes after it is dropped as one for no member.
+	c.share.queued.Store(0)
+	b := testPacket(1, 9, 100, 1)
+	c.deliver(&Packet{Buf: b, N: len(b), Addr: lo4})
+	c.leave = func() {}
+	c.Close()
+	noMember := registry.stats.noMember.Load()
+	c.deliver(&Packet{Buf: b, N: len(b), Addr: lo4})
+	if q := c.share.queued.Load(); q != 0 || registry.stats.noMember.Load() != noMember+1 {
+		t.Fatalf("after Close the share holds %d bytes and NoMember grew by %d: want 0 and 1", q, registry.stats.noMember.Load()-noMember)
+	}
 }
 
 // TestSharedParkedReaders has several members' readers parked at once,
