@@ -65,15 +65,16 @@ const (
 	// buffer of a shared socket, times two.
 	shareQueueBytes = 2 * defaultServerReadBuffer
 	// smallBuf is the buffer class of the packets that fit it (most of
-	// a request-response workload); larger ones take maxDatagram bytes.
+	// a request-response workload); larger ones take 64 KB.
 	smallBuf = 2048
 )
 
 // ownClientSockets is how many client Conns of one local address and
 // Options get a raw socket of their own before the next ones share
 // (tests lower it). Each socket costs every Homa packet arriving on the
-// host one clone; each member of a share costs its own packets a
-// hand-off between goroutines.
+// host one clone; each member of a share costs its own packets one copy
+// more, and a hand-off between goroutines when another member's read
+// is parked on the socket.
 var ownClientSockets = 4
 
 // shareKey is what Conns that share a socket have in common: the local
@@ -87,7 +88,7 @@ type shareKey struct {
 // shareGroup is the client Conns of one shareKey.
 type shareGroup struct {
 	own    int         // open Conns with a socket of their own
-	shares []*rawShare // shares with members, the newest last
+	shares []*rawShare // shares with members
 }
 
 // shareRegistry holds the process's groups.
@@ -182,8 +183,8 @@ func (r *shareRegistry) dropIfEmpty(key shareKey, g *shareGroup) {
 	}
 }
 
-// join opens a sharedConn in the newest share of g with room, or in a
-// new one. The caller holds registry.mu.
+// join opens a sharedConn in a share of g with room, or in a new one.
+// The caller holds registry.mu.
 func (g *shareGroup) join(key shareKey, opt *Options) (Conn, error) {
 	lease, port, err := reservePort(key.laddr.Is6(), 0)
 	if err != nil {
@@ -191,13 +192,18 @@ func (g *shareGroup) join(key shareKey, opt *Options) (Conn, error) {
 		return nil, err
 	}
 	var sh *rawShare
-	if n := len(g.shares); n > 0 && len(g.shares[n-1].members) < maxShareMembers {
-		sh = g.shares[n-1]
-	} else if sh, err = openShare(key.laddr, opt); err != nil {
-		lease.release()
-		registry.dropIfEmpty(key, g)
-		return nil, err
-	} else {
+	for _, s := range g.shares {
+		if len(s.members) < maxShareMembers {
+			sh = s
+			break
+		}
+	}
+	if sh == nil {
+		if sh, err = openShare(key.laddr, opt); err != nil {
+			lease.release()
+			registry.dropIfEmpty(key, g)
+			return nil, err
+		}
 		g.shares = append(g.shares, sh)
 	}
 	c := &sharedConn{share: sh, port: port, lease: lease, ready: make(chan struct{}, 1), closing: make(chan struct{})}
@@ -233,8 +239,7 @@ func (g *shareGroup) close(sh *rawShare) {
 	sh.conn.Close()
 }
 
-// rawShare is one raw socket shared by sharedConns, and the goroutine
-// that reads it.
+// rawShare is one raw socket shared by sharedConns.
 type rawShare struct {
 	conn    *sockConn                // the socket; its filter passes the members' ports
 	members map[uint16]*sharedConn   // guarded by registry.mu
