@@ -51,8 +51,8 @@
 // (BenchmarkRawFanout). Binding or connecting raw sockets narrows the
 // kernel's match only by address, which clients of one host and server
 // share. So the client Conns of a process share sockets: OpenRaw gives
-// four client Conns (port 0) per local address and Options a socket of
-// their own, and puts the next ones, up to 2,048 a socket, on one socket
+// four client Conns (port 0) per network namespace, local address and
+// Options a socket of their own, and puts the next ones, up to 2,048 a socket, on one socket
 // whose filter passes exactly their ports (ConnStats.Shared). Such a
 // Conn reads its packets from a bounded queue of its own, filled by
 // whichever reader of the process reads the shared socket: its own read

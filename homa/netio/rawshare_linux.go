@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // Raw client Conns of one process share kernel sockets beyond a few.
@@ -25,8 +27,8 @@ import (
 // talk to the same servers; fewer sockets do.
 //
 // So OpenRaw gives each process at most ownClientSockets client Conns
-// (port 0: a port assigned) with a socket of their own per local address
-// and Options; the next ones are sharedConns, which read from one socket
+// (port 0: a port assigned) with a socket of their own per network
+// namespace, local address and Options; the next ones are sharedConns, which read from one socket
 // shared by up to maxShareMembers of them (a rawShare), whose filter
 // passes exactly their ports (portSetFilter). The members read it
 // themselves, with no goroutine of the share's: a member's read that
@@ -48,7 +50,8 @@ import (
 // (ShareStats.QueueFull, and the Conn's ConnStats.QueueDrops), a packet
 // the queues of its share's members together had no room for
 // (ShareStats.ShareFull, and ConnStats.QueueDrops), a packet
-// larger than the Buf its reader offered (ConnStats.Discarded).
+// larger than the Buf its reader offered (ConnStats.Discarded), a report
+// of a packet no member sent (ShareStats.ReportsDiscarded).
 
 // Tuning of shared sockets.
 const (
@@ -77,9 +80,11 @@ const (
 // is parked on the socket.
 var ownClientSockets = 4
 
-// shareKey is what Conns that share a socket have in common: the local
-// address and the Options, the DSCP map by value.
+// shareKey is what Conns that share a socket have in common: the
+// network namespace they are opened in, the local address and the
+// Options, the DSCP map by value.
 type shareKey struct {
+	netns [2]uint64 // device and inode of the opening thread's namespace
 	laddr netip.Addr
 	dscp  DSCP
 	opt   Options // DSCP nil
@@ -102,7 +107,7 @@ var registry shareRegistry
 
 // shareCounters back ShareStats.
 type shareCounters struct {
-	noMember, queueFull, shareFull atomic.Uint64
+	noMember, queueFull, shareFull, reportsDiscarded atomic.Uint64
 }
 
 // ShareStats are the process's counts of raw Conns that share sockets
@@ -118,6 +123,11 @@ type ShareStats struct {
 	// Conns together held all they may (both also in that Conn's
 	// ConnStats.QueueDrops).
 	NoMember, QueueFull, ShareFull uint64
+	// ReportsDiscarded counts reports of undelivered packets (see
+	// Options.ReportUnreachable) that a shared socket received for a
+	// packet none of its Conns sent: the kernel gives every protocol 146
+	// socket the ICMP errors of all of them, and no filter applies.
+	ReportsDiscarded uint64
 }
 
 // RawShareStats returns the process's counts of shared raw sockets.
@@ -125,7 +135,8 @@ func RawShareStats() ShareStats {
 	registry.mu.Lock()
 	defer registry.mu.Unlock()
 	st := &registry.stats
-	s := ShareStats{NoMember: st.noMember.Load(), QueueFull: st.queueFull.Load(), ShareFull: st.shareFull.Load()}
+	s := ShareStats{NoMember: st.noMember.Load(), QueueFull: st.queueFull.Load(), ShareFull: st.shareFull.Load(),
+		ReportsDiscarded: st.reportsDiscarded.Load()}
 	for _, g := range registry.groups {
 		s.Sockets += len(g.shares)
 		for _, sh := range g.shares {
@@ -139,7 +150,7 @@ func RawShareStats() ShareStats {
 // of its own while its group has fewer than ownClientSockets, else as a
 // member of a share.
 func openClientRaw(laddr netip.Addr, opt *Options) (Conn, error) {
-	key := shareKey{laddr: laddr, dscp: DefaultDSCP}
+	key := shareKey{netns: netnsID(), laddr: laddr, dscp: DefaultDSCP}
 	if opt != nil {
 		key.opt = *opt
 		if opt.DSCP != nil {
@@ -173,6 +184,16 @@ func openClientRaw(laddr netip.Addr, opt *Options) (Conn, error) {
 		return c, nil
 	}
 	return g.join(key, opt)
+}
+
+// netnsID names the network namespace of the calling thread, which a
+// socket it opens belongs to (zero if /proc does not say).
+func netnsID() [2]uint64 {
+	var st unix.Stat_t
+	if unix.Stat("/proc/thread-self/ns/net", &st) != nil {
+		return [2]uint64{}
+	}
+	return [2]uint64{st.Dev, st.Ino}
 }
 
 // dropIfEmpty forgets g when it has no Conns left. The caller holds
@@ -338,9 +359,12 @@ func (sh *rawShare) pumpLocked(pkts []Packet) {
 		if p.Unreachable != 0 {
 			port = srcPort(p.Buf)
 		}
-		if m := table[port]; m != nil {
+		switch m := table[port]; {
+		case m != nil:
 			m.deliver(p)
-		} else {
+		case p.Unreachable != 0:
+			registry.stats.reportsDiscarded.Add(1)
+		default:
 			registry.stats.noMember.Add(1)
 		}
 	}
