@@ -174,7 +174,7 @@ func (c *sharedConn) pop(pkts []Packet, borrow bool) int {
 	return n
 }
 
-// queued reports whether a packet waits.
+// pending reports whether a packet waits in the queue.
 func (c *sharedConn) pending() bool {
 	c.q.mu.Lock()
 	defer c.q.mu.Unlock()
