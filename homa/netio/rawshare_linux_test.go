@@ -218,6 +218,12 @@ func TestRawShare(t *testing.T) {
 					t.Errorf("Conn %d stats %+v, want %d read and no drops", i, s, perConn)
 				}
 			}
+			// The shared socket's filter kept out the packets to the
+			// Conn with a socket of its own: no read of a member found
+			// one there.
+			if s := RawShareStats(); s.NoMember != before.NoMember {
+				t.Errorf("the shared socket received %d packets for no member", s.NoMember-before.NoMember)
+			}
 			sh := members[0].(*sharedConn).share
 			for _, c := range members {
 				c.Close()
