@@ -23,6 +23,9 @@ var fanoutCounts = []int{0, 1, 5, 20, 100, 1000}
 //
 //   - other: raw sockets of protocol 146 opened with a filter for a
 //     port nobody uses, as other processes' Conns would be;
+//   - bound, connected: the same, bound to 127.0.0.2, or connected to
+//     it: the kernel's raw socket match compares those addresses with
+//     the packet's, so these cost nothing when they differ;
 //   - conns: raw Conns opened by OpenRaw in this process;
 //   - udp: UDP Conns, beside a UDP ping-pong, for comparison.
 //
@@ -35,16 +38,17 @@ var fanoutCounts = []int{0, 1, 5, 20, 100, 1000}
 // (raw146-sockets: the idle ones, the pair's, and any of other
 // processes).
 func BenchmarkRawFanout(b *testing.B) {
-	for _, kind := range []string{"other", "conns", "udp"} {
+	for _, kind := range []string{"other", "bound", "connected", "conns", "udp"} {
 		for _, n := range fanoutCounts {
 			b.Run(fmt.Sprintf("%s/extra=%d", kind, n), func(b *testing.B) {
 				open := func(p uint16) (Conn, error) { return OpenRaw(lo4, p, nil) }
 				if kind == "udp" {
 					open = func(p uint16) (Conn, error) { return OpenUDP(lo4, p, nil) }
 				}
-				if kind == "other" {
-					openIdleRaw(b, n)
-				} else {
+				switch kind {
+				case "other", "bound", "connected":
+					openIdleRaw(b, n, kind)
+				default:
 					openIdleConns(b, n, open)
 				}
 				x, err := open(0)
@@ -81,8 +85,10 @@ func openIdleConns(b *testing.B, n int, open func(uint16) (Conn, error)) {
 }
 
 // openIdleRaw opens n IPv4 raw sockets of protocol 146, each filtered
-// to a Homa port that nothing uses, closed at the end of the benchmark.
-func openIdleRaw(b *testing.B, n int) {
+// to a Homa port that nothing uses, and bound to 127.0.0.2 or connected
+// to it as kind says, closed at the end of the benchmark.
+func openIdleRaw(b *testing.B, n int, kind string) {
+	other := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 2}}
 	filter, err := portFilter(false, 1)
 	if err != nil {
 		b.Fatal(err)
@@ -98,6 +104,15 @@ func openIdleRaw(b *testing.B, n int) {
 		b.Cleanup(func() { unix.Close(fd) })
 		if err := attachFilter(fd, filter); err != nil {
 			b.Fatal(err)
+		}
+		switch kind {
+		case "bound":
+			err = unix.Bind(fd, other)
+		case "connected":
+			err = unix.Connect(fd, other)
+		}
+		if err != nil {
+			b.Fatalf("%s idle raw socket: %v", kind, err)
 		}
 	}
 }
