@@ -45,7 +45,7 @@
 //
 // The kernel gives a clone of every Homa packet that arrives over raw IP
 // to every protocol 146 raw socket of the host, whose filter then drops
-// it unless it is for the socket's port: about 265 ns per socket per
+// it unless it is for the socket's port: 200-270 ns per socket per
 // packet on the machines of docs/performance.md, so that 1,000 idle raw
 // sockets took a raw ping-pong elsewhere on the host from 10 to 540 µs
 // (BenchmarkRawFanout). Binding or connecting raw sockets narrows the

@@ -36,14 +36,14 @@ import (
 // other's packets.
 //
 // The kernel still clones every Homa packet arriving over raw IP for
-// each protocol 146 socket of the host before its filter runs (about
-// 265 ns per socket per packet here). So a process opens a socket of
-// their own for at most four client Conns (port 0) per network
-// namespace, local address and Options; the next ones share one socket per up to 2,048 of them,
-// whose filter passes their ports, and find their packets in a bounded
-// queue of their own (ConnStats.Shared, QueueDrops; RawShareStats). A
-// Conn with a socket of its own, a server's among them, reads as it
-// would alone. See rawshare_linux.go.
+// each protocol 146 socket of the host before its filter runs (200-270
+// ns per socket per packet here). So in each process, per network
+// namespace, local address and Options, only the first four client
+// Conns (port 0) open a socket of their own; the next ones share one
+// socket per up to 2,048 of them, whose filter passes their ports, and
+// find their packets in a bounded queue of their own (ConnStats.Shared,
+// QueueDrops; RawShareStats). A Conn with a socket of its own, a
+// server's among them, reads as it would alone. See rawshare_linux.go.
 func OpenRaw(laddr netip.Addr, port uint16, opt *Options) (Conn, error) {
 	laddr, err := checkLocal(laddr)
 	if err != nil {

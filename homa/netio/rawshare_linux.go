@@ -17,7 +17,7 @@ import (
 // to every protocol 146 raw socket of the host (bound to the packet's
 // destination address or to none, connected to its source or to
 // nothing); each socket's filter then drops the packets of other ports.
-// That clone and filter cost about 265 ns per socket per packet here
+// That clone and filter cost 200-270 ns per socket per packet here
 // (BenchmarkRawFanout: 10.5 µs a round trip with no other socket, 542 µs
 // with 1,000), paid by every packet of every Homa socket on the host. A
 // raw socket's match looks only at the protocol, the bound address, the
