@@ -82,6 +82,9 @@ const (
 // is parked on the socket.
 var ownClientSockets = 4
 
+// shareCapacity is the most members a share takes (tests lower it).
+var shareCapacity = maxShareMembers
+
 // shareKey is what Conns that share a socket have in common: the
 // network namespace they are opened in, the local address and the
 // Options, the DSCP map by value.
@@ -216,7 +219,7 @@ func (g *shareGroup) join(key shareKey, opt *Options) (Conn, error) {
 	}
 	var sh *rawShare
 	for _, s := range g.shares {
-		if len(s.members) < maxShareMembers {
+		if len(s.members) < shareCapacity {
 			sh = s
 			break
 		}

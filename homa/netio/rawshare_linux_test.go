@@ -404,3 +404,39 @@ func TestSharedParkedReaders(t *testing.T) {
 		}
 	}
 }
+
+// TestShareCapacity: members beyond a share's capacity open another
+// share, a place freed in a full one is taken again, and the last
+// member of each closes its socket.
+func TestShareCapacity(t *testing.T) {
+	ownSockets(t, 0)
+	old := shareCapacity
+	shareCapacity = 2
+	t.Cleanup(func() { shareCapacity = old })
+	var conns []*sharedConn
+	for range 5 {
+		c, ok := openRaw(t, lo4, 0, nil).(*sharedConn)
+		if !ok {
+			t.Fatal("a client Conn has a socket of its own")
+		}
+		conns = append(conns, c)
+	}
+	shares := map[*rawShare]int{}
+	for _, c := range conns {
+		shares[c.share]++
+	}
+	if len(shares) != 3 || shares[conns[0].share] != 2 || shares[conns[2].share] != 2 || shares[conns[4].share] != 1 {
+		t.Fatalf("5 members in shares of %v; want 2, 2, 1", shares)
+	}
+	conns[1].Close()
+	c, ok := openRaw(t, lo4, 0, nil).(*sharedConn)
+	if !ok || c.share != conns[0].share {
+		t.Fatal("a new member did not take the place freed in the first share")
+	}
+	for _, c := range conns[2:4] {
+		c.Close()
+	}
+	if !conns[2].share.conn.closed.Load() || conns[0].share.conn.closed.Load() {
+		t.Fatal("a share closed with members, or stayed open without")
+	}
+}
