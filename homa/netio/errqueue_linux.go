@@ -260,7 +260,7 @@ func (c *sockConn) report(i int, p *Packet) bool {
 		copy(p.Buf[dstPortOff:dstPortOff+2], (*[2]byte)(unsafe.Pointer(&sa.Port))[:])
 		n = ReportMinLen
 	}
-	if n < ReportMinLen || n > len(p.Buf) || srcPort(p.Buf) != c.port {
+	if n < ReportMinLen || n > len(p.Buf) || !c.mine(srcPort(p.Buf)) {
 		return false
 	}
 	p.N, p.Addr, p.Unreachable = n, c.sockaddrAddr(sa), kind

@@ -41,6 +41,28 @@
 // Conn's own receive area (UDP with GRO, borrowed reads) ignore Land;
 // there the engine decodes packets in place instead.
 //
+// # Raw sockets per host
+//
+// The kernel gives a clone of every Homa packet that arrives over raw IP
+// to every protocol 146 raw socket of the host, whose filter then drops
+// it unless it is for the socket's port: 200-270 ns per socket per
+// packet on the machines of docs/performance.md, so that 1,000 idle raw
+// sockets took a raw ping-pong elsewhere on the host from 10 to 540 µs
+// (BenchmarkRawFanout). Binding or connecting raw sockets narrows the
+// kernel's match only by address, which clients of one host and server
+// share. So the client Conns of a process share sockets: OpenRaw gives
+// four client Conns (port 0) per network namespace, local address and
+// Options a socket of their own, and puts the next ones, up to 2,048 a socket, on one socket
+// whose filter passes exactly their ports (ConnStats.Shared). Such a
+// Conn reads its packets from a bounded queue of its own, filled by
+// whichever reader of the process reads the shared socket: its own read
+// when no other is reading it (a spinning reader thus takes its packets
+// with no hand-off), else a goroutine parked on the socket. That costs
+// its packets one copy more; Conns with a socket of their own, servers'
+// among them, read as before. RawShareStats and ConnStats.QueueDrops
+// count what the sharing drops, by reason, and HostRawSockets counts the
+// host's protocol 146 sockets.
+//
 // A Conn serves exactly one local Homa port. Raw Conns reserve their port
 // host-wide (per IP family, see OpenRaw) so that two processes never hold
 // the same one; UDP Conns get the same guarantee from the UDP bind.
@@ -319,9 +341,14 @@ type ConnStats struct {
 	GSO, GRO bool
 	// QueueDrops counts received packets the kernel dropped at the socket
 	// before they could be read, its receive queue being full (the
-	// socket's drop count, SO_MEMINFO), as of the Stats call. In-memory
-	// Conns leave it zero.
+	// socket's drop count, SO_MEMINFO), as of the Stats call; for a Conn
+	// that shares its socket (Shared), the packets its own queue had no
+	// room for. In-memory Conns leave it zero.
 	QueueDrops uint64
+	// Shared says that the Conn reads through a raw socket it shares with
+	// other Conns of the process (see OpenRaw). Its system call counts
+	// are then zero: the calls are the shared socket's.
+	Shared bool
 }
 
 // StatsConn is an optional Conn capability: counters read without locks.

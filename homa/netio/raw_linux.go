@@ -34,11 +34,29 @@ import (
 // Homa common header whose destination port is port, so Conns in several
 // processes share the host's protocol 146 traffic without seeing each
 // other's packets.
+//
+// The kernel still clones every Homa packet arriving over raw IP for
+// each protocol 146 socket of the host before its filter runs (200-270
+// ns per socket per packet here). So in each process, per network
+// namespace, local address and Options, only the first four client
+// Conns (port 0) open a socket of their own; the next ones share one
+// socket per up to 2,048 of them, whose filter passes their ports, and
+// find their packets in a bounded queue of their own (ConnStats.Shared,
+// QueueDrops; RawShareStats). A Conn with a socket of its own, a
+// server's among them, reads as it would alone. See rawshare_linux.go.
 func OpenRaw(laddr netip.Addr, port uint16, opt *Options) (Conn, error) {
 	laddr, err := checkLocal(laddr)
 	if err != nil {
 		return nil, err
 	}
+	if port == 0 {
+		return openClientRaw(laddr, opt)
+	}
+	return openOwnRaw(laddr, port, opt)
+}
+
+// openOwnRaw opens a raw Conn with a socket of its own.
+func openOwnRaw(laddr netip.Addr, port uint16, opt *Options) (*sockConn, error) {
 	v6 := laddr.Is6()
 	lease, port, err := reservePort(v6, port)
 	if err != nil {
@@ -49,8 +67,15 @@ func OpenRaw(laddr netip.Addr, port uint16, opt *Options) (Conn, error) {
 		lease.release()
 		return nil, err
 	}
+	return openRawSocket(laddr, port, filter, lease, opt)
+}
+
+// openRawSocket opens the raw socket of a Conn on port with filter. It
+// takes ownership of lease (which may be nil) and releases it when it
+// fails.
+func openRawSocket(laddr netip.Addr, port uint16, filter []unix.SockFilter, lease *portLease, opt *Options) (*sockConn, error) {
 	network := "ip4:" + strconv.Itoa(ipProtoHoma)
-	if v6 {
+	if laddr.Is6() {
 		network = "ip6:" + strconv.Itoa(ipProtoHoma)
 	}
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {

@@ -163,7 +163,7 @@ func (c *sockConn) nextSegment(i int, slot []byte) ([]byte, bool) {
 	if a.off = end; end == len(data) {
 		a.slot, a.off = a.slot+1, 0
 	}
-	if len(pkt) < homaHeaderLen || dstPort(pkt) != c.port {
+	if len(pkt) < homaHeaderLen || !c.mine(dstPort(pkt)) {
 		c.stats.discarded.Add(1)
 		return nil, false
 	}

@@ -68,6 +68,8 @@ type sockConn struct {
 	mtu     int         // Options.MTU, or 0 to ask the route
 	maxLen  int         // the largest packet one datagram carries
 	lease   *portLease  // host-wide port reservation (raw only)
+	anyPort bool        // a shared socket (rawshare_linux.go): its filter picks the ports, every one is taken
+	onClose func()      // run once by Close, after the socket and the port are released; may be nil
 	tos     [8]uint8    // TOS / traffic class byte per priority
 	cmsg    [8][]byte   // one IP_TOS / IPV6_TCLASS control message per priority
 	closed  atomic.Bool // Close ran
@@ -257,8 +259,15 @@ func (c *sockConn) Close() error {
 	if c.lease != nil {
 		c.lease.release()
 	}
+	if c.onClose != nil {
+		c.onClose()
+	}
 	return err
 }
+
+// mine reports whether a packet to (or a report of a packet from) Homa
+// port p is for this Conn.
+func (c *sockConn) mine(p uint16) bool { return p == c.port || c.anyPort }
 
 // mtuCache remembers the route MTU per destination. The entry found
 // last is kept at hand, so that the common case (one peer, or a run of

@@ -383,7 +383,7 @@ func (c *sockConn) collect(pkts []Packet) int {
 			}
 			n, ok = stripIPv4(r.iphdr[i][:], p.Buf, n, ok)
 		}
-		if !ok || n < homaHeaderLen || dstPort(p.Buf) != c.port {
+		if !ok || n < homaHeaderLen || !c.mine(dstPort(p.Buf)) {
 			c.stats.discarded.Add(1)
 			continue
 		}
