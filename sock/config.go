@@ -184,3 +184,11 @@ func engineConfig(cfg *Config) homa.Config {
 	}
 	return c
 }
+
+// HostRawSockets counts the raw sockets of IP protocol 146 open on the
+// host (in this network namespace), IPv4 and IPv6, whichever process
+// holds them: the kernel clones every Homa packet that arrives over raw
+// IP for each, so each costs every raw-IP socket a little (a process's
+// client sockets beyond a few share one). ok is false when the
+// kernel's tables cannot be read.
+func HostRawSockets() (n int, ok bool) { return netio.HostRawSockets() }
