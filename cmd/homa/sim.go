@@ -17,7 +17,7 @@ import (
 // dcsim. Lists (--workload, --load, --proto, --overcommit) run every
 // combination.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("sim", "[--workload w1..w5] [--load 0.8] [--duration 10ms] [--hosts 144] [--proto homa,dctcp] [--seed N] [--json] [--plot F.svg|F.png]", stderr)
+	fs := newFlags("sim", "[--workload w1..w5] [--load 0.8] [--duration 10ms] [--hosts 144] [--proto homa,dctcp,srpt] [--seed N] [--json] [--plot F.svg|F.png]", stderr)
 	var cfg dcsim.Config
 	var workloads, loads, protos, overcommits, plot string
 	var asJSON, quiet bool
@@ -27,7 +27,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Hosts, "hosts", 144, "hosts, spread over the racks")
 	fs.IntVar(&cfg.Racks, "racks", 9, "racks (one ToR each)")
 	fs.IntVar(&cfg.Spines, "spines", 4, "spine switches")
-	fs.StringVar(&protos, "proto", "homa,dctcp", "protocols: homa, dctcp")
+	fs.StringVar(&protos, "proto", "homa,dctcp,srpt", "protocols: homa, dctcp, srpt (the ideal SRPT oracle)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of every random choice")
 	fs.StringVar(&overcommits, "overcommit", "0", "Homa's overcommitment degree, 0 for the engine's default (a list runs each)")
 	fs.IntVar(&cfg.SchedLevels, "sched-levels", 0, "Homa's scheduled priority levels (0: the engine's default)")
