@@ -28,10 +28,11 @@ type srptMsg struct {
 }
 
 type srptNet struct {
-	f      *fabric
-	g      *generator
-	pk     packetizer
-	active []*srptMsg
+	f  *fabric
+	g  *generator
+	pk packetizer
+	// active is in SRPT order (before); scratch is for re-sorting it.
+	active, scratch []*srptMsg
 	// Whether each host's link out and in is taken, for the pass that
 	// picks the running messages.
 	out, in []bool
@@ -69,48 +70,75 @@ func (n *srptNet) start(i int32) {
 	m := &n.g.msgs[i]
 	n.advance()
 	tx := n.linkNs(int(m.size))
-	n.active = append(n.active, &srptMsg{i: i, src: m.src, dst: m.dst, start: n.f.now, rem: tx,
-		after: n.f.ideal(n.pk, int(m.size), m.src, m.dst) - tx})
+	sm := &srptMsg{i: i, src: m.src, dst: m.dst, start: n.f.now, rem: tx,
+		after: n.f.ideal(n.pk, int(m.size), m.src, m.dst) - tx}
+	at, _ := slices.BinarySearchFunc(n.active, sm, compareSRPT)
+	n.active = slices.Insert(n.active, at, sm)
 	n.schedule()
 }
 
+// compareSRPT orders messages by fewest link nanoseconds remaining, then
+// earlier start, then index.
+func compareSRPT(a, b *srptMsg) int {
+	if c := cmp.Compare(a.rem, b.rem); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.start, b.start); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.i, b.i)
+}
+
 // advance brings the running messages up to now and retires those done:
-// each arrives its latency later.
+// each arrives its latency later. It keeps active in order: the running
+// messages all lose the same time, so they stay in order among
+// themselves and are merged back among the waiting ones.
 func (n *srptNet) advance() {
 	now := n.f.now
 	dt := now - n.last
-	if dt > 0 {
-		in := max(min(now, n.f.end)-max(n.last, n.f.warm), 0)
-		for _, m := range n.active {
-			if m.running {
-				m.rem -= dt
-				n.sentNs += in
-			}
-		}
-		n.f.dataBytes = uint64(n.sentNs * n.f.cfg.HostMbps / 8000)
-	}
 	n.last = now
-	n.active = slices.DeleteFunc(n.active, func(m *srptMsg) bool {
-		if m.rem > 0 {
-			return false
+	if dt <= 0 {
+		return
+	}
+	in := max(min(now, n.f.end)-max(now-dt, n.f.warm), 0)
+	run := n.scratch[:0]
+	wait := n.active[:0]
+	for _, m := range n.active {
+		if !m.running {
+			wait = append(wait, m)
+			continue
 		}
-		n.f.schedule(now+m.after, evFlow, m.i, 0, nil)
-		return true
-	})
+		m.rem -= dt
+		n.sentNs += in
+		if m.rem > 0 {
+			run = append(run, m)
+		} else {
+			n.f.schedule(now+m.after, evFlow, m.i, 0, nil)
+		}
+	}
+	n.f.dataBytes = uint64(n.sentNs * n.f.cfg.HostMbps / 8000)
+	// wait shares active's array: merge from the back into the room
+	// the running ones left, and forget the retired ones.
+	total := len(wait) + len(run)
+	clear(n.active[total:])
+	n.active = n.active[:total]
+	i, j := len(wait)-1, len(run)-1
+	for k := total - 1; j >= 0; k-- {
+		if i >= 0 && compareSRPT(n.active[i], run[j]) > 0 {
+			n.active[k] = n.active[i]
+			i--
+		} else {
+			n.active[k] = run[j]
+			j--
+		}
+	}
+	clear(run)
+	n.scratch = run[:0]
 }
 
 // schedule picks the running messages, shortest remaining first, and
 // sets the timer to the first of them to finish.
 func (n *srptNet) schedule() {
-	slices.SortFunc(n.active, func(a, b *srptMsg) int {
-		if c := cmp.Compare(a.rem, b.rem); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.start, b.start); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.i, b.i)
-	})
 	for _, m := range n.active {
 		n.out[m.src], n.in[m.dst] = false, false
 	}

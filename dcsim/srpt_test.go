@@ -2,6 +2,7 @@ package dcsim
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -227,6 +228,32 @@ func TestTails(t *testing.T) {
 		}
 		if f := float64(long) / 10_000; f < 0.8*c.overFrac || f > 1.2*c.overFrac {
 			t.Errorf("%s: sampled %.4f above 1 MB, want about %.3f", c.name, f, c.overFrac)
+		}
+	}
+}
+
+// TestSRPTOrder: the oracle keeps its messages in SRPT order as they
+// start, run, wait and finish at random.
+func TestSRPTOrder(t *testing.T) {
+	f, g := harness(t, "srpt")
+	n := f.ep.(*srptNet)
+	rng := rand.New(rand.NewPCG(9, 10))
+	for step := range 2000 {
+		src := rng.Int32N(12)
+		dst := (src + 1 + rng.Int32N(11)) % 12
+		g.rpc(src, dst, int32(1+rng.IntN(50_000)), int32(1+rng.IntN(5_000)), 0)
+		f.run(f.now+int64(rng.IntN(3_000)), nil)
+		if !slices.IsSortedFunc(n.active, compareSRPT) {
+			t.Fatalf("step %d: active out of order", step)
+		}
+	}
+	f.run(int64(time.Second), nil)
+	if len(n.active) != 0 {
+		t.Fatalf("%d messages left", len(n.active))
+	}
+	for i := range g.msgs {
+		if g.msgs[i].done == 0 {
+			t.Fatalf("message %d not delivered", i)
 		}
 	}
 }
