@@ -55,6 +55,7 @@ func coreConfig(cfg *Config) core.Config {
 	}
 	c.Grant.MaxOvercommit = cfg.Overcommit
 	c.Grant.SchedLevels = cfg.SchedLevels
+	c.UnschedBytes = cfg.UnschedBytes
 	return c
 }
 

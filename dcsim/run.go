@@ -77,6 +77,9 @@ func Run(cfg Config, proto string) (*Result, error) {
 		if cfg.SchedLevels > 0 {
 			r.Label += fmt.Sprintf(" sched-levels %d", cfg.SchedLevels)
 		}
+		if cfg.UnschedBytes > 0 {
+			r.Label += fmt.Sprintf(" unsched %d", cfg.UnschedBytes)
+		}
 	}
 	summarize(r, g, pk)
 	ls := f.layerStats()
