@@ -78,6 +78,10 @@ type Config struct {
 	// grant.Config.MaxOvercommit and SchedLevels (the parameter study);
 	// zero keeps the engine's defaults.
 	Overcommit, SchedLevels int
+	// UnschedBytes, when positive, sets the Homa core's
+	// core.Config.UnschedBytes (default: the engine's, 40,000); the
+	// paper's simulator used one round trip of bytes, about 10,000.
+	UnschedBytes int
 	// PaceFraction is the core's pacer rate (core.Config.LinkMbps) as a
 	// fraction of HostMbps: the engine's documentation asks for slightly
 	// below the link's rate. Default 0.97; negative turns pacing off.

@@ -24,4 +24,5 @@ func ExampleRun() {
 	// Output:
 	// homa: every message delivered: true, none faster than the idle fabric: true
 	// dctcp: every message delivered: true, none faster than the idle fabric: true
+	// srpt: every message delivered: true, none faster than the idle fabric: true
 }

@@ -30,6 +30,10 @@ type homaNet struct {
 	maxPacket int
 	frame     int
 	failed    uint64
+	pk        packetizer
+	// answers maps the id of a client's RPC whose reply is a workload
+	// response (not a one-byte acknowledgment) to that response.
+	answers map[uint64]int32
 }
 
 type homaHost struct {
@@ -37,7 +41,8 @@ type homaHost struct {
 	timerAt  int64
 	timerGen uint32
 	timerSet bool
-	// rpcs maps a client RPC id to its request's message.
+	// rpcs maps the id of an RPC this host started to the workload
+	// message its request carries.
 	rpcs map[uint64]int32
 }
 
@@ -50,16 +55,19 @@ func coreConfig(cfg *Config) core.Config {
 	}
 	c.Grant.MaxOvercommit = cfg.Overcommit
 	c.Grant.SchedLevels = cfg.SchedLevels
+	c.UnschedBytes = cfg.UnschedBytes
 	return c
 }
 
 func homaPacketizer(cfg *Config) packetizer {
 	mp := cfg.MTU - ipHeader
-	return packetizer{payload: mp - wire.DataLen, overhead: wire.DataLen + ipHeader + cfg.FrameOverhead}
+	return packetizer{payload: mp - wire.DataLen, overhead: wire.DataLen + ipHeader + cfg.FrameOverhead,
+		part: contract.MaxMessage}
 }
 
 func newHomaNet(f *fabric, cfg *Config) *homaNet {
-	n := &homaNet{f: f, bufs: new(pool), maxPacket: cfg.MTU - ipHeader, frame: cfg.FrameOverhead}
+	n := &homaNet{f: f, bufs: new(pool), maxPacket: cfg.MTU - ipHeader, frame: cfg.FrameOverhead,
+		pk: homaPacketizer(cfg), answers: make(map[uint64]int32)}
 	n.hosts = make([]homaHost, cfg.Hosts)
 	cc := coreConfig(cfg)
 	for i := range n.hosts {
@@ -86,19 +94,53 @@ func hostOf(a netip.Addr) int32 {
 
 func now(f *fabric) time.Duration { return time.Duration(f.now) }
 
-// start sends message i as a request.
+// Long messages. A workload message longer than the core's largest goes
+// as parts of contract.MaxMessage bytes (the last shorter), each the
+// request of an RPC from the message's sender to its receiver, at most
+// longWindow of them outstanding: the next part starts when a part's
+// reply comes back. The message has arrived when its last part has. A
+// part's reply is one byte, except that the part completing a request
+// carries the workload's response, if that fits one message; a longer
+// response goes the same way as a long request, in parts from the
+// server, each answered with one byte.
+const longWindow = 2
+
+// start starts message i: a request, or a response too long to be one
+// reply.
 func (n *homaNet) start(i int32) {
+	n.startParts(i)
+	n.settle(n.g.msgs[i].src)
+}
+
+// startParts sends message i's first parts; the caller settles.
+func (n *homaNet) startParts(i int32) {
 	m := &n.g.msgs[i]
+	k, _ := n.pk.parts(int(m.size))
+	m.unsent, m.missing = int32(k), int32(k)
+	for range min(k, longWindow) {
+		n.sendPart(i)
+	}
+}
+
+// sendPart sends message i's next part as an RPC's request.
+func (n *homaNet) sendPart(i int32) {
+	m := &n.g.msgs[i]
+	k, last := n.pk.parts(int(m.size))
+	size := n.pk.part
+	if m.unsent == 1 {
+		size = last
+	}
+	if k == 1 {
+		size = int(m.size)
+	}
+	m.unsent--
 	h := &n.hosts[m.src]
-	data := n.bufs.Get(int(m.size))
-	id, err := h.core.Send(netip.AddrPortFrom(addr(m.dst), homaPort), data, uint64(i), n.maxPacket, now(n.f), &n.out)
+	id, err := h.core.Send(netip.AddrPortFrom(addr(m.dst), homaPort), n.bufs.Get(size), uint64(i), n.maxPacket, now(n.f), &n.out)
 	if err != nil {
 		n.failed++
-		n.out.Reset()
 		return
 	}
 	h.rpcs[id] = i
-	n.settle(m.src)
 }
 
 func (n *homaNet) deliver(h int32, p *Packet) {
@@ -176,19 +218,28 @@ func (n *homaNet) settle(h int32) {
 	}
 }
 
-// message is host h's application: it answers a request with the RPC's
-// response message and records both arrivals.
+// message is host h's application: it counts the parts of workload
+// messages, answers requests (with a workload response or one byte) and
+// keeps long messages' windows full.
 func (n *homaNet) message(h int32, m *contract.Message) {
 	defer m.Release()
+	hh := &n.hosts[h]
 	if m.Err != nil {
 		n.failed++
-		delete(n.hosts[h].rpcs, m.ID)
+		delete(hh.rpcs, m.ID)
+		delete(n.answers, m.ID)
 		return
 	}
-	hh := &n.hosts[h]
 	if !m.IsRequest() {
+		i := hh.rpcs[m.ID]
 		delete(hh.rpcs, m.ID)
-		n.g.delivered(int32(m.Cookie) + 1)
+		if resp, ok := n.answers[m.ID]; ok {
+			delete(n.answers, m.ID)
+			n.g.delivered(resp)
+		}
+		if n.g.msgs[i].unsent > 0 {
+			n.sendPart(i)
+		}
 		return
 	}
 	peer := m.Peer.Addr()
@@ -197,12 +248,22 @@ func (n *homaNet) message(h int32, m *contract.Message) {
 	if !ok {
 		return
 	}
-	resp, ok := n.g.delivered(i)
-	if !ok {
-		return
+	reply := n.bufs.Get(1)
+	if w := &n.g.msgs[i]; w.missing > 0 {
+		w.missing--
+		if w.missing == 0 {
+			if resp, ok := n.g.delivered(i); ok {
+				if k, _ := n.pk.parts(int(n.g.msgs[resp].size)); k == 1 {
+					n.bufs.Put(reply)
+					reply = n.bufs.Get(int(n.g.msgs[resp].size))
+					n.answers[m.ID&^1] = resp
+				} else {
+					n.startParts(resp)
+				}
+			}
+		}
 	}
-	data := n.bufs.Get(int(n.g.msgs[resp].size))
-	if err := hh.core.Reply(peer, m.ID, data, n.maxPacket, now(n.f), &n.out); err != nil {
+	if err := hh.core.Reply(peer, m.ID, reply, n.maxPacket, now(n.f), &n.out); err != nil {
 		n.failed++
 	}
 }

@@ -19,8 +19,8 @@ func TestHomaEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Messages < 100 || r.Incomplete != 0 || r.Failed != 0 {
-			t.Errorf("%s: %d messages, %d incomplete, %d failed RPCs; want >= 100, 0, 0", w, r.Messages, r.Incomplete, r.Failed)
+		if r.Messages < 50 || r.Incomplete != 0 || r.Failed != 0 {
+			t.Errorf("%s: %d messages, %d incomplete, %d failed RPCs; want >= 50, 0, 0", w, r.Messages, r.Incomplete, r.Failed)
 		}
 		if r.MinSlowdown < 1 || r.ShortP50 < 1 || r.P99 < r.P50 {
 			t.Errorf("%s: slowdown min %.3f, short p50 %.3f, p50 %.3f, p99 %.3f: want min >= 1 and p99 >= p50",

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// Protocols lists the transports Run knows: the real Homa core, and the
-// DCTCP-style baseline.
-var Protocols = []string{"homa", "dctcp"}
+// Protocols lists the transports Run knows: the real Homa core, the
+// DCTCP-style baseline, and the ideal SRPT oracle.
+var Protocols = []string{"homa", "dctcp", "srpt"}
 
 // transport is what Run needs of a protocol.
 type transport interface {
@@ -20,8 +20,8 @@ type transport interface {
 	bind(g *generator)
 }
 
-// Run simulates proto ("homa" or "dctcp") on the fabric and workload of
-// cfg and returns what it measured.
+// Run simulates proto ("homa", "dctcp" or "srpt") on the fabric and
+// workload of cfg and returns what it measured.
 func Run(cfg Config, proto string) (*Result, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -42,6 +42,9 @@ func Run(cfg Config, proto string) (*Result, error) {
 	case "dctcp", "tcp":
 		pk = tcpPacketizer(&cfg)
 		t = newTCPNet(f, &cfg)
+	case "srpt":
+		pk = srptPacketizer(&cfg)
+		t = newSRPTNet(f, &cfg)
 	default:
 		return nil, fmt.Errorf("%w: protocol %q (want one of %s)", ErrConfig, proto, strings.Join(Protocols, ", "))
 	}
@@ -65,7 +68,7 @@ func Run(cfg Config, proto string) (*Result, error) {
 		}
 	}
 
-	r := &Result{Proto: strings.ToLower(proto), Workload: d.Name(), Load: cfg.Load, Hosts: cfg.Hosts}
+	r := &Result{Proto: strings.ToLower(proto), Workload: d.name(), Load: cfg.Load, Hosts: cfg.Hosts}
 	r.Label = r.Proto
 	if r.Proto == "homa" {
 		if cfg.Overcommit > 0 {
@@ -73,6 +76,9 @@ func Run(cfg Config, proto string) (*Result, error) {
 		}
 		if cfg.SchedLevels > 0 {
 			r.Label += fmt.Sprintf(" sched-levels %d", cfg.SchedLevels)
+		}
+		if cfg.UnschedBytes > 0 {
+			r.Label += fmt.Sprintf(" unsched %d", cfg.UnschedBytes)
 		}
 	}
 	summarize(r, g, pk)

@@ -149,7 +149,7 @@ func summarize(r *Result, g *generator, pk packetizer) {
 	short := bucketOf(0, all[:max(len(all)/5, 1)])
 	r.ShortP50, r.ShortP99 = short.P50, short.P99
 	lo := 0
-	for _, bound := range workload.Bounds(g.dist, 10) {
+	for _, bound := range g.dist.bounds(10) {
 		hi, _ := slices.BinarySearchFunc(all, int32(bound)+1, func(s sample, t int32) int { return cmp.Compare(s.size, t) })
 		if hi == lo {
 			continue

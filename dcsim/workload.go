@@ -17,6 +17,9 @@ type msg struct {
 	flags    uint8
 	start    int64 // when the transport got it (ns); -1: not yet
 	done     int64 // when the receiver's transport delivered it; 0: not yet
+	// A message carried in several parts (see packetizer.part): the
+	// parts not yet started, and those not yet arrived.
+	unsent, missing int32
 }
 
 const (
@@ -37,7 +40,7 @@ type starter interface{ start(i int32) }
 type generator struct {
 	f     *fabric
 	rng   *rand.Rand
-	dist  *workload.Dist
+	dist  *sizes
 	rate  float64 // RPCs per second per host
 	msgs  []msg
 	proto starter
@@ -48,34 +51,35 @@ type generator struct {
 	pending int
 }
 
-// loadDist returns the named distribution: w1..w5 or fixed:N.
-func loadDist(name string) (*workload.Dist, error) {
+// loadDist returns the named distribution: w1..w5 (with the messages
+// above the core's maximum) or fixed:N.
+func loadDist(name string) (*sizes, error) {
 	if s, ok := strings.CutPrefix(strings.ToLower(name), "fixed:"); ok {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > workload.MaxMessage {
 			return nil, fmt.Errorf("%w: workload %q", ErrConfig, name)
 		}
-		return workload.Fixed(n), nil
+		return newSizes(workload.Fixed(n))
 	}
 	d, err := workload.Named(name)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	return d, nil
+	return newSizes(d)
 }
 
 // meanWire is the mean wire size of a message of d, by integrating the
 // quantile function (deterministic, and exact up to 1e-5 of the mass).
-func meanWire(d *workload.Dist, pk packetizer) float64 {
+func meanWire(d *sizes, pk packetizer) float64 {
 	const n = 100_000
 	sum := 0.0
 	for i := range n {
-		sum += float64(pk.wire(d.Quantile((float64(i) + 0.5) / n)))
+		sum += float64(pk.wire(d.quantile((float64(i) + 0.5) / n)))
 	}
 	return sum / n
 }
 
-func newGenerator(f *fabric, cfg *Config, d *workload.Dist, pk packetizer, seed uint64) *generator {
+func newGenerator(f *fabric, cfg *Config, d *sizes, pk packetizer, seed uint64) *generator {
 	g := &generator{
 		f: f, cfg: cfg, dist: d,
 		rng:  rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d)),
@@ -121,7 +125,7 @@ func (g *generator) arrival(h int32) {
 	if dst >= h {
 		dst++
 	}
-	g.rpc(h, dst, int32(g.dist.Sample(g.rng)), int32(g.dist.Sample(g.rng)), 0)
+	g.rpc(h, dst, int32(g.dist.sample(g.rng)), int32(g.dist.sample(g.rng)), 0)
 	g.next(h)
 }
 
@@ -177,30 +181,55 @@ func (g *generator) delivered(i int32) (resp int32, ok bool) {
 type packetizer struct {
 	payload  int // bytes of message per full packet
 	overhead int // bytes of headers and framing per packet
+	// part, when positive, is the largest message the transport carries:
+	// a longer one goes as ceil(n/part) messages of part bytes (the last
+	// shorter), each cut into packets on its own.
+	part int
 }
 
-// packets returns how many packets carry n bytes, and the wire size of
-// the last.
+// parts returns how many messages carry n bytes, and the size of the
+// last.
+func (pk packetizer) parts(n int) (k, last int) {
+	if pk.part <= 0 || n <= pk.part {
+		return 1, n
+	}
+	k = (n + pk.part - 1) / pk.part
+	return k, n - (k-1)*pk.part
+}
+
+// packets returns how many packets carry a message of n bytes (at most
+// one part), and the wire size of the last.
 func (pk packetizer) packets(n int) (k, last int) {
 	k = max((n+pk.payload-1)/pk.payload, 1)
 	return k, n - (k-1)*pk.payload + pk.overhead
 }
 
-// wire is the bytes on the wire of an n-byte message.
+// wire is the bytes on the wire of an n-byte message, all its parts.
 func (pk packetizer) wire(n int) int {
-	k, last := pk.packets(n)
-	return (k-1)*(pk.payload+pk.overhead) + last
+	k, last := pk.parts(n)
+	w := 0
+	if k > 1 {
+		w = (k - 1) * pk.wire(pk.part)
+	}
+	p, lp := pk.packets(last)
+	return w + (p-1)*(pk.payload+pk.overhead) + lp
 }
 
 // ideal is the time an n-byte message takes from host src to dst on the
-// idle fabric, every packet sent back to back at the line rate: the
-// source's software, its NIC sending all packets, the last packet's
-// crossing of the switches, and the receiver's software.
+// idle fabric, every packet (of every part) sent back to back at the
+// line rate: the source's software, its NIC sending all packets, the
+// last packet's crossing of the switches, and the receiver's software.
 func (f *fabric) ideal(pk packetizer, n int, src, dst int32) int64 {
-	k, last := pk.packets(n)
 	host := f.cfg.HostMbps
 	full := int32(pk.payload + pk.overhead)
-	start := ns(f.cfg.TxDelay) + int64(k-1)*txNs(full, host)
+	kp, lastPart := pk.parts(n)
+	start := ns(f.cfg.TxDelay)
+	if kp > 1 {
+		k, last := pk.packets(pk.part)
+		start += int64(kp-1) * (int64(k-1)*txNs(full, host) + txNs(int32(last), host))
+	}
+	k, last := pk.packets(lastPart)
+	start += int64(k-1) * txNs(full, host)
 	w := int32(last)
 	finish := start + txNs(w, host)
 	prop := ns(f.cfg.LinkDelay)

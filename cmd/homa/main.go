@@ -53,7 +53,7 @@ commands:
          print Homa packets one per line, from a pcap file or live (tcpdump for Homa)
   lab    [--hosts N] [--rate 1gbit] [--proto homa,tcp] [--workload w4] [--load 0.8] [--plot F] | --cleanup
          hosts in network namespaces behind a rate-limited switch: slowdown under load (root)
-  sim    [--workload w1..w5] [--load 0.8] [--duration 10ms] [--hosts 144] [--proto homa,dctcp] [--json] [--plot F]
+  sim    [--workload w1..w5] [--load 0.8] [--duration 10ms] [--hosts 144] [--proto homa,dctcp,srpt] [--json] [--plot F]
          simulate a leaf-spine datacenter running the real Homa core (package dcsim)
   stat   [--url URL] [--interval D] [--count N] [--match REGEXP]
          print what changed in a running command's /metrics, every interval

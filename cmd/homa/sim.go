@@ -17,20 +17,22 @@ import (
 // dcsim. Lists (--workload, --load, --proto, --overcommit) run every
 // combination.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("sim", "[--workload w1..w5] [--load 0.8] [--duration 10ms] [--hosts 144] [--proto homa,dctcp] [--seed N] [--json] [--plot F.svg|F.png]", stderr)
+	fs := newFlags("sim", "[--workload w1..w5] [--load 0.8] [--duration 10ms] [--hosts 144] [--proto homa,dctcp,srpt] [--seed N] [--json] [--plot F.svg|F.png]", stderr)
 	var cfg dcsim.Config
 	var workloads, loads, protos, overcommits, plot string
 	var asJSON, quiet bool
 	fs.StringVar(&workloads, "workload", "w4", "message sizes: w1..w5 or fixed:N (a list runs each)")
 	fs.StringVar(&loads, "load", "0.8", "offered load: fraction of each host link, in wire bytes (a list runs each)")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Millisecond, "simulated time during which messages arrive")
+	fs.DurationVar(&cfg.Warmup, "warmup", 0, "first part of the run whose messages are not measured (0: a tenth of --duration)")
 	fs.IntVar(&cfg.Hosts, "hosts", 144, "hosts, spread over the racks")
 	fs.IntVar(&cfg.Racks, "racks", 9, "racks (one ToR each)")
 	fs.IntVar(&cfg.Spines, "spines", 4, "spine switches")
-	fs.StringVar(&protos, "proto", "homa,dctcp", "protocols: homa, dctcp")
+	fs.StringVar(&protos, "proto", "homa,dctcp,srpt", "protocols: homa, dctcp, srpt (the ideal SRPT oracle)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of every random choice")
 	fs.StringVar(&overcommits, "overcommit", "0", "Homa's overcommitment degree, 0 for the engine's default (a list runs each)")
 	fs.IntVar(&cfg.SchedLevels, "sched-levels", 0, "Homa's scheduled priority levels (0: the engine's default)")
+	fs.IntVar(&cfg.UnschedBytes, "unsched", 0, "Homa's unscheduled bytes per message (0: the engine's default)")
 	fs.IntVar(&cfg.Incast, "incast", 0, "hosts sending to one at once in each incast burst (0: none)")
 	fs.IntVar(&cfg.BufferBytes, "buffer", 0, "bytes of queue per switch port (0: 1 MiB)")
 	fs.BoolVar(&cfg.StoreAndForward, "store-and-forward", false, "switches receive whole packets before sending them")
