@@ -22,13 +22,13 @@ func TestBackoffCoversWait(t *testing.T) {
 		level           int
 		delay, interval int
 	}{
-		{5, 1, 10, 10},       // BUSY after the first RESEND: twice the delay
-		{10, 2, 20, 20},      // and again
-		{30, 3, 40, 40},      // a longer wait covered at once
-		{7, 3, 40, 40},       // a shorter one changes nothing
-		{300, 6, 320, 128},   // the interval bounded first
-		{1000, 8, 1024, 128}, // then the delay
-		{5000, 8, 1024, 128},
+		{5, 1, 10, 10},      // BUSY after the first RESEND: twice the delay
+		{10, 2, 20, 20},     // and again
+		{30, 3, 40, 40},     // a longer wait covered at once
+		{7, 3, 40, 40},      // a shorter one changes nothing
+		{100, 5, 160, 128},  // the interval bounded first
+		{300, 8, 256, 128},  // then the delay
+		{5000, 8, 256, 128}, // and no further
 	}
 	for _, s := range steps {
 		b.Spurious(s.waited, &cfg)
