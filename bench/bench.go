@@ -60,7 +60,10 @@ type Config struct {
 	// process.
 	Progress bool
 	Verbose  bool
-	Every    time.Duration
+	// Stats adds up the counters of the client sockets of each Homa
+	// protocol over its run and reports them (Result.ClientStats).
+	Stats bool
+	Every time.Duration
 
 	// Executable is the program started as "Executable serve --parent
 	// ..." for each server child; "" is this program (os.Executable),

@@ -82,6 +82,12 @@ type Result struct {
 	// Buckets are by request size; slowdown is RTT over the unloaded
 	// RTT of the size (latency mode: of this run itself).
 	Buckets []BucketResult `json:"buckets"`
+	// ClientStats, with Config.Stats, is what the client sockets counted
+	// over the whole run (absent for protocols not over a Homa socket);
+	// StatsRPCs is how many RPCs that run made, warmup and calibration
+	// included.
+	ClientStats *SocketStats `json:"client_stats,omitempty"`
+	StatsRPCs   int          `json:"stats_rpcs,omitempty"`
 
 	buckets []workload.Bucket // for the plot
 	rtts    []time.Duration   // latency mode: every RTT, for the plot
@@ -243,6 +249,11 @@ func (r *Report) Write(w io.Writer, asJSON bool) error {
 			fmt.Fprintf(w, "%s: %s; server %s\n", b.Protocol, b.Description, b.Server)
 		} else {
 			fmt.Fprintf(w, "%s: %s\n", b.Protocol, b.Description)
+		}
+	}
+	for _, b := range r.Results {
+		if b.ClientStats != nil {
+			b.ClientStats.write(w, b.Protocol, b.StatsRPCs)
 		}
 	}
 	return nil

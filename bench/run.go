@@ -229,6 +229,13 @@ func benchProtocol(ctx context.Context, p Protocol, cfg *Config, stderr io.Write
 	if rg.addr.IsValid() {
 		res.Server = rg.addr.String()
 	}
+	if cfg.Stats {
+		res.ClientStats = clientStats(rg.clients)
+		res.StatsRPCs = res.Count + res.Failed + cfg.Warmup
+		if cfg.Mode != Latency {
+			res.StatsRPCs += cfg.Calibrate
+		}
+	}
 	return res, nil
 }
 

@@ -48,7 +48,7 @@ type benchFlags struct {
 	loadMbps                             float64
 	duration, progressEvery              time.Duration
 	seed                                 uint64
-	asJSON, progress, inProcess          bool
+	asJSON, progress, inProcess, stats   bool
 	engine                               engineFlags
 	set                                  map[string]bool // flags on the command line
 }
@@ -78,6 +78,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.family, "addr-family", 4, "IP version of the loopback address: 4 or 6")
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&f.progress, "progress", false, "print progress to stderr even with --json, and the process id of each server")
+	fs.BoolVar(&f.stats, "stats", false, "report what each Homa protocol's client sockets counted over the run: packets by type, RESENDs, retransmissions, drops, the receive path's parks, steals, hand-offs and timer wake-ups")
 	fs.DurationVar(&f.progressEvery, "progress-interval", time.Second, "time between progress lines")
 	fs.StringVar(&f.plot, "plot", "", "draw into `FILE` (.svg or .png): in latency mode the RTT distribution (CDF) per protocol, otherwise slowdown against message size")
 }
@@ -273,6 +274,7 @@ func (f *benchFlags) checkOutput(c *bench.Config) error {
 	c.Every = f.progressEvery
 	c.Progress = f.progress || !f.asJSON
 	c.Verbose = f.progress
+	c.Stats = f.stats
 	if f.plot != "" {
 		if ext := strings.ToLower(filepath.Ext(f.plot)); ext != ".svg" && ext != ".png" {
 			return fmt.Errorf("--plot %q: the file name must end in .svg or .png", f.plot)

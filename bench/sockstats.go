@@ -1,0 +1,105 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/homa-go/homa/sock"
+)
+
+// SocketStats is what the Homa sockets of a protocol's clients counted
+// over its whole run (warmup and calibration included), with Config.Stats
+// (homa bench --stats): what the protocol did besides the RPCs, and the
+// way of its messages from the socket to the application. Sockets is how
+// many client sockets were added up (the server's, in a child process,
+// are not here: `homa serve --metrics` shows them).
+type SocketStats struct {
+	Sockets         int               `json:"sockets"`
+	Sent            map[string]uint64 `json:"sent_packets"`
+	Received        map[string]uint64 `json:"received_packets"`
+	Drops           map[string]uint64 `json:"drops,omitempty"`
+	ResendsIssued   uint64            `json:"resends_issued"`
+	ResendsUnneeded uint64            `json:"resends_unneeded"`
+	Retransmissions uint64            `json:"retransmissions"`
+	RPCTimeouts     uint64            `json:"rpc_timeouts"`
+	ReaderParks     uint64            `json:"reader_parks"`
+	ReaderSteals    uint64            `json:"reader_steals"`
+	Handoffs        uint64            `json:"handoffs"`
+	TimerWakeups    uint64            `json:"timer_wakeups"`
+	TimerVain       uint64            `json:"timer_wakeups_vain"`
+}
+
+// socketOf is a client that runs over a Homa socket.
+type socketOf interface{ Socket() *sock.Socket }
+
+// clientStats adds up the Stats of the clients' Homa sockets, or returns
+// nil when none has one.
+func clientStats(clients []client) *SocketStats {
+	var t *SocketStats
+	for _, c := range clients {
+		sc, ok := c.(socketOf)
+		if !ok || sc.Socket() == nil {
+			continue
+		}
+		if t == nil {
+			t = &SocketStats{Sent: map[string]uint64{}, Received: map[string]uint64{}, Drops: map[string]uint64{}}
+		}
+		t.add(sc.Socket().Stats())
+	}
+	return t
+}
+
+func (t *SocketStats) add(s sock.Stats) {
+	t.Sockets++
+	for typ, n := range s.TxPackets {
+		t.Sent[typ.String()] += n
+	}
+	for typ, n := range s.RxPackets {
+		t.Received[typ.String()] += n
+	}
+	for r, n := range s.Drops {
+		t.Drops[r.String()] += n
+	}
+	t.ResendsIssued += s.ResendsSent
+	t.ResendsUnneeded += s.ResendsUnneeded
+	t.Retransmissions += s.Retransmits
+	t.RPCTimeouts += s.RPCTimeouts
+	t.ReaderParks += s.ReaderParks
+	t.ReaderSteals += s.ReaderSteals
+	t.Handoffs += s.Handoffs
+	t.TimerWakeups += s.TimerWakeups
+	t.TimerVain += s.TimerWakeupsVain
+}
+
+// write prints t in a few lines, per RPC where that reads better (rpcs:
+// the RPCs of the whole run).
+func (t *SocketStats) write(w io.Writer, name string, rpcs int) {
+	per := func(v uint64) string {
+		if rpcs <= 0 {
+			return fmt.Sprint(v)
+		}
+		return fmt.Sprintf("%d (%.2f/RPC)", v, float64(v)/float64(rpcs))
+	}
+	fmt.Fprintf(w, "%s: %d client sockets; sent %s; received %s\n", name, t.Sockets, counts(t.Sent), counts(t.Received))
+	fmt.Fprintf(w, "  RESENDs issued %s (unneeded %d), retransmissions %d, RPCs timed out %d, drops %s\n",
+		per(t.ResendsIssued), t.ResendsUnneeded, t.Retransmissions, t.RPCTimeouts, counts(t.Drops))
+	fmt.Fprintf(w, "  receive path: parks %s, steals %s, hand-offs %s, timer wake-ups %s (vain %d)\n",
+		per(t.ReaderParks), per(t.ReaderSteals), per(t.Handoffs), per(t.TimerWakeups), t.TimerVain)
+}
+
+// counts prints a map of counts in name order ("none" when empty).
+func counts(m map[string]uint64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
