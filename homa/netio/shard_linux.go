@@ -36,10 +36,7 @@ func OpenUDPGroup(laddr netip.Addr, port uint16, n int, opt *Options) ([]Conn, e
 	if err != nil {
 		return nil, err
 	}
-	network := "udp4"
-	if laddr.Is6() {
-		network = "udp6"
-	}
+	network := udpNetwork(laddr)
 	var (
 		lease *portLease
 		first net.PacketConn

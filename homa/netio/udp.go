@@ -26,10 +26,7 @@ func OpenUDP(laddr netip.Addr, port uint16, opt *Options) (Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	network := "udp4"
-	if laddr.Is6() {
-		network = "udp6"
-	}
+	network := udpNetwork(laddr)
 	var pc *net.UDPConn
 	if port != 0 {
 		if pc, err = listenUDP(network, laddr, port); err != nil {
@@ -53,4 +50,12 @@ func listenUDP(network string, laddr netip.Addr, port uint16) (*net.UDPConn, err
 		return nil, fmt.Errorf("%w: %d: %w", ErrPortInUse, port, err)
 	}
 	return pc, err
+}
+
+// udpNetwork is the network name of UDP sockets on laddr.
+func udpNetwork(laddr netip.Addr) string {
+	if laddr.Is6() {
+		return "udp6"
+	}
+	return "udp4"
 }
