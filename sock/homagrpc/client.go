@@ -47,7 +47,9 @@ type ClientConn struct {
 
 	closed atomic.Bool
 	once   sync.Once
-	err    error
+	// senderWakes counts the wake-ups of the streams' sender goroutines.
+	senderWakes atomic.Uint64
+	err         error
 }
 
 var _ grpc.ClientConnInterface = (*ClientConn)(nil)

@@ -30,3 +30,7 @@ func AppendRequestForTest(b []byte, callID uint64, method string, payload []byte
 	b, _ = appendRequestHead(b, reqHead{method: method, callID: callID})
 	return append(b, payload...)
 }
+
+// SenderWakesForTest is how many times the sender goroutines of c's
+// streams woke up.
+func SenderWakesForTest(c *ClientConn) uint64 { return c.senderWakes.Load() }

@@ -52,12 +52,14 @@ type clientStream struct {
 	sendEnded bool   // the server takes no more messages
 	opened    bool   // the open frame's answer arrived
 	busy      bool   // a data frame is in flight
-	handoff   uint64 // a frame SendMsg sent, for the sender to await
-	header    metadata.MD
-	gotHeader bool
-	trailer   metadata.MD
-	final     error // nil: OK
-	done      bool
+	handoff   uint64 // a frame SendMsg sent, for RecvMsg or the sender to await
+	// recvWaiting: a RecvMsg waits for recvSig.
+	recvWaiting bool
+	header      metadata.MD
+	gotHeader   bool
+	trailer     metadata.MD
+	final       error // nil: OK
+	done        bool
 
 	endReported bool
 	nextSeq     uint32     // of the next answer to take
@@ -143,6 +145,7 @@ func (cs *clientStream) sendLoop() {
 			case <-cs.work:
 			case <-cs.doneCh:
 			}
+			cs.c.senderWakes.Add(1)
 			cs.mu.Lock()
 		}
 		if cs.done {
@@ -185,9 +188,9 @@ func (cs *clientStream) sendLoop() {
 // sendNow sends the next data frame from the caller's goroutine when no
 // frame is in flight, sparing the hand-off to the sender, which then
 // only awaits the answer. The caller holds mu.
-func (cs *clientStream) sendNow() {
+func (cs *clientStream) sendNow() bool {
 	if !cs.opened || cs.busy || cs.done || cs.handoff != 0 || !cs.hasWork() {
-		return
+		return false
 	}
 	frame := cs.buildFrame()
 	cs.inFlight++
@@ -196,9 +199,10 @@ func (cs *clientStream) sendNow() {
 		// Let the sender meet the error; what the frame held is lost
 		// with the stream.
 		cs.fail0(err)
-		return
+		return false
 	}
 	cs.busy, cs.handoff = true, id
+	return true
 }
 
 // hasWork reports whether the sender has a frame to send. The caller
@@ -249,7 +253,16 @@ func (cs *clientStream) pullLoop() {
 		cs.mu.Lock()
 		for cs.early != nil && !cs.done {
 			// An answer is missing: it comes before another frame
-			// goes, so that at most one waits out of order.
+			// goes, so that at most one waits out of order. It may
+			// be that of a frame SendMsg sent, which nobody awaits
+			// yet (the caller has not called RecvMsg): await it here.
+			if id := cs.handoff; id != 0 {
+				cs.handoff = 0
+				cs.mu.Unlock()
+				cs.awaitHandoff(id)
+				cs.mu.Lock()
+				continue
+			}
 			cs.mu.Unlock()
 			select {
 			case <-cs.gapSig:
@@ -295,6 +308,24 @@ func (cs *clientStream) await(id uint64) (*sock.Message, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// awaitHandoff awaits the answer of the data frame id that SendMsg
+// sent, for a goroutine that took it from cs.handoff.
+func (cs *clientStream) awaitHandoff(id uint64) {
+	m, err := cs.await(id)
+	if err != nil {
+		cs.fail(err)
+	} else {
+		cs.onAnswer(m)
+	}
+	cs.mu.Lock()
+	cs.busy = false
+	work := cs.hasWork()
+	cs.mu.Unlock()
+	if work {
+		signal(cs.work)
+	}
 }
 
 // earlyResp is an answer that came before the one due, kept with its
@@ -348,13 +379,20 @@ func (cs *clientStream) onAnswer(m *sock.Message) {
 		cs.final = cs.lost
 		cs.finish()
 	}
+	// The sender waits for work, for a frame SendMsg sent (whose
+	// answer comes here only through it or RecvMsg), or for the end
+	// (doneCh): waking it for anything else costs a wake-up per
+	// answer for nothing.
+	wakeSender := !cs.busy && cs.hasWork()
 	cs.mu.Unlock()
 	if err != nil {
 		cs.abandon(err)
 	}
 	signal(cs.recvSig)
 	signal(cs.sendSig)
-	signal(cs.work)
+	if wakeSender {
+		signal(cs.work)
+	}
 	signal(cs.gapSig)
 }
 
@@ -457,7 +495,11 @@ func (cs *clientStream) Context() context.Context { return cs.ctx }
 func (cs *clientStream) Header() (metadata.MD, error) {
 	cs.mu.Lock()
 	cs.start()
+	pending := cs.handoff != 0
 	cs.mu.Unlock()
+	if pending {
+		signal(cs.work) // the answer nobody awaits may hold the header
+	}
 	<-cs.headerCh
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -497,6 +539,9 @@ func (cs *clientStream) SendMsg(m any) error {
 	}
 	cs.start()
 	for cs.out.full() && !cs.done && !cs.sendEnded {
+		if cs.handoff != 0 {
+			signal(cs.work) // the credit may be in the answer nobody awaits
+		}
 		cs.mu.Unlock()
 		select {
 		case <-cs.sendSig:
@@ -515,9 +560,19 @@ func (cs *clientStream) SendMsg(m any) error {
 	if cs.stats != nil {
 		cs.stats.outPayload(m, data)
 	}
-	cs.sendNow()
+	// A frame sent here is awaited by RecvMsg: the one waiting now, or
+	// the caller's next (ping-pong), sparing the sender a wake-up and
+	// the caller a hand-off. Otherwise the sender has work, or an
+	// answer nobody awaits yet (SendMsg again without RecvMsg).
+	sent := cs.sendNow()
+	waiting := cs.recvWaiting
 	cs.mu.Unlock()
-	signal(cs.work)
+	switch {
+	case !sent:
+		signal(cs.work)
+	case waiting:
+		signal(cs.recvSig)
+	}
 	return nil
 }
 
@@ -583,22 +638,17 @@ func (cs *clientStream) next() (inMsg, error) {
 			// not taken up yet: await it here, sparing a hand-off.
 			cs.handoff = 0
 			cs.mu.Unlock()
-			m, err := cs.await(id)
-			if err != nil {
-				cs.fail(err)
-			} else {
-				cs.onAnswer(m)
-			}
+			cs.awaitHandoff(id)
 			cs.mu.Lock()
-			cs.busy = false
-			signal(cs.work)
 			continue
 		}
+		cs.recvWaiting = true
 		cs.mu.Unlock()
 		select {
 		case <-cs.recvSig:
 		case <-cs.doneCh:
 		}
 		cs.mu.Lock()
+		cs.recvWaiting = false
 	}
 }
