@@ -34,3 +34,7 @@ func AppendRequestForTest(b []byte, callID uint64, method string, payload []byte
 // SenderWakesForTest is how many times the sender goroutines of c's
 // streams woke up.
 func SenderWakesForTest(c *ClientConn) uint64 { return c.senderWakes.Load() }
+
+// AnswersDroppedForTest is how many answers of c's streams' data
+// frames were aborted at the end of their stream, nobody awaiting them.
+func AnswersDroppedForTest(c *ClientConn) uint64 { return c.answersDropped.Load() }

@@ -437,6 +437,14 @@ func (cs *clientStream) finish() {
 	close(cs.doneCh)
 	cs.endRPC()
 	cs.stop()
+	if id := cs.handoff; id != 0 {
+		// The answer of a frame SendMsg sent, which nobody awaits now:
+		// the socket forgets it instead of keeping it for a Recv.
+		cs.handoff = 0
+		if cs.c.s.Abort(id) == nil {
+			cs.c.answersDropped.Add(1)
+		}
+	}
 }
 
 // reportEnd reports the end to the stats handlers once the caller sees

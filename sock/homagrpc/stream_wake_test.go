@@ -97,3 +97,36 @@ func TestStreamAnswerNobodyAwaits(t *testing.T) {
 		}
 	})
 }
+
+// A stream canceled while the answer of a frame SendMsg sent waits for
+// RecvMsg leaves nothing at the client socket: the answer, which came
+// meanwhile, is aborted (else the socket would keep it for a Recv that
+// never comes).
+func TestStreamCanceledWithAnswerWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, &streamService{})
+		defer w.close(t)
+		cc := w.dial(t, serverAddr)
+		ctx, cancel := context.WithCancel(context.Background())
+		st, err := testpb.NewTestServiceClient(cc).FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &testpb.StreamingOutputCallRequest{ResponseParameters: params(10)}
+		if err := st.Send(req); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(req); err != nil { // its answer: nobody awaits it
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // the answer arrives
+		cancel()
+		time.Sleep(100 * time.Millisecond)
+		if got := homagrpc.AnswersDroppedForTest(cc); got != 1 {
+			t.Errorf("%d answers the socket held dropped at the cancel, want 1", got)
+		}
+	})
+}
