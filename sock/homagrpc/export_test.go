@@ -1,6 +1,10 @@
 package homagrpc
 
-import "google.golang.org/grpc/codes"
+import (
+	"google.golang.org/grpc/codes"
+
+	"github.com/homa-go/homa/sock"
+)
 
 // AppendOpenFrameForTest appends an open frame of stream id for method
 // whose chunk carries n bytes (one message), half-closed, not pulling.
@@ -38,3 +42,6 @@ func SenderWakesForTest(c *ClientConn) uint64 { return c.senderWakes.Load() }
 // AnswersDroppedForTest is how many answers of c's streams' data
 // frames were aborted at the end of their stream, nobody awaiting them.
 func AnswersDroppedForTest(c *ClientConn) uint64 { return c.answersDropped.Load() }
+
+// SocketForTest is c's socket.
+func SocketForTest(c *ClientConn) *sock.Socket { return c.s }

@@ -251,11 +251,14 @@ func (cs *clientStream) pullLoop() {
 	defer cs.wg.Done()
 	for {
 		cs.mu.Lock()
-		for cs.early != nil && !cs.done {
+		for (cs.early != nil || cs.lost != nil) && !cs.done {
 			// An answer is missing: it comes before another frame
-			// goes, so that at most one waits out of order. It may
-			// be that of a frame SendMsg sent, which nobody awaits
-			// yet (the caller has not called RecvMsg): await it here.
+			// goes, so that at most one waits out of order. Or the
+			// server no longer knows the stream, which ends when the
+			// frames in flight are answered: another pull would only
+			// be told so again. The answer awaited may be that of a
+			// frame SendMsg sent, which nobody awaits yet (the caller
+			// has not called RecvMsg): await it here.
 			if id := cs.handoff; id != 0 {
 				cs.handoff = 0
 				cs.mu.Unlock()

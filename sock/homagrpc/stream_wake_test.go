@@ -7,7 +7,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
 
 	"github.com/homa-go/homa/sock/homagrpc"
 )
@@ -127,6 +129,43 @@ func TestStreamCanceledWithAnswerWaiting(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		if got := homagrpc.AnswersDroppedForTest(cc); got != 1 {
 			t.Errorf("%d answers the socket held dropped at the cancel, want 1", got)
+		}
+	})
+}
+
+// A stream whose end came in the answer of a frame SendMsg sent, which
+// nobody awaits yet, does not keep pulling: the puller, told that the
+// server no longer knows the stream, takes that answer up itself.
+func TestStreamEndInAnswerNobodyAwaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, &streamService{})
+		defer w.close(t)
+		cc := w.dial(t, serverAddr)
+		st, err := testpb.NewTestServiceClient(cc).FullDuplexCall(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: params(3)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		s := homagrpc.SocketForTest(cc)
+		before := s.Stats().RPCsStarted
+		// The handler returns at this message: the end goes in its
+		// answer, or in the pull's.
+		end := &testpb.StreamingOutputCallRequest{ResponseStatus: &testpb.EchoStatus{Code: int32(codes.FailedPrecondition), Message: "no"}}
+		if err := st.Send(end); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second)
+		if n := s.Stats().RPCsStarted - before; n > 10 {
+			t.Errorf("%d RPCs in 10 s after the stream's end, want a few", n)
+		}
+		_, err = st.Recv()
+		if s := status.Convert(err); s.Code() != codes.FailedPrecondition {
+			t.Errorf("Recv: %v, want FailedPrecondition", err)
 		}
 	})
 }
