@@ -251,12 +251,13 @@ func (cs *clientStream) pullLoop() {
 	defer cs.wg.Done()
 	for {
 		cs.mu.Lock()
-		for (cs.early != nil || cs.lost != nil) && !cs.done {
+		for (cs.early != nil || cs.sendEnded) && !cs.done {
 			// An answer is missing: it comes before another frame
 			// goes, so that at most one waits out of order. Or the
-			// server no longer knows the stream, which ends when the
-			// frames in flight are answered: another pull would only
-			// be told so again. The answer awaited may be that of a
+			// server no longer knows the stream (an answer numbered
+			// 0): its end is in an answer still in flight, or it ends
+			// when they are all answered (lost); another pull would
+			// only be told so again. The answer awaited may be that of a
 			// frame SendMsg sent, which nobody awaits yet (the caller
 			// has not called RecvMsg): await it here.
 			if id := cs.handoff; id != 0 {
