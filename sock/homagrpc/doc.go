@@ -198,7 +198,9 @@
 //     say it in, and then answers it; the client sends the next one.
 //     The server numbers its answers, whichever frame they answer, and
 //     the client takes them in that order; it sends no frame while an
-//     answer is missing, so at most one waits out of order.
+//     answer is missing, so at most one waits out of order, and no
+//     pull once an answer numbered 0 said that the server no longer
+//     knows the stream (its end is in an answer still on its way).
 //   - cancel: the client gave up (it canceled its context); the
 //     handler's context ends. Every unary call carries an id that a
 //     cancel frame can name the same way.
