@@ -47,13 +47,7 @@ type ClientConn struct {
 
 	closed atomic.Bool
 	once   sync.Once
-	// senderWakes counts the wake-ups of the streams' sender goroutines.
-	senderWakes atomic.Uint64
-	// answersDropped counts the answers to streams' data frames that
-	// the socket held, or was waiting for, when their stream ended with
-	// nobody awaiting them (aborted, so that the socket forgets them).
-	answersDropped atomic.Uint64
-	err            error
+	err    error
 }
 
 var _ grpc.ClientConnInterface = (*ClientConn)(nil)

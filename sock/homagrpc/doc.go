@@ -181,12 +181,9 @@
 //     everything queued meanwhile, so frames stay in order without
 //     sequence numbers and a fast sender's messages travel in batches.
 //     SendMsg sends the frame itself when none is in flight, and the
-//     answer is awaited by RecvMsg (the one waiting, or the caller's
-//     next), else by the stream's sender goroutine once the caller sends
-//     again, half-closes, asks for the header or waits for credit, or by
-//     the puller when a later answer comes first; so a message at a time
-//     wakes no goroutine of the stream's own. The server answers a data
-//     frame at once, unless
+//     answer is awaited by RecvMsg when it waits, else by the stream's
+//     sender goroutine (or the puller, when a later answer comes
+//     first). The server answers a data frame at once, unless
 //     it brought messages to a handler waiting in RecvMsg: then it
 //     holds it, and answers it with what the handler says next (its
 //     next messages, or nothing when it asks for more messages, or

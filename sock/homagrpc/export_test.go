@@ -35,13 +35,5 @@ func AppendRequestForTest(b []byte, callID uint64, method string, payload []byte
 	return append(b, payload...)
 }
 
-// SenderWakesForTest is how many times the sender goroutines of c's
-// streams woke up.
-func SenderWakesForTest(c *ClientConn) uint64 { return c.senderWakes.Load() }
-
-// AnswersDroppedForTest is how many answers of c's streams' data
-// frames were aborted at the end of their stream, nobody awaiting them.
-func AnswersDroppedForTest(c *ClientConn) uint64 { return c.answersDropped.Load() }
-
 // SocketForTest is c's socket.
 func SocketForTest(c *ClientConn) *sock.Socket { return c.s }

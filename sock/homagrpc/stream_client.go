@@ -52,14 +52,12 @@ type clientStream struct {
 	sendEnded bool   // the server takes no more messages
 	opened    bool   // the open frame's answer arrived
 	busy      bool   // a data frame is in flight
-	handoff   uint64 // a frame SendMsg sent, for RecvMsg or the sender to await
-	// recvWaiting: a RecvMsg waits for recvSig.
-	recvWaiting bool
-	header      metadata.MD
-	gotHeader   bool
-	trailer     metadata.MD
-	final       error // nil: OK
-	done        bool
+	handoff   uint64 // a frame SendMsg sent, for the sender to await
+	header    metadata.MD
+	gotHeader bool
+	trailer   metadata.MD
+	final     error // nil: OK
+	done      bool
 
 	endReported bool
 	nextSeq     uint32     // of the next answer to take
@@ -145,7 +143,6 @@ func (cs *clientStream) sendLoop() {
 			case <-cs.work:
 			case <-cs.doneCh:
 			}
-			cs.c.senderWakes.Add(1)
 			cs.mu.Lock()
 		}
 		if cs.done {
@@ -325,11 +322,8 @@ func (cs *clientStream) awaitHandoff(id uint64) {
 	}
 	cs.mu.Lock()
 	cs.busy = false
-	work := cs.hasWork()
 	cs.mu.Unlock()
-	if work {
-		signal(cs.work)
-	}
+	signal(cs.work)
 }
 
 // earlyResp is an answer that came before the one due, kept with its
@@ -383,20 +377,13 @@ func (cs *clientStream) onAnswer(m *sock.Message) {
 		cs.final = cs.lost
 		cs.finish()
 	}
-	// The sender waits for work, for a frame SendMsg sent (whose
-	// answer comes here only through it or RecvMsg), or for the end
-	// (doneCh): waking it for anything else costs a wake-up per
-	// answer for nothing.
-	wakeSender := !cs.busy && cs.hasWork()
 	cs.mu.Unlock()
 	if err != nil {
 		cs.abandon(err)
 	}
 	signal(cs.recvSig)
 	signal(cs.sendSig)
-	if wakeSender {
-		signal(cs.work)
-	}
+	signal(cs.work)
 	signal(cs.gapSig)
 }
 
@@ -445,9 +432,7 @@ func (cs *clientStream) finish() {
 		// The answer of a frame SendMsg sent, which nobody awaits now:
 		// the socket forgets it instead of keeping it for a Recv.
 		cs.handoff = 0
-		if cs.c.s.Abort(id) == nil {
-			cs.c.answersDropped.Add(1)
-		}
+		_ = cs.c.s.Abort(id)
 	}
 }
 
@@ -507,11 +492,7 @@ func (cs *clientStream) Context() context.Context { return cs.ctx }
 func (cs *clientStream) Header() (metadata.MD, error) {
 	cs.mu.Lock()
 	cs.start()
-	pending := cs.handoff != 0
 	cs.mu.Unlock()
-	if pending {
-		signal(cs.work) // the answer nobody awaits may hold the header
-	}
 	<-cs.headerCh
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -551,9 +532,6 @@ func (cs *clientStream) SendMsg(m any) error {
 	}
 	cs.start()
 	for cs.out.full() && !cs.done && !cs.sendEnded {
-		if cs.handoff != 0 {
-			signal(cs.work) // the credit may be in the answer nobody awaits
-		}
 		cs.mu.Unlock()
 		select {
 		case <-cs.sendSig:
@@ -572,19 +550,13 @@ func (cs *clientStream) SendMsg(m any) error {
 	if cs.stats != nil {
 		cs.stats.outPayload(m, data)
 	}
-	// A frame sent here is awaited by RecvMsg: the one waiting now, or
-	// the caller's next (ping-pong), sparing the sender a wake-up and
-	// the caller a hand-off. Otherwise the sender has work, or an
-	// answer nobody awaits yet (SendMsg again without RecvMsg).
-	sent := cs.sendNow()
-	waiting := cs.recvWaiting
+	// A frame sent here is awaited by RecvMsg when it comes first, else
+	// by the sender, woken here. (Leaving it to RecvMsg alone spares
+	// that wake-up, but made one stream's ping-pong 10 - 15% slower
+	// without polling: see docs/performance.md, 2026-11-28.)
+	cs.sendNow()
 	cs.mu.Unlock()
-	switch {
-	case !sent:
-		signal(cs.work)
-	case waiting:
-		signal(cs.recvSig)
-	}
+	signal(cs.work)
 	return nil
 }
 
@@ -654,13 +626,11 @@ func (cs *clientStream) next() (inMsg, error) {
 			cs.mu.Lock()
 			continue
 		}
-		cs.recvWaiting = true
 		cs.mu.Unlock()
 		select {
 		case <-cs.recvSig:
 		case <-cs.doneCh:
 		}
 		cs.mu.Lock()
-		cs.recvWaiting = false
 	}
 }
