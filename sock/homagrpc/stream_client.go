@@ -185,9 +185,9 @@ func (cs *clientStream) sendLoop() {
 // sendNow sends the next data frame from the caller's goroutine when no
 // frame is in flight, sparing the hand-off to the sender, which then
 // only awaits the answer. The caller holds mu.
-func (cs *clientStream) sendNow() bool {
+func (cs *clientStream) sendNow() {
 	if !cs.opened || cs.busy || cs.done || cs.handoff != 0 || !cs.hasWork() {
-		return false
+		return
 	}
 	frame := cs.buildFrame()
 	cs.inFlight++
@@ -196,10 +196,9 @@ func (cs *clientStream) sendNow() bool {
 		// Let the sender meet the error; what the frame held is lost
 		// with the stream.
 		cs.fail0(err)
-		return false
+		return
 	}
 	cs.busy, cs.handoff = true, id
-	return true
 }
 
 // hasWork reports whether the sender has a frame to send. The caller
