@@ -182,7 +182,8 @@
 //     sequence numbers and a fast sender's messages travel in batches.
 //     SendMsg sends the frame itself when none is in flight, and the
 //     answer is awaited by RecvMsg when it waits, else by the stream's
-//     sender goroutine. The server answers a data frame at once, unless
+//     sender goroutine (or the puller, when a later answer comes
+//     first). The server answers a data frame at once, unless
 //     it brought messages to a handler waiting in RecvMsg: then it
 //     holds it, and answers it with what the handler says next (its
 //     next messages, or nothing when it asks for more messages, or
@@ -194,7 +195,9 @@
 //     say it in, and then answers it; the client sends the next one.
 //     The server numbers its answers, whichever frame they answer, and
 //     the client takes them in that order; it sends no frame while an
-//     answer is missing, so at most one waits out of order.
+//     answer is missing, so at most one waits out of order, and no
+//     pull once an answer numbered 0 said that the server no longer
+//     knows the stream (its end is in an answer still on its way).
 //   - cancel: the client gave up (it canceled its context); the
 //     handler's context ends. Every unary call carries an id that a
 //     cancel frame can name the same way.

@@ -1,6 +1,10 @@
 package homagrpc
 
-import "google.golang.org/grpc/codes"
+import (
+	"google.golang.org/grpc/codes"
+
+	"github.com/homa-go/homa/sock"
+)
 
 // AppendOpenFrameForTest appends an open frame of stream id for method
 // whose chunk carries n bytes (one message), half-closed, not pulling.
@@ -30,3 +34,6 @@ func AppendRequestForTest(b []byte, callID uint64, method string, payload []byte
 	b, _ = appendRequestHead(b, reqHead{method: method, callID: callID})
 	return append(b, payload...)
 }
+
+// SocketForTest is c's socket.
+func SocketForTest(c *ClientConn) *sock.Socket { return c.s }

@@ -156,9 +156,10 @@ func (q *inQueue) take() (inMsg, bool) {
 	}
 	m := q.msgs[0]
 	q.msgs[0] = inMsg{}
-	q.msgs = q.msgs[1:]
-	if len(q.msgs) == 0 {
-		q.msgs = q.msgs[:0:0]
+	if len(q.msgs) == 1 {
+		q.msgs = q.msgs[:0] // keeps the array: no allocation per message
+	} else {
+		q.msgs = q.msgs[1:]
 	}
 	q.queued -= len(m.data)
 	q.held -= len(m.data)
@@ -268,8 +269,19 @@ func (q *outQueue) setLimit(l uint64) {
 // fill appends chunks to b while the credit lasts and b stays within
 // room bytes.
 func (q *outQueue) fill(b []byte, room int) []byte {
-	for len(q.msgs) > 0 {
-		m := &q.msgs[0]
+	i := 0 // messages sent whole
+	defer func() {
+		// Forget the messages sent; an emptied queue keeps its array,
+		// so that a message at a time allocates nothing here.
+		clear(q.msgs[:i])
+		if i == len(q.msgs) {
+			q.msgs = q.msgs[:0]
+		} else {
+			q.msgs = q.msgs[i:]
+		}
+	}()
+	for ; i < len(q.msgs); i++ {
+		m := &q.msgs[i]
 		n := len(m.data) - q.off
 		n = int(min(uint64(n), q.limit-q.sent))
 		n = min(n, room-len(b)-chunkHeaderLen)
@@ -296,9 +308,7 @@ func (q *outQueue) fill(b []byte, room int) []byte {
 		if m.buf != nil {
 			putBuffer(m.buf, m.data)
 		}
-		q.msgs[0] = outMsg{}
-		q.msgs, q.off = q.msgs[1:], 0
+		q.off = 0
 	}
-	q.msgs = q.msgs[:0:0]
 	return b
 }

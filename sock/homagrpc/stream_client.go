@@ -247,9 +247,22 @@ func (cs *clientStream) pullLoop() {
 	defer cs.wg.Done()
 	for {
 		cs.mu.Lock()
-		for cs.early != nil && !cs.done {
+		for (cs.early != nil || cs.sendEnded) && !cs.done {
 			// An answer is missing: it comes before another frame
-			// goes, so that at most one waits out of order.
+			// goes, so that at most one waits out of order. Or the
+			// server no longer knows the stream (an answer numbered
+			// 0): its end is in an answer still in flight, or it ends
+			// when they are all answered (lost); another pull would
+			// only be told so again. The answer awaited may be that of a
+			// frame SendMsg sent, which nobody awaits yet (the caller
+			// has not called RecvMsg): await it here.
+			if id := cs.handoff; id != 0 {
+				cs.handoff = 0
+				cs.mu.Unlock()
+				cs.awaitHandoff(id)
+				cs.mu.Lock()
+				continue
+			}
 			cs.mu.Unlock()
 			select {
 			case <-cs.gapSig:
@@ -295,6 +308,21 @@ func (cs *clientStream) await(id uint64) (*sock.Message, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// awaitHandoff awaits the answer of the data frame id that SendMsg
+// sent, for a goroutine that took it from cs.handoff.
+func (cs *clientStream) awaitHandoff(id uint64) {
+	m, err := cs.await(id)
+	if err != nil {
+		cs.fail(err)
+	} else {
+		cs.onAnswer(m)
+	}
+	cs.mu.Lock()
+	cs.busy = false
+	cs.mu.Unlock()
+	signal(cs.work)
 }
 
 // earlyResp is an answer that came before the one due, kept with its
@@ -399,6 +427,12 @@ func (cs *clientStream) finish() {
 	close(cs.doneCh)
 	cs.endRPC()
 	cs.stop()
+	if id := cs.handoff; id != 0 {
+		// The answer of a frame SendMsg sent, which nobody awaits now:
+		// the socket forgets it instead of keeping it for a Recv.
+		cs.handoff = 0
+		_ = cs.c.s.Abort(id)
+	}
 }
 
 // reportEnd reports the end to the stats handlers once the caller sees
@@ -515,6 +549,10 @@ func (cs *clientStream) SendMsg(m any) error {
 	if cs.stats != nil {
 		cs.stats.outPayload(m, data)
 	}
+	// A frame sent here is awaited by RecvMsg when it comes first, else
+	// by the sender, woken here. (Leaving it to RecvMsg alone spares
+	// that wake-up, but made one stream's ping-pong 10 - 15% slower
+	// without polling: see docs/performance.md, 2026-11-28.)
 	cs.sendNow()
 	cs.mu.Unlock()
 	signal(cs.work)
@@ -583,15 +621,8 @@ func (cs *clientStream) next() (inMsg, error) {
 			// not taken up yet: await it here, sparing a hand-off.
 			cs.handoff = 0
 			cs.mu.Unlock()
-			m, err := cs.await(id)
-			if err != nil {
-				cs.fail(err)
-			} else {
-				cs.onAnswer(m)
-			}
+			cs.awaitHandoff(id)
 			cs.mu.Lock()
-			cs.busy = false
-			signal(cs.work)
 			continue
 		}
 		cs.mu.Unlock()

@@ -64,6 +64,10 @@ type sstream struct {
 	sendSig chan struct{}
 }
 
+// statusOK is the status of the responses that do not end a stream
+// (read only: a Status does not change).
+var statusOK = status.New(codes.OK, "")
+
 // answer is a response to send once the stream's lock is released.
 type answer struct {
 	m     *sock.Message
@@ -340,7 +344,7 @@ func (ss *sstream) answer(target **sock.Message, ref **frameRef, force bool) ans
 	ending = ss.end != nil // unless the messages left do not all fit
 	ss.seq++
 	for {
-		st, trl, f := status.New(codes.OK, ""), metadata.MD(nil), flags
+		st, trl, f := statusOK, metadata.MD(nil), flags
 		if ending {
 			st, trl, f = ss.end, ss.trailer, flags|srespFlagEnd
 		}
