@@ -7,8 +7,8 @@ import (
 
 // TestSpinBudget: an adaptive reader waiting for any message spins for
 // PollDuration while requests come close together, stretches its spin
-// to twice the average gap when they come a little farther apart than
-// that, parks at once when they come farther apart than stretchCap
+// to twice the average gap when they keep step a little farther apart
+// than that, parks at once when they come farther apart than stretchCap
 // spins, and spins again once they quicken, whether it spun or parked
 // meanwhile. One waiting for a response always spins, stretched alike
 // to its recent waits. The other modes do not adapt.
@@ -30,9 +30,9 @@ func TestSpinBudget(t *testing.T) {
 	if b := s.budget(false, 0); b != max {
 		t.Fatalf("requests 20 µs apart: budget %v, want PollDuration", b)
 	}
-	arrive(1, 10*time.Millisecond) // one pause: a longer spin, not parking
-	if b := s.budget(false, 0); b <= max || b > stretchCap*max {
-		t.Fatalf("requests 20 µs apart, one pause: budget %v, want more than PollDuration, at most %d times", b, stretchCap)
+	arrive(1, 10*time.Millisecond) // one pause: neither parking nor stretching
+	if b := s.budget(false, 0); b != max {
+		t.Fatalf("requests 20 µs apart, one pause: budget %v, want PollDuration", b)
 	}
 	arrive(40, 1500*time.Microsecond) // at random, 673 a second
 	if b := s.budget(false, 0); b != 0 {
@@ -41,6 +41,13 @@ func TestSpinBudget(t *testing.T) {
 	arrive(40, 70*time.Microsecond) // two parked ends in step
 	if b := s.budget(false, 0); b < 130*time.Microsecond || b > 150*time.Microsecond {
 		t.Fatalf("requests 70 µs apart: budget %v, want twice the gap", b)
+	}
+	for range 40 { // as many as close, but at random: no stretching
+		arrive(1, 10*time.Microsecond)
+		arrive(1, 130*time.Microsecond)
+	}
+	if b := s.budget(false, 0); b != max {
+		t.Fatalf("requests 10 and 130 µs apart in turn: budget %v, want PollDuration", b)
 	}
 	arrive(60, 20*time.Microsecond) // the requests quicken
 	if b := s.budget(false, 0); b != max {
