@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa/wire"
-	"github.com/homa-go/homa/resend"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -134,16 +133,16 @@ func TestLiveSlowOwnServer(t *testing.T) {
 
 // runSlow is TestLiveSlowServer's body against the slow echo server at
 // peer. Sizes: one packet, several, and more than the unscheduled bytes.
-// Each RPC must complete, having outlived the time in which a silent
-// peer fails it (the RESENDs of a timeout at the plain timing). How many
+// The server holds each reply longer than the time in which a silent
+// peer fails an RPC (the 20 RESENDs of a timeout at the plain timing,
+// 105 ms; the own server waits 300 ms, the rig's slowecho 1 s): each RPC
+// must complete, none time out. The durations are logged, not asserted.
+// How many
 // RESENDs the client sends, and so how many BUSYs come back, says
 // little: a client that hears BUSY, or whose RESENDs turn out unneeded,
 // backs its RESENDs to that server off (package resend's Backoff), and
 // after the first RPC may send none while the server works.
 func runSlow(t *testing.T, client *sock.Socket, peer netip.AddrPort) {
-	// A peer that says nothing about an RPC for this long fails it (the
-	// defaults, which patient keeps; 1 ms ticks).
-	silent := time.Duration(resend.DefaultResendTicks+resend.DefaultTimeoutResends*resend.DefaultResendInterval) * time.Millisecond
 	sizes := []int{100, 5000, 200_000}
 	for _, n := range sizes {
 		before := client.Stats()
@@ -157,9 +156,6 @@ func runSlow(t *testing.T, client *sock.Socket, peer netip.AddrPort) {
 		busy := after.RxPackets[wire.TypeBusy] - before.RxPackets[wire.TypeBusy]
 		resends := after.ResendsSent - before.ResendsSent
 		t.Logf("%d bytes: %v; the client sent %d RESENDs and received %d BUSYs while waiting", n, took, resends, busy)
-		if took <= silent {
-			t.Errorf("%d bytes: %v: the RPC never outlived the %v that time out a silent peer (is the server slow enough?)", n, took, silent)
-		}
 	}
 	before := client.Stats()
 	start := time.Now()
@@ -176,9 +172,6 @@ func runSlow(t *testing.T, client *sock.Socket, peer netip.AddrPort) {
 	after := client.Stats()
 	busy := after.RxPackets[wire.TypeBusy] - before.RxPackets[wire.TypeBusy]
 	t.Logf("three at once: %v, %d BUSYs", took, busy)
-	if took <= silent {
-		t.Errorf("three at once: %v, want longer than %v", took, silent)
-	}
 	if after.RPCTimeouts != 0 {
 		t.Errorf("%d RPCs timed out", after.RPCTimeouts)
 	}
