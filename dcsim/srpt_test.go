@@ -58,39 +58,35 @@ func TestSRPTOracle(t *testing.T) {
 			t.Errorf("alone: %d ns, want the idle time %d", got, want)
 		}
 	})
-	t.Run("one receiver", func(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		headway int64 // ns between the long request's start and the short one's
+	}{
 		// Two requests to host 8 at once: the short one goes first, at
 		// line rate; the long one waits for its link time.
-		f, g := harness(t, "srpt")
-		n := f.ep.(*srptNet)
-		g.rpc(0, 8, long, 1, 0)
-		g.rpc(1, 8, short, 1, 0)
-		f.run(int64(time.Second), nil)
-		pk := srptPacketizer(&f.cfg)
-		if got, want := took(t, g, 2), f.ideal(pk, short, 1, 8); got != want {
-			t.Errorf("short: %d ns, want %d", got, want)
-		}
-		if got, want := took(t, g, 0), f.ideal(pk, long, 0, 8)+n.linkNs(short); got != want {
-			t.Errorf("long: %d ns, want I(long)+h(short) = %d", got, want)
-		}
-	})
-	t.Run("preemption", func(t *testing.T) {
+		{"one receiver", 0},
 		// A long request is under way when a short one for the same
 		// receiver starts: the short one preempts it.
-		f, g := harness(t, "srpt")
-		n := f.ep.(*srptNet)
-		g.rpc(0, 8, long, 1, 0)
-		f.run(20_000, nil)
-		g.rpc(1, 8, short, 1, 0)
-		f.run(int64(time.Second), nil)
-		pk := srptPacketizer(&f.cfg)
-		if got, want := took(t, g, 2), f.ideal(pk, short, 1, 8); got != want {
-			t.Errorf("short: %d ns, want %d", got, want)
-		}
-		if got, want := took(t, g, 0), f.ideal(pk, long, 0, 8)+n.linkNs(short); got != want {
-			t.Errorf("long: %d ns, want I(long)+h(short) = %d", got, want)
-		}
-	})
+		{"preemption", 20_000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, g := harness(t, "srpt")
+			n := f.ep.(*srptNet)
+			g.rpc(0, 8, long, 1, 0)
+			if c.headway > 0 {
+				f.run(c.headway, nil)
+			}
+			g.rpc(1, 8, short, 1, 0)
+			f.run(int64(time.Second), nil)
+			pk := srptPacketizer(&f.cfg)
+			if got, want := took(t, g, 2), f.ideal(pk, short, 1, 8); got != want {
+				t.Errorf("short: %d ns, want %d", got, want)
+			}
+			if got, want := took(t, g, 0), f.ideal(pk, long, 0, 8)+n.linkNs(short); got != want {
+				t.Errorf("long: %d ns, want I(long)+h(short) = %d", got, want)
+			}
+		})
+	}
 	t.Run("one sender", func(t *testing.T) {
 		// Host 0 sends to two hosts: its link carries one at a time.
 		f, g := harness(t, "srpt")
