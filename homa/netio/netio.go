@@ -110,10 +110,11 @@
 // costs no system call on the hot path: the error queue is read only
 // when the kernel has signalled an error (a receive or send that failed
 // with the pending ICMP error, which the Conn absorbs and never returns,
-// or a readiness check that saw POLLERR) and, before a ReadBatch parks,
-// once. A reader parks on an epoll instance of the Conn's own, which an
-// error on the socket (EPOLLERR, even without EPOLLIN) wakes like a
-// datagram. Should a wait fail for any reason but Close, the Conn reads
+// a readiness check that saw POLLERR, or a wait that woke on EPOLLERR).
+// A reader parks on an epoll instance of the Conn's own, which an error
+// on the socket (EPOLLERR, even without EPOLLIN: a pending error or a
+// queued report) wakes like a datagram, at once if it is there before
+// the reader parks. Should a wait fail for any reason but Close, the Conn reads
 // without waiting and sleeps between tries (50 us doubling to 1 ms), so
 // that nothing spins or wedges a reader.
 //

@@ -44,9 +44,21 @@ type pollFD struct {
 	// stayRegistered leaves the socket registered in ep between waits
 	// (Options.ParkOften).
 	stayRegistered bool
-	armErr         error              // the last registration's failure (the parking reader's)
-	events         [1]unix.EpollEvent // Read's harvest of ep (under ep's read lock)
-	oneShot        unix.EpollEvent    // the registration of fd in ep (read-only)
+	// waitMu admits one wait at a time (ep's read lock admits one to the
+	// netpoller already; this covers the arming and disarming too).
+	waitMu sync.Mutex
+	// The state of waits, under waitMu:
+	// inEp says the socket is in ep; clean says that ep holds no event
+	// (none since the last harvest), so that arming it gives the
+	// netpoller an edge should the socket be ready, and a wait can park
+	// without first harvesting; armed says the wait has armed.
+	inEp, clean, armed bool
+	// onErr, if set, learns that a wait ended on an error of the socket
+	// (EPOLLERR: a pending error, or a message on its error queue).
+	onErr   func()
+	armErr  error              // the last registration's failure
+	events  [1]unix.EpollEvent // Read's harvest of ep
+	oneShot unix.EpollEvent    // the registration of fd in ep (read-only)
 	// The functions of waits, bound once.
 	arm, disarm     func(fd uintptr)
 	harvest         func(fd uintptr) bool
@@ -77,7 +89,7 @@ func newPollFD(rc syscall.RawConn) (*pollFD, error) {
 		unix.Close(epfd)
 		return nil, os.NewSyscallError("fcntl", err)
 	}
-	p := &pollFD{fd: fd, ep: os.NewFile(uintptr(epfd), "homa-epoll")}
+	p := &pollFD{fd: fd, ep: os.NewFile(uintptr(epfd), "homa-epoll"), clean: true}
 	p.oneShot = unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(fd)}
 	if p.epc, err = p.ep.SyscallConn(); err != nil {
 		p.ep.Close()
@@ -133,16 +145,21 @@ func (p *pollFD) until(f func(fd uintptr) bool, wait func() error) error {
 
 // waitReadable parks until the socket is readable. Registering after a
 // read found nothing loses no datagram: one that came in between makes
-// the registration ready at once.
+// the registration ready at once. A wait costs three system calls beyond
+// the reads (arm, the harvest after the wake-up, disarm), two when the
+// registration stays. The arming is the first step of ep's Read (which
+// forgets readiness the netpoller reported before it began); when ep
+// held no event before, no harvest follows it, since a socket ready by
+// then made ep ready, and the netpoller hears of it.
 func (p *pollFD) waitReadable() error {
-	if err := p.epc.Control(p.arm); err != nil {
-		return err
-	}
-	if p.armErr != nil {
-		return p.armErr // parking now would wait for a wake-up that cannot come
-	}
+	p.waitMu.Lock()
+	defer p.waitMu.Unlock()
+	p.armed = false
 	err := p.epc.Read(p.harvest)
 	_ = p.epc.Control(p.disarm) // fails only once ep is closed, which took the registration with it
+	if err == nil && p.armErr != nil {
+		return p.armErr // parking would wait for a wake-up that cannot come
+	}
 	return err
 }
 
@@ -159,11 +176,17 @@ func (p *pollFD) waitWritable() error {
 // failed: the kernel may refuse a registration (fs.epoll.max_user_watches,
 // memory), and the wait then fails rather than park.
 func (p *pollFD) register(ep uintptr) {
-	err := unix.EpollCtl(int(ep), unix.EPOLL_CTL_ADD, p.fd, &p.oneShot)
-	if err == unix.EEXIST {
+	var err error
+	if p.inEp {
 		err = unix.EpollCtl(int(ep), unix.EPOLL_CTL_MOD, p.fd, &p.oneShot)
+	} else {
+		err = unix.EpollCtl(int(ep), unix.EPOLL_CTL_ADD, p.fd, &p.oneShot)
+		if err == unix.EEXIST {
+			err = unix.EpollCtl(int(ep), unix.EPOLL_CTL_MOD, p.fd, &p.oneShot)
+		}
 	}
 	p.armErr = nil
+	p.inEp = err == nil
 	if err != nil {
 		p.armErr = os.NewSyscallError("epoll_ctl", err)
 	}
@@ -174,18 +197,39 @@ func (p *pollFD) register(ep uintptr) {
 func (p *pollFD) unregister(ep uintptr) {
 	if !p.stayRegistered {
 		_ = unix.EpollCtl(int(ep), unix.EPOLL_CTL_DEL, p.fd, nil)
+		p.inEp = false
 	}
 }
 
-// harvestEvents takes ep's ready event, if any, so that ep is idle again
-// until the registration is re-armed.
+// harvestEvents arms the registration at a wait's first call, then
+// takes ep's ready event, if any, so that ep is idle again until the
+// registration is re-armed. It reports whether the wait is over.
 func (p *pollFD) harvestEvents(ep uintptr) bool {
+	if !p.armed {
+		p.armed = true
+		p.arm(ep)
+		if p.armErr != nil {
+			return true
+		}
+		if p.clean {
+			p.clean = false
+			return false
+		}
+	}
+	p.clean = false
 	for {
 		n, _, e := unix.Syscall6(unix.SYS_EPOLL_WAIT, ep, uintptr(unsafe.Pointer(&p.events[0])), 1, 0, 0, 0)
 		if e == unix.EINTR {
 			continue
 		}
-		return e != 0 || n > 0
+		if e != 0 {
+			return true
+		}
+		p.clean = true // one registration: ep is empty now
+		if n > 0 && p.events[0].Events&unix.EPOLLERR != 0 && p.onErr != nil {
+			p.onErr()
+		}
+		return n > 0
 	}
 }
 

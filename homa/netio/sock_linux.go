@@ -108,6 +108,9 @@ func newSockConn(pc net.PacketConn, laddr netip.Addr, port uint16, udp bool, lea
 	pfd.stayRegistered = opt.ParkOften
 	c := &sockConn{pfd: pfd, rc: pfd, laddr: laddr, port: port, lease: lease}
 	c.setup(laddr.Is6(), udp, opt)
+	if c.rd.errq.on {
+		pfd.onErr = func() { c.rd.errq.hint.Store(true) }
+	}
 	r, w := &c.rd, &c.wr
 	rbuf, wbuf := opt.ReadBuffer, opt.WriteBuffer
 	if rbuf <= 0 {

@@ -76,8 +76,10 @@ func (m *mmsgs) recvmmsg(fd uintptr, from int) {
 // reads the error queue first when hinted to (into at most half the batch,
 // so that a stream of errors cannot starve datagrams), then datagrams. A
 // receive that fails with the socket's pending ICMP error sends it to the
-// error queue, then it tries the datagrams once more. Before parking it
-// reads the error queue once: its signal may have gone to a send.
+// error queue, then it tries the datagrams once more. A reader that
+// parks leaves no report behind: a socket with a pending error or a
+// queued report is ready to epoll (EPOLLERR), so the reader wakes at
+// once, and the wait that sees EPOLLERR sets the hint (pollFD.onErr).
 func (r *readState) recv(fd uintptr, wait bool) bool {
 	q := &r.errq
 	q.steps.Add(1)
@@ -94,9 +96,6 @@ func (r *readState) recv(fd uintptr, wait bool) bool {
 		case r.errno == 0:
 			return true
 		case r.errno == unix.EAGAIN:
-			if q.on && wait && q.n == 0 {
-				r.recvErrs(fd, r.cnt)
-			}
 			return q.n > 0 || !wait
 		case q.on && socketError(r.errno):
 			r.errno = 0
