@@ -128,7 +128,7 @@ func (r *readState) recvErrs(fd uintptr, limit int) {
 		}
 		q.hdr.SetIovlen(1)
 		q.hdr.SetControllen(len(q.ctl))
-		n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&q.hdr)), unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
+		n, _, e := unix.RawSyscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&q.hdr)), unix.MSG_ERRQUEUE|unix.MSG_DONTWAIT)
 		if e == unix.EINTR {
 			continue
 		}
@@ -206,7 +206,7 @@ func (q *errQueue) pollReady(fd uintptr) bool {
 	pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
 	var ts unix.Timespec // zero: do not wait
 	for {
-		n, _, e := unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		n, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 		if e == unix.EINTR {
 			continue
 		}

@@ -178,11 +178,11 @@ func (p *pollFD) waitWritable() error {
 func (p *pollFD) register(ep uintptr) {
 	var err error
 	if p.inEp {
-		err = unix.EpollCtl(int(ep), unix.EPOLL_CTL_MOD, p.fd, &p.oneShot)
+		err = p.ctl(ep, unix.EPOLL_CTL_MOD, &p.oneShot)
 	} else {
-		err = unix.EpollCtl(int(ep), unix.EPOLL_CTL_ADD, p.fd, &p.oneShot)
+		err = p.ctl(ep, unix.EPOLL_CTL_ADD, &p.oneShot)
 		if err == unix.EEXIST {
-			err = unix.EpollCtl(int(ep), unix.EPOLL_CTL_MOD, p.fd, &p.oneShot)
+			err = p.ctl(ep, unix.EPOLL_CTL_MOD, &p.oneShot)
 		}
 	}
 	p.armErr = nil
@@ -196,8 +196,25 @@ func (p *pollFD) register(ep uintptr) {
 // stays.
 func (p *pollFD) unregister(ep uintptr) {
 	if !p.stayRegistered {
-		_ = unix.EpollCtl(int(ep), unix.EPOLL_CTL_DEL, p.fd, nil)
+		_ = p.ctl(ep, unix.EPOLL_CTL_DEL, nil)
 		p.inEp = false
+	}
+}
+
+// ctl is epoll_ctl on ep for the socket. Like every system call on a
+// wait's path that cannot block, it is raw: entering a system call the
+// scheduler hears of wakes the runtime's monitor thread (sysmon) when it
+// sleeps, as it does on an idle process: a thread wake-up per call.
+func (p *pollFD) ctl(ep uintptr, op int, ev *unix.EpollEvent) error {
+	for {
+		_, _, e := unix.RawSyscall6(unix.SYS_EPOLL_CTL, ep, uintptr(op), uintptr(p.fd), uintptr(unsafe.Pointer(ev)), 0, 0)
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return e
 	}
 }
 
@@ -218,7 +235,7 @@ func (p *pollFD) harvestEvents(ep uintptr) bool {
 	}
 	p.clean = false
 	for {
-		n, _, e := unix.Syscall6(unix.SYS_EPOLL_WAIT, ep, uintptr(unsafe.Pointer(&p.events[0])), 1, 0, 0, 0)
+		n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_WAIT, ep, uintptr(unsafe.Pointer(&p.events[0])), 1, 0, 0, 0)
 		if e == unix.EINTR {
 			continue
 		}

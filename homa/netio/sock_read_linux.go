@@ -130,7 +130,7 @@ func socketCall(bytes int, trap, a1, a2, a3, a4 uintptr) (uintptr, uintptr, unix
 // taking it. Errors count as ready: the next read reports them.
 func peekReady(fd uintptr) bool {
 	var b [1]byte
-	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	_, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
 	return e != unix.EAGAIN
 }
 
