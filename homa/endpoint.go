@@ -52,6 +52,13 @@ type Endpoint struct {
 	timer   *time.Timer     // armed at timerAt when timerOn
 	timerAt time.Duration
 	timerOn bool
+	// timerDirty says the timer is yet to be reset to timerAt: settle
+	// leaves that to the flush of its batch (applyTimer), after the
+	// packets are sent.
+	timerDirty bool
+	// calling is set while SendBorrowed settles: its caller reads the
+	// socket next, so the background reader's grace is not armed.
+	calling bool
 	dueAt   atomic.Int64 // timerAt while timerOn, else 0: read by spinning readers (runDue)
 	// trimAt is when the endpoint next trims the process's buffer pool
 	// (0: not until it is busy again; see trimPool).
@@ -189,6 +196,9 @@ func (e *Endpoint) Send(dst netip.AddrPort, data []byte, cookie uint64) (uint64,
 // server had the whole request); after a failure or Abort, packets that
 // point into data may still be on their way to the socket. Requests
 // below core.ZeroCopyMin bytes, which packets copy anyway, are copied.
+// The caller is taken to wait for the response next (Recv of the id),
+// reading the socket itself: the background reader is not set to take
+// the socket over meanwhile.
 func (e *Endpoint) SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64) (uint64, Borrow, error) {
 	addr, maxPkt, err := e.checkSend(dst, data)
 	if err != nil {
@@ -207,7 +217,9 @@ func (e *Endpoint) SendBorrowed(dst netip.AddrPort, data []byte, cookie uint64) 
 	} else {
 		err = &contract.OpError{Op: "send", Peer: dst, Err: err}
 	}
+	e.calling = err == nil
 	e.settle(b)
+	e.calling = false
 	e.mu.Unlock()
 	e.sendBatch(b)
 	return id, Borrow{h}, err
@@ -459,7 +471,7 @@ func (e *Endpoint) settle(b *txBatch) {
 	if e.closed {
 		return
 	}
-	e.noteQuiet()
+	e.noteQuiet(b)
 	at, ok := e.core.Next()
 	if busy && e.trimAt == 0 {
 		e.trimAt = e.now() + trimEvery // busy again: trim the pool after a while
@@ -471,20 +483,43 @@ func (e *Endpoint) settle(b *txBatch) {
 	case ok && (!e.timerOn || at < e.timerAt):
 		e.timerOn, e.timerAt = true, at
 		e.dueAt.Store(int64(max(at, 1)))
-		e.timer.Reset(max(at-e.now(), 0))
+		e.timerDirty, b.rearm = true, true
 	case !e.timerOn:
 	case !ok:
 		// What the timer was armed for is gone (an acknowledgment freed
 		// the RPC whose NEED_ACK was due, a response ended the RPC whose
 		// RESEND was): it would wake the endpoint for nothing.
-		e.timer.Stop()
-		e.timerOn = false
-		e.dueAt.Store(0)
+		e.stopTimer()
 	case at > e.timerAt+staleTimer:
 		e.timerAt = at
 		e.dueAt.Store(int64(max(at, 1)))
-		e.timer.Reset(max(at-e.now(), 0))
+		e.timerDirty, b.rearm = true, true
 	}
+}
+
+// Resetting a runtime timer wakes a thread (the one parked in the
+// netpoller, to shorten its sleep, or an idle one to take its place):
+// on a call's path, before the request leaves, that is a system call and
+// a wake-up of another processor's thread the request waits for. So
+// settle only notes the new deadline, and the flush of its batch resets
+// the timer once the packets are out.
+
+// applyTimer resets the timer to the deadline settle noted, if it is
+// still to be done.
+func (e *Endpoint) applyTimer() {
+	e.mu.Lock()
+	if e.timerDirty && e.timerOn && !e.closed {
+		e.timer.Reset(max(e.timerAt-e.now(), 0))
+	}
+	e.timerDirty = false
+	e.mu.Unlock()
+}
+
+// stopTimer disarms the timer. The caller holds mu.
+func (e *Endpoint) stopTimer() {
+	e.timer.Stop()
+	e.timerOn, e.timerDirty = false, false
+	e.dueAt.Store(0)
 }
 
 // staleTimer is how much later than the armed timer the core's next
@@ -497,13 +532,23 @@ const staleTimer = time.Millisecond
 // noteQuiet records whether the endpoint is quiet: nothing in progress
 // in the core, and no goroutine waiting in Recv. If it is not while no
 // goroutine in Recv reads, the background reader may take the socket
-// after its grace (see awaitReaders). The caller holds mu.
-func (e *Endpoint) noteQuiet() {
+// after its grace (see awaitReaders): b's flush arms the grace timer,
+// after the packets are out (see applyTimer), unless the caller reads
+// next (a Call's request: calling). The caller holds mu.
+func (e *Endpoint) noteQuiet(b *txBatch) {
 	q := e.core.Quiet() && e.mb.Waiting() == 0 && !e.shared
 	if e.quiet.Load() != q {
 		e.quiet.Store(q)
 	}
-	if !q && e.rxIdle.Load() && !e.appReading.Load() {
+	if !q && !e.calling && e.rxIdle.Load() && !e.appReading.Load() {
+		b.grace = true
+	}
+}
+
+// graceAfterFlush arms the grace timer noteQuiet asked for, if the
+// socket is still left alone.
+func (e *Endpoint) graceAfterFlush() {
+	if !e.quiet.Load() && e.rxIdle.Load() && !e.appReading.Load() {
 		e.armGrace(readerGrace)
 	}
 }
@@ -531,9 +576,7 @@ func (e *Endpoint) runDue(now time.Duration, b *txBatch) {
 		e.mu.Unlock()
 		return
 	}
-	e.timer.Stop()
-	e.timerOn = false
-	e.dueAt.Store(0)
+	e.stopTimer()
 	e.trimDue(now)
 	e.core.Tick(now, &e.out)
 	e.settle(b)
@@ -588,7 +631,7 @@ func (e *Endpoint) timerLoop() {
 			continue
 		}
 		if !e.closed {
-			e.timerOn = false
+			e.timerOn, e.timerDirty = false, false
 			e.dueAt.Store(0)
 			now := e.now()
 			if at, ok := e.core.Next(); (!ok || at > now) && (e.trimAt == 0 || e.trimAt > now) {

@@ -12,6 +12,8 @@ import (
 type txBatch struct {
 	pkts  []netio.Packet
 	holds []*core.Hold
+	rearm bool // settle noted a timer deadline: flush resets the timer
+	grace bool // settle found the socket left alone: flush arms the grace
 }
 
 // take moves out's packets and holds into b, keeping their order: the
@@ -67,4 +69,12 @@ func (e *Endpoint) flush(b *txBatch) {
 		b.holds[i] = nil
 	}
 	b.holds = b.holds[:0]
+	if b.rearm {
+		b.rearm = false
+		e.applyTimer()
+	}
+	if b.grace {
+		b.grace = false
+		e.graceAfterFlush()
+	}
 }
