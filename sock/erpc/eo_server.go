@@ -190,8 +190,11 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, create, copi
 // off of the response of (client, seq), built from its record: the
 // header and the fragment's data. It returns nil and statusOK when the
 // record holds no large response to pull from (the large table may hold
-// it), or a status when the pull cannot be answered.
-func (t *eoTable) pullFrame(client, seq uint64, off int) ([]byte, status) {
+// it), or a status when the pull cannot be answered. The frame is
+// appended to dst: the event loop's scratch buffer, since the record's
+// frame is read without the lock by the replies to duplicates and cannot
+// take a header in place.
+func (t *eoTable) pullFrame(client, seq uint64, off int, dst []byte) ([]byte, status) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	rec := t.recs[eoKey{client, seq}]
@@ -211,8 +214,7 @@ func (t *eoTable) pullFrame(client, seq uint64, off int) ([]byte, status) {
 	}
 	end := min(off+fragChunk, total)
 	h.fragOff = uint32(off)
-	b := h.Append(make([]byte, 0, eoHeaderLen+end-off))
-	return append(b, rec.frame[eoHeaderLen+off:eoHeaderLen+end]...), statusOK
+	return append(h.Append(dst), rec.frame[eoHeaderLen+off:eoHeaderLen+end]...), statusOK
 }
 
 // clientLocked returns the state of the client id of session ss, made if
@@ -277,9 +279,10 @@ func (t *eoTable) ackLocked(cl *eoClient, h *header) {
 
 // complete stores the response of a record's request, if it fits in
 // what MaxRecordBytes leaves (counted before it is copied), and reports
-// whether it was kept. It returns the parked duplicate, to be answered
-// too.
-func (t *eoTable) complete(rec *eoRecord, frame []byte, now time.Time) (parked *sock.Message, kept bool) {
+// whether it was kept. With own, frame is kept as it is, not copied: the
+// caller hands it over if it was kept. It returns the parked duplicate,
+// to be answered too.
+func (t *eoTable) complete(rec *eoRecord, frame []byte, own bool, now time.Time) (parked *sock.Message, kept bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.updateNextLocked()
@@ -290,7 +293,10 @@ func (t *eoTable) complete(rec *eoRecord, frame []byte, now time.Time) (parked *
 	}
 	t.reserved -= recordReserve
 	if t.bytes+t.reserved+len(frame) <= t.cfg.MaxRecordBytes {
-		rec.frame = append([]byte(nil), frame...)
+		rec.frame = frame
+		if !own {
+			rec.frame = append([]byte(nil), frame...)
+		}
 		t.bytes += len(rec.frame)
 		kept = true
 	} else {

@@ -58,7 +58,7 @@ type Rpc struct {
 	streams    map[netip.AddrPort]*stream // by server Nexus, for new sessions
 	allStreams map[*stream]struct{}       // every stream not ended, retired ones too
 	holdFree   []*seqHold
-	scratch    []byte // a fragment of a large request, being sent
+	scratch    []byte // a fragment of an exactly-once large response, being sent
 	fragPeak   int    // the most transport RPCs one large exchange had in flight
 
 	// The server side, shared with the Nexus goroutine (connects and
@@ -148,7 +148,7 @@ func newRpc(nx *Nexus, id uint8, s *sock.Socket, sm SMHandler) *Rpc {
 	// Tokens start at random, so that a session of a server that has
 	// restarted does not match a new one by chance.
 	r.srvToken = rand.Uint32()
-	r.large.init()
+	r.large.init(&r.pool)
 	tab := []*srvSession{}
 	r.srvTab.Store(&tab)
 	return r
