@@ -67,3 +67,42 @@ func TestLargeEchoAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeResponseTaken: EnqueueResponse takes a large response's
+// storage over and leaves the buffer empty, to be freed as usual; a
+// small one is copied and the buffer keeps it.
+func TestLargeResponseTaken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := memnet.New(memnet.Config{Seed: 85})
+		defer nw.Close()
+		type left struct{ n, max int }
+		var lefts []left
+		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
+			_ = nx.Register(1, func(h *erpc.ReqHandle) {
+				r := h.Rpc()
+				b, err := r.AllocMsgBuffer(len(h.Request()))
+				if err != nil {
+					panic(err)
+				}
+				copy(b.Data(), h.Request())
+				_ = r.EnqueueResponse(h, b)
+				lefts = append(lefts, left{b.Len(), b.MaxLen()})
+				r.FreeMsgBuffer(b)
+			}, erpc.Dispatch)
+		}, nil)
+		defer srv.close()
+		cli := newClient(t, memConfig(nw), clientHost)
+		defer cli.close()
+		s := cli.connect(t, serverHost)
+		for _, n := range []int{2 << 20, 5000} {
+			req := pattern(n)
+			resp, err := cli.rpc.Call(t.Context(), s, 1, req)
+			if err != nil || !bytes.Equal(resp, req) {
+				t.Fatalf("%d bytes: %d back, %v", n, len(resp), err)
+			}
+		}
+		if len(lefts) != 2 || lefts[0] != (left{0, 0}) || lefts[1] != (left{5000, 5000}) {
+			t.Fatalf("buffers left by EnqueueResponse: %+v, want [{0 0} {5000 5000}]", lefts)
+		}
+	})
+}

@@ -21,7 +21,8 @@ const fragChunk = MaxMsgSize
 // and preceded by room for the erpc header, so that header and data reach
 // the transport as one slice with no copy. Allocate one with
 // Rpc.AllocMsgBuffer, size it with Rpc.ResizeMsgBuffer, and give it back
-// with Rpc.FreeMsgBuffer; buffers are pooled per Rpc.
+// with Rpc.FreeMsgBuffer; buffers are pooled per Rpc, those of large
+// messages (beyond MaxMsgSize) up to 16 MiB of them.
 //
 // Ownership: a request buffer and a response buffer handed to
 // EnqueueRequest belong to the layer until the request's continuation

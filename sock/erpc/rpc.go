@@ -161,7 +161,8 @@ func (r *Rpc) ID() uint8 { return r.id }
 func (r *Rpc) LocalAddr() netip.AddrPort { return r.sock.LocalAddr() }
 
 // AllocMsgBuffer returns a buffer for a message of n bytes (0 to
-// MaxMsgSize) from the Rpc's pool; it can later be resized up to n.
+// Config.MaxMessage) from the Rpc's pool; it can later be resized up to
+// n.
 func (r *Rpc) AllocMsgBuffer(n int) (*MsgBuffer, error) { return r.pool.get(n) }
 
 // ResizeMsgBuffer sets the length of m's message to n, which must not

@@ -322,9 +322,9 @@ func (h *ReqHandle) PreResp() *MsgBuffer {
 // again at once: a response of up to MaxMsgSize bytes is copied; a larger
 // one is not: its storage goes with it (to be pulled by the client, then
 // reused by the Rpc's pool) and resp is left empty, Len and MaxLen 0;
-// free it as usual. For an exactly-once request the response is also kept in the
-// completion record, to answer duplicates, if it fits in what
-// MaxRecordBytes leaves; a response larger than
+// free it as usual. For an exactly-once request the response is also
+// kept in the completion record, to answer duplicates, if it fits in
+// what MaxRecordBytes leaves; a response larger than
 // ExactlyOnceConfig.MaxResponse is replaced by an error status (and
 // ErrMessageTooLarge returned). Background handlers call it from their
 // worker goroutine.
