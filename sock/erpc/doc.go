@@ -141,23 +141,27 @@
 // MaxMessage, pulls only fragments of the total it accepted, and grows
 // its buffer only with the bytes that came.
 //
-// A large message is copied once on each side, between the transport
-// and its buffer, and never allocated whole more than once. The sender
-// puts each fragment's header in the bytes just before the fragment,
-// which it puts back once the transport has copied the frame, so a
-// large request goes from the application's buffer and a large response
-// from the handler's: EnqueueResponse takes a response larger than
-// MaxMsgSize over, storage and all, and leaves the MsgBuffer empty. The
-// receiver writes each fragment at its place in the message's buffer as
-// the fragments come in order (one that comes ahead of one missing waits
-// in a chunk of its own, until those before it are in place), the buffer
-// growing by doubling with the bytes that came. The handler reads the
-// request in that buffer. Every Rpc keeps up to 16 MiB of freed large
-// buffers (two messages of the default MaxMessage) for its next large
-// messages, so a server that reassembles a request, answers it and has
-// its response pulled, or a client that calls with a MsgBuffer it
-// reuses, allocates nothing more from one large message to the next;
-// Rpc.Call returns a new slice, one message's worth per call.
+// The layer copies a large message's bytes little and allocates them
+// once at most. The sender puts each fragment's header in the bytes just
+// before the fragment, and puts them back once the transport has copied
+// the frame, so a large request goes from the application's MsgBuffer
+// and a large response from the handler's: EnqueueResponse takes a
+// response larger than MaxMsgSize over, storage and all, and leaves the
+// MsgBuffer empty. (An exactly-once response's pulls are the exception:
+// the record's bytes are read without its lock, so each fragment goes
+// through a scratch buffer.) The receiver writes each fragment at its
+// place in the message's buffer as the fragments come in order (one
+// that comes ahead of one missing waits in a chunk of its own, until
+// those before it are in place), the buffer growing by doubling with
+// the bytes that came; the handler reads the request there. Every Rpc
+// keeps up to 16 MiB of freed large buffers (two messages of the
+// default MaxMessage), and a server Rpc up to four chunks of one
+// fragment, for its next large messages: a server that reassembles a
+// request, answers it and has its response pulled, or a client that
+// calls with MsgBuffers it reuses, allocates nothing more from one
+// large message to the next. Rpc.Call copies the request into a pooled
+// buffer and returns the response as a new slice: one message
+// allocated per call.
 //
 // A large exactly-once request keeps its exactly-once identity on every
 // fragment, with the attempt number (see Exactly-once requests). The
