@@ -147,9 +147,11 @@
 // the frame, so a large request goes from the application's MsgBuffer
 // and a large response from the handler's: EnqueueResponse takes a
 // response larger than MaxMsgSize over, storage and all, and leaves the
-// MsgBuffer empty. (An exactly-once response's pulls are the exception:
-// the record's bytes are read without its lock, so each fragment goes
-// through a scratch buffer.) The receiver writes each fragment at its
+// MsgBuffer empty. (An exactly-once response kept in its record is the
+// exception: its pulls, and duplicates answered with its first fragment,
+// copy the fragment out under the record's lock into a scratch buffer,
+// so that the storage can go back to the pool when the record lets the
+// response go.) The receiver writes each fragment at its
 // place in the message's buffer as the fragments come in order (one
 // that comes ahead of one missing waits in a chunk of its own, until
 // those before it are in place), the buffer growing by doubling with

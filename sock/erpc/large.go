@@ -313,7 +313,7 @@ func (r *Rpc) serveFragment(m *sock.Message, h *header, n int, ss *srvSession, h
 		}
 		sh.flags, sh.clientID, sh.seq = flagExactlyOnce, h.clientID, h.seq
 		key = largeKey{lkEORequest, h.clientID, h.seq}
-		v, _, frame, old := r.eo.admit(ss, h, m, false, h.fragOff == 0)
+		v, _, frame, old := r.eo.admit(ss, h, m, false, h.fragOff == 0, &r.scratch)
 		if v != eoNew && r.answerEO(v, m, &sh, frame, old) {
 			return
 		}
@@ -334,7 +334,7 @@ func (r *Rpc) serveFragment(m *sock.Message, h *header, n int, ss *srvSession, h
 		var frame []byte
 		var old *sock.Message
 		var ev eoVerdict
-		ev, rec, frame, old = r.eo.admit(ss, h, m, true, false)
+		ev, rec, frame, old = r.eo.admit(ss, h, m, true, false, &r.scratch)
 		if ev != eoNew {
 			r.large.release(len(req), store)
 			r.answerEO(ev, m, &sh, frame, old)

@@ -2,6 +2,7 @@ package erpc
 
 import (
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -85,5 +86,50 @@ func TestPoolBig(t *testing.T) {
 	m.setData([]byte("small"))
 	if string(m.Data()) != "small" {
 		t.Fatalf("after take: %q", m.Data())
+	}
+}
+
+// TestRecordStorage: a completion record keeps a large response's
+// storage, not a copy, and gives it back to the pool when it lets the
+// response go, but not while EnqueueResponse still sends from it: then
+// when it is done.
+func TestRecordStorage(t *testing.T) {
+	pool := &bufPool{max: 8 << 20}
+	var et eoTable
+	et.init(&ExactlyOnceConfig{MaxRecords: 10, MaxRecordBytes: 64 << 20}, &counters{}, pool)
+	cl := &eoClient{id: 1}
+	cl.recs = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.clLink })
+	for _, dropFirst := range []bool{true, false} {
+		store := bigStore(2 << 20)
+		frame := store[maxHeaderLen-eoHeaderLen:]
+		rec := &eoRecord{key: eoKey{1, 7}, cl: cl}
+		et.recs[rec.key] = rec
+		cl.recs.push(rec, time.Time{})
+		et.reserved += recordReserve
+		if _, kept := et.complete(rec, frame, store, time.Now()); !kept || unsafe.SliceData(rec.frame) != unsafe.SliceData(frame) {
+			t.Fatalf("kept %v, a copy %v", kept, unsafe.SliceData(rec.frame) != unsafe.SliceData(frame))
+		}
+		if dropFirst {
+			et.mu.Lock()
+			et.deleteLocked(rec) // acknowledged while the reply is sent
+			et.mu.Unlock()
+			if len(pool.big) != 0 || et.bytes != 0 {
+				t.Fatalf("storage recycled while sent from: %d kept, %d bytes", len(pool.big), et.bytes)
+			}
+			et.sent(rec)
+		} else {
+			et.sent(rec)
+			if len(pool.big) != 0 {
+				t.Fatal("storage recycled while the record holds it")
+			}
+			et.mu.Lock()
+			et.tombstoneLocked(rec, time.Now())
+			et.deleteLocked(rec)
+			et.mu.Unlock()
+		}
+		b := pool.takeBig(1, 1)
+		if unsafe.SliceData(b) != unsafe.SliceData(store) || et.bytes != 0 {
+			t.Fatalf("drop first %v: storage not back in the pool (%d bytes counted)", dropFirst, et.bytes)
+		}
 	}
 }

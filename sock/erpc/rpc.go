@@ -143,7 +143,7 @@ func newRpc(nx *Nexus, id uint8, s *sock.Socket, sm SMHandler) *Rpc {
 		conns:    newDlist(func(s *session) *dlink[session] { return &s.connLink }),
 		tickets:  newDlist(func(t *Ticket) *dlink[Ticket] { return &t.link }),
 	}
-	r.eo.init(&nx.cfg.ExactlyOnce, &r.stats)
+	r.eo.init(&nx.cfg.ExactlyOnce, &r.stats, &r.pool)
 	r.pool.max = nx.cfg.MaxMessage
 	// Tokens start at random, so that a session of a server that has
 	// restarted does not match a new one by chance.

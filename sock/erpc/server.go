@@ -173,7 +173,7 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 		var v eoVerdict
 		var frame []byte
 		var old *sock.Message
-		v, rec, frame, old = r.eo.admit(ss, &h, m, true, true)
+		v, rec, frame, old = r.eo.admit(ss, &h, m, true, true, &r.scratch)
 		if r.answerEO(v, m, &rh, frame, old) {
 			return
 		}
@@ -340,6 +340,7 @@ func (r *Rpc) EnqueueResponse(h *ReqHandle, resp *MsgBuffer) error {
 	var frame, reply []byte
 	var err, rerr error
 	var parked *sock.Message
+	var sending *eoRecord // whose storage the replies are sent from
 	r.large.release(h.large.bytes, h.large.store)
 	replied := false // by storeResponse
 	switch {
@@ -359,9 +360,9 @@ func (r *Rpc) EnqueueResponse(h *ReqHandle, resp *MsgBuffer) error {
 		rh.fragOff, rh.total = 0, uint32(resp.n)
 		frame = resp.frame(&rh)
 		var kept bool
-		if parked, kept = r.eo.complete(h.rec, frame, true, time.Now()); kept {
+		if parked, kept = r.eo.complete(h.rec, frame, resp.buf, time.Now()); kept {
 			resp.take()
-			reply = frame[:eoHeaderLen+fragChunk]
+			reply, sending = frame[:eoHeaderLen+fragChunk], h.rec
 		} else {
 			rh.flags &^= flagFragment
 			rerr, err = r.large.storeResponse(r, h, resp, &rh, parked)
@@ -373,7 +374,7 @@ func (r *Rpc) EnqueueResponse(h *ReqHandle, resp *MsgBuffer) error {
 	if reply == nil && !replied {
 		reply = frame
 		if h.rec != nil {
-			parked, _ = r.eo.complete(h.rec, frame, false, time.Now())
+			parked, _ = r.eo.complete(h.rec, frame, nil, time.Now())
 		}
 	}
 	if !replied {
@@ -386,6 +387,9 @@ func (r *Rpc) EnqueueResponse(h *ReqHandle, resp *MsgBuffer) error {
 	}
 	if parked != nil {
 		_ = r.sock.Reply(parked, reply)
+	}
+	if sending != nil {
+		r.eo.sent(sending)
 	}
 	r.stats.responsesSent.Add(1)
 	h.msg.Release()
