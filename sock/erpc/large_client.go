@@ -182,8 +182,8 @@ func (r *Rpc) sendPull(q *request, i int) (uint64, error) {
 	} else {
 		h.msgID = q.lx.respID
 	}
-	var b [maxHeaderLen]byte
-	return r.sock.Send(s.remote, h.Append(b[:0]), makeCookie(ckData, s.num, q.slot))
+	r.pullHdr = h.Append(r.pullHdr[:0]) // the transport copies it: one buffer serves
+	return r.sock.Send(s.remote, r.pullHdr, makeCookie(ckData, s.num, q.slot))
 }
 
 // largeStep is what a large exchange does with a successful reply.

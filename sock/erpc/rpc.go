@@ -59,6 +59,7 @@ type Rpc struct {
 	allStreams map[*stream]struct{}       // every stream not ended, retired ones too
 	holdFree   []*seqHold
 	scratch    []byte // a fragment of an exactly-once large response, being sent
+	pullHdr    []byte // a pull, being sent
 	fragPeak   int    // the most transport RPCs one large exchange had in flight
 
 	// The server side, shared with the Nexus goroutine (connects and
