@@ -77,7 +77,7 @@ type Config struct {
 // withDefaults is c with the defaults of its zero fields.
 func (c Config) withDefaults() Config {
 	if c.Dist == nil {
-		c.Dist = workload.Fixed(c.Size)
+		c.Dist = workload.FixedLarge(c.Size)
 	}
 	if !c.Host.IsValid() {
 		c.Host = netip.AddrFrom4([4]byte{127, 0, 0, 1})

@@ -38,12 +38,21 @@ const (
 	// erpcCloseWait bounds how long a closing client waits for the
 	// server to confirm the end of its sessions.
 	erpcCloseWait = time.Second
+	// erpcMaxMessage is the longest request or reply: the layer's
+	// default Config.MaxMessage. One longer than a Homa message
+	// (erpc.MaxMsgSize) goes as the layer's large messages do, in
+	// fragments of one Homa message each.
+	erpcMaxMessage = 8 << 20
+	// erpcLargeBytes is what a server Rpc holds of large messages being
+	// reassembled or pulled (Config.LargeMessageBytes): a window of
+	// requests of the largest size from each of a few clients.
+	erpcLargeBytes = 4 * erpcWindow * erpcMaxMessage
 )
 
 // erpcProtocol is the erpc layer over transport t.
 func erpcProtocol(name string, t sock.Transport) Protocol {
 	return Protocol{
-		name: name, maxSize: erpc.MaxMsgSize, homa: true, raw: t == sock.Raw, maxClients: erpcMaxClients, layer: true, clip: true,
+		name: name, maxSize: erpcMaxMessage, homa: true, raw: t == sock.Raw, maxClients: erpcMaxClients, layer: true, clip: true,
 		desc: "sock/erpc over Homa over " + TransportName(t) + ": a Nexus per process, an Rpc per client keeping its RPCs " +
 			"outstanding through its event loop, a dispatch echo handler in each of the server's Rpcs (one per CPU)",
 		serve: func(ctx context.Context, addr netip.AddrPort, o ServerOptions) (Server, error) {
@@ -60,9 +69,11 @@ func erpcProtocol(name string, t sock.Transport) Protocol {
 // raw ones.
 func erpcConfig(cfg *sock.Config) *erpc.Config {
 	return &erpc.Config{
-		Socket:        cfg,
-		Open:          func(a netip.AddrPort) (*sock.Socket, error) { return openSocket(a, cfg) },
-		SessionWindow: erpcWindow,
+		Socket:            cfg,
+		Open:              func(a netip.AddrPort) (*sock.Socket, error) { return openSocket(a, cfg) },
+		SessionWindow:     erpcWindow,
+		MaxMessage:        erpcMaxMessage,
+		LargeMessageBytes: erpcLargeBytes,
 	}
 }
 
@@ -124,8 +135,8 @@ func serveErpc(ctx context.Context, addr netip.AddrPort, cfg *sock.Config, reply
 
 // echo is the dispatch handler: it answers with the request, or with
 // replySize bytes of it, zero-padded. Short replies go in the handle's
-// preallocated buffer; the layer copies the response, so a pooled one
-// is freed at once.
+// preallocated buffer; the layer copies the response (or takes a large
+// one's storage over), so a pooled one is freed at once.
 func (s *erpcServer) echo(h *erpc.ReqHandle) {
 	r, req := h.Rpc(), h.Request()
 	n := len(req)

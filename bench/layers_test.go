@@ -62,11 +62,13 @@ func TestCompareLayersFailed(t *testing.T) {
 	}
 }
 
-// TestLayerLimits: erpc takes at most 256 clients (Rpc ids are a byte);
-// a workload's largest sizes are cut to what a layer carries, a fixed
-// size beyond it is not.
+// TestLayerLimits: erpc takes at most 256 clients (Rpc ids are a byte)
+// and messages up to its MaxMessage, in fragments beyond one Homa
+// message; a workload's largest sizes are cut to what a layer carries,
+// a fixed size beyond it is not.
 func TestLayerLimits(t *testing.T) {
 	erpcUDP, _ := LookupProtocol("erpc-udp")
+	stub, _ := LookupProtocol("stub-homa-udp")
 	tcp, _ := LookupProtocol("tcp")
 	w5, _ := workload.Named("w5")
 	for _, tt := range []struct {
@@ -78,21 +80,35 @@ func TestLayerLimits(t *testing.T) {
 		{erpcUDP, Config{Clients: 256, Dist: workload.Fixed(32), Size: 32}, false},
 		{tcp, Config{Clients: 257, Dist: workload.Fixed(32), Size: 32}, false},
 		{erpcUDP, Config{Clients: 1, Dist: w5}, false},
-		{erpcUDP, Config{Clients: 1, Dist: workload.Fixed(1_000_000), Size: 1_000_000}, true},
-		{erpcUDP, Config{Clients: 1, Dist: w5, ReplySize: 1_000_000}, true},
+		{erpcUDP, Config{Clients: 1, Dist: workload.Fixed(1_000_000), Size: 1_000_000}, false},
+		{erpcUDP, Config{Clients: 1, Dist: workload.FixedLarge(4_000_000), Size: 4_000_000}, false},
+		{erpcUDP, Config{Clients: 1, Dist: workload.FixedLarge(erpcMaxMessage + 1), Size: erpcMaxMessage + 1}, true},
+		{erpcUDP, Config{Clients: 1, Dist: w5, ReplySize: 1_000_000}, false},
+		{tcp, Config{Clients: 1, Dist: workload.FixedLarge(4_000_000), Size: 4_000_000}, true},
+		{stub, Config{Clients: 1, Dist: workload.Fixed(1_000_000), Size: 1_000_000}, true},
 	} {
 		if reason := tt.cfg.unsupported(tt.p); (reason != "") != tt.skip {
 			t.Errorf("%s with %+v: %q, want skipped %v", tt.p.name, tt.cfg, reason, tt.skip)
 		}
 	}
-	r := &runner{cfg: &Config{Dist: w5}, p: erpcUDP}
-	rng := rand.New(rand.NewPCG(1, 1))
-	most := 0
-	for range 20000 {
-		most = max(most, r.sample(rng))
+	if MaxSize() != erpcMaxMessage {
+		t.Errorf("MaxSize() = %d, want erpc's %d", MaxSize(), erpcMaxMessage)
 	}
-	if most != erpcUDP.maxSize {
-		t.Errorf("largest request %d, want %d (w5 reaches Homa's largest message)", most, erpcUDP.maxSize)
+	// w5 reaches Homa's largest message: erpc carries it whole, the
+	// stub (one Homa message with its header) has it cut.
+	for _, tc := range []struct {
+		p    Protocol
+		most int
+	}{{erpcUDP, workload.MaxMessage}, {stub, stub.maxSize}} {
+		r := &runner{cfg: &Config{Dist: w5}, p: tc.p}
+		rng := rand.New(rand.NewPCG(1, 1))
+		most := 0
+		for range 20000 {
+			most = max(most, r.sample(rng))
+		}
+		if most != tc.most {
+			t.Errorf("%s: largest request %d, want %d", tc.p.name, most, tc.most)
+		}
 	}
 }
 

@@ -230,6 +230,17 @@ func ProtocolNames(keep func(Protocol) bool) string {
 	return strings.Join(names, ",")
 }
 
+// MaxSize is the longest message any protocol carries: the longest
+// request size worth asking for (a protocol that carries less is left
+// out of a run that asks for more).
+func MaxSize() int {
+	n := 0
+	for _, p := range protocols {
+		n = max(n, p.maxSize)
+	}
+	return n
+}
+
 // LookupProtocol finds a protocol by name.
 func LookupProtocol(name string) (Protocol, bool) {
 	i := slices.IndexFunc(protocols, func(p Protocol) bool { return p.name == name })

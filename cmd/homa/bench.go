@@ -54,7 +54,7 @@ type benchFlags struct {
 }
 
 func (f *benchFlags) register(fs *flag.FlagSet) {
-	f.load.register(fs, 10000)
+	f.load.register(fs, 10000, bench.MaxSize())
 	fs.StringVar(&f.mode, "mode", bench.Latency, "`mode`: latency (one RPC at a time), throughput (clients x outstanding, closed loop), workload (open-loop Poisson arrivals)")
 	fs.StringVar(&f.proto, "proto", "", "comma-separated `protocols` to run: "+bench.ProtocolNames(all)+
 		"; \"layers\" is "+bench.ProtocolSet("layers")+" (default: the transports the mode supports, the RPC layers left out)")
@@ -179,7 +179,7 @@ func (f *benchFlags) checkSizes(c *bench.Config) error {
 		}
 		c.Dist, c.Buckets = d, defaultBuckets
 	} else {
-		c.Dist, c.Size, c.Buckets = workload.Fixed(f.load.size), f.load.size, 1
+		c.Dist, c.Size, c.Buckets = workload.FixedLarge(f.load.size), f.load.size, 1
 	}
 	if f.set["buckets"] {
 		if f.buckets < 1 {

@@ -39,8 +39,9 @@ func TestBenchLayersThroughput(t *testing.T) {
 }
 
 // TestBenchLayersWorkload offers open-loop load to the layers, with
-// workload sizes up to Homa's largest message, which the layers carry
-// cut by the room of their headers.
+// workload sizes up to Homa's largest message, which erpc carries whole
+// (the largest in two fragments) and the stub cut by the room of its
+// header.
 func TestBenchLayersWorkload(t *testing.T) {
 	rep, errOut := benchJSON(t, "--mode", "workload", "--proto", "erpc-udp,stub-homa-udp,stub-tcp", "--workload", "w5",
 		"--load-mbps", "200", "--duration", "200ms", "--calibrate", "5", "--clients", "2")
@@ -49,9 +50,15 @@ func TestBenchLayersWorkload(t *testing.T) {
 		t.Errorf("skipped %+v, stderr %q", rep.Skipped, errOut)
 	}
 	// A fixed size beyond the limit is not cut: the protocol is skipped.
-	rep, errOut = benchJSON(t, "--proto", "erpc-udp,homa-udp", "--size", "1000000", "--count", "2", "--warmup", "0")
-	checkRows(t, rep, []string{"homa-udp"}, 2)
-	if !strings.Contains(errOut, "1000000-byte messages exceed its 999944-byte limit; skipping erpc-udp") {
+	// erpc's limit is its MaxMessage, beyond one Homa message.
+	rep, errOut = benchJSON(t, "--proto", "erpc-udp,stub-homa-udp,homa-udp", "--size", "1000000", "--count", "2", "--warmup", "0")
+	checkRows(t, rep, []string{"erpc-udp", "homa-udp"}, 2)
+	if !strings.Contains(errOut, "1000000-byte messages exceed its ") || !strings.Contains(errOut, "-byte limit; skipping stub-homa-udp") {
+		t.Errorf("stderr %q", errOut)
+	}
+	rep, errOut = benchJSON(t, "--proto", "erpc-udp,homa-udp", "--size", "3000000", "--count", "2", "--warmup", "0")
+	checkRows(t, rep, []string{"erpc-udp"}, 2)
+	if !strings.Contains(errOut, "3000000-byte messages exceed its 1000000-byte limit; skipping homa-udp") {
 		t.Errorf("stderr %q", errOut)
 	}
 }

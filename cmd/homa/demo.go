@@ -18,7 +18,7 @@ import (
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", "[--udp] [--size N] [--count N] [--warmup N] [--timeout D] [--metrics HOST:PORT]", stderr)
 	var load loadFlags
-	load.register(fs, 1000)
+	load.register(fs, 1000, 0)
 	var met metricsFlag
 	met.register(fs)
 	udp := fs.Bool("udp", false, "carry Homa in UDP datagrams (no CAP_NET_RAW needed); without it the demo uses raw IP if it may")

@@ -17,6 +17,15 @@ func TestLoadFlagsCheck(t *testing.T) {
 	if err := l.check(); err != nil || l.warmup != 500 {
 		t.Errorf("check: %v, warmup %d; want nil, 500", err, l.warmup)
 	}
+	big := testLoad(4_000_000, 1, 0, time.Second)
+	big.maxSize = bench.MaxSize() // bench: erpc carries more than one Homa message
+	if err := big.check(); err != nil {
+		t.Errorf("check of a 4 MB bench size: %v", err)
+	}
+	big.size = bench.MaxSize() + 1
+	if err := big.check(); err == nil {
+		t.Errorf("check of %d bytes = nil, want an error", big.size)
+	}
 	for _, bad := range []loadFlags{
 		testLoad(0, 1, 0, time.Second),
 		testLoad(1_000_001, 1, 0, time.Second),

@@ -19,7 +19,7 @@ func runPing(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:4000", "echo server `HOST:PORT` (a Homa server port, 1..32767)")
 	udp := fs.Bool("udp", false, "carry Homa in UDP datagrams (the server must use --udp too)")
 	var load loadFlags
-	load.register(fs, 1000)
+	load.register(fs, 1000, 0)
 	var met metricsFlag
 	met.register(fs)
 	if code := parseFlags(fs, args, func() error { return errors.Join(load.check(), met.check(), checkServerAddr(*addr)) }); code >= 0 {

@@ -141,6 +141,30 @@
 // MaxMessage, pulls only fragments of the total it accepted, and grows
 // its buffer only with the bytes that came.
 //
+// The layer copies a large message's bytes little and allocates them
+// once at most. The sender puts each fragment's header in the bytes just
+// before the fragment, and puts them back once the transport has copied
+// the frame, so a large request goes from the application's MsgBuffer
+// and a large response from the handler's: EnqueueResponse takes a
+// response larger than MaxMsgSize over, storage and all, and leaves the
+// MsgBuffer empty. (An exactly-once response kept in its record is the
+// exception: its pulls, and duplicates answered with its first fragment,
+// copy the fragment out under the record's lock into a scratch buffer,
+// so that the storage can go back to the pool when the record lets the
+// response go.) The receiver writes each fragment at its
+// place in the message's buffer as the fragments come in order (one
+// that comes ahead of one missing waits in a chunk of its own, until
+// those before it are in place), the buffer growing by doubling with
+// the bytes that came; the handler reads the request there. Every Rpc
+// keeps up to 16 MiB of freed large buffers (two messages of the
+// default MaxMessage), and a server Rpc up to four chunks of one
+// fragment, for its next large messages: a server that reassembles a
+// request, answers it and has its response pulled, or a client that
+// calls with MsgBuffers it reuses, allocates nothing more from one
+// large message to the next. Rpc.Call copies the request into a pooled
+// buffer and returns the response as a new slice: one message
+// allocated per call.
+//
 // A large exactly-once request keeps its exactly-once identity on every
 // fragment, with the attempt number (see Exactly-once requests). The
 // server gathers the fragments of one attempt at a time, keyed by the
@@ -151,7 +175,8 @@
 // running is parked, a copy of one that ran gets its recorded response at
 // once, whatever fragment it is; the handler runs only when a complete
 // request finds no record. A large exactly-once response is kept whole
-// in the record, and the client pulls it from there, so a duplicate of a
+// in the record (the handler's buffer itself, not a copy), and the client
+// pulls it from there, so a duplicate of a
 // completed request, on any session, is answered by pulling the same
 // response again. An attempt of a large exactly-once request lives while
 // it makes progress: RetryTimeout counts from its last fragment

@@ -43,6 +43,7 @@ import (
 type eoTable struct {
 	cfg   *ExactlyOnceConfig
 	stats *counters
+	pool  *bufPool // the Rpc's: large responses' storages go back there
 
 	mu       sync.Mutex
 	recs     map[eoKey]*eoRecord
@@ -89,6 +90,8 @@ type eoRecord struct {
 	cl       *eoClient
 	state    recState
 	frame    []byte        // the response as sent, header included (completed)
+	store    []byte        // a large response: the storage of frame, the record's own
+	sending  bool          // EnqueueResponse still sends from store
 	received uint32        // copies of the request that arrived
 	expect   uint32        // copies the client sent, from its acknowledgment; 0 until then
 	parked   *sock.Message // the newest duplicate, while in progress
@@ -110,8 +113,8 @@ const (
 	eoLost                        // it ran, but its response was not kept
 )
 
-func (t *eoTable) init(cfg *ExactlyOnceConfig, st *counters) {
-	t.cfg, t.stats = cfg, st
+func (t *eoTable) init(cfg *ExactlyOnceConfig, st *counters, pool *bufPool) {
+	t.cfg, t.stats, t.pool = cfg, st, pool
 	t.recs = make(map[eoKey]*eoRecord)
 	t.clients = make(map[uint64]*eoClient)
 	t.done = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.gcLink })
@@ -127,8 +130,10 @@ func (t *eoTable) init(cfg *ExactlyOnceConfig, st *counters) {
 // replaces, if any, to be answered. copied says m is a copy of the
 // request to count (every message of a small request, the first fragment
 // of a large one: counting fewer copies than arrived is safe, more is
-// not).
-func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, create, copied bool) (v eoVerdict, rec *eoRecord, frame []byte, old *sock.Message) {
+// not). The first fragment of a large response is copied into scratch
+// (the event loop's), since its storage goes back to the pool when the
+// record lets it go.
+func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, create, copied bool, scratch *[]byte) (v eoVerdict, rec *eoRecord, frame []byte, old *sock.Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.updateNextLocked()
@@ -177,7 +182,12 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, create, copi
 		if rec.frame == nil {
 			return eoLost, nil, nil, nil
 		}
-		return eoCompleted, nil, rec.frame[:min(len(rec.frame), eoHeaderLen+fragChunk)], nil
+		frame = rec.frame[:min(len(rec.frame), eoHeaderLen+fragChunk)]
+		if rec.store != nil {
+			*scratch = append((*scratch)[:0], frame...)
+			frame = *scratch
+		}
+		return eoCompleted, nil, frame, nil
 	}
 	t.stats.staleDups.Add(1)
 	if copied && rec.expect != 0 && rec.received >= rec.expect {
@@ -190,8 +200,11 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, create, copi
 // off of the response of (client, seq), built from its record: the
 // header and the fragment's data. It returns nil and statusOK when the
 // record holds no large response to pull from (the large table may hold
-// it), or a status when the pull cannot be answered.
-func (t *eoTable) pullFrame(client, seq uint64, off int) ([]byte, status) {
+// it), or a status when the pull cannot be answered. The frame is
+// appended to dst: the event loop's scratch buffer, since the record's
+// frame is read without the lock by the replies to duplicates and cannot
+// take a header in place.
+func (t *eoTable) pullFrame(client, seq uint64, off int, dst []byte) ([]byte, status) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	rec := t.recs[eoKey{client, seq}]
@@ -211,8 +224,7 @@ func (t *eoTable) pullFrame(client, seq uint64, off int) ([]byte, status) {
 	}
 	end := min(off+fragChunk, total)
 	h.fragOff = uint32(off)
-	b := h.Append(make([]byte, 0, eoHeaderLen+end-off))
-	return append(b, rec.frame[eoHeaderLen+off:eoHeaderLen+end]...), statusOK
+	return append(h.Append(dst), rec.frame[eoHeaderLen+off:eoHeaderLen+end]...), statusOK
 }
 
 // clientLocked returns the state of the client id of session ss, made if
@@ -277,9 +289,11 @@ func (t *eoTable) ackLocked(cl *eoClient, h *header) {
 
 // complete stores the response of a record's request, if it fits in
 // what MaxRecordBytes leaves (counted before it is copied), and reports
-// whether it was kept. It returns the parked duplicate, to be answered
-// too.
-func (t *eoTable) complete(rec *eoRecord, frame []byte, now time.Time) (parked *sock.Message, kept bool) {
+// whether it was kept. With store (a large response's storage, which
+// holds frame) frame is kept as it is, not copied: the caller hands the
+// storage over if it was kept, sends from it, and then calls sent. It
+// returns the parked duplicate, to be answered too.
+func (t *eoTable) complete(rec *eoRecord, frame, store []byte, now time.Time) (parked *sock.Message, kept bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	defer t.updateNextLocked()
@@ -290,7 +304,11 @@ func (t *eoTable) complete(rec *eoRecord, frame []byte, now time.Time) (parked *
 	}
 	t.reserved -= recordReserve
 	if t.bytes+t.reserved+len(frame) <= t.cfg.MaxRecordBytes {
-		rec.frame = append([]byte(nil), frame...)
+		rec.frame = frame
+		if store == nil {
+			rec.frame = append([]byte(nil), frame...)
+		}
+		rec.store, rec.sending = store, store != nil
 		t.bytes += len(rec.frame)
 		kept = true
 	} else {
@@ -353,8 +371,7 @@ func (t *eoTable) collectLocked(now time.Time) {
 		if rec.frame != nil {
 			t.stats.lost.Add(1)
 		}
-		t.bytes -= len(rec.frame)
-		rec.frame = nil
+		t.dropFrameLocked(rec)
 	}
 	for rec, at := t.tombs.front(); rec != nil && !now.Before(at.Add(t.cfg.PacketLifetime)); rec, at = t.tombs.front() {
 		t.deleteLocked(rec)
@@ -365,8 +382,7 @@ func (t *eoTable) collectLocked(now time.Time) {
 // record, so that late copies are answered stale, for PacketLifetime.
 func (t *eoTable) tombstoneLocked(rec *eoRecord, now time.Time) {
 	t.done.remove(rec)
-	t.bytes -= len(rec.frame)
-	rec.frame = nil
+	t.dropFrameLocked(rec)
 	rec.state = recTomb
 	t.tombs.push(rec, now)
 }
@@ -380,12 +396,14 @@ func (t *eoTable) deleteLocked(rec *eoRecord) {
 	rec.cl.recs.remove(rec)
 	t.done.remove(rec)
 	t.tombs.remove(rec)
-	t.bytes -= len(rec.frame)
-	rec.frame = nil
+	t.dropFrameLocked(rec)
 	if rec.state == recInProgress {
 		// Its handler may still hold it: not for reuse.
 		t.reserved -= recordReserve
 		return
+	}
+	if rec.sending {
+		return // EnqueueResponse still holds it: not for reuse
 	}
 	if len(t.free) < maxFreeRecords {
 		*rec = eoRecord{}
@@ -416,4 +434,29 @@ func (t *eoTable) usage() (records, bytes, reserved int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.recs), t.bytes, t.reserved
+}
+
+// dropFrameLocked lets the response of rec go. The storage of a large
+// one goes back to the pool, unless EnqueueResponse still sends from it
+// (then sent gives it back).
+func (t *eoTable) dropFrameLocked(rec *eoRecord) {
+	t.bytes -= len(rec.frame)
+	rec.frame = nil
+	if rec.store != nil && !rec.sending {
+		t.pool.putBig(rec.store)
+		rec.store = nil
+	}
+}
+
+// sent says that EnqueueResponse no longer reads the storage of rec's
+// large response: if the record has let the response go meanwhile, the
+// storage goes back to the pool.
+func (t *eoTable) sent(rec *eoRecord) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rec.sending = false
+	if rec.frame == nil && rec.store != nil {
+		t.pool.putBig(rec.store)
+		rec.store = nil
+	}
 }

@@ -148,8 +148,8 @@ func Example_largeMessage() {
 			r := h.Rpc()
 			b, _ := r.AllocMsgBuffer(len(h.Request()))
 			copy(b.Data(), h.Request())
-			r.EnqueueResponse(h, b)
-			r.FreeMsgBuffer(b)
+			r.EnqueueResponse(h, b) // takes b's storage over: no copy
+			r.FreeMsgBuffer(b)      // b is empty; the storage comes back to the pool once pulled
 		}, erpc.Dispatch)
 	})
 	defer stop()

@@ -59,6 +59,12 @@ type largeKey struct {
 }
 
 // largeMsg is a request being reassembled or a response being pulled.
+// Either lives in one storage, maxHeaderLen bytes of room and then the
+// data. A request's fragments are written there at their places as they
+// come in order, the storage growing to hold them; a fragment that comes
+// ahead of one missing waits in a chunk of its own until those before it
+// are in place. A response is the storage of the handler's buffer, taken
+// over.
 type largeMsg struct {
 	key     largeKey
 	reqType uint8
@@ -66,13 +72,18 @@ type largeMsg struct {
 	nfrag   int
 	retry   uint16   // an exactly-once request: the attempt whose fragments these are
 	have    int      // fragments held (request) or pulled (response, not counting the first)
-	first   int      // request: index of the first fragment missing
+	first   int      // request: index of the first fragment missing; those before are in store
 	got     int      // request: bytes held
-	chunks  [][]byte // request: the fragments' data by index, nil until it arrives
-	data    []byte   // response: all of it
+	store   []byte   // the storage
+	ahead   [][]byte // request: fragments come ahead of first, by index; nil for the others
+	data    []byte   // response: all of it, in store; nil for a request
 	pulled  []bool   // response: the fragments pulled at least once
 	link    dlink[largeMsg]
 }
+
+// maxFreeChunks bounds the chunks a server Rpc keeps for fragments that
+// come out of order.
+const maxFreeChunks = 4
 
 // fragments is how many fragments a message of total bytes takes.
 func fragments(total int) int { return (total + fragChunk - 1) / fragChunk }
@@ -84,24 +95,36 @@ const maxLargeMsgs = 1024
 // reassembles requests and serves pulls; EnqueueResponse (any goroutine)
 // stores responses.
 type largeTable struct {
+	pool   *bufPool // the Rpc's, for the storages of messages
 	mu     sync.Mutex
 	bytes  int // charged to LargeMessageBytes: fragments held, responses, requests being handled
 	msgs   map[largeKey]*largeMsg
 	idle   dlist[largeMsg] // by last progress
 	nextID uint32
-	ahead  int // fragments taken ahead of one missing (for tests)
+	ahead  int      // fragments taken ahead of one missing (for tests)
+	chunks [][]byte // free chunks for fragments that come ahead
 	// next is the Unix time in nanoseconds at which the oldest message
 	// times out, or 0: the event loop reads it without the lock.
 	next atomic.Int64
 }
 
-func (t *largeTable) init() {
+func (t *largeTable) init(pool *bufPool) {
+	t.pool = pool
 	t.msgs = make(map[largeKey]*largeMsg)
 	t.idle = newDlist(func(x *largeMsg) *dlink[largeMsg] { return &x.link })
 }
 
-// release gives back n bytes of LargeMessageBytes.
-func (t *largeTable) release(n int) {
+// largeReq is what a reassembled request holds until it is answered:
+// bytes charged to LargeMessageBytes and its storage.
+type largeReq struct {
+	bytes int
+	store []byte
+}
+
+// release gives back n bytes of LargeMessageBytes, and store, a
+// message's storage no longer read, to the pool.
+func (t *largeTable) release(n int, store []byte) {
+	t.pool.putBig(store)
 	if n == 0 {
 		return
 	}
@@ -122,7 +145,46 @@ func (t *largeTable) dropLocked(x *largeMsg) {
 	} else {
 		t.bytes -= x.got
 	}
-	x.chunks, x.data = nil, nil
+	t.pool.putBig(x.store)
+	for _, c := range x.ahead {
+		t.freeChunkLocked(c)
+	}
+	x.store, x.data, x.ahead, x.pulled = nil, nil, nil, nil
+}
+
+// chunkLocked returns an empty chunk for a fragment.
+func (t *largeTable) chunkLocked() []byte {
+	if k := len(t.chunks); k > 0 {
+		c := t.chunks[k-1]
+		t.chunks[k-1] = nil
+		t.chunks = t.chunks[:k-1]
+		return c[:0]
+	}
+	return make([]byte, 0, fragChunk)
+}
+
+// freeChunkLocked keeps c, if not nil, for another fragment.
+func (t *largeTable) freeChunkLocked(c []byte) {
+	if c != nil && len(t.chunks) < maxFreeChunks {
+		t.chunks = append(t.chunks, c)
+	}
+}
+
+// placeLocked writes the fragment data at off of the request x, which
+// holds its data in order up to off, into its storage, growing it if need
+// be (to a free large storage of the pool, else by doubling, never
+// beyond the total).
+func (t *largeTable) placeLocked(x *largeMsg, off int, data []byte) {
+	end := off + len(data)
+	if have := len(x.store) - maxHeaderLen; end > have {
+		nb := t.pool.grown(max(have, 0), end, x.total)
+		if off > 0 {
+			copy(nb[maxHeaderLen:], x.store[maxHeaderLen:maxHeaderLen+off])
+		}
+		t.pool.putBig(x.store)
+		x.store = nb
+	}
+	copy(x.store[maxHeaderLen+off:], data)
 }
 
 // touchLocked marks progress on x.
@@ -161,9 +223,12 @@ const (
 )
 
 // addFragment takes the fragment data at off of the message key (total
-// bytes; for an exactly-once request, attempt retry). It returns the
-// reassembled request when this fragment completes it.
-func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total int, data []byte) (fragVerdict, status, []byte) {
+// bytes; for an exactly-once request, attempt retry). The message is
+// charged to LargeMessageBytes with the bytes that arrived, and its
+// storage grows only to hold the fragments in order. When this fragment
+// completes the request, it returns the request and its storage, which
+// the caller owns from then on, with its charge.
+func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total int, data []byte) (v fragVerdict, st status, req, store []byte) {
 	t := &r.large
 	now := time.Now()
 	t.mu.Lock()
@@ -172,13 +237,13 @@ func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total 
 	x := t.msgs[key]
 	if x != nil && key.kind == lkEORequest && retry != x.retry {
 		if retry < x.retry {
-			return fragOld, statusInProgress, nil
+			return fragOld, statusInProgress, nil, nil
 		}
 		t.dropLocked(x) // a newer attempt: gather its fragments instead
 		x = nil
 	}
 	idx := off / fragChunk
-	st := statusOK
+	st = statusOK
 	switch {
 	case total > r.cfg.MaxMessage || total <= MaxMsgSize:
 		st = statusTooLarge // or small enough to have come whole: not a fragment
@@ -186,7 +251,7 @@ func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total 
 		st = statusBadRequest // off a fragment boundary, or not full
 	case x != nil && (x.total != total || x.reqType != reqType):
 		st = statusBadRequest // inconsistent
-	case x != nil && (idx < x.first || x.chunks[idx] != nil):
+	case x != nil && (idx < x.first || x.ahead[idx] != nil):
 		st = statusBadRequest // repeated or overlapping
 	case x != nil && idx >= x.first+MaxFragmentWindow || x == nil && idx >= MaxFragmentWindow:
 		st = statusBadRequest // beyond the window
@@ -198,35 +263,36 @@ func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total 
 			t.dropLocked(x)
 		}
 		r.stats.largeRefused.Add(1)
-		return fragRefused, st, nil
+		return fragRefused, st, nil, nil
 	}
 	if x == nil {
 		x = &largeMsg{key: key, reqType: reqType, total: total, nfrag: fragments(total), retry: retry}
-		x.chunks = make([][]byte, x.nfrag)
+		x.ahead = make([][]byte, x.nfrag)
 		t.msgs[key] = x
 	}
-	if idx != x.first {
-		t.ahead++
-	}
-	x.chunks[idx] = append([]byte(nil), data...)
 	x.got += len(data)
 	x.have++
 	t.bytes += len(data)
-	for x.first < x.nfrag && x.chunks[x.first] != nil {
-		x.first++
+	if idx != x.first {
+		t.ahead++
+		x.ahead[idx] = append(t.chunkLocked(), data...)
+	} else {
+		t.placeLocked(x, off, data)
+		for x.first++; x.first < x.nfrag && x.ahead[x.first] != nil; x.first++ {
+			c := x.ahead[x.first]
+			x.ahead[x.first] = nil
+			t.placeLocked(x, x.first*fragChunk, c)
+			t.freeChunkLocked(c)
+		}
 	}
 	if x.have < x.nfrag {
 		t.touchLocked(x, now, r.cfg.MessageTimeout)
-		return fragHeld, statusOK, nil
+		return fragHeld, statusOK, nil, nil
 	}
 	// Complete: the request keeps its bytes charged until it is answered.
 	delete(t.msgs, key)
 	t.idle.remove(x)
-	req := make([]byte, 0, total)
-	for _, c := range x.chunks {
-		req = append(req, c...)
-	}
-	return fragComplete, statusOK, req
+	return fragComplete, statusOK, x.store[maxHeaderLen : maxHeaderLen+total], x.store
 }
 
 // serveFragment takes a fragment of a large request (header h, data
@@ -247,12 +313,12 @@ func (r *Rpc) serveFragment(m *sock.Message, h *header, n int, ss *srvSession, h
 		}
 		sh.flags, sh.clientID, sh.seq = flagExactlyOnce, h.clientID, h.seq
 		key = largeKey{lkEORequest, h.clientID, h.seq}
-		v, _, frame, old := r.eo.admit(ss, h, m, false, h.fragOff == 0)
+		v, _, frame, old := r.eo.admit(ss, h, m, false, h.fragOff == 0, &r.scratch)
 		if v != eoNew && r.answerEO(v, m, &sh, frame, old) {
 			return
 		}
 	}
-	v, st, req := r.addFragment(key, h.reqType, h.retry, int(h.fragOff), int(h.total), m.Data[n:])
+	v, st, req, store := r.addFragment(key, h.reqType, h.retry, int(h.fragOff), int(h.total), m.Data[n:])
 	switch v {
 	case fragRefused, fragOld:
 		r.replyStatus(m, &sh, st)
@@ -268,21 +334,26 @@ func (r *Rpc) serveFragment(m *sock.Message, h *header, n int, ss *srvSession, h
 		var frame []byte
 		var old *sock.Message
 		var ev eoVerdict
-		ev, rec, frame, old = r.eo.admit(ss, h, m, true, false)
+		ev, rec, frame, old = r.eo.admit(ss, h, m, true, false, &r.scratch)
 		if ev != eoNew {
-			r.large.release(len(req))
+			r.large.release(len(req), store)
 			r.answerEO(ev, m, &sh, frame, old)
 			return
 		}
 	}
-	r.dispatch(m, req, hd, rec, &sh, ss, len(req))
+	r.dispatch(m, req, hd, rec, &sh, ss, largeReq{len(req), store})
 }
 
 // storeResponse keeps a response larger than one Homa message to be
-// pulled, under key kind k, and returns the reply that carries its first
-// fragment. If it cannot be kept, the reply is an error status, and the
-// error says why.
-func (t *largeTable) storeResponse(r *Rpc, h *ReqHandle, resp *MsgBuffer, rh *header) ([]byte, error) {
+// pulled, taking over resp's storage (resp is left empty), and answers
+// the request of h, and parked if not nil, with its first fragment; it
+// returns the error of that reply. If the response cannot be kept, the
+// reply is an error status, and err says why.
+//
+// The first fragment goes from the storage itself, its header in the
+// room before the data, as pulls do; both send under the lock, so that
+// nothing recycles the storage while the transport copies from it.
+func (t *largeTable) storeResponse(r *Rpc, h *ReqHandle, resp *MsgBuffer, rh *header, parked *sock.Message) (rerr, err error) {
 	n := resp.n
 	t.mu.Lock()
 	if n > r.cfg.MaxMessage || t.bytes+n > r.cfg.LargeMessageBytes || len(t.msgs) >= maxLargeMsgs {
@@ -293,8 +364,15 @@ func (t *largeTable) storeResponse(r *Rpc, h *ReqHandle, resp *MsgBuffer, rh *he
 			rh.status = statusResponseLost // it ran; nothing can carry its response
 		}
 		rh.flags &^= flagFragment
-		return rh.Append(nil), ErrMessageTooLarge
+		var b [eoHeaderLen]byte
+		frame := rh.Append(b[:0])
+		rerr = r.sock.Reply(h.msg, frame)
+		if parked != nil {
+			_ = r.sock.Reply(parked, frame)
+		}
+		return rerr, ErrMessageTooLarge
 	}
+	defer t.mu.Unlock()
 	key := largeKey{lkResponse, uint64(h.token), 0}
 	if h.rec != nil {
 		key = largeKey{lkEOResponse, h.rec.key.client, h.rec.key.seq}
@@ -305,8 +383,8 @@ func (t *largeTable) storeResponse(r *Rpc, h *ReqHandle, resp *MsgBuffer, rh *he
 	}
 	rh.flags |= flagFragment
 	rh.fragOff, rh.total = 0, uint32(n)
-	x := &largeMsg{key: key, reqType: rh.reqType, total: n, nfrag: fragments(n),
-		data: append([]byte(nil), resp.Data()...)}
+	x := &largeMsg{key: key, reqType: rh.reqType, total: n, nfrag: fragments(n)}
+	x.store, x.data = resp.take()
 	x.pulled = make([]bool, x.nfrag)
 	if old := t.msgs[key]; old != nil {
 		t.dropLocked(old)
@@ -314,8 +392,26 @@ func (t *largeTable) storeResponse(r *Rpc, h *ReqHandle, resp *MsgBuffer, rh *he
 	t.msgs[key] = x
 	t.bytes += n
 	t.touchLocked(x, time.Now(), r.cfg.MessageTimeout)
-	t.mu.Unlock()
-	return append(rh.Append(make([]byte, 0, rh.Len()+fragChunk)), x.data[:fragChunk]...), nil
+	rerr = t.replyFragment(r, h.msg, x, rh, 0)
+	if parked != nil {
+		_ = t.replyFragment(r, parked, x, rh, 0)
+	}
+	return rerr, nil
+}
+
+// replyFragment answers m with the fragment of x at off, header rh,
+// straight from x's storage: the header goes in the bytes before the
+// fragment, which are put back once the transport has copied the frame.
+// t.mu is held.
+func (t *largeTable) replyFragment(r *Rpc, m *sock.Message, x *largeMsg, rh *header, off int) error {
+	at := maxHeaderLen + off
+	start := at - rh.Len()
+	var save [maxHeaderLen]byte
+	copy(save[:], x.store[start:at])
+	rh.put(x.store[start:at])
+	err := r.sock.Reply(m, x.store[start:maxHeaderLen+min(off+fragChunk, x.total)])
+	copy(x.store[start:at], save[:])
+	return err
 }
 
 // servePull answers a pull with the fragment of a stored response it
@@ -333,12 +429,13 @@ func (r *Rpc) servePull(m *sock.Message, h *header, ss *srvSession) {
 			r.replyStatus(m, &header{kind: kindResponse}, statusBadRequest)
 			return
 		}
-		if frame, st := r.eo.pullFrame(h.clientID, h.seq, off); frame != nil || st != statusOK {
+		if frame, st := r.eo.pullFrame(h.clientID, h.seq, off, r.scratch[:0]); frame != nil || st != statusOK {
 			if st != statusOK {
 				r.stats.bad.Add(1)
 				r.replyStatus(m, &rh, st)
 				return
 			}
+			r.scratch = frame[:0]
 			_ = r.sock.Reply(m, frame)
 			m.Release()
 			return
@@ -358,9 +455,8 @@ func (r *Rpc) servePull(m *sock.Message, h *header, ss *srvSession) {
 		r.replyStatus(m, &rh, st)
 		return
 	}
-	end := min(off+fragChunk, x.total)
 	rh.reqType, rh.fragOff, rh.total = x.reqType, uint32(off), uint32(x.total)
-	frame := append(rh.Append(make([]byte, 0, rh.Len()+end-off)), x.data[off:end]...)
+	_ = t.replyFragment(r, m, x, &rh, off)
 	if i := off / fragChunk; !x.pulled[i] {
 		x.pulled[i] = true
 		x.have++
@@ -372,6 +468,5 @@ func (r *Rpc) servePull(m *sock.Message, h *header, ss *srvSession) {
 		t.touchLocked(x, time.Now(), r.cfg.MessageTimeout)
 	}
 	t.mu.Unlock()
-	_ = r.sock.Reply(m, frame)
 	m.Release()
 }

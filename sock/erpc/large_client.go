@@ -158,17 +158,18 @@ func (r *Rpc) sendFragment(q *request, i int) (uint64, error) {
 	off := i * fragChunk
 	end := min(off+fragChunk, q.req.n)
 	h.fragOff = uint32(off)
-	var frame []byte
-	if i == 0 {
-		start := maxHeaderLen - h.Len() // in place, before the data
-		h.put(q.req.buf[start:maxHeaderLen])
-		frame = q.req.buf[start : maxHeaderLen+end]
-	} else {
-		// The transport copies what it is given: one scratch buffer serves.
-		r.scratch = append(h.Append(r.scratch[:0]), q.req.Data()[off:end]...)
-		frame = r.scratch
-	}
-	return r.sock.Send(q.s.remote, frame, makeCookie(ckData, q.s.num, q.slot))
+	// In place: the header goes in the bytes before the fragment (the
+	// room before the data, for the first), put back once the transport
+	// has copied the frame. The buffer is the layer's while the request
+	// is pending, and only the event loop sends.
+	at := maxHeaderLen + off
+	start := at - h.Len()
+	var save [maxHeaderLen]byte
+	copy(save[:], q.req.buf[start:at])
+	h.put(q.req.buf[start:at])
+	id, err := r.sock.Send(q.s.remote, q.req.buf[start:maxHeaderLen+end], makeCookie(ckData, q.s.num, q.slot))
+	copy(q.req.buf[start:at], save[:])
+	return id, err
 }
 
 // sendPull asks for fragment i of q's large response.
@@ -181,8 +182,8 @@ func (r *Rpc) sendPull(q *request, i int) (uint64, error) {
 	} else {
 		h.msgID = q.lx.respID
 	}
-	var b [maxHeaderLen]byte
-	return r.sock.Send(s.remote, h.Append(b[:0]), makeCookie(ckData, s.num, q.slot))
+	r.pullHdr = h.Append(r.pullHdr[:0]) // the transport copies it: one buffer serves
+	return r.sock.Send(s.remote, r.pullHdr, makeCookie(ckData, s.num, q.slot))
 }
 
 // largeStep is what a large exchange does with a successful reply.

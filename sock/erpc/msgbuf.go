@@ -21,7 +21,8 @@ const fragChunk = MaxMsgSize
 // and preceded by room for the erpc header, so that header and data reach
 // the transport as one slice with no copy. Allocate one with
 // Rpc.AllocMsgBuffer, size it with Rpc.ResizeMsgBuffer, and give it back
-// with Rpc.FreeMsgBuffer; buffers are pooled per Rpc.
+// with Rpc.FreeMsgBuffer; buffers are pooled per Rpc, those of large
+// messages (beyond MaxMsgSize) up to 16 MiB of them.
 //
 // Ownership: a request buffer and a response buffer handed to
 // EnqueueRequest belong to the layer until the request's continuation
@@ -71,20 +72,33 @@ func (m *MsgBuffer) setData(p []byte) {
 	copy(m.buf[maxHeaderLen:], p)
 }
 
-// writeAt writes p at offset off of the data, which grows to cover it:
-// the storage grows (keeping the data) by doubling, never beyond limit
-// bytes of data, so memory follows the bytes that arrived, not what a
-// peer said would come.
+// writeAt writes p at offset off of the data, which grows to cover it.
+// The storage grows (keeping the data) only when p does not fit: to a
+// free large storage of the pool if one holds it, else by doubling, never
+// beyond limit bytes of data; so new memory follows the bytes that
+// arrived, not what a peer said would come.
 func (m *MsgBuffer) writeAt(off int, p []byte, limit int) {
 	need := off + len(p)
 	if need > len(m.buf)-maxHeaderLen {
-		nb := make([]byte, maxHeaderLen+min(limit, max(need, 2*(len(m.buf)-maxHeaderLen))))
+		nb := m.pool.grown(len(m.buf)-maxHeaderLen, need, limit)
 		copy(nb[maxHeaderLen:], m.Data())
+		if m.class == int8(bigClass) {
+			m.pool.putBig(m.buf)
+		}
 		m.buf, m.class = nb, int8(bigClass)
 	}
 	m.max = max(m.max, need)
 	m.n = max(m.n, need)
 	copy(m.buf[maxHeaderLen+off:], p)
+}
+
+// take hands m's storage and data to the caller, which owns them from
+// then on, and leaves m empty (Len and MaxLen 0), with room for a header
+// alone.
+func (m *MsgBuffer) take() (store, data []byte) {
+	store, data = m.buf, m.Data()
+	m.buf, m.n, m.max, m.class = make([]byte, maxHeaderLen), 0, 0, int8(bigClass)
+	return store, data
 }
 
 // Size classes of the pool: the data capacity of each class.
@@ -96,6 +110,13 @@ const (
 	poolClassBytes = 4 << 20
 	poolMinFree    = 4
 )
+
+// poolBigBytes bounds the data capacity of the free large storages kept
+// per Rpc (those beyond every class: large messages): two messages of
+// the default MaxMessage, so that a request reassembled and the response
+// its handler builds, or a client's request and response, are reused
+// from one large exchange to the next.
+const poolBigBytes = 2 * defaultMaxMessage
 
 // bigClass marks a buffer larger than any class: allocated to size, not
 // pooled.
@@ -115,7 +136,10 @@ func classOf(n int) int {
 type bufPool struct {
 	mu   sync.Mutex
 	free [len(classSizes)][]*MsgBuffer
-	max  int // the largest message: Config.MaxMessage
+	big  [][]byte // free large storages: maxHeaderLen of room, then the data
+	// bigBytes is the data capacity of big, at most poolBigBytes.
+	bigBytes int
+	max      int // the largest message: Config.MaxMessage
 }
 
 // get returns an application-owned buffer of length n.
@@ -125,7 +149,11 @@ func (p *bufPool) get(n int) (*MsgBuffer, error) {
 	}
 	c := classOf(n)
 	if c == bigClass {
-		return &MsgBuffer{buf: make([]byte, maxHeaderLen+n), class: int8(c), pool: p, n: n, max: n, state: bufApp}, nil
+		buf := p.takeBig(n, n)
+		if buf == nil {
+			buf = make([]byte, maxHeaderLen+n)
+		}
+		return &MsgBuffer{buf: buf, class: int8(c), pool: p, n: n, max: n, state: bufApp}, nil
 	}
 	p.mu.Lock()
 	var m *MsgBuffer
@@ -153,7 +181,9 @@ func (p *bufPool) put(m *MsgBuffer) {
 	m.state = bufFree
 	c := int(m.class)
 	if c == bigClass {
-		return // not pooled
+		p.putBig(m.buf) // the storage goes back; the struct is dropped
+		m.buf = nil
+		return
 	}
 	keep := max(poolMinFree, poolClassBytes/classSizes[c])
 	p.mu.Lock()
@@ -175,4 +205,76 @@ func (p *bufPool) grow(m *MsgBuffer, n int) {
 		p.put(old)
 	}
 	m.max = n
+}
+
+// takeBig returns a free large storage with room for want bytes of data,
+// the smallest such; else the largest with room for need bytes; else nil.
+func (p *bufPool) takeBig(need, want int) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best := -1
+	for i, b := range p.big {
+		c := len(b) - maxHeaderLen
+		if c < need {
+			continue
+		}
+		if best < 0 {
+			best = i
+			continue
+		}
+		bc := len(p.big[best]) - maxHeaderLen
+		if bc < want && c > bc || bc >= want && c >= want && c < bc {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	b := p.big[best]
+	last := len(p.big) - 1
+	p.big[best], p.big[last] = p.big[last], nil
+	p.big = p.big[:last]
+	p.bigBytes -= len(b) - maxHeaderLen
+	return b
+}
+
+// putBig keeps a large storage for reuse, if it is one and there is room
+// within poolBigBytes, making room by dropping smaller ones.
+func (p *bufPool) putBig(b []byte) {
+	c := len(b) - maxHeaderLen
+	if c <= classSizes[len(classSizes)-1] || c > poolBigBytes {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.bigBytes+c > poolBigBytes {
+		small := 0
+		for i, x := range p.big {
+			if len(x) < len(p.big[small]) {
+				small = i
+			}
+		}
+		if len(p.big) == 0 || len(p.big[small]) >= len(b) {
+			return // what is kept is at least as large
+		}
+		p.bigBytes -= len(p.big[small]) - maxHeaderLen
+		last := len(p.big) - 1
+		p.big[small], p.big[last] = p.big[last], nil
+		p.big = p.big[:last]
+	}
+	p.big = append(p.big, b)
+	p.bigBytes += c
+}
+
+// grown returns storage for a message growing from have to need bytes
+// of data, of at most limit: a free large storage, preferably one that
+// holds limit, or a new one of twice have (at least need, at most
+// limit).
+func (p *bufPool) grown(have, need, limit int) []byte {
+	if p != nil {
+		if b := p.takeBig(need, limit); b != nil {
+			return b
+		}
+	}
+	return make([]byte, maxHeaderLen+min(limit, max(need, 2*have)))
 }

@@ -58,7 +58,8 @@ type Rpc struct {
 	streams    map[netip.AddrPort]*stream // by server Nexus, for new sessions
 	allStreams map[*stream]struct{}       // every stream not ended, retired ones too
 	holdFree   []*seqHold
-	scratch    []byte // a fragment of a large request, being sent
+	scratch    []byte // a fragment of an exactly-once large response, being sent
+	pullHdr    []byte // a pull, being sent
 	fragPeak   int    // the most transport RPCs one large exchange had in flight
 
 	// The server side, shared with the Nexus goroutine (connects and
@@ -143,12 +144,12 @@ func newRpc(nx *Nexus, id uint8, s *sock.Socket, sm SMHandler) *Rpc {
 		conns:    newDlist(func(s *session) *dlink[session] { return &s.connLink }),
 		tickets:  newDlist(func(t *Ticket) *dlink[Ticket] { return &t.link }),
 	}
-	r.eo.init(&nx.cfg.ExactlyOnce, &r.stats)
+	r.eo.init(&nx.cfg.ExactlyOnce, &r.stats, &r.pool)
 	r.pool.max = nx.cfg.MaxMessage
 	// Tokens start at random, so that a session of a server that has
 	// restarted does not match a new one by chance.
 	r.srvToken = rand.Uint32()
-	r.large.init()
+	r.large.init(&r.pool)
 	tab := []*srvSession{}
 	r.srvTab.Store(&tab)
 	return r
@@ -161,7 +162,8 @@ func (r *Rpc) ID() uint8 { return r.id }
 func (r *Rpc) LocalAddr() netip.AddrPort { return r.sock.LocalAddr() }
 
 // AllocMsgBuffer returns a buffer for a message of n bytes (0 to
-// MaxMsgSize) from the Rpc's pool; it can later be resized up to n.
+// Config.MaxMessage) from the Rpc's pool; it can later be resized up to
+// n.
 func (r *Rpc) AllocMsgBuffer(n int) (*MsgBuffer, error) { return r.pool.get(n) }
 
 // ResizeMsgBuffer sets the length of m's message to n, which must not

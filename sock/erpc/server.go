@@ -173,12 +173,12 @@ func (r *Rpc) serveRequest(m *sock.Message) {
 		var v eoVerdict
 		var frame []byte
 		var old *sock.Message
-		v, rec, frame, old = r.eo.admit(ss, &h, m, true, true)
+		v, rec, frame, old = r.eo.admit(ss, &h, m, true, true, &r.scratch)
 		if r.answerEO(v, m, &rh, frame, old) {
 			return
 		}
 	}
-	r.dispatch(m, m.Data[n:], hd, rec, &rh, ss, 0)
+	r.dispatch(m, m.Data[n:], hd, rec, &rh, ss, largeReq{})
 }
 
 // answerEO answers the exactly-once request m (response header rh) as
@@ -209,9 +209,9 @@ func (r *Rpc) answerEO(v eoVerdict, m *sock.Message, rh *header, frame []byte, o
 }
 
 // dispatch runs the handler hd of the request m, whose data is req, or
-// queues it for a worker. large is what a reassembled request holds of
-// LargeMessageBytes, given back when it is answered.
-func (r *Rpc) dispatch(m *sock.Message, req []byte, hd *handlerEntry, rec *eoRecord, rh *header, ss *srvSession, large int) {
+// queues it for a worker. large is what a reassembled request holds
+// (req is in its storage), given back when it is answered.
+func (r *Rpc) dispatch(m *sock.Message, req []byte, hd *handlerEntry, rec *eoRecord, rh *header, ss *srvSession, large largeReq) {
 	var hdl *ReqHandle
 	if k := len(r.hfree); k > 0 {
 		hdl = r.hfree[k-1]
@@ -243,7 +243,7 @@ func (r *Rpc) dispatch(m *sock.Message, req []byte, hd *handlerEntry, rec *eoRec
 		if rec != nil {
 			r.eo.abandon(rec)
 		}
-		r.large.release(large)
+		r.large.release(large.bytes, large.store)
 		r.replyStatus(m, rh, statusServerBusy)
 		hdl.reset()
 		r.handles.put(hdl)
@@ -273,10 +273,10 @@ type ReqHandle struct {
 	fn  Handler
 	rec *eoRecord // exactly-once record, if the request is one
 	rh  header    // the response header: kind, request type, exactly-once echo
-	// token is the server session's; large, the bytes of a reassembled
-	// request, held until the answer.
+	// token is the server session's; large, what a reassembled request
+	// holds until the answer.
 	token uint32
-	large int
+	large largeReq
 	pre   MsgBuffer
 	live  bool
 	// phase tells who recycles a dispatch handle: the event loop, if
@@ -318,10 +318,13 @@ func (h *ReqHandle) PreResp() *MsgBuffer {
 }
 
 // EnqueueResponse sends resp as the response to the request of h; the
-// handle ends. The data is copied, so resp is the application's again at
-// once. For an exactly-once request the response is also kept in the
-// completion record, to answer duplicates, if it fits in what
-// MaxRecordBytes leaves; a response larger than
+// handle ends, and with it the request's data. resp is the application's
+// again at once: a response of up to MaxMsgSize bytes is copied; a larger
+// one is not: its storage goes with it (to be pulled by the client, then
+// reused by the Rpc's pool) and resp is left empty, Len and MaxLen 0;
+// free it as usual. For an exactly-once request the response is also
+// kept in the completion record, to answer duplicates, if it fits in
+// what MaxRecordBytes leaves; a response larger than
 // ExactlyOnceConfig.MaxResponse is replaced by an error status (and
 // ErrMessageTooLarge returned). Background handlers call it from their
 // worker goroutine.
@@ -335,46 +338,58 @@ func (r *Rpc) EnqueueResponse(h *ReqHandle, resp *MsgBuffer) error {
 	h.live = false
 	rh := h.rh
 	var frame, reply []byte
-	var err error
+	var err, rerr error
 	var parked *sock.Message
-	r.large.release(h.large)
+	var sending *eoRecord // whose storage the replies are sent from
+	r.large.release(h.large.bytes, h.large.store)
+	replied := false // by storeResponse
 	switch {
 	case h.rec == nil && resp.n > MaxMsgSize:
-		frame, err = r.large.storeResponse(r, h, resp, &rh)
+		rerr, err = r.large.storeResponse(r, h, resp, &rh, nil)
+		replied = true
 	case h.rec != nil && resp.n > r.cfg.ExactlyOnce.MaxResponse:
 		rh.status = statusTooLarge
 		frame = rh.Append(make([]byte, 0, eoHeaderLen))
 		err = ErrMessageTooLarge
 	case h.rec != nil && resp.n > MaxMsgSize:
-		// The record keeps it all, and duplicates and pulls are answered
-		// from there; one the record has no room for is kept for the
-		// pulls of this reply only, as a large response that is not
-		// exactly-once.
+		// The record keeps it all, taking resp's storage over, and
+		// duplicates and pulls are answered from there; one the record
+		// has no room for is kept for the pulls of this reply only, as
+		// a large response that is not exactly-once.
 		rh.flags |= flagFragment
 		rh.fragOff, rh.total = 0, uint32(resp.n)
 		frame = resp.frame(&rh)
-		reply = frame[:eoHeaderLen+fragChunk]
 		var kept bool
-		if parked, kept = r.eo.complete(h.rec, frame, time.Now()); !kept {
+		if parked, kept = r.eo.complete(h.rec, frame, resp.buf, time.Now()); kept {
+			resp.take()
+			reply, sending = frame[:eoHeaderLen+fragChunk], h.rec
+		} else {
 			rh.flags &^= flagFragment
-			reply, err = r.large.storeResponse(r, h, resp, &rh)
+			rerr, err = r.large.storeResponse(r, h, resp, &rh, parked)
+			replied, parked = true, nil
 		}
 	default:
 		frame = resp.frame(&rh)
 	}
-	if reply == nil {
+	if reply == nil && !replied {
 		reply = frame
 		if h.rec != nil {
-			parked, _ = r.eo.complete(h.rec, frame, time.Now())
+			parked, _ = r.eo.complete(h.rec, frame, nil, time.Now())
 		}
 	}
-	if rerr := r.sock.Reply(h.msg, reply); rerr != nil && err == nil {
+	if !replied {
+		rerr = r.sock.Reply(h.msg, reply)
+	}
+	if rerr != nil && err == nil {
 		if e := closedError(rerr); e == ErrClosed {
 			err = e
 		}
 	}
 	if parked != nil {
 		_ = r.sock.Reply(parked, reply)
+	}
+	if sending != nil {
+		r.eo.sent(sending)
 	}
 	r.stats.responsesSent.Add(1)
 	h.msg.Release()

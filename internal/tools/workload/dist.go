@@ -74,8 +74,13 @@ func Named(name string) (*Dist, error) {
 
 // Fixed returns the distribution whose every message is size bytes. A
 // size outside [1, MaxMessage] is clamped into it.
-func Fixed(size int) *Dist {
-	size = min(max(size, 1), MaxMessage)
+func Fixed(size int) *Dist { return FixedLarge(min(size, MaxMessage)) }
+
+// FixedLarge is Fixed without the bound of one Homa message, for RPC
+// layers that carry longer messages in several: every message is size
+// bytes, at least 1.
+func FixedLarge(size int) *Dist {
+	size = max(size, 1)
 	return &Dist{
 		name:    "fixed-" + strconv.Itoa(size),
 		sizes:   []int{size},

@@ -112,6 +112,9 @@ func TestFixed(t *testing.T) {
 			t.Errorf("Fixed(%d): sample %d max %d mean %v", c.in, d.Sample(r), d.Max(), d.Mean())
 		}
 	}
+	if d := FixedLarge(4_000_000); d.Sample(r) != 4_000_000 || d.Max() != 4_000_000 || FixedLarge(0).Max() != 1 {
+		t.Errorf("FixedLarge(4000000): sample %d max %d", d.Sample(r), d.Max())
+	}
 	if Fixed(100).Name() != "fixed-100" {
 		t.Errorf("Fixed(100).Name() = %q", Fixed(100).Name())
 	}
