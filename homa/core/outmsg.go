@@ -13,6 +13,7 @@ type outMsg struct {
 	granted   uint32 // the sender may send bytes below this offset
 	schedPrio uint8  // priority for granted bytes, from the last GRANT
 	seg       uint32 // payload bytes per DATA packet to this peer
+	first     uint32 // the end of a short first segment (0: none; see init)
 
 	// Retransmission is rate limited: within one resend interval from
 	// rexmitSince, each byte is retransmitted at most once, whatever the
@@ -49,6 +50,10 @@ func (m *outMsg) init(data []byte, unsched int, seg int, hold *Hold) {
 	m.granted = m.unsched
 	m.schedPrio = 0
 	m.seg = uint32(max(seg, 1))
+	m.first = 0
+	if m.length > m.unsched && m.seg > firstSegMax && m.unsched > firstSegMax {
+		m.first = firstSegMax
+	}
 	m.rexmitted = m.rexmitBuf[:0]
 	m.pend = m.pendBuf[:0]
 	m.rexmitSince = -1 << 62
@@ -65,23 +70,44 @@ func (m *outMsg) init(data []byte, unsched int, seg int, hold *Hold) {
 // from the first transmission would never fill its gap. A grant that
 // ends inside a segment lets the whole segment go.
 
+//
+// A message that needs grants, to a peer whose segments hold most of the
+// unscheduled bytes (a 64 KB MTU, as on loopback), starts with a short
+// segment of firstSegMax bytes: its receiver learns of the message, and
+// grants, while the rest of the unscheduled bytes are still on their
+// way, as it does on a 1,500-byte MTU, instead of one round trip after
+// them all. The segments after it are cut at the first segment's end
+// plus multiples of seg.
+
+// firstSegMax is the length of a short first segment.
+const firstSegMax = 4096
+
 // segStart is the start of the segment holding off.
 func (m *outMsg) segStart(off uint32) uint32 {
-	if off < m.unsched {
-		return off - off%m.seg
+	switch {
+	case off >= m.unsched:
+		return off - (off-m.unsched)%m.seg
+	case off < m.first:
+		return 0
 	}
-	return off - (off-m.unsched)%m.seg
+	return off - (off-m.first)%m.seg
 }
 
 // segUp is off rounded up to a segment boundary (at most the length).
 func (m *outMsg) segUp(off uint32) uint32 {
 	base := uint64(0)
-	if off > m.unsched {
+	switch {
+	case off > m.unsched:
 		base = uint64(m.unsched)
+	case off > m.first:
+		base = uint64(m.first)
 	}
 	up := base + (uint64(off)-base+uint64(m.seg)-1)/uint64(m.seg)*uint64(m.seg)
 	if off <= m.unsched {
 		up = min(up, uint64(m.unsched))
+	}
+	if off <= m.first {
+		up = min(up, uint64(m.first))
 	}
 	return uint32(min(up, uint64(m.length)))
 }

@@ -74,7 +74,7 @@ func (c *Core) queueData(r *rpc, from, to uint32, retransmit bool) {
 	}
 	unschedPrio := p.cutoffs.Priority(m.length)
 	for off := from; off < to; {
-		n := min(seg, to-off)
+		n := min(m.segUp(off+1), to) - off
 		d.Sequence = off
 		d.SegOffset = off
 		d.Ack = wire.AckEntry{}
