@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +63,35 @@ func TestParkedMessagesResume(t *testing.T) {
 	}
 	if ended != rpcs {
 		t.Errorf("%d of %d RPCs ended (completed or failed) %v after the last started", ended, rpcs, n.Now()-at)
+	}
+}
+
+// TestLeastMemoryCompletes: with the least receive memory a core allows,
+// four requests of about 1 MB from one client all complete. The least
+// was the largest message beside the grants outstanding, but a message
+// at its peak holds more: when a quarter of it has come it takes its
+// whole buffer (1 MiB for 1 MB, the pool's size class) while still
+// holding the packets it kept (up to its length). Below that, no 1 MB
+// message could ever take its buffer: each request's packets were
+// dropped for memory, or another request shed to make room, for ever.
+func TestLeastMemoryCompletes(t *testing.T) {
+	n := sim.New(sim.Config{Seed: 1})
+	srv := n.Listen(serverAP, core.Config{Limits: contract.Limits{RecvMemory: 1}})
+	echo(srv, n, 0, nil)
+	cli := n.Listen(clientAP, core.Config{})
+	got := collect(cli)
+	const rpcs = 4
+	for i := range rpcs {
+		send(t, cli, serverAP, request(uint64(i), contract.MaxMessage-i))
+	}
+	if !n.RunUntil(func() bool { return len(got) == rpcs }, 10*time.Second) {
+		var b strings.Builder
+		srv.Core.Describe(&b, n.Now(), 10)
+		t.Fatalf("%d of %d RPCs ended after 10 s; the server holds:\n%s", len(got), rpcs, b.String())
+	}
+	for id, m := range got {
+		if m.Err != nil {
+			t.Errorf("RPC %d: %v", id, m.Err)
+		}
 	}
 }
