@@ -201,6 +201,7 @@ func benchProtocol(ctx context.Context, p Protocol, cfg *Config, stderr io.Write
 	if cfg.Progress {
 		r.prog = &progress{w: stderr, every: cfg.Every, name: p.name}
 	}
+	defer watchStuck(ctx, stderr, p.name, rg.clients)()
 	if _, err := r.serial(ctx, "warmup", streamWarmup, cfg.Warmup); err != nil {
 		return Result{}, err
 	}

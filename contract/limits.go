@@ -28,7 +28,9 @@ type Limits struct {
 	// classes, which is below two), never from the length a sender
 	// claims, and
 	// grants are given only while it lasts.
-	// Default 64 MiB.
+	// Default 64 MiB. Both it and RecvMemoryPerPeer are at least what
+	// one message of MaxMessage bytes holds at its peak beside the bytes
+	// the grant scheduler may have outstanding (about 2.4 MB by default).
 	RecvMemory int
 	// RecvMemoryPerPeer bounds one host's share. Default RecvMemory/4.
 	RecvMemoryPerPeer int

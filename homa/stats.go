@@ -1,6 +1,7 @@
 package homa
 
 import (
+	"io"
 	"sync/atomic"
 
 	"github.com/homa-go/homa/contract"
@@ -37,6 +38,16 @@ func (c *ioCounters) countTx(p *netio.Packet) {
 		c.txBytes[i].Add(uint64(p.Len()))
 		c.txPriority[p.Priority%wire.NumPriorities].Add(1)
 	}
+}
+
+// Describe writes what the endpoint's protocol state holds for each of
+// its RPCs, one line each, at most limit lines (see core.Describe): for
+// finding out why an RPC neither completes nor fails. It holds the
+// endpoint's lock while it writes, so w should be quick (a buffer).
+func (e *Endpoint) Describe(w io.Writer, limit int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.core.Describe(w, e.now(), limit)
 }
 
 // Stats returns a snapshot of the endpoint's counters.

@@ -3,6 +3,7 @@ package sock
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
 
 	"github.com/homa-go/homa/contract"
@@ -74,6 +75,14 @@ type borrower interface {
 }
 
 var _ borrower = engine{}
+
+// describer is a backend that can describe its RPCs (see
+// homa.Endpoint.Describe).
+type describer interface {
+	Describe(w io.Writer, limit int)
+}
+
+var _ describer = engine{}
 
 // engine adapts a homa.Endpoint, which finds a server RPC by the
 // client's host alone.

@@ -66,6 +66,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 
 	"github.com/homa-go/homa/homa"
@@ -285,6 +286,19 @@ func (s *Socket) Abort(id uint64) error { return s.b.Abort(id) }
 // On the kernel backend only the RPC and error counts and the current
 // RPCs are filled in (see the package documentation).
 func (s *Socket) Stats() Stats { return s.b.Stats() }
+
+// Describe writes, for finding out why an RPC neither completes nor
+// fails, what the engine holds for each of the socket's RPCs, one line
+// each, at most limit lines: its state, what of its messages has been
+// sent, granted and received, and when its timer is due. It reports
+// false, writing nothing, on the kernel backend.
+func (s *Socket) Describe(w io.Writer, limit int) bool {
+	d, ok := s.b.(describer)
+	if ok {
+		d.Describe(w, limit)
+	}
+	return ok
+}
 
 // Close closes the socket. RPCs in progress end; goroutines blocked in
 // Recv return ErrClosed. Close is idempotent.

@@ -150,10 +150,9 @@ func (c *Core) shedMessage(p *peer, keep *rpc) bool {
 			}
 			c.stats.Shed++
 			if v.isClient() {
-				c.unschedule(v)
+				c.park(v)
 				c.letGo(&v.in)
 				c.charge(v, -v.in.reset(c.bufs))
-				v.parked = true
 			} else {
 				c.freeServer(v, false)
 			}

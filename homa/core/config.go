@@ -76,11 +76,12 @@ func (c Config) WithDefaults() Config {
 	}
 	// Room for one message of the largest size beside what the grant
 	// scheduler may have outstanding, so that any message can complete.
-	l.RecvMemory = max(l.RecvMemory, contract.MaxMessage+c.Grant.MaxIncoming)
+	floor := messagePeak(contract.MaxMessage) + c.Grant.MaxIncoming
+	l.RecvMemory = max(l.RecvMemory, floor)
 	if l.RecvMemoryPerPeer <= 0 {
 		l.RecvMemoryPerPeer = l.RecvMemory / 4
 	}
-	l.RecvMemoryPerPeer = min(max(l.RecvMemoryPerPeer, contract.MaxMessage+c.Grant.MaxIncoming), l.RecvMemory)
+	l.RecvMemoryPerPeer = min(max(l.RecvMemoryPerPeer, floor), l.RecvMemory)
 	if l.IncomingRPCs <= 0 {
 		l.IncomingRPCs = defaultIncomingRPCs
 	}

@@ -27,10 +27,15 @@ func (c *Core) unschedule(r *rpc) {
 
 // park takes r's message out of the scheduler until it may have grants
 // again: its sender left granted bytes unsent too long, or its peer is
-// over its memory share.
+// over its memory share. Only r's timer gives the place back (see
+// resendDue) when no bytes come to do it: a message that had every byte
+// granted to it keeps no timer while it waits in the scheduler, and
+// parked without one it would wait for ever, its sender kept patient by
+// BUSY. So park sets r's timer to look again an interval from now.
 func (c *Core) park(r *rpc) {
 	c.unschedule(r)
 	r.parked = true
+	c.armRPC(r, c.at(c.tick+uint64(c.resendConfig(r).ResendInterval)))
 }
 
 // unpark gives a parked message its place in the scheduler back, if its

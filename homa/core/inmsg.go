@@ -109,6 +109,12 @@ func (m *inMsg) joins(n int) bool {
 	return m.whole == nil && (m.length < segmentMin || 4*(uint64(m.received)+uint64(n)) >= uint64(m.length))
 }
 
+// messagePeak is the most storage a message of length bytes commits at
+// once: when it joins, its whole buffer (of its size class) beside the
+// packets it kept until then, which hold at most its length (a quarter
+// of it, each kept in a buffer at most four times its payload).
+func messagePeak(length int) int { return sizeClass(length) + length }
+
 // sizeClass bounds the capacity of a buffer of n bytes from Buffers: the
 // power of two at or above n.
 func sizeClass(n int) int { return 1 << bits.Len(uint(n-1)) }

@@ -1,0 +1,77 @@
+package core
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// Describe writes what the core holds for each of its RPCs, one line
+// each, client RPCs first (oldest first), then server RPCs, at most
+// limit lines in all: for finding out why an RPC neither completes nor
+// fails. A line names the RPC (its local id and peer), its state, its
+// outgoing and incoming messages (bytes sent or received, granted, and
+// the length), whether the incoming one is in the grant scheduler or
+// parked (out of it, waiting for memory or for its sender), whether the
+// outgoing one waits in the pacer, when bytes last came in, how many
+// RESENDs went unanswered, and when its timer is due (or that it has
+// none, or waits for a RESEND turn). now is the caller's clock, as given
+// to the core's other calls.
+func (c *Core) Describe(w io.Writer, now time.Duration, limit int) {
+	rs := make([]*rpc, 0, len(c.clients)+c.servers.len())
+	for _, r := range c.clients {
+		rs = append(rs, r)
+	}
+	clients := len(rs)
+	slices.SortFunc(rs, func(a, b *rpc) int { return cmp.Compare(a.start, b.start) })
+	rs = append(rs, c.servers.all()...)
+	slices.SortFunc(rs[clients:], func(a, b *rpc) int { return cmp.Compare(a.id, b.id) })
+	fmt.Fprintf(w, "core: %d client RPCs, %d server RPCs, last called at tick %d, receive memory %d bytes, %d RESEND turns waiting\n",
+		clients, len(rs)-clients, c.tick, c.mem, c.resends.peers.Len())
+	for i, r := range rs {
+		if i == limit {
+			fmt.Fprintf(w, "  ... %d more\n", len(rs)-limit)
+			return
+		}
+		c.describe(w, r, now)
+	}
+}
+
+var stateNames = [...]string{stateActive: "active", stateServing: "serving", stateReplying: "replying"}
+
+// describe writes r's line of Describe.
+func (c *Core) describe(w io.Writer, r *rpc, now time.Duration) {
+	side := "server"
+	if r.isClient() {
+		side = fmt.Sprintf("client, %v old,", now-r.start)
+	}
+	in := "in: nothing yet"
+	if r.inInit {
+		sched := "unscheduled"
+		switch {
+		case r.gid != 0:
+			sched = "scheduled"
+		case r.parked:
+			sched = "parked"
+		}
+		in = fmt.Sprintf("in: %d/%d granted of %d, %s", r.in.received, r.in.granted, r.in.length, sched)
+	}
+	out := "out: none"
+	if r.out.data != nil {
+		out = fmt.Sprintf("out: %d/%d granted of %d", r.out.next, r.out.granted, r.out.length)
+		if r.pid != 0 {
+			out += ", paced"
+		}
+	}
+	timer := "no timer"
+	switch {
+	case r.rq.Listed():
+		timer = "waits for a RESEND turn"
+	case r.timer.idx >= 0:
+		timer = fmt.Sprintf("timer in %v", r.timer.at-now)
+	}
+	fmt.Fprintf(w, "  %s %d %v: %s; %s; %s; bytes last in at tick %d; %d RESENDs unanswered; %s\n",
+		side, r.id, r.peerAddrPort(), stateNames[r.state], out, in, r.progressTick, r.rs.Unanswered(), timer)
+}
