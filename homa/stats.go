@@ -41,13 +41,14 @@ func (c *ioCounters) countTx(p *netio.Packet) {
 }
 
 // Describe writes what the endpoint's protocol state holds for each of
-// its RPCs, one line each, at most limit lines (see core.Describe): for
+// its RPCs, one line each, at most limit lines (see core.AppendDescription): for
 // finding out why an RPC neither completes nor fails. It holds the
-// endpoint's lock while it writes, so w should be quick (a buffer).
+// endpoint's lock while it gathers the lines, not while w writes them.
 func (e *Endpoint) Describe(w io.Writer, limit int) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.core.Describe(w, e.now(), limit)
+	b := e.core.AppendDescription(nil, e.now(), limit)
+	e.mu.Unlock()
+	_, _ = w.Write(b)
 }
 
 // Stats returns a snapshot of the endpoint's counters.

@@ -1,14 +1,12 @@
 package core
 
 import (
-	"cmp"
 	"fmt"
-	"io"
 	"slices"
 	"time"
 )
 
-// Describe writes what the core holds for each of its RPCs, one line
+// AppendDescription appends to b what the core holds for each of its RPCs, one line
 // each, client RPCs first (oldest first), then server RPCs, at most
 // limit lines in all: for finding out why an RPC neither completes nor
 // fails. A line names the RPC (its local id and peer), its state, its
@@ -19,30 +17,41 @@ import (
 // RESENDs went unanswered, and when its timer is due (or that it has
 // none, or waits for a RESEND turn). now is the caller's clock, as given
 // to the core's other calls.
-func (c *Core) Describe(w io.Writer, now time.Duration, limit int) {
+func (c *Core) AppendDescription(b []byte, now time.Duration, limit int) []byte {
 	rs := make([]*rpc, 0, len(c.clients)+c.servers.len())
 	for _, r := range c.clients {
 		rs = append(rs, r)
 	}
 	clients := len(rs)
-	slices.SortFunc(rs, func(a, b *rpc) int { return cmp.Compare(a.start, b.start) })
+	slices.SortFunc(rs, func(a, b *rpc) int { return compare(a.start, b.start) })
 	rs = append(rs, c.servers.all()...)
-	slices.SortFunc(rs[clients:], func(a, b *rpc) int { return cmp.Compare(a.id, b.id) })
-	fmt.Fprintf(w, "core: %d client RPCs, %d server RPCs, last called at tick %d, receive memory %d bytes, %d RESEND turns waiting\n",
+	slices.SortFunc(rs[clients:], func(a, b *rpc) int { return compare(a.id, b.id) })
+	b = fmt.Appendf(b, "core: %d client RPCs, %d server RPCs, last called at tick %d, receive memory %d bytes, %d RESEND turns waiting\n",
 		clients, len(rs)-clients, c.tick, c.mem, c.resends.peers.Len())
 	for i, r := range rs {
 		if i == limit {
-			fmt.Fprintf(w, "  ... %d more\n", len(rs)-limit)
-			return
+			return fmt.Appendf(b, "  ... %d more\n", len(rs)-limit)
 		}
-		c.describe(w, r, now)
+		b = c.describe(b, r, now)
 	}
+	return b
+}
+
+// compare orders two ints or durations, as cmp.Compare would.
+func compare[T ~int64 | ~uint64](x, y T) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
 }
 
 var stateNames = [...]string{stateActive: "active", stateServing: "serving", stateReplying: "replying"}
 
-// describe writes r's line of Describe.
-func (c *Core) describe(w io.Writer, r *rpc, now time.Duration) {
+// describe appends r's line of AppendDescription to b.
+func (c *Core) describe(b []byte, r *rpc, now time.Duration) []byte {
 	side := "server"
 	if r.isClient() {
 		side = fmt.Sprintf("client, %v old,", now-r.start)
@@ -72,6 +81,6 @@ func (c *Core) describe(w io.Writer, r *rpc, now time.Duration) {
 	case r.timer.idx >= 0:
 		timer = fmt.Sprintf("timer in %v", r.timer.at-now)
 	}
-	fmt.Fprintf(w, "  %s %d %v: %s; %s; %s; bytes last in at tick %d; %d RESENDs unanswered; %s\n",
+	return fmt.Appendf(b, "  %s %d %v: %s; %s; %s; bytes last in at tick %d; %d RESENDs unanswered; %s\n",
 		side, r.id, r.peerAddrPort(), stateNames[r.state], out, in, r.progressTick, r.rs.Unanswered(), timer)
 }

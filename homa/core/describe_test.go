@@ -24,7 +24,7 @@ func TestDescribe(t *testing.T) {
 	send(t, cli, netip.AddrPortFrom(serverAP.Addr(), 999), request(2, 100)) // no listener
 	n.Run(2 * time.Millisecond)
 	var b strings.Builder
-	cli.Core.Describe(&b, n.Now(), 10)
+	b.Write(cli.Core.AppendDescription(nil, n.Now(), 10))
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "core: 2 client RPCs, 0 server RPCs") {
 		t.Fatalf("client core:\n%s", b.String())
@@ -35,12 +35,12 @@ func TestDescribe(t *testing.T) {
 		}
 	}
 	b.Reset()
-	srv.Core.Describe(&b, n.Now(), 10)
+	b.Write(srv.Core.AppendDescription(nil, n.Now(), 10))
 	if s := b.String(); !strings.Contains(s, "1 server RPCs") || !strings.Contains(s, "server ") || !strings.Contains(s, ": serving; out: none; in: 100/100 granted of 100") {
 		t.Errorf("server core:\n%s", s)
 	}
 	b.Reset()
-	cli.Core.Describe(&b, n.Now(), 1)
+	b.Write(cli.Core.AppendDescription(nil, n.Now(), 1))
 	if s := b.String(); strings.Count(s, "\n") != 3 || !strings.HasSuffix(s, "  ... 1 more\n") {
 		t.Errorf("limit 1:\n%s", s)
 	}

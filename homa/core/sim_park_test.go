@@ -86,7 +86,7 @@ func TestLeastMemoryCompletes(t *testing.T) {
 	}
 	if !n.RunUntil(func() bool { return len(got) == rpcs }, 10*time.Second) {
 		var b strings.Builder
-		srv.Core.Describe(&b, n.Now(), 10)
+		b.Write(srv.Core.AppendDescription(nil, n.Now(), 10))
 		t.Fatalf("%d of %d RPCs ended after 10 s; the server holds:\n%s", len(got), rpcs, b.String())
 	}
 	for id, m := range got {
