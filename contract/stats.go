@@ -246,6 +246,13 @@ type Stats struct {
 	GrantsRevoked  uint64
 	GrantsDeferred uint64
 	PeersEvicted   uint64
+	// Duplicate protection (the finished ids a server remembers per
+	// client port): SeenExpired counts the records let go because their
+	// port was silent long enough that no copy of its requests can still
+	// arrive; SeenEvicted those forgotten, least recently active first,
+	// to make room in a full table; SeenClients is the records held.
+	SeenExpired, SeenEvicted uint64
+	SeenClients              int
 	// Message bytes: requests sent by clients and received by servers,
 	// responses sent by servers and received by clients (the sums of
 	// MessageSizes).

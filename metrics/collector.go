@@ -290,6 +290,12 @@ var definitions = []definition{
 		func(s *sock.Stats) uint64 { return s.GrantsDeferred }),
 	counter("peers_evicted_total", "Idle peers dropped from a full peer table.",
 		func(s *sock.Stats) uint64 { return s.PeersEvicted }),
+	counter("seen_expired_total", "Records of a client port's finished RPC ids let go after the port was silent long enough.",
+		func(s *sock.Stats) uint64 { return s.SeenExpired }),
+	counter("seen_evicted_total", "Records of a client port's finished RPC ids forgotten to make room in a full table.",
+		func(s *sock.Stats) uint64 { return s.SeenEvicted }),
+	gauge("seen_clients", "Client ports whose finished RPC ids the server remembers.",
+		func(s *sock.Stats) float64 { return float64(s.SeenClients) }),
 
 	// Grants (receiver side).
 	counter("grants_sent_total", "GRANT packets the SRPT scheduler decided to send.",

@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/homa-go/homa/ack"
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/grant"
 	"github.com/homa-go/homa/homa/wire"
@@ -66,8 +65,7 @@ type Core struct {
 	pending    int
 	heavyMem   heavy
 	heavyRPCs  heavy
-	seen       map[clientKey]*ack.Seen
-	lastSeen   seenEntry // the entry of seen found last (seen.go)
+	seen       seenTable // finished ids by client port (seen.go)
 	solicited  map[serverKey]solicitation
 	timers     timerHeap
 	rxPkt      wire.Packet
@@ -129,7 +127,7 @@ func New(local Local, cfg Config) *Core {
 		clients:   make(map[uint64]*rpc),
 		servers:   newServers(local.Seed),
 		peers:     make(map[netip.Addr]*peer),
-		seen:      make(map[clientKey]*ack.Seen),
+		seen:      newSeenTable(),
 		solicited: make(map[serverKey]solicitation),
 		granting:  make(map[grant.ID]*rpc),
 		idlePeers: newList(func(p *peer) *links[peer] { return &p.idle }),
@@ -426,6 +424,8 @@ func (c *Core) Tick(now time.Duration, out *Output) (time.Duration, bool) {
 			c.peerTimer(t.peer)
 		case t == &c.needAcks.pump:
 			c.pumpNeedAcks()
+		case t == &c.seen.timer:
+			c.expireSeen()
 		default:
 			c.pumpResends()
 		}

@@ -125,7 +125,9 @@ func TestLivenessPerRPC(t *testing.T) {
 }
 
 // TestIdleCoreSleeps: once every RPC is done and acknowledged, a core has
-// no deadline at all: an idle endpoint needs no timer.
+// no deadline but the expiry of the server's records of finished ids,
+// a minute away, and once they have gone none at all: an idle endpoint
+// needs no timer.
 func TestIdleCoreSleeps(t *testing.T) {
 	n := sim.New(sim.Config{Seed: 6})
 	srv := n.Listen(serverAP, core.Config{})
@@ -138,8 +140,15 @@ func TestIdleCoreSleeps(t *testing.T) {
 	if !n.RunUntil(func() bool { return len(got) == 20 }, time.Second) {
 		t.Fatal("RPCs did not finish")
 	}
-	if !n.RunUntil(n.Idle, n.Now()+time.Second) {
-		t.Fatal("events still pending a second after the last RPC")
+	n.Run(n.Now() + time.Second)
+	if at, ok := cli.Core.Next(); ok {
+		t.Errorf("idle client has a deadline at %v", at)
+	}
+	if at, ok := srv.Core.Next(); !ok || at < n.Now()+seenBound-2*time.Second {
+		t.Errorf("idle server's next deadline at %v (%v), want the expiry of its record, about %v", at, ok, n.Now()+seenBound)
+	}
+	if !n.RunUntil(n.Idle, n.Now()+seenBound+seenGrain) {
+		t.Fatal("events still pending past the expiry of the records")
 	}
 	for _, e := range []*sim.Endpoint{srv, cli} {
 		if at, ok := e.Core.Next(); ok {

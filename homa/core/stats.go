@@ -59,6 +59,8 @@ type counters struct {
 	GrantsDeferred     uint64
 	ResendsIgnored     uint64
 	PeersEvicted       uint64
+	SeenExpired        uint64
+	SeenEvicted        uint64
 	Unreachable        uint64
 	RTTSamples         uint64
 	ResendsDeferred    uint64
@@ -119,6 +121,9 @@ func (c *Core) Stats() contract.Stats {
 		GrantsRevoked:      k.GrantsRevoked,
 		GrantsDeferred:     k.GrantsDeferred,
 		PeersEvicted:       k.PeersEvicted,
+		SeenExpired:        k.SeenExpired,
+		SeenEvicted:        k.SeenEvicted,
+		SeenClients:        len(c.seen.m),
 		ClientRPCs:         len(c.clients),
 		ServerRPCs:         c.servers.len(),
 		Peers:              len(c.peers),
