@@ -262,8 +262,11 @@ type Stats struct {
 	// (bytes), server RPCs whose request is arriving, and those whose
 	// request awaits a reply.
 	ClientRPCs, ServerRPCs, Peers int
-	RecvMemory                    int
-	IncomingRPCs, PendingReplies  int
+	// SpareRPCs is the RPC structures kept for reuse; after load they go
+	// within two trims of the engine's (about a second apart).
+	SpareRPCs                    int
+	RecvMemory                   int
+	IncomingRPCs, PendingReplies int
 
 	// Latency is the time from Send to the complete response of client
 	// RPCs (in nanoseconds), by the size class of the larger of request
@@ -310,4 +313,9 @@ type BufferStats struct {
 	// Free and FreeBytes are the buffers held in the free lists now and
 	// their capacity.
 	Free, FreeBytes uint64
+	// CachedBytes is the capacity of the buffers the endpoints' caches
+	// hold now. Pool and caches give back what load left in them at the
+	// endpoints' trims, about a second apart: FreeBytes+CachedBytes is
+	// zero a few seconds after the load stops.
+	CachedBytes uint64
 }

@@ -134,6 +134,9 @@ func trimClasses() (freed, left uint64) {
 			bc.trimmed += uint64(n)
 			freed += uint64(n) * size
 		}
+		if len(bc.free) == 0 {
+			bc.free = nil // the list's own storage, grown by load
+		}
 		bc.low = len(bc.free)
 		left += uint64(len(bc.free)) * size
 		bc.mu.Unlock()
@@ -143,7 +146,8 @@ func trimClasses() (freed, left uint64) {
 
 // ReadBufferStats returns a snapshot of the process's buffer pool.
 func ReadBufferStats() contract.BufferStats {
-	s := contract.BufferStats{Gets: cachedGets()}
+	s := contract.BufferStats{}
+	s.Gets, s.CachedBytes = cachedGets()
 	for c := range bufClasses {
 		bc := &bufClasses[c]
 		size := uint64(1) << (c + minClassShift)

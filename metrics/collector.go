@@ -360,6 +360,8 @@ var bufferDefs = [...]struct {
 		func(s *sock.BufferStats) uint64 { return s.Free }},
 	{"buffer_pool_bytes", "Capacity of the buffers in the pool's free lists.", prometheus.GaugeValue,
 		func(s *sock.BufferStats) uint64 { return s.FreeBytes }},
+	{"buffer_cached_bytes", "Capacity of the buffers in the endpoints' caches in front of the pool.", prometheus.GaugeValue,
+		func(s *sock.BufferStats) uint64 { return s.CachedBytes }},
 }
 
 // Describe sends the descriptions of the pool's metrics.

@@ -115,4 +115,5 @@
 //	homa_buffer_trimmed_total                  free buffers let go of after going unused for a while (after load)
 //	homa_buffer_pool_buffers                   gauge: buffers in the pool's free lists (not the endpoints' caches)
 //	homa_buffer_pool_bytes                     gauge: their capacity
+//	homa_buffer_cached_bytes                   gauge: capacity of the buffers in the endpoints' caches
 package metrics

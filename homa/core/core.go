@@ -56,6 +56,8 @@ type Core struct {
 	peers     map[netip.Addr]*peer
 	idlePeers list[peer]
 	freeRPCs  []*rpc
+	freeLow   int     // the fewest freeRPCs held since the last Trim (trim.go)
+	peaks     peaks   // the tables' peaks, for Trim
 	retired   []*Hold // Holds the core is done with, for reuse (hold.go)
 
 	// Resource accounting (see Limits): receive storage, server RPCs

@@ -124,6 +124,7 @@ func (c *Core) Stats() contract.Stats {
 		SeenExpired:        k.SeenExpired,
 		SeenEvicted:        k.SeenEvicted,
 		SeenClients:        len(c.seen.m),
+		SpareRPCs:          len(c.freeRPCs),
 		ClientRPCs:         len(c.clients),
 		ServerRPCs:         c.servers.len(),
 		Peers:              len(c.peers),
