@@ -123,7 +123,7 @@ func (b *bufCache) Put(buf []byte) {
 	}
 	cc := &b.classes[c]
 	if len(cc.free) >= cacheLimit(c) {
-		b.spill(c, cacheLimit(c)/2)
+		b.spill(c, cacheLimit(c)/2, false)
 	}
 	cc.free = append(cc.free, buf[:0])
 	b.held.Add(int64(cap(buf)))
@@ -132,7 +132,7 @@ func (b *bufCache) Put(buf []byte) {
 // flush returns every cached buffer to the pool.
 func (b *bufCache) flush() {
 	for c := range b.classes {
-		b.spill(c, len(b.classes[c].free))
+		b.spill(c, len(b.classes[c].free), false)
 	}
 }
 
@@ -149,7 +149,7 @@ func (b *bufCache) trim() bool {
 			k := len(cc.free) - n
 			slices.Reverse(cc.free)
 			slices.Reverse(cc.free[:k])
-			b.spill(c, n)
+			b.spill(c, n, true)
 		}
 		cc.low = len(cc.free)
 		holds = holds || cc.low > 0
@@ -173,8 +173,9 @@ func (b *bufCache) refill(c int) {
 }
 
 // spill gives the pool the k buffers on top of class c's list; those
-// beyond the pool's own limit go to the GC.
-func (b *bufCache) spill(c, k int) {
+// beyond the pool's own limit go to the GC. Idle buffers (a trim's) count
+// as unused in the pool's interval too: its next trim lets them go.
+func (b *bufCache) spill(c, k int, idle bool) {
 	cc := &b.classes[c]
 	b.held.Add(-int64(k) << (c + minClassShift))
 	bc := &bufClasses[c]
@@ -182,6 +183,9 @@ func (b *bufCache) spill(c, k int) {
 	bc.mu.Lock()
 	keep := min(k, max(0, classLimit(c)-len(bc.free)))
 	bc.free = append(bc.free, out[:keep]...)
+	if idle {
+		bc.low += keep
+	}
 	bc.discards += uint64(k - keep)
 	bc.mu.Unlock()
 	clear(out)

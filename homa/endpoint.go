@@ -517,9 +517,9 @@ func (e *Endpoint) trimDue(now time.Duration) {
 		return
 	}
 	e.trimAt = 0
-	holds := trimPool()
-	holds = e.cache.trim() || holds
+	holds := e.cache.trim() // first: the pool lets its idle buffers go now
 	holds = e.core.Trim() || holds
+	holds = trimPool() || holds
 	e.out.Trim()
 	if holds {
 		e.trimAt = now + trimEvery
