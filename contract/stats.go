@@ -241,11 +241,13 @@ type Stats struct {
 	// GrantsRevoked the messages that lost their grant because their
 	// sender left granted bytes unsent; GrantsDeferred the grants held
 	// back for lack of receive memory; PeersEvicted the idle peers
-	// dropped from a full peer table.
+	// dropped from a full peer table; PeersExpired the peers let go
+	// after a minute without RPCs or acknowledgments pending.
 	Shed           uint64
 	GrantsRevoked  uint64
 	GrantsDeferred uint64
 	PeersEvicted   uint64
+	PeersExpired   uint64
 	// Duplicate protection (the finished ids a server remembers per
 	// client port): SeenExpired counts the records let go because their
 	// port was silent long enough that no copy of its requests can still

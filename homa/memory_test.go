@@ -25,8 +25,9 @@ func heapInuse() uint64 {
 // the endpoints' caches and RPC structures in the cores; a few seconds
 // after it stops, the endpoints' trims have let all of it go, and once
 // the server's record of the client port has expired (a minute after
-// the port fell silent) the endpoints stop waking. The heap in use is
-// logged (-v), not asserted: it depends on the collector.
+// the port fell silent) and the idle peers too, the endpoints stop
+// waking. The heap in use is logged (-v), not asserted: it depends on
+// the collector.
 func TestMemoryAfterLoad(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, _ := newMemPair(t, memnet.Config{Seed: 8}, homa.Config{})
@@ -72,6 +73,11 @@ func TestMemoryAfterLoad(t *testing.T) {
 		time.Sleep(70 * time.Second)
 		if st := p.server.Stats(); st.SeenClients != 0 || st.SeenExpired != 1 {
 			t.Errorf("70 s later: %d client ports remembered, %d expired; want 0, 1", st.SeenClients, st.SeenExpired)
+		}
+		for _, e := range []*homa.Endpoint{p.server, p.client} {
+			if st := e.Stats(); st.Peers != 0 || st.PeersExpired != 1 {
+				t.Errorf("%v 70 s later: %d peers, %d expired; want 0, 1", e.LocalAddr(), st.Peers, st.PeersExpired)
+			}
 		}
 		wakes := p.server.Stats().TimerWakeups + p.client.Stats().TimerWakeups
 		time.Sleep(time.Minute)

@@ -290,6 +290,8 @@ var definitions = []definition{
 		func(s *sock.Stats) uint64 { return s.GrantsDeferred }),
 	counter("peers_evicted_total", "Idle peers dropped from a full peer table.",
 		func(s *sock.Stats) uint64 { return s.PeersEvicted }),
+	counter("peers_expired_total", "Peers let go after a minute with nothing pending.",
+		func(s *sock.Stats) uint64 { return s.PeersExpired }),
 	counter("seen_expired_total", "Records of a client port's finished RPC ids let go after the port was silent long enough.",
 		func(s *sock.Stats) uint64 { return s.SeenExpired }),
 	counter("seen_evicted_total", "Records of a client port's finished RPC ids forgotten to make room in a full table.",

@@ -62,6 +62,7 @@
 //	homa_grants_revoked_total                  incoming messages that lost their grant: their sender left granted bytes unsent
 //	homa_grants_deferred_total                 grants held back for lack of receive memory
 //	homa_peers_evicted_total                   idle peers dropped from a full peer table
+//	homa_peers_expired_total                   peers let go after a minute with nothing pending
 //	homa_seen_expired_total                    records of a client port's finished ids let go after the port's silence
 //	homa_seen_evicted_total                    records of a client port's finished ids forgotten to make room
 //

@@ -55,10 +55,12 @@ type Core struct {
 	servers   servers
 	peers     map[netip.Addr]*peer
 	idlePeers list[peer]
-	freeRPCs  []*rpc
-	freeLow   int     // the fewest freeRPCs held since the last Trim (trim.go)
-	peaks     peaks   // the tables' peaks, for Trim
-	retired   []*Hold // Holds the core is done with, for reuse (hold.go)
+	// peerExpiry lets idle peers go (peer.go).
+	peerExpiry timer
+	freeRPCs   []*rpc
+	freeLow    int     // the fewest freeRPCs held since the last Trim (trim.go)
+	peaks      peaks   // the tables' peaks, for Trim
+	retired    []*Hold // Holds the core is done with, for reuse (hold.go)
 
 	// Resource accounting (see Limits): receive storage, server RPCs
 	// receiving and awaiting replies, and the heaviest peers by each.
@@ -120,19 +122,20 @@ type Core struct {
 // New returns a core for the endpoint local, configured by cfg.
 func New(local Local, cfg Config) *Core {
 	c := &Core{
-		cfg:       cfg.WithDefaults(),
-		port:      local.Port,
-		is4:       !local.IPv6,
-		bufs:      local.Cache,
-		shared:    local.Buffers,
-		nextID:    local.FirstID &^ 1 & idSeqMask,
-		clients:   make(map[uint64]*rpc),
-		servers:   newServers(local.Seed),
-		peers:     make(map[netip.Addr]*peer),
-		seen:      newSeenTable(),
-		solicited: make(map[serverKey]solicitation),
-		granting:  make(map[grant.ID]*rpc),
-		idlePeers: newList(func(p *peer) *links[peer] { return &p.idle }),
+		cfg:        cfg.WithDefaults(),
+		port:       local.Port,
+		is4:        !local.IPv6,
+		bufs:       local.Cache,
+		shared:     local.Buffers,
+		nextID:     local.FirstID &^ 1 & idSeqMask,
+		clients:    make(map[uint64]*rpc),
+		servers:    newServers(local.Seed),
+		peers:      make(map[netip.Addr]*peer),
+		seen:       newSeenTable(),
+		solicited:  make(map[serverKey]solicitation),
+		granting:   make(map[grant.ID]*rpc),
+		idlePeers:  newList(func(p *peer) *links[peer] { return &p.idle }),
+		peerExpiry: timer{idx: -1},
 		heavyMem: newHeavy(func(p *peer) *links[peer] { return &p.memLinks },
 			func(p *peer) *int8 { return &p.memBucket }),
 		heavyRPCs: newHeavy(func(p *peer) *links[peer] { return &p.rpcLinks },
@@ -428,6 +431,8 @@ func (c *Core) Tick(now time.Duration, out *Output) (time.Duration, bool) {
 			c.pumpNeedAcks()
 		case t == &c.seen.timer:
 			c.expireSeen()
+		case t == &c.peerExpiry:
+			c.expirePeers()
 		default:
 			c.pumpResends()
 		}
