@@ -241,11 +241,20 @@ type Stats struct {
 	// GrantsRevoked the messages that lost their grant because their
 	// sender left granted bytes unsent; GrantsDeferred the grants held
 	// back for lack of receive memory; PeersEvicted the idle peers
-	// dropped from a full peer table.
+	// dropped from a full peer table; PeersExpired the peers let go
+	// after a minute without RPCs or acknowledgments pending.
 	Shed           uint64
 	GrantsRevoked  uint64
 	GrantsDeferred uint64
 	PeersEvicted   uint64
+	PeersExpired   uint64
+	// Duplicate protection (the finished ids a server remembers per
+	// client port): SeenExpired counts the records let go because their
+	// port was silent long enough that no copy of its requests can still
+	// arrive; SeenEvicted those forgotten, least recently active first,
+	// to make room in a full table; SeenClients is the records held.
+	SeenExpired, SeenEvicted uint64
+	SeenClients              int
 	// Message bytes: requests sent by clients and received by servers,
 	// responses sent by servers and received by clients (the sums of
 	// MessageSizes).
@@ -255,8 +264,11 @@ type Stats struct {
 	// (bytes), server RPCs whose request is arriving, and those whose
 	// request awaits a reply.
 	ClientRPCs, ServerRPCs, Peers int
-	RecvMemory                    int
-	IncomingRPCs, PendingReplies  int
+	// SpareRPCs is the RPC structures kept for reuse; after load they go
+	// within two trims of the engine's (about a second apart).
+	SpareRPCs                    int
+	RecvMemory                   int
+	IncomingRPCs, PendingReplies int
 
 	// Latency is the time from Send to the complete response of client
 	// RPCs (in nanoseconds), by the size class of the larger of request
@@ -303,4 +315,9 @@ type BufferStats struct {
 	// Free and FreeBytes are the buffers held in the free lists now and
 	// their capacity.
 	Free, FreeBytes uint64
+	// CachedBytes is the capacity of the buffers the endpoints' caches
+	// hold now. Pool and caches give back what load left in them at the
+	// endpoints' trims, about a second apart: FreeBytes+CachedBytes is
+	// zero a few seconds after the load stops.
+	CachedBytes uint64
 }

@@ -1,6 +1,7 @@
 package homa
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -16,9 +17,12 @@ import (
 // whatever goroutine releases them.
 //
 // A cache holds at most cacheClassBytes (and at most cacheMax buffers) of
-// each class up to 64 KiB; larger buffers bypass it. It gives its buffers
-// back when the endpoint closes. Its gets are counted in BufferStats.Gets
-// as they happen, through the registry of open caches.
+// each class up to 64 KiB; larger buffers bypass it. Like the pool, it
+// gives back at each of the endpoint's trims what the interval did not
+// need (each class's low-water mark), to the pool, which lets them go at
+// its own next trims; and everything when the endpoint closes. Its gets,
+// and the bytes it holds, are counted in BufferStats as they change,
+// through the registry of open caches.
 const (
 	cacheMaxShift   = 16
 	cacheClassBytes = 128 << 10
@@ -30,9 +34,15 @@ type bufCache struct {
 	// gets counts the buffers the cache handed out. Only the cache's
 	// owner adds to it; ReadBufferStats reads it.
 	gets atomic.Uint64
+	// held is the capacity of the buffers the cache holds.
+	held atomic.Int64
 }
 
-type cacheClass struct{ free [][]byte }
+type cacheClass struct {
+	free [][]byte
+	// low is the fewest buffers free held since the last trim.
+	low int
+}
 
 // caches registers the open caches, for ReadBufferStats.
 var caches struct {
@@ -64,15 +74,17 @@ func (b *bufCache) close() {
 	caches.mu.Unlock()
 }
 
-// cachedGets is the gets of every cache, open or closed.
-func cachedGets() uint64 {
+// cachedGets is the gets of every cache, open or closed, and held the
+// bytes the open ones hold.
+func cachedGets() (gets, held uint64) {
 	caches.mu.Lock()
 	defer caches.mu.Unlock()
-	n := caches.closedGets
+	gets = caches.closedGets
 	for b := range caches.open {
-		n += b.gets.Load()
+		gets += b.gets.Load()
+		held += uint64(max(b.held.Load(), 0))
 	}
-	return n
+	return gets, held
 }
 
 func cacheLimit(c int) int { return min(cacheMax, max(2, cacheClassBytes>>(c+minClassShift))) }
@@ -86,7 +98,7 @@ func (b *bufCache) Get(n int) []byte {
 	}
 	cc := &b.classes[c]
 	if len(cc.free) == 0 {
-		cc.refill(c)
+		b.refill(c)
 	}
 	k := len(cc.free)
 	if k == 0 {
@@ -95,7 +107,9 @@ func (b *bufCache) Get(n int) []byte {
 	buf := cc.free[k-1]
 	cc.free[k-1] = nil
 	cc.free = cc.free[:k-1]
+	cc.low = min(cc.low, k-1)
 	b.gets.Add(1)
+	b.held.Add(-int64(cap(buf)))
 	return buf[:n]
 }
 
@@ -109,21 +123,44 @@ func (b *bufCache) Put(buf []byte) {
 	}
 	cc := &b.classes[c]
 	if len(cc.free) >= cacheLimit(c) {
-		cc.spill(c, cacheLimit(c)/2)
+		b.spill(c, cacheLimit(c)/2, false)
 	}
 	cc.free = append(cc.free, buf[:0])
+	b.held.Add(int64(cap(buf)))
 }
 
 // flush returns every cached buffer to the pool.
 func (b *bufCache) flush() {
 	for c := range b.classes {
-		b.classes[c].spill(c, len(b.classes[c].free))
+		b.spill(c, len(b.classes[c].free), false)
 	}
 }
 
-// refill takes up to half the class's limit from the pool's free list,
+// trim gives the pool the buffers of each class that went unused since
+// the last trim, and reports whether the cache still holds any. The
+// caller holds the endpoint's mutex.
+func (b *bufCache) trim() bool {
+	holds := false
+	for c := range b.classes {
+		cc := &b.classes[c]
+		if n := min(cc.low, len(cc.free)); n > 0 {
+			// The list is a stack: give its bottom, the least recently
+			// used, by moving it to the top.
+			k := len(cc.free) - n
+			slices.Reverse(cc.free)
+			slices.Reverse(cc.free[:k])
+			b.spill(c, n, true)
+		}
+		cc.low = len(cc.free)
+		holds = holds || cc.low > 0
+	}
+	return holds
+}
+
+// refill takes up to half class c's limit from the pool's free list,
 // under one acquisition of its lock.
-func (cc *cacheClass) refill(c int) {
+func (b *bufCache) refill(c int) {
+	cc := &b.classes[c]
 	bc := &bufClasses[c]
 	bc.mu.Lock()
 	k := min(len(bc.free), cacheLimit(c)/2)
@@ -132,16 +169,23 @@ func (cc *cacheClass) refill(c int) {
 	clear(from)
 	bc.free = bc.free[:len(bc.free)-k]
 	bc.mu.Unlock()
+	b.held.Add(int64(k) << (c + minClassShift))
 }
 
-// spill gives the pool the k buffers on top of the cache's list; those
-// beyond the pool's own limit go to the GC.
-func (cc *cacheClass) spill(c, k int) {
+// spill gives the pool the k buffers on top of class c's list; those
+// beyond the pool's own limit go to the GC. Idle buffers (a trim's) count
+// as unused in the pool's interval too: its next trim lets them go.
+func (b *bufCache) spill(c, k int, idle bool) {
+	cc := &b.classes[c]
+	b.held.Add(-int64(k) << (c + minClassShift))
 	bc := &bufClasses[c]
 	out := cc.free[len(cc.free)-k:]
 	bc.mu.Lock()
 	keep := min(k, max(0, classLimit(c)-len(bc.free)))
 	bc.free = append(bc.free, out[:keep]...)
+	if idle {
+		bc.low += keep
+	}
 	bc.discards += uint64(k - keep)
 	bc.mu.Unlock()
 	clear(out)

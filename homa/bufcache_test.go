@@ -181,6 +181,43 @@ func TestBufCacheEndpoint(t *testing.T) {
 	})
 }
 
+// TestBufCacheTrim: a trim gives the pool the buffers of a class that
+// the interval since the last trim did not need, least recently used
+// first, and keeps those it needed; the next trim of an idle cache
+// empties it, and reports so.
+func TestBufCacheTrim(t *testing.T) {
+	var cache bufCache
+	cache.register()
+	defer cache.close()
+	const size = 1000
+	c := sizeClass(size)
+	var held [][]byte
+	for range 6 {
+		held = append(held, cache.Get(size))
+	}
+	for _, b := range held {
+		cache.Put(b)
+	}
+	oldest := unsafe.SliceData(cache.classes[c].free[0])
+	if !cache.trim() || len(cache.classes[c].free) != 6 {
+		t.Fatalf("after an interval that needed all 6, %d held", len(cache.classes[c].free))
+	}
+	b1, b2 := cache.Get(size), cache.Get(size) // an interval that needs 2
+	cache.Put(b1)
+	cache.Put(b2)
+	if !cache.trim() || len(cache.classes[c].free) != 2 {
+		t.Fatalf("after an interval that needed 2 of 6, %d held, want 2", len(cache.classes[c].free))
+	}
+	for _, b := range cache.classes[c].free {
+		if unsafe.SliceData(b) == oldest {
+			t.Error("the least recently used buffer was kept")
+		}
+	}
+	if cache.trim() || len(cache.classes[c].free) != 0 || cache.held.Load() != 0 {
+		t.Fatalf("after an idle interval, %d held (%d bytes)", len(cache.classes[c].free), cache.held.Load())
+	}
+}
+
 // TestBufCacheProperties runs random gets, puts and flushes through a
 // cache: a buffer is never handed out twice while it is held, every one
 // has the length asked for and its class's capacity, and no class of the
@@ -218,11 +255,19 @@ func TestBufCacheProperties(t *testing.T) {
 				delete(held, p)
 			},
 			"flush": func(*rapid.T) { cache.flush() },
+			"trim":  func(*rapid.T) { cache.trim() },
 			"": func(t *rapid.T) {
+				var bytes int64
 				for c := range cache.classes {
 					if k := len(cache.classes[c].free); k > cacheLimit(c) {
 						t.Fatalf("class %d holds %d, more than its limit %d", c, k, cacheLimit(c))
 					}
+					for _, b := range cache.classes[c].free {
+						bytes += int64(cap(b))
+					}
+				}
+				if h := cache.held.Load(); h != bytes {
+					t.Fatalf("the cache counts %d bytes held, holds %d", h, bytes)
 				}
 			},
 		})

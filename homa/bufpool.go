@@ -105,7 +105,7 @@ func trimPool() (holds bool) {
 	// bubble's, after a trim outside it): trim, rather than wait for it
 	// to catch up.
 	if d := now.Sub(trimState.last); d >= 0 && d < trimEvery {
-		return true
+		return poolHolds() // another endpoint trimmed it just now
 	}
 	trimState.last = now
 	freed, left := trimClasses()
@@ -115,6 +115,20 @@ func trimPool() (holds bool) {
 		debug.FreeOSMemory()
 	}
 	return left > 0
+}
+
+// poolHolds reports whether the pool holds free buffers.
+func poolHolds() bool {
+	for c := range bufClasses {
+		bc := &bufClasses[c]
+		bc.mu.Lock()
+		n := len(bc.free)
+		bc.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // trimClasses lets go of each class's buffers unused since the last
@@ -134,6 +148,9 @@ func trimClasses() (freed, left uint64) {
 			bc.trimmed += uint64(n)
 			freed += uint64(n) * size
 		}
+		if len(bc.free) == 0 {
+			bc.free = nil // the list's own storage, grown by load
+		}
 		bc.low = len(bc.free)
 		left += uint64(len(bc.free)) * size
 		bc.mu.Unlock()
@@ -143,7 +160,8 @@ func trimClasses() (freed, left uint64) {
 
 // ReadBufferStats returns a snapshot of the process's buffer pool.
 func ReadBufferStats() contract.BufferStats {
-	s := contract.BufferStats{Gets: cachedGets()}
+	s := contract.BufferStats{}
+	s.Gets, s.CachedBytes = cachedGets()
 	for c := range bufClasses {
 		bc := &bufClasses[c]
 		size := uint64(1) << (c + minClassShift)

@@ -553,14 +553,20 @@ func (e *Endpoint) graceAfterFlush() {
 	}
 }
 
-// trimDue trims the buffer pool if its time has come, and sets the next
-// trim while the pool holds free buffers. The caller holds mu.
+// trimDue trims the buffer pool, the endpoint's cache in front of it and
+// what the core keeps for reuse, if its time has come, and sets the next
+// trim while any of them holds something a trim may let go of. The
+// caller holds mu.
 func (e *Endpoint) trimDue(now time.Duration) {
 	if e.trimAt == 0 || now < e.trimAt {
 		return
 	}
 	e.trimAt = 0
-	if trimPool() {
+	holds := e.cache.trim() // first: the pool lets its idle buffers go now
+	holds = e.core.Trim() || holds
+	holds = trimPool() || holds
+	e.out.Trim()
+	if holds {
 		e.trimAt = now + trimEvery
 	}
 }

@@ -290,6 +290,14 @@ var definitions = []definition{
 		func(s *sock.Stats) uint64 { return s.GrantsDeferred }),
 	counter("peers_evicted_total", "Idle peers dropped from a full peer table.",
 		func(s *sock.Stats) uint64 { return s.PeersEvicted }),
+	counter("peers_expired_total", "Peers let go after a minute with nothing pending.",
+		func(s *sock.Stats) uint64 { return s.PeersExpired }),
+	counter("seen_expired_total", "Records of a client port's finished RPC ids let go after the port was silent long enough.",
+		func(s *sock.Stats) uint64 { return s.SeenExpired }),
+	counter("seen_evicted_total", "Records of a client port's finished RPC ids forgotten to make room in a full table.",
+		func(s *sock.Stats) uint64 { return s.SeenEvicted }),
+	gauge("seen_clients", "Client ports whose finished RPC ids the server remembers.",
+		func(s *sock.Stats) float64 { return float64(s.SeenClients) }),
 
 	// Grants (receiver side).
 	counter("grants_sent_total", "GRANT packets the SRPT scheduler decided to send.",
@@ -354,6 +362,8 @@ var bufferDefs = [...]struct {
 		func(s *sock.BufferStats) uint64 { return s.Free }},
 	{"buffer_pool_bytes", "Capacity of the buffers in the pool's free lists.", prometheus.GaugeValue,
 		func(s *sock.BufferStats) uint64 { return s.FreeBytes }},
+	{"buffer_cached_bytes", "Capacity of the buffers in the endpoints' caches in front of the pool.", prometheus.GaugeValue,
+		func(s *sock.BufferStats) uint64 { return s.CachedBytes }},
 }
 
 // Describe sends the descriptions of the pool's metrics.

@@ -440,7 +440,7 @@ func TestRegistries(t *testing.T) {
 	if err := reg.Register(metrics.NewCollector(stats, prometheus.Labels{"socket": "a"})); err == nil {
 		t.Fatal("two sockets with the same labels registered")
 	}
-	if n := testutil.CollectAndCount(metrics.NewBufferCollector(nil)); n != 7 {
-		t.Errorf("buffer pool: %d metrics, want 7", n)
+	if n := testutil.CollectAndCount(metrics.NewBufferCollector(nil)); n != 8 {
+		t.Errorf("buffer pool: %d metrics, want 8", n)
 	}
 }

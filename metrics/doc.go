@@ -62,11 +62,15 @@
 //	homa_grants_revoked_total                  incoming messages that lost their grant: their sender left granted bytes unsent
 //	homa_grants_deferred_total                 grants held back for lack of receive memory
 //	homa_peers_evicted_total                   idle peers dropped from a full peer table
+//	homa_peers_expired_total                   peers let go after a minute with nothing pending
+//	homa_seen_expired_total                    records of a client port's finished ids let go after the port's silence
+//	homa_seen_evicted_total                    records of a client port's finished ids forgotten to make room
 //
 // Gauges:
 //
 //	homa_active_rpcs{role}                     RPCs the socket holds now
 //	homa_peers                                 hosts the socket keeps state for
+//	homa_seen_clients                          client ports whose finished ids the server remembers
 //	homa_grantable_messages                    incoming messages that still need grants
 //	homa_incoming_bytes                        bytes granted (or unscheduled) and not yet received
 //	homa_pacer_queue_messages                  outgoing messages waiting in the pacer's queue
@@ -112,4 +116,5 @@
 //	homa_buffer_trimmed_total                  free buffers let go of after going unused for a while (after load)
 //	homa_buffer_pool_buffers                   gauge: buffers in the pool's free lists (not the endpoints' caches)
 //	homa_buffer_pool_bytes                     gauge: their capacity
+//	homa_buffer_cached_bytes                   gauge: capacity of the buffers in the endpoints' caches
 package metrics

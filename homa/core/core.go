@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/homa-go/homa/ack"
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/grant"
 	"github.com/homa-go/homa/homa/wire"
@@ -56,8 +55,12 @@ type Core struct {
 	servers   servers
 	peers     map[netip.Addr]*peer
 	idlePeers list[peer]
-	freeRPCs  []*rpc
-	retired   []*Hold // Holds the core is done with, for reuse (hold.go)
+	// peerExpiry lets idle peers go (peer.go).
+	peerExpiry timer
+	freeRPCs   []*rpc
+	freeLow    int     // the fewest freeRPCs held since the last Trim (trim.go)
+	peaks      peaks   // the tables' peaks, for Trim
+	retired    []*Hold // Holds the core is done with, for reuse (hold.go)
 
 	// Resource accounting (see Limits): receive storage, server RPCs
 	// receiving and awaiting replies, and the heaviest peers by each.
@@ -66,8 +69,7 @@ type Core struct {
 	pending    int
 	heavyMem   heavy
 	heavyRPCs  heavy
-	seen       map[clientKey]*ack.Seen
-	lastSeen   seenEntry // the entry of seen found last (seen.go)
+	seen       seenTable // finished ids by client port (seen.go)
 	solicited  map[serverKey]solicitation
 	timers     timerHeap
 	rxPkt      wire.Packet
@@ -120,19 +122,20 @@ type Core struct {
 // New returns a core for the endpoint local, configured by cfg.
 func New(local Local, cfg Config) *Core {
 	c := &Core{
-		cfg:       cfg.WithDefaults(),
-		port:      local.Port,
-		is4:       !local.IPv6,
-		bufs:      local.Cache,
-		shared:    local.Buffers,
-		nextID:    local.FirstID &^ 1 & idSeqMask,
-		clients:   make(map[uint64]*rpc),
-		servers:   newServers(local.Seed),
-		peers:     make(map[netip.Addr]*peer),
-		seen:      make(map[clientKey]*ack.Seen),
-		solicited: make(map[serverKey]solicitation),
-		granting:  make(map[grant.ID]*rpc),
-		idlePeers: newList(func(p *peer) *links[peer] { return &p.idle }),
+		cfg:        cfg.WithDefaults(),
+		port:       local.Port,
+		is4:        !local.IPv6,
+		bufs:       local.Cache,
+		shared:     local.Buffers,
+		nextID:     local.FirstID &^ 1 & idSeqMask,
+		clients:    make(map[uint64]*rpc),
+		servers:    newServers(local.Seed),
+		peers:      make(map[netip.Addr]*peer),
+		seen:       newSeenTable(),
+		solicited:  make(map[serverKey]solicitation),
+		granting:   make(map[grant.ID]*rpc),
+		idlePeers:  newList(func(p *peer) *links[peer] { return &p.idle }),
+		peerExpiry: timer{idx: -1},
 		heavyMem: newHeavy(func(p *peer) *links[peer] { return &p.memLinks },
 			func(p *peer) *int8 { return &p.memBucket }),
 		heavyRPCs: newHeavy(func(p *peer) *links[peer] { return &p.rpcLinks },
@@ -426,6 +429,10 @@ func (c *Core) Tick(now time.Duration, out *Output) (time.Duration, bool) {
 			c.peerTimer(t.peer)
 		case t == &c.needAcks.pump:
 			c.pumpNeedAcks()
+		case t == &c.seen.timer:
+			c.expireSeen()
+		case t == &c.peerExpiry:
+			c.expirePeers()
 		default:
 			c.pumpResends()
 		}

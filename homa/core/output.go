@@ -49,3 +49,11 @@ func (o *Output) Reset() {
 	clear(o.Holds)
 	o.Holds = o.Holds[:0]
 }
+
+// Trim lets the storage of an empty Output go where load grew it past a
+// few hundred entries (see Core.Trim).
+func (o *Output) Trim() {
+	dropScratch(&o.Packets)
+	dropScratch(&o.Messages)
+	dropScratch(&o.Holds)
+}

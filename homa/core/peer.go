@@ -2,6 +2,7 @@ package core
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/homa-go/homa/ack"
 	"github.com/homa-go/homa/homa/wire"
@@ -67,6 +68,7 @@ type peer struct {
 	// least recently used first; heavy buckets index it by memory and by
 	// incoming RPCs.
 	idle                 links[peer]
+	idleAt               uint64 // the tick it joined the idle list
 	memLinks, rpcLinks   links[peer]
 	memBucket, rpcBucket int8
 
@@ -167,7 +169,8 @@ func (p *peer) takeAcks(port uint16, dst []wire.AckEntry) int {
 
 // The peer table. A peer stays while anything refers to it (RPCs,
 // pending acks); then it joins the idle list, from which the least
-// recently used is evicted when the table is full. What is lost with an
+// recently used is evicted when the table is full, and where it expires
+// after peerLinger. What is lost with an
 // evicted peer is soft state: its cutoffs (DATA to it uses the defaults
 // until it sends CUTOFFS again) and its path MTU.
 
@@ -187,7 +190,7 @@ func (c *Core) peerFor(addr netip.Addr) *peer {
 	p := newPeer(addr)
 	c.adapt(p)
 	c.peers[addr] = p
-	c.idlePeers.PushBack(p)
+	c.pushIdle(p)
 	return p
 }
 
@@ -216,13 +219,69 @@ func (c *Core) acksTaken(p *peer) {
 // maybeIdle puts p on the idle list if nothing refers to it any more.
 func (c *Core) maybeIdle(p *peer) {
 	if p.rpcs == 0 && len(p.acks) == 0 && !p.idle.Listed() {
-		c.idlePeers.PushBack(p)
+		c.pushIdle(p)
 	}
 }
 
+// Idle peers expire. A peer that has had nothing to do with this
+// endpoint for peerLinger is let go, so that a burst of clients does not
+// leave the table full for good; what it loses is soft state (above).
+// The idle list is in the order peers fell idle, and one timer, armed
+// at the expiry of its first rounded up to a sixteenth of peerLinger,
+// serves it: an idle core wakes at most sixteen times for it.
+const peerLinger = time.Minute
+
+// pushIdle puts p at the end of the idle list.
+func (c *Core) pushIdle(p *peer) {
+	p.idleAt = c.tick
+	c.idlePeers.PushBack(p)
+	c.armPeerExpiry()
+}
+
+// armPeerExpiry sets the idle peers' timer, unless it is set.
+func (c *Core) armPeerExpiry() {
+	p := c.idlePeers.Front()
+	if p == nil || c.peerExpiry.idx >= 0 {
+		return
+	}
+	ticks := c.peerLingerTicks()
+	grain := max(ticks/16, 1)
+	at := (p.idleAt + ticks + grain - 1) / grain * grain
+	c.timers.arm(&c.peerExpiry, c.at(max(at, c.tick+1)))
+}
+
+func (c *Core) peerLingerTicks() uint64 {
+	return uint64((peerLinger + c.cfg.Tick - 1) / c.cfg.Tick)
+}
+
+// expirePeers runs at the idle peers' timer: it lets go of those idle
+// for peerLinger (at most seenSweep of them: the rest at the next tick).
+func (c *Core) expirePeers() {
+	ticks := c.peerLingerTicks()
+	for range seenSweep {
+		p := c.idlePeers.Front()
+		if p == nil || p.idleAt+ticks > c.tick {
+			break
+		}
+		c.dropPeer(p)
+		c.stats.PeersExpired++
+	}
+	if p := c.idlePeers.Front(); p != nil && p.idleAt+ticks <= c.tick {
+		c.timers.arm(&c.peerExpiry, c.at(c.tick+1))
+	} else {
+		c.armPeerExpiry()
+	}
+}
+
+// evictPeer lets idle peer p go to make room.
 func (c *Core) evictPeer(p *peer) {
+	c.dropPeer(p)
+	c.stats.PeersEvicted++
+}
+
+// dropPeer forgets idle peer p.
+func (c *Core) dropPeer(p *peer) {
 	c.idlePeers.Remove(p)
 	c.timers.disarm(&p.timer)
 	delete(c.peers, p.addr)
-	c.stats.PeersEvicted++
 }

@@ -59,8 +59,21 @@ func (g *thinkGap) done(now time.Duration) bool {
 }
 
 // Quiet reports whether the core has nothing in progress: no RPC, no
-// deadline. Work put off until Idle does not count: it waits for the
-// next reader with nothing to read.
+// deadline but the expiry of idle state (records of finished ids, idle
+// peers), which is housekeeping a minute away. Work put off until Idle
+// does not count: it waits for the next reader with nothing to read.
 func (c *Core) Quiet() bool {
-	return !c.closed && len(c.clients) == 0 && c.servers.len() == 0 && len(c.timers) == 0 && c.pacerAt == 0
+	return !c.closed && len(c.clients) == 0 && c.servers.len() == 0 && len(c.timers) == c.expiries() && c.pacerAt == 0
+}
+
+// expiries is the number of armed expiry timers.
+func (c *Core) expiries() int {
+	n := 0
+	if c.seen.timer.idx >= 0 {
+		n++
+	}
+	if c.peerExpiry.idx >= 0 {
+		n++
+	}
+	return n
 }

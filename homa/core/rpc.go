@@ -105,6 +105,7 @@ func (c *Core) newRPC() *rpc {
 		r = c.freeRPCs[n-1]
 		c.freeRPCs[n-1] = nil
 		c.freeRPCs = c.freeRPCs[:n-1]
+		c.freeLow = min(c.freeLow, n-1)
 	} else {
 		r = new(rpc)
 	}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/homa-go/homa/ack"
 )
@@ -41,10 +42,76 @@ type clientKey struct {
 	port uint16
 }
 
+// Expiry. A record lets go when its client port has been silent long
+// enough that no copy of a request it covers can still arrive. The
+// server finishes an id (records it) when the client acknowledges the
+// response, which it does only after it has ended the RPC, or when it
+// reclaims the RPC after ReclaimTicks without word from the client,
+// which ack.ReclaimAtLeast makes longer than the client takes to give
+// the RPC up (its peer timeout). A client sends no packet of an RPC it
+// has ended, and retransmits a request only when the server asks, which
+// it does not for one it has in full. So every packet of a finished id
+// was sent before the finish, or (the reclaimed RPC of a client cut off
+// one way) less than a peer timeout after it. A record's last activity
+// is its last finish, or the last request or RESEND that consulted it.
+// What arrives seenLinger plus ReclaimTicks after that has been held in
+// the network for longer than seenLinger. The port's own new RPCs do
+// not need the record: its ids only increase, so they are above every
+// id it covers, and a fresh record refuses their duplicates as well.
+// A client waiting for an RPC below the floor (see above) RESENDs once
+// a resend interval, so it keeps its record: an active port never
+// expires.
+//
+// seenLinger is the network's lifetime of a packet as this assumes it:
+// a minute, like the time Linux keeps a closed TCP connection's state
+// (TIME_WAIT) against old segments, some thousand times what a
+// datacenter fabric's queues hold a packet.
+//
+// The records are kept in a list by last activity, least recent first,
+// so that touching one is O(1), one timer serves the whole list, armed
+// at the expiry of the least recent rounded up to seenGrain ticks (an
+// idle core wakes at most once a grain while records remain), and at
+// maxSeenClients the least recently active record makes room.
+const seenLinger = time.Minute
+
+// seenGrain divides the expiry time into the steps in which the timer
+// wakes; each expiring tick lets go of at most seenSweep records, the
+// rest at the next tick.
+const (
+	seenGrain = 16
+	seenSweep = 256
+)
+
+// seenRec is one client port's record.
+type seenRec struct {
+	k    clientKey
+	s    *ack.Seen
+	last uint64 // tick of the last activity
+	lru  links[seenRec]
+}
+
+// seenTable is the records of the client ports, least recently active
+// first in lru; timer fires when the first expires.
+type seenTable struct {
+	m     map[clientKey]*seenRec
+	lru   list[seenRec]
+	timer timer
+	peak  int      // the most records since the map was last rebuilt
+	last  *seenRec // the record found last (see lookupSeen)
+}
+
+func newSeenTable() seenTable {
+	return seenTable{
+		m:     make(map[clientKey]*seenRec),
+		lru:   newList(func(r *seenRec) *links[seenRec] { return &r.lru }),
+		timer: timer{idx: -1},
+	}
+}
+
 const (
 	// maxSeenClients bounds the client ports whose finished ids a server
-	// remembers (4 KiB each, 16 MiB in all); past it, an arbitrary one is
-	// forgotten.
+	// remembers (4 KiB each, 16 MiB in all); past it, the least
+	// recently active is forgotten.
 	maxSeenClients = 4096
 	// seenPerClient is how many ids of a client port the exact record
 	// spans (see ack.Seen).
@@ -55,43 +122,94 @@ const (
 	solicitTicks = 1000
 )
 
+// seenTicks is how long a record outlives its port's last activity.
+func (c *Core) seenTicks() uint64 {
+	return uint64((seenLinger+c.cfg.Tick-1)/c.cfg.Tick) + uint64(c.cfg.Ack.ReclaimTicks)
+}
+
 func (c *Core) seenFor(addr netip.Addr, port uint16) *ack.Seen {
 	k := clientKey{addr, port}
 	if s := c.lookupSeen(k); s != nil {
 		return s
 	}
-	if len(c.seen) >= maxSeenClients {
-		for old := range c.seen {
-			delete(c.seen, old)
-			if old == c.lastSeen.k {
-				c.lastSeen = seenEntry{}
-			}
+	t := &c.seen
+	if len(t.m) >= maxSeenClients {
+		c.dropSeen(t.lru.Front())
+		c.stats.SeenEvicted++
+	}
+	r := &seenRec{k: k, s: ack.NewSeen(seenPerClient), last: c.tick}
+	t.m[k] = r
+	t.peak = max(t.peak, len(t.m))
+	t.lru.PushBack(r)
+	t.last = r
+	c.armSeen()
+	return r.s
+}
+
+// lookupSeen returns the record of client port k, if any, and counts
+// the lookup as the port's activity. The one found last is kept at
+// hand: a request and its acknowledgment look it up, and requests from
+// one client port come in runs.
+func (c *Core) lookupSeen(k clientKey) *ack.Seen {
+	t := &c.seen
+	r := t.last
+	if r == nil || r.k != k {
+		if r = t.m[k]; r == nil {
+			return nil
+		}
+		t.last = r
+	}
+	r.last = c.tick
+	t.lru.MoveToBack(r)
+	return r.s
+}
+
+// dropSeen forgets record r.
+func (c *Core) dropSeen(r *seenRec) {
+	t := &c.seen
+	delete(t.m, r.k)
+	t.lru.Remove(r)
+	if t.last == r {
+		t.last = nil
+	}
+}
+
+// armSeen sets the records' timer to the expiry of the least recently
+// active, rounded up to the grain, unless it is set.
+func (c *Core) armSeen() {
+	t := &c.seen
+	r := t.lru.Front()
+	if r == nil || t.timer.idx >= 0 {
+		return
+	}
+	ticks := c.seenTicks()
+	grain := max(ticks/seenGrain, 1)
+	at := (r.last + ticks + grain - 1) / grain * grain
+	c.timers.arm(&t.timer, c.at(max(at, c.tick+1)))
+}
+
+// expireSeen runs at the records' timer: it lets go of those whose
+// port has been silent for seenTicks (at most seenSweep of them), and
+// sets the timer for the next.
+func (c *Core) expireSeen() {
+	t := &c.seen
+	ticks := c.seenTicks()
+	for range seenSweep {
+		r := t.lru.Front()
+		if r == nil || r.last+ticks > c.tick {
 			break
 		}
+		c.dropSeen(r)
+		c.stats.SeenExpired++
 	}
-	s := ack.NewSeen(seenPerClient)
-	c.seen[k] = s
-	return s
-}
-
-// seenEntry is a client port's record of finished ids.
-type seenEntry struct {
-	k clientKey
-	s *ack.Seen
-}
-
-// lookupSeen returns the record of client port k, if any. The one found
-// last is kept at hand: a request and its acknowledgment look it up,
-// and requests from one client port come in runs.
-func (c *Core) lookupSeen(k clientKey) *ack.Seen {
-	if c.lastSeen.s != nil && c.lastSeen.k == k {
-		return c.lastSeen.s
+	if r := t.lru.Front(); r != nil && r.last+ticks <= c.tick {
+		c.timers.arm(&t.timer, c.at(c.tick+1)) // more due: the next tick
+	} else {
+		c.armSeen()
 	}
-	s := c.seen[k]
-	if s != nil {
-		c.lastSeen = seenEntry{k, s}
-	}
-	return s
+	// Go maps keep the room of their peak: once the records are far
+	// fewer, move them to a map of their size.
+	t.m, t.peak = shrinkMap(t.m, t.peak)
 }
 
 // stale reports whether a request packet for client id from (addr, port)

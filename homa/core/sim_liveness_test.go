@@ -125,7 +125,9 @@ func TestLivenessPerRPC(t *testing.T) {
 }
 
 // TestIdleCoreSleeps: once every RPC is done and acknowledged, a core has
-// no deadline at all: an idle endpoint needs no timer.
+// no deadline but the expiry of idle state (the server's records of
+// finished ids, both sides' idle peers), a minute away, and once it has
+// gone none at all: an idle endpoint needs no timer.
 func TestIdleCoreSleeps(t *testing.T) {
 	n := sim.New(sim.Config{Seed: 6})
 	srv := n.Listen(serverAP, core.Config{})
@@ -138,12 +140,24 @@ func TestIdleCoreSleeps(t *testing.T) {
 	if !n.RunUntil(func() bool { return len(got) == 20 }, time.Second) {
 		t.Fatal("RPCs did not finish")
 	}
-	if !n.RunUntil(n.Idle, n.Now()+time.Second) {
-		t.Fatal("events still pending a second after the last RPC")
+	n.Run(n.Now() + time.Second)
+	for _, e := range []*sim.Endpoint{srv, cli} {
+		if at, ok := e.Core.Next(); !ok || at < n.Now()+time.Minute-2*time.Second {
+			t.Errorf("%v: idle core's next deadline at %v (%v), want the expiry of idle state, a minute away", e.Addr(), at, ok)
+		}
+		if !e.Core.Quiet() {
+			t.Errorf("%v: idle core is not quiet", e.Addr())
+		}
+	}
+	if !n.RunUntil(n.Idle, n.Now()+seenBound+seenGrain) {
+		t.Fatal("events still pending past the expiry of the records")
 	}
 	for _, e := range []*sim.Endpoint{srv, cli} {
 		if at, ok := e.Core.Next(); ok {
 			t.Errorf("%v: idle core has a deadline at %v", e.Addr(), at)
+		}
+		if st := e.Core.Stats(); st.Peers != 0 || st.PeersExpired != 1 {
+			t.Errorf("%v: idle core holds %d peers, %d expired; want 0, 1", e.Addr(), st.Peers, st.PeersExpired)
 		}
 		if st := e.Core.Stats(); st.ServerRPCs != 0 || st.ClientRPCs != 0 || st.RecvMemory != 0 {
 			t.Errorf("%v: idle core holds %d server and %d client RPCs, %d bytes", e.Addr(), st.ServerRPCs, st.ClientRPCs, st.RecvMemory)

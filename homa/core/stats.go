@@ -59,6 +59,9 @@ type counters struct {
 	GrantsDeferred     uint64
 	ResendsIgnored     uint64
 	PeersEvicted       uint64
+	PeersExpired       uint64
+	SeenExpired        uint64
+	SeenEvicted        uint64
 	Unreachable        uint64
 	RTTSamples         uint64
 	ResendsDeferred    uint64
@@ -119,6 +122,11 @@ func (c *Core) Stats() contract.Stats {
 		GrantsRevoked:      k.GrantsRevoked,
 		GrantsDeferred:     k.GrantsDeferred,
 		PeersEvicted:       k.PeersEvicted,
+		PeersExpired:       k.PeersExpired,
+		SeenExpired:        k.SeenExpired,
+		SeenEvicted:        k.SeenEvicted,
+		SeenClients:        len(c.seen.m),
+		SpareRPCs:          len(c.freeRPCs),
 		ClientRPCs:         len(c.clients),
 		ServerRPCs:         c.servers.len(),
 		Peers:              len(c.peers),
