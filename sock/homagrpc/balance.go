@@ -1,6 +1,7 @@
 package homagrpc
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -108,17 +109,11 @@ func (c *ClientConn) Targets() []netip.AddrPort {
 // ParseTarget parses a target string naming one or more Homa servers:
 // "homa:///10.0.0.1:5000,10.0.0.2:5000", or the same without the
 // "homa:///" prefix. IPv6 addresses are in brackets ("[::1]:5000").
-// Names are not resolved: Homa addresses hosts by IP address.
+// It takes IP addresses only; ResolveTarget also takes host names.
 func ParseTarget(target string) ([]netip.AddrPort, error) {
-	rest := target
-	if scheme, after, ok := strings.Cut(target, "://"); ok {
-		if scheme != "homa" {
-			return nil, fmt.Errorf("homagrpc: target %q: scheme %q, want homa", target, scheme)
-		}
-		if !strings.HasPrefix(after, "/") {
-			return nil, fmt.Errorf("homagrpc: target %q: an authority is not supported (write homa:///ADDR:PORT,ADDR:PORT)", target)
-		}
-		rest = after[1:]
+	rest, err := targetList(target)
+	if err != nil {
+		return nil, err
 	}
 	var out []netip.AddrPort
 	for _, s := range strings.Split(rest, ",") {
@@ -131,18 +126,21 @@ func ParseTarget(target string) ([]netip.AddrPort, error) {
 	return out, nil
 }
 
-// DialTarget is Dial for a target string of one or more servers (see
-// ParseTarget), among which the WithBalancer option spreads the calls.
-// The servers must be of one address family.
+// DialTarget is Dial for a target string of one or more servers, by IP
+// address or host name (see ResolveTarget: names are looked up once,
+// with WithResolver's resolver, within 10 s), among which the
+// WithBalancer option spreads the calls. The servers must be of one
+// address family.
 func DialTarget(target string, cfg *sock.Config, opts ...DialOption) (*ClientConn, error) {
-	targets, err := ParseTarget(target)
+	var o dialOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+	targets, err := ResolveTarget(ctx, target, o.resolver)
+	cancel()
 	if err != nil {
 		return nil, err
-	}
-	for _, t := range targets[1:] {
-		if t.Addr().Is4() != targets[0].Addr().Is4() {
-			return nil, fmt.Errorf("homagrpc: target %q mixes address families: %w", target, sock.ErrBadAddress)
-		}
 	}
 	c, err := Dial(targets[0], cfg, opts...)
 	if err != nil {

@@ -103,7 +103,9 @@
 // Several servers: DialTarget("homa:///10.0.0.1:5000,10.0.0.2:5000",
 // cfg, WithBalancer(RoundRobin)) spreads calls and streams over them;
 // PickFirst (the default) uses the first until a call finds it
-// unavailable. Addresses are IP addresses: there is no name resolution.
+// unavailable. A target may name hosts ("homa:///db1.internal:5000"):
+// DialTarget looks them up once (ResolveTarget, WithResolver), each name
+// standing for all its addresses of the target's address family.
 //
 // One registration on both transports: Mirror(homaServer, grpcServer)
 // is a grpc.ServiceRegistrar that registers each service on both, so

@@ -21,6 +21,7 @@ type dialOptions struct {
 	windowSize  int
 	statsHs     []stats.Handler
 	balancer    Balancer
+	resolver    Resolver // WithResolver; nil: net.DefaultResolver
 }
 
 func (o *dialOptions) window() int {
