@@ -210,19 +210,7 @@ func TestParseTarget(t *testing.T) {
 		{"", nil},
 	} {
 		got, err := homagrpc.ParseTarget(tc.in)
-		if tc.want == nil {
-			if err == nil {
-				t.Errorf("ParseTarget(%q) = %v, want an error", tc.in, got)
-			}
-			continue
-		}
-		var s []string
-		for _, a := range got {
-			s = append(s, a.String())
-		}
-		if err != nil || !slices.Equal(s, tc.want) {
-			t.Errorf("ParseTarget(%q) = %v, %v; want %v", tc.in, s, err, tc.want)
-		}
+		checkTargets(t, "ParseTarget", tc.in, got, err, tc.want)
 	}
 }
 

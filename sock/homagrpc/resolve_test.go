@@ -64,19 +64,26 @@ func TestResolveTarget(t *testing.T) {
 		{"homa:///", nil},
 	} {
 		got, err := homagrpc.ResolveTarget(context.Background(), tc.in, r)
-		if tc.want == nil {
-			if err == nil {
-				t.Errorf("ResolveTarget(%q) = %v, want an error", tc.in, got)
-			}
-			continue
+		checkTargets(t, "ResolveTarget", tc.in, got, err, tc.want)
+	}
+}
+
+// checkTargets checks what fn made of target: the addresses want, or an
+// error when want is nil.
+func checkTargets(t *testing.T, fn, target string, got []netip.AddrPort, err error, want []string) {
+	t.Helper()
+	if want == nil {
+		if err == nil {
+			t.Errorf("%s(%q) = %v, want an error", fn, target, got)
 		}
-		var s []string
-		for _, a := range got {
-			s = append(s, a.String())
-		}
-		if err != nil || !slices.Equal(s, tc.want) {
-			t.Errorf("ResolveTarget(%q) = %v, %v; want %v", tc.in, s, err, tc.want)
-		}
+		return
+	}
+	var s []string
+	for _, a := range got {
+		s = append(s, a.String())
+	}
+	if err != nil || !slices.Equal(s, want) {
+		t.Errorf("%s(%q) = %v, %v; want %v", fn, target, s, err, want)
 	}
 }
 
