@@ -102,7 +102,10 @@ type Endpoint struct {
 	// readerWakeups counts the grace timer's firings: none while the
 	// endpoint is idle.
 	readerWakeups atomic.Uint64
-	spin          spinBudget
+	// graceArms counts the grace timer's arming (each a runtime timer
+	// reset: a thread wake-up, see applyTimer).
+	graceArms atomic.Uint64
+	spin      spinBudget
 
 	io      ioCounters
 	batches recycler[txBatch]

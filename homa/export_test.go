@@ -5,6 +5,9 @@ import "time"
 // ReaderWakeups is how many timed waits of e's background reader ended.
 func ReaderWakeups(e *Endpoint) uint64 { return e.readerWakeups.Load() }
 
+// GraceArms is how often e armed its background reader's grace timer.
+func GraceArms(e *Endpoint) uint64 { return e.graceArms.Load() }
+
 // Pooled reports whether the process's buffer pool, or the cache of one
 // of the endpoints in, holds b's memory.
 func Pooled(b []byte, in ...*Endpoint) bool {

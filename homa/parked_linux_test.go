@@ -140,3 +140,61 @@ func TestParkedPathWakeups(t *testing.T) {
 		t.Errorf("server sent %d NEED_ACKs in %d RPCs, want at most %d", n, rpcs, rpcs/10)
 	}
 }
+
+// TestCallArmsNoGrace: a caller that sends with SendBorrowed (sock's
+// Call) and then waits for the response reads the socket itself, so the
+// background reader's grace timer is not armed for it: arming a runtime
+// timer wakes a thread (the netpoller's, or an idle one), which before
+// the request left cost every call a wake-up.
+func TestCallArmsNoGrace(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	sc, err := netio.OpenUDP(lo, 0, nil)
+	if err != nil {
+		t.Fatalf("no UDP socket on loopback: %v", err)
+	}
+	cc, err := netio.OpenUDP(lo, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := homa.NewEndpoint(sc, homa.Config{})
+	defer server.Close()
+	client := homa.NewEndpoint(cc, homa.Config{})
+	defer client.Close()
+	go func() {
+		for {
+			m, err := server.Recv(context.Background(), 0)
+			if err != nil {
+				return
+			}
+			_ = server.Reply(m.Peer.Addr(), m.ID, m.Data)
+			m.Release()
+		}
+	}()
+	dst := netip.AddrPortFrom(lo, server.Port())
+	const rpcs = 20
+	before := homa.GraceArms(client)
+	for i := range rpcs {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req := []byte(fmt.Sprintf("request %d", i))
+		id, b, err := client.SendBorrowed(dst, req, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := client.Recv(ctx, id)
+		cancel()
+		b.Wait()
+		if err == nil {
+			err = m.Err
+		}
+		if err != nil {
+			t.Fatalf("RPC %d: %v", i, err)
+		}
+		m.Release()
+		time.Sleep(time.Millisecond)
+	}
+	// The background reader may arm it now and then when it finds the
+	// endpoint busy and nobody reading; the send armed it every time.
+	if n := homa.GraceArms(client) - before; n > rpcs/2 {
+		t.Errorf("the client armed its grace timer %d times in %d calls, want well under one a call", n, rpcs)
+	}
+}

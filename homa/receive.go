@@ -411,6 +411,7 @@ func (e *Endpoint) pokeReader() {
 // armGrace arms the grace timer to fire in d, unless it is armed.
 func (e *Endpoint) armGrace(d time.Duration) {
 	if !e.graceArmed.Load() && !e.graceArmed.Swap(true) {
+		e.graceArms.Add(1)
 		e.grace.Reset(d)
 	}
 }
