@@ -32,6 +32,7 @@ type request struct {
 	lx     *largeXfer
 	ticket *Ticket // resumed under this ticket, until started
 	sent   bool    // an attempt went out
+	frags  int     // fragments of the request its attempts sent: always the first ones
 	base   uint16  // retry of its first attempt: a resumed request's earlier attempts
 }
 
@@ -208,6 +209,15 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 	}
 	var h header
 	n, err := h.Parse(m.Data)
+	if f != nil && f.probe {
+		step, err := r.resume(q, r.resumeAt(q, &h, err, len(m.Data)-n))
+		m.Release()
+		if step == largeFail {
+			r.complete(q, nil, err)
+			r.pump(s)
+		}
+		return
+	}
 	switch {
 	case err != nil:
 	case h.kind != kindResponse || h.reqType != q.reqType:

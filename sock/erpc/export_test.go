@@ -11,3 +11,10 @@ func OutOfOrder(r *Rpc) int {
 	defer r.large.mu.Unlock()
 	return r.large.ahead
 }
+
+// FragCounts returns r's exactly-once retries and the fragments of large
+// requests it sent: atomics, read without a lock (by a network's drop
+// function, say).
+func FragCounts(r *Rpc) (retries, sent uint64) {
+	return r.stats.retries.Load(), r.stats.fragSent.Load()
+}

@@ -227,7 +227,10 @@ const (
 // charged to LargeMessageBytes with the bytes that arrived, and its
 // storage grows only to hold the fragments in order. When this fragment
 // completes the request, it returns the request and its storage, which
-// the caller owns from then on, with its charge.
+// the caller owns from then on, with its charge. The fragments of an
+// exactly-once request are gathered across its attempts: a newer attempt
+// keeps what the older ones left, and a fragment held already is
+// acknowledged again (fragHeld) without being kept.
 func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total int, data []byte) (v fragVerdict, st status, req, store []byte) {
 	t := &r.large
 	now := time.Now()
@@ -235,12 +238,14 @@ func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total 
 	defer t.mu.Unlock()
 	defer t.updateNextLocked(r.cfg.MessageTimeout)
 	x := t.msgs[key]
-	if x != nil && key.kind == lkEORequest && retry != x.retry {
+	eo := key.kind == lkEORequest
+	if x != nil && eo && retry != x.retry {
 		if retry < x.retry {
 			return fragOld, statusInProgress, nil, nil
 		}
-		t.dropLocked(x) // a newer attempt: gather its fragments instead
-		x = nil
+		// A newer attempt of the same request, whose bytes are the
+		// same: it takes over what the older ones left.
+		x.retry = retry
 	}
 	idx := off / fragChunk
 	st = statusOK
@@ -252,9 +257,24 @@ func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total 
 	case x != nil && (x.total != total || x.reqType != reqType):
 		st = statusBadRequest // inconsistent
 	case x != nil && (idx < x.first || x.ahead[idx] != nil):
+		if eo {
+			// Held already: sent again by a newer attempt (one that
+			// did not ask where to resume). Acknowledged, not kept:
+			// no bytes, no progress.
+			r.stats.fragAgain.Add(1)
+			return fragHeld, statusOK, nil, nil
+		}
 		st = statusBadRequest // repeated or overlapping
-	case x != nil && idx >= x.first+MaxFragmentWindow || x == nil && idx >= MaxFragmentWindow:
+	case x != nil && idx >= x.first+MaxFragmentWindow:
 		st = statusBadRequest // beyond the window
+	case x == nil && idx >= MaxFragmentWindow:
+		st = statusBadRequest // beyond the window
+		if eo {
+			// Perhaps an attempt resumed where the server was, since
+			// when its fragments went (MessageTimeout): refused
+			// retryably, its next attempt asks again.
+			st = statusInProgress
+		}
 	case t.bytes+len(data) > r.cfg.LargeMessageBytes || x == nil && len(t.msgs) >= maxLargeMsgs:
 		st = statusServerBusy
 	}
@@ -429,6 +449,10 @@ func (r *Rpc) servePull(m *sock.Message, h *header, ss *srvSession) {
 			r.replyStatus(m, &header{kind: kindResponse}, statusBadRequest)
 			return
 		}
+		if off == 0 {
+			r.serveResume(m, h)
+			return
+		}
 		if frame, st := r.eo.pullFrame(h.clientID, h.seq, off, r.scratch[:0]); frame != nil || st != statusOK {
 			if st != statusOK {
 				r.stats.bad.Add(1)
@@ -469,4 +493,24 @@ func (r *Rpc) servePull(m *sock.Message, h *header, ss *srvSession) {
 	}
 	t.mu.Unlock()
 	m.Release()
+}
+
+// serveResume answers a resume query: an exactly-once pull at offset 0,
+// which no pull of a response is (a response's first fragment comes with
+// the reply). The client of an attempt sent again asks where the server
+// is with the request: the answer names the first fragment it misses
+// (every one before it is held) and the total, or offset and total zero
+// when it gathers nothing of the request (which may also have run: the
+// attempt's first fragment then learns that from the record). A server
+// of an older version answers the query stale, and the client starts
+// from the first fragment.
+func (r *Rpc) serveResume(m *sock.Message, h *header) {
+	rh := header{kind: kindResponse, flags: flagExactlyOnce | flagFragment, clientID: h.clientID, seq: h.seq}
+	t := &r.large
+	t.mu.Lock()
+	if x := t.msgs[largeKey{lkEORequest, h.clientID, h.seq}]; x != nil {
+		rh.reqType, rh.fragOff, rh.total = x.reqType, uint32(x.first*fragChunk), uint32(x.total)
+	}
+	t.mu.Unlock()
+	r.replyStatus(m, &rh, statusOK)
 }

@@ -14,9 +14,10 @@ import (
 // flight is a transport RPC of a large exchange: a fragment of the
 // request, or a pull of a fragment of the response.
 type flight struct {
-	id   uint64
-	idx  int
-	pull bool
+	id    uint64
+	idx   int
+	pull  bool
+	probe bool // the resume query of an attempt sent again
 }
 
 // largeXfer is the state of a request whose request or response is
@@ -39,6 +40,7 @@ type largeXfer struct {
 	have   int    // fragments of the response arrived
 	got    []bool // which
 	plo    int    // the first fragment of the response not arrived
+	asking bool   // the resume query is in flight: no fragment goes yet
 	fl     []flight
 }
 
@@ -115,14 +117,73 @@ func (r *Rpc) transmitLarge(q *request, h header) error {
 	h.total = uint32(q.req.n)
 	q.lx.reset(h, q.req.n)
 	q.resp.n = 0
+	if q.eo && q.frags > 0 {
+		return r.askResume(q)
+	}
 	return r.fillWindow(q)
+}
+
+// askResume sends the resume query of an attempt of q's exactly-once
+// request after earlier attempts sent q.frags fragments, which the
+// server may hold: a pull at offset 0 (see serveResume). The fragments
+// wait for its answer.
+func (r *Rpc) askResume(q *request) error {
+	id, err := r.sendPull(q, 0)
+	if err != nil {
+		return err
+	}
+	q.lx.asking = true
+	q.lx.fl = append(q.lx.fl, flight{id: id, probe: true})
+	r.stats.requestsSent.Add(1)
+	return nil
+}
+
+// resumeAt returns the fragment at which the attempt of q resumes, from
+// the answer to its resume query (header h, parsed if perr is nil, with
+// ndata bytes of data): the first fragment the server misses. A status
+// other than OK (a server of an older version answers stale) starts from
+// the first fragment. A claim beyond the fragments the client sent, or
+// not of this request, is refused and counted, and starts from the first
+// fragment too: the server's records still keep the request from running
+// twice.
+func (r *Rpc) resumeAt(q *request, h *header, perr error, ndata int) int {
+	if perr == nil && h.kind == kindResponse && h.status != statusOK {
+		return 0
+	}
+	x := q.lx
+	switch {
+	case perr != nil || h.kind != kindResponse || h.flags != flagExactlyOnce|flagFragment || ndata != 0:
+	case h.clientID != q.s.st.id || h.seq != q.seq:
+	case h.fragOff == 0 && h.total == 0:
+		return 0 // nothing held
+	case int(h.total) != q.req.n || h.reqType != q.reqType:
+	default:
+		if i := int(h.fragOff) / fragChunk; i <= q.frags && i < x.nfrag {
+			return i
+		}
+	}
+	r.stats.resumeRefused.Add(1)
+	return 0
+}
+
+// resume starts the fragments of q's attempt at fragment from: those
+// before it the server holds.
+func (r *Rpc) resume(q *request, from int) (largeStep, error) {
+	x := q.lx
+	x.asking = false
+	for i := range from {
+		x.acked[i] = true
+	}
+	x.lo, x.next = from, from
+	r.stats.fragSkipped.Add(uint64(from))
+	return r.more(q)
 }
 
 // fillWindow sends fragments of the request, or else pulls of the
 // response, while q's window has room.
 func (r *Rpc) fillWindow(q *request) error {
 	x := q.lx
-	for len(x.fl) < r.cfg.FragmentWindow {
+	for !x.asking && len(x.fl) < r.cfg.FragmentWindow {
 		var id uint64
 		var err error
 		var f flight
@@ -132,6 +193,8 @@ func (r *Rpc) fillWindow(q *request) error {
 			f = flight{idx: x.next}
 			id, err = r.sendFragment(q, x.next)
 			x.next++
+			q.frags = max(q.frags, x.next)
+			r.stats.fragSent.Add(1)
 		case x.total != 0 && x.pull < x.nresp && x.pull < x.plo+w:
 			f = flight{idx: x.pull, pull: true}
 			id, err = r.sendPull(q, x.pull)

@@ -162,11 +162,14 @@ func (hp *hostileLarge) expect(what string, msg []byte, want status, held int, r
 
 // TestLargeHostileExactlyOnce: fragments of an exactly-once request
 // carry its identity and attempt. A fragment of an attempt older than the
-// one being gathered is refused as superseded and leaves it alone; one
-// of a newer attempt replaces it; a fragment of a request that ran, even
-// not its first, gets the recorded response and runs nothing; a
-// fragment under another client's id is refused. The pulls of the
-// recorded response come from the record.
+// one being gathered is refused as superseded and leaves it alone; a
+// newer attempt takes over what is held, and a resume query says where
+// it is; a fragment held already is acknowledged again and not kept; a
+// fragment of a request that ran, even not its first, gets the recorded
+// response and runs nothing; a fragment under another client's id is
+// refused. The pulls of the recorded response come from the record. A
+// resumed attempt's fragment that finds nothing held beyond the window
+// is refused retryably and holds nothing.
 func TestLargeHostileExactlyOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hp := newHostileLarge(t, 73)
@@ -184,10 +187,26 @@ func TestLargeHostileExactlyOnce(t *testing.T) {
 			}
 			return hp.eoFrag(hp.clientID, 1, retry, off, total, d)
 		}
+		query := func(seq uint64) []byte {
+			return (&header{kind: kindPull, flags: flagFragment | flagExactlyOnce, session: hp.sess, token: hp.tok,
+				clientID: hp.clientID, seq: seq}).Append(nil)
+		}
+		h, _ := hp.expect("resume query, nothing held", query(1), statusOK, 0, 0)
+		if h.fragOff != 0 || h.total != 0 {
+			t.Fatalf("resume query of nothing: %+v", h)
+		}
 		hp.expect("attempt 1, first fragment", f(1, 0), statusOK, fragChunk, 0)
 		hp.expect("attempt 0, superseded", f(0, fragChunk), statusInProgress, fragChunk, 0)
-		hp.expect("attempt 2 replaces attempt 1", f(2, fragChunk), statusOK, 100, 0)
-		h, b := hp.expect("attempt 2 completes it", f(2, 0), statusOK, 0, 0)
+		h, _ = hp.expect("resume query", query(1), statusOK, fragChunk, 0)
+		if h.fragOff != fragChunk || h.total != total || h.reqType != 2 || h.flags != flagExactlyOnce|flagFragment {
+			t.Fatalf("resume query: %+v, want the second fragment missing", h)
+		}
+		hp.expect("attempt 2 sends the held fragment again", f(2, 0), statusOK, fragChunk, 0)
+		if st := hp.r.Stats(); st.FragmentsAgain != 1 {
+			t.Fatalf("%d fragments acknowledged again, want 1", st.FragmentsAgain)
+		}
+		hp.expect("attempt 1, superseded by 2", f(1, fragChunk), statusInProgress, fragChunk, 0)
+		h, b := hp.expect("attempt 2 completes what attempt 1 began", f(2, fragChunk), statusOK, 0, 0)
 		if hp.runs[2] != 1 || h.flags != flagExactlyOnce|flagFragment || h.total != total || !bytes.Equal(b[eoHeaderLen:], first) {
 			t.Fatalf("the response's first fragment: %d runs, %+v, %d bytes", hp.runs[2], h, len(b)-eoHeaderLen)
 		}
@@ -206,6 +225,9 @@ func TestLargeHostileExactlyOnce(t *testing.T) {
 		pull = (&header{kind: kindPull, flags: flagFragment | flagExactlyOnce, session: hp.sess, token: hp.tok,
 			clientID: hp.clientID, seq: 9, fragOff: fragChunk}).Append(nil)
 		hp.expect("pull of a request never made", pull, statusStale, 0, 0)
+		const huge = 20 * fragChunk
+		hp.expect("a resumed attempt beyond the window, nothing held", hp.eoFrag(hp.clientID, 3, 1, MaxFragmentWindow*fragChunk, huge, first),
+			statusInProgress, 0, 1)
 		if st := hp.r.Stats(); hp.runs[2] != 1 || st.Duplicates != 1 || st.BadMessages != bad+2 {
 			t.Fatalf("%d runs, %d duplicates, %d bad", hp.runs[2], st.Duplicates, st.BadMessages-bad)
 		}

@@ -537,10 +537,15 @@ type Stats struct {
 	ResponsesLost   uint64 // responses not kept: too large for the room left, or unacknowledged for RecordTimeout
 	// Exactly-once, client side.
 	TicketsDropped uint64 // tickets released because a stream held MaxTickets
+	// Large messages, client side.
+	FragmentsSent    uint64 // fragments of large requests sent, every attempt
+	FragmentsSkipped uint64 // fragments an exactly-once attempt did not send again: the server held them
+	ResumeRefused    uint64 // answers to a resume query refused: beyond what was sent, or the request
 	// Large messages, server side.
-	LargeRefused uint64 // fragments or large responses refused: over a limit, out of order, inconsistent
-	LargeExpired uint64 // large messages dropped after MessageTimeout without progress
-	LargeBytes   int    // bytes of large messages held now
+	LargeRefused   uint64 // fragments or large responses refused: over a limit, out of order, inconsistent
+	LargeExpired   uint64 // large messages dropped after MessageTimeout without progress
+	LargeBytes     int    // bytes of large messages held now
+	FragmentsAgain uint64 // fragments of exactly-once requests held already, acknowledged again (a newer attempt's)
 	// Use from other goroutines.
 	SubmitFull uint64 // Submit refused: the submit queue was full
 	NotOwner   uint64 // owner-only methods refused: called by a second goroutine
@@ -552,6 +557,7 @@ type counters struct {
 	dups, inProgress, staleDups, full, expired, acked       atomic.Uint64
 	submitFull, notOwner, lost, ticketsDropped              atomic.Uint64
 	largeRefused, largeExpired                              atomic.Uint64
+	fragSent, fragSkipped, resumeRefused, fragAgain         atomic.Uint64
 }
 
 // Stats returns a snapshot of the Rpc's counters. Any goroutine may call
@@ -580,6 +586,10 @@ func (r *Rpc) Stats() Stats {
 		TicketsDropped:    c.ticketsDropped.Load(),
 		LargeRefused:      c.largeRefused.Load(),
 		LargeExpired:      c.largeExpired.Load(),
+		FragmentsSent:     c.fragSent.Load(),
+		FragmentsSkipped:  c.fragSkipped.Load(),
+		ResumeRefused:     c.resumeRefused.Load(),
+		FragmentsAgain:    c.fragAgain.Load(),
 		NotOwner:          c.notOwner.Load(),
 	}
 	r.srvMu.Lock()

@@ -23,6 +23,7 @@ type Ticket struct {
 	hold     *seqHold // nil once resumed or released
 	reqType  uint8
 	attempts uint16        // attempts sent so far
+	frags    int           // fragments of a large request they sent
 	inUse    bool          // a request resumes it and has not started yet
 	link     dlink[Ticket] // in Rpc.tickets while it holds its sequence
 }
@@ -129,7 +130,7 @@ func (r *Rpc) openHold(q *request, st *stream) {
 		q.hold, t.hold, t.inUse = t.hold, nil, false
 		q.hold.t = nil
 		st.tickets--
-		q.retry, q.base = t.attempts, t.attempts
+		q.retry, q.base, q.frags = t.attempts, t.attempts, t.frags
 		q.seq = q.hold.seq
 		return
 	}
@@ -177,7 +178,7 @@ func (r *Rpc) finishHold(q *request, err error) error {
 	if st.tickets >= r.cfg.ExactlyOnce.MaxTickets {
 		r.dropOldestTicket(st)
 	}
-	t := &Ticket{rpc: r, st: st, hold: h, reqType: q.reqType, attempts: q.retry + 1}
+	t := &Ticket{rpc: r, st: st, hold: h, reqType: q.reqType, attempts: q.retry + 1, frags: q.frags}
 	h.t = t
 	st.tickets++
 	r.tickets.push(t, time.Now())
