@@ -54,8 +54,8 @@ func TestExactlyOnceLargeResume(t *testing.T) {
 		first := int(before.Load())
 		again := int(st.FragmentsSent) - first
 		skipped := int(st.FragmentsSkipped)
-		t.Logf("%d fragments: the first attempt sent %d; the retry skipped %d the server held and sent %d (%d without resuming)",
-			nfrag, first, skipped, again, nfrag)
+		t.Logf("%d fragments: the first attempt sent %d; the retry skipped %d the server held and sent %d (%d without resuming); %d transport RPCs in all, with the resume query and the response's pulls",
+			nfrag, first, skipped, again, nfrag, st.RequestsSent)
 		if st.Retries != 1 || first < nfrag/2 || skipped < nfrag/2 || again != nfrag-skipped || st.ResumeRefused != 0 {
 			t.Fatalf("client: %+v; first attempt %d fragments, retry %d", st, first, again)
 		}
