@@ -13,54 +13,83 @@ import (
 )
 
 // TestExactlyOnceLargeResume: the server's answers to an 8 MiB
-// exactly-once request are lost once it holds half of it; the attempt
-// times out, and the retry asks where the server is and sends only the
-// fragments it misses. The handler runs once, and the response is the
-// request. It logs the fragments each attempt sent (go test -v -run
-// TestExactlyOnceLargeResume).
+// exactly-once request are lost once it holds half of it. The next
+// attempt asks where the server is and sends only the fragments it
+// misses: a retry when the attempt times out, or, with no retries left,
+// the request resumed from its ticket on a new session. The handler runs
+// once, and the response is the request. It logs the fragments each
+// attempt sent (go test -v -run TestExactlyOnceLargeResume).
 func TestExactlyOnceLargeResume(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var cut atomic.Bool
-		var cli *client
-		var before atomic.Int64 // fragments sent when the retry began; -1 until then
-		before.Store(-1)
-		drop := func(src, _ netip.Addr, _ []byte) bool {
-			if src != serverHost || !cut.Load() {
-				return false
-			}
-			retries, sent := erpc.FragCounts(cli.rpc)
-			if retries == 0 {
-				return true
-			}
-			// The retry's first packet from the server comes before
-			// the answer to its resume query: no fragment of the
-			// retry has gone yet.
-			before.CompareAndSwap(-1, int64(sent))
+	for _, ticket := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) { resumeCut(t, ticket) })
+	}
+}
+
+// resumeCut runs TestExactlyOnceLargeResume: the next attempt is a
+// retry, or with ticket the request resumed.
+func resumeCut(t *testing.T, ticket bool) {
+	var cut atomic.Bool
+	var cli *client
+	var before atomic.Int64 // fragments sent when the next attempt began; -1 until then
+	before.Store(-1)
+	drop := func(src, _ netip.Addr, _ []byte) bool {
+		if src != serverHost || !cut.Load() {
 			return false
 		}
-		var h holder
-		srv, c, s := holderPairOn(t, memnet.Config{Seed: 84, LinkMbps: 1000, Drop: drop}, nil, &h)
-		cli = c
-		req := pattern(8 << 20)
-		nfrag := (len(req) + erpc.MaxMsgSize - 1) / erpc.MaxMsgSize
-		call1 := cli.enqueue(t, s, 1, req, erpc.ExactlyOnce)
-		cli.runUntil(t, 5*time.Second, func() bool { return srv.rpc.Stats().LargeBytes >= len(req)/2 })
-		cut.Store(true)
-		cli.runUntil(t, 10*time.Second, allDone([]*call{call1}))
-		if call1.err != nil || !bytes.Equal(call1.data, req) {
-			t.Fatalf("8 MiB exactly-once echo: %d bytes, %v", len(call1.data), call1.err)
+		retries, sent := erpc.FragCounts(cli.rpc)
+		if retries == 0 {
+			return true
 		}
-		st := cli.rpc.Stats()
-		first := int(before.Load())
-		again := int(st.FragmentsSent) - first
-		skipped := int(st.FragmentsSkipped)
-		t.Logf("%d fragments: the first attempt sent %d; the retry skipped %d the server held and sent %d (%d without resuming); %d transport RPCs in all, with the resume query and the response's pulls",
-			nfrag, first, skipped, again, nfrag, st.RequestsSent)
-		if st.Retries != 1 || first < nfrag/2 || skipped < nfrag/2 || again != nfrag-skipped || st.ResumeRefused != 0 {
-			t.Fatalf("client: %+v; first attempt %d fragments, retry %d", st, first, again)
+		// The retry's first packet from the server comes before the
+		// answer to its resume query: no fragment of the retry has
+		// gone yet.
+		before.CompareAndSwap(-1, int64(sent))
+		return false
+	}
+	nw := memnet.New(memnet.Config{Seed: 84, LinkMbps: 1000, Drop: drop})
+	srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) { _ = nx.Register(1, echo, erpc.Dispatch) }, nil)
+	ccfg := memConfig(nw)
+	if ticket {
+		ccfg.ExactlyOnce.MaxRetries = -1 // none
+	}
+	cli = newClient(t, ccfg, clientHost)
+	defer func() { cli.close(); srv.close(); nw.Close() }()
+	s := cli.connect(t, serverHost)
+
+	req := pattern(8 << 20)
+	nfrag := (len(req) + erpc.MaxMsgSize - 1) / erpc.MaxMsgSize
+	c := cli.enqueue(t, s, 1, req, erpc.ExactlyOnce)
+	cli.runUntil(t, 5*time.Second, func() bool { return srv.rpc.Stats().LargeBytes >= len(req)/2 })
+	cut.Store(true)
+	cli.runUntil(t, 10*time.Second, allDone([]*call{c}))
+	resp, err := c.data, c.err
+	if ticket {
+		tk := erpc.TicketOf(err)
+		if tk == nil {
+			t.Fatalf("cut off with no retries: %v, want a failure with a ticket", err)
 		}
-		if sst := srv.rpc.Stats(); sst.RequestsServed != 1 || sst.LargeBytes != 0 || sst.LargeRefused != 0 {
-			t.Fatalf("server: %d runs, %d large bytes, %d refused", sst.RequestsServed, sst.LargeBytes, sst.LargeRefused)
+		before.Store(int64(cli.rpc.Stats().FragmentsSent))
+		cut.Store(false)
+		if err := cli.rpc.DestroySession(s); err != nil {
+			t.Fatal(err)
 		}
-	})
+		cli.runUntil(t, 5*time.Second, func() bool { e, _ := cli.rec.last(s); return e.ev == erpc.Disconnected })
+		s = cli.connect(t, serverHost)
+		resp, err = cli.rpc.Call(t.Context(), s, 1, req, erpc.Resume(tk))
+	}
+	if err != nil || !bytes.Equal(resp, req) {
+		t.Fatalf("8 MiB exactly-once echo: %d bytes, %v", len(resp), err)
+	}
+	st := cli.rpc.Stats()
+	first := int(before.Load())
+	again := int(st.FragmentsSent) - first
+	skipped := int(st.FragmentsSkipped)
+	t.Logf("resumed from a ticket %v; %d fragments: the first attempt sent %d; the next skipped %d the server held and sent %d (%d without resuming); %d transport RPCs in all, with the resume query and the response's pulls",
+		ticket, nfrag, first, skipped, again, nfrag, st.RequestsSent)
+	if first < nfrag/2 || skipped < nfrag/2 || again != nfrag-skipped || st.ResumeRefused != 0 {
+		t.Fatalf("client: %+v; first attempt %d fragments, the next %d", st, first, again)
+	}
+	if sst := srv.rpc.Stats(); sst.RequestsServed != 1 || sst.LargeBytes != 0 || sst.LargeRefused != 0 {
+		t.Fatalf("server: %d runs, %d large bytes, %d refused", sst.RequestsServed, sst.LargeBytes, sst.LargeRefused)
+	}
 }

@@ -81,8 +81,9 @@ func (f *fakeResumeServer) serve() {
 // TestResumeHostile: a server's answer to a resume query that claims
 // more of the request than the client sent, or a place in another
 // request, or that does not parse, is refused and counted, and the
-// attempt starts from the first fragment; a claim within what was sent
-// is taken, and the attempt sends from there on.
+// attempt starts from the first fragment; so does one with a status (as
+// a server of header version 3 answers), uncounted; a claim within what
+// was sent is taken, and the attempt sends from there on.
 func TestResumeHostile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := memnet.New(memnet.Config{Seed: 74})
@@ -100,6 +101,7 @@ func TestResumeHostile(t *testing.T) {
 		// The first attempt sends fragments 0-5: 0 and 1 answered, then
 		// four in flight.
 		f := &fakeResumeServer{s: fs, first: map[uint16]int{}, claims: []header{
+			{status: statusStale}, // a server of version 3: no resume, not refused
 			{reqType: 1, fragOff: 7 * fragChunk, total: total},                  // beyond what the client sent
 			{reqType: 1, fragOff: 2 * fragChunk, total: total + fragChunk},      // another request's
 			{reqType: 1, fragOff: (nfrag + 1) * fragChunk, total: nfrag * 1000}, // beyond the total: does not parse
@@ -129,13 +131,13 @@ func TestResumeHostile(t *testing.T) {
 			t.Fatalf("call: %q, %v", resp, err)
 		}
 		st := r.Stats()
-		if st.ResumeRefused != 4 || st.FragmentsSkipped != 2 || st.Retries != 5 {
-			t.Fatalf("%d claims refused, %d fragments skipped, %d retries; want 4, 2, 5", st.ResumeRefused, st.FragmentsSkipped, st.Retries)
+		if st.ResumeRefused != 4 || st.FragmentsSkipped != 2 || st.Retries != 6 {
+			t.Fatalf("%d claims refused, %d fragments skipped, %d retries; want 4, 2, 6", st.ResumeRefused, st.FragmentsSkipped, st.Retries)
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		for a := uint16(0); a <= 5; a++ {
-			if want := map[bool]int{true: 2, false: 0}[a == 5]; f.first[a] != want {
+		for a := uint16(0); a <= 6; a++ {
+			if want := map[bool]int{true: 2, false: 0}[a == 6]; f.first[a] != want {
 				t.Fatalf("attempt %d began at fragment %d, want %d (%v)", a, f.first[a], want, f.first)
 			}
 		}
