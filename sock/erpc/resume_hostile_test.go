@@ -101,7 +101,7 @@ func TestResumeHostile(t *testing.T) {
 		// The first attempt sends fragments 0-5: 0 and 1 answered, then
 		// four in flight.
 		f := &fakeResumeServer{s: fs, first: map[uint16]int{}, claims: []header{
-			{status: statusStale}, // a server of version 3: no resume, not refused
+			{status: statusStale},                                               // a server of version 3: no resume, not refused
 			{reqType: 1, fragOff: 7 * fragChunk, total: total},                  // beyond what the client sent
 			{reqType: 1, fragOff: 2 * fragChunk, total: total + fragChunk},      // another request's
 			{reqType: 1, fragOff: (nfrag + 1) * fragChunk, total: nfrag * 1000}, // beyond the total: does not parse
