@@ -167,22 +167,39 @@
 //
 // A large exactly-once request keeps its exactly-once identity on every
 // fragment, with the attempt number (see Exactly-once requests). The
-// server gathers the fragments of one attempt at a time, keyed by the
-// identity, not the session: a fragment of a newer attempt (a retry, or
-// Resume on another session) replaces what an older one left, and a late
-// fragment of an older attempt is refused without harm. Every fragment is
-// first checked against the completion record: a copy of a request
-// running is parked, a copy of one that ran gets its recorded response at
-// once, whatever fragment it is; the handler runs only when a complete
-// request finds no record. A large exactly-once response is kept whole
-// in the record (the handler's buffer itself, not a copy), and the client
-// pulls it from there, so a duplicate of a
+// server gathers its fragments keyed by the identity, not the session,
+// across attempts: every attempt carries the same bytes, so a newer
+// attempt (a retry, or Resume on another session) takes over what the
+// older ones left, a fragment it holds already is acknowledged again and
+// not kept, and a late fragment of an older attempt is refused without
+// harm. An attempt after one that sent fragments resumes: it first asks
+// the server where it is (a pull at offset 0, which no response's pull
+// is), the answer names the first fragment the server misses, and the
+// attempt's window starts there. The client refuses, and counts in
+// Stats.ResumeRefused, an answer that claims more than its attempts sent
+// or a place in another request, and then starts from the first
+// fragment, as it does when the server holds nothing; Stats.FragmentsSent
+// and FragmentsSkipped count what went and what a resumption saved. A
+// Ticket carries what its attempts sent, so Resume resumes too. (The
+// server counts an attempt as a copy of the request, for its single
+// acknowledgments, when its first fragment arrives: a resumed attempt
+// that skips it is not counted, so its record may stay a tombstone until
+// PacketLifetime rather than go at once; fewer is safe, more is not.)
+// Every fragment is first checked against the completion record: a copy
+// of a request running is parked, a copy of one that ran gets its
+// recorded response at once, whatever fragment it is; the handler runs
+// only when a complete request finds no record. A large exactly-once
+// response is kept whole in the record (the handler's buffer itself, not
+// a copy), and the client pulls it from there, so a duplicate of a
 // completed request, on any session, is answered by pulling the same
 // response again. An attempt of a large exactly-once request lives while
 // it makes progress: RetryTimeout counts from its last fragment
 // acknowledged or pulled, so ExactlyOnceConfig.RTT (and with it
-// RetryTimeout) must cover a window of fragments on the path; an attempt
-// abandoned starts again from the first fragment.
+// RetryTimeout) must cover a window of fragments on the path; the next
+// attempt resumes where the server is (or from the first fragment, if
+// the server let the message go after MessageTimeout: a resumed
+// attempt's fragment that finds nothing held beyond the window is
+// refused retryably, and the attempt after it asks again).
 //
 // # Failures
 //
@@ -302,7 +319,12 @@
 // id, offset, total). Version 2 added leases to the connect messages,
 // heartbeats, pulls and fragments; version 3 fragments of exactly-once
 // messages and exactly-once pulls, and made every fragment MaxMsgSize
-// bytes. A peer of another version has its messages refused. Parse
+// bytes. A peer of another version has its messages refused. Resuming a
+// large exactly-once request (above) needed no new version: the query is
+// an exactly-once pull at offset 0, which a version 3 server answers
+// stale (the client then starts from the first fragment), and a version
+// 3 client never sends it, and sends every fragment of a newer attempt,
+// which a newer server acknowledges whether it holds them or not. Parse
 // checks every field of an untrusted message and never panics. A
 // MsgBuffer keeps room for the largest header in front of its data, so
 // header and data reach the transport as one slice with no copy.

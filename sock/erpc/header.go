@@ -38,6 +38,14 @@ import "encoding/binary"
 // message id, so it carries the exactly-once extension with the index and
 // total in what is otherwise reserved: the header stays 56 bytes.
 //
+// An exactly-once pull of index 0 is a resume query (a response's first
+// fragment is never pulled: it comes with the reply): it asks how much of
+// the request of (client id, sequence) the server holds. The answer is a
+// response with flagFragment whose index is the first fragment the server
+// misses (it holds all before it) and whose total is the request's, or
+// both zero when it holds nothing. A server of version 3 answers it
+// stale, so it needed no new version (see package doc).
+//
 // Control messages carry a fixed body after the base header (see
 // connectBody, connectReplyBody and disconnectBody). A request or a
 // response carries the application's bytes after its header.

@@ -31,7 +31,11 @@ import (
 // LargeMessageBytes as it comes. Fragments may arrive in any order within
 // MaxFragmentWindow fragments of the first one missing; each must sit on
 // a fragment boundary, be full (the last one: the rest), carry the same
-// total, and arrive once. Anything else drops the message. A client pulls
+// total, and arrive once. Anything else drops the message, but for a
+// fragment of an exactly-once request held already: an attempt sent
+// again carries the same bytes, so its fragments are acknowledged, not
+// kept, and a newer attempt takes over what older ones left (see
+// serveResume for how its client learns where to start). A client pulls
 // only what it asked for and grows its response buffer with the bytes
 // that arrived, never beyond the total it accepted. Messages that make no
 // progress for MessageTimeout are dropped, with their memory.

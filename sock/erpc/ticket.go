@@ -77,7 +77,8 @@ var ExactlyOnce = ReqOption{eo: true}
 
 // Resume sends an exactly-once request again under the identity of t,
 // which it consumes. The request's type must be the ticket's, and its
-// data should be the same.
+// data must be the same: a large request resumes where the server is,
+// which may hold fragments of the earlier attempts.
 func Resume(t *Ticket) ReqOption { return ReqOption{eo: true, ticket: t} }
 
 // ReleaseTicket gives up on the request of t: its sequence no longer
