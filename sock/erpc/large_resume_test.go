@@ -2,6 +2,7 @@ package erpc_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"sync/atomic"
 	"testing"
@@ -16,18 +17,22 @@ import (
 // exactly-once request are lost once it holds half of it. The next
 // attempt asks where the server is and sends only the fragments it
 // misses: a retry when the attempt times out, or, with no retries left,
-// the request resumed from its ticket on a new session. The handler runs
-// once, and the response is the request. It logs the fragments each
-// attempt sent (go test -v -run TestExactlyOnceLargeResume).
+// the request resumed from its ticket on a new session. Resumed after
+// the server let the fragments go (MessageTimeout), it sends them all.
+// The handler runs once, and the response is the request. It logs the
+// fragments each attempt sent (go test -v -run
+// TestExactlyOnceLargeResume).
 func TestExactlyOnceLargeResume(t *testing.T) {
-	for _, ticket := range []bool{false, true} {
-		synctest.Test(t, func(t *testing.T) { resumeCut(t, ticket) })
+	for _, wait := range []time.Duration{-1, 0, 2100 * time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) { resumeCut(t, wait) })
 	}
 }
 
 // resumeCut runs TestExactlyOnceLargeResume: the next attempt is a
-// retry, or with ticket the request resumed.
-func resumeCut(t *testing.T, ticket bool) {
+// retry (wait < 0), or the request resumed from its ticket wait after
+// it failed.
+func resumeCut(t *testing.T, wait time.Duration) {
+	ticket := wait >= 0
 	var cut atomic.Bool
 	var cli *client
 	var before atomic.Int64 // fragments sent when the next attempt began; -1 until then
@@ -69,6 +74,7 @@ func resumeCut(t *testing.T, ticket bool) {
 			t.Fatalf("cut off with no retries: %v, want a failure with a ticket", err)
 		}
 		before.Store(int64(cli.rpc.Stats().FragmentsSent))
+		time.Sleep(wait)
 		cut.Store(false)
 		if err := cli.rpc.DestroySession(s); err != nil {
 			t.Fatal(err)
@@ -84,12 +90,18 @@ func resumeCut(t *testing.T, ticket bool) {
 	first := int(before.Load())
 	again := int(st.FragmentsSent) - first
 	skipped := int(st.FragmentsSkipped)
-	t.Logf("resumed from a ticket %v; %d fragments: the first attempt sent %d; the next skipped %d the server held and sent %d (%d without resuming); %d transport RPCs in all, with the resume query and the response's pulls",
-		ticket, nfrag, first, skipped, again, nfrag, st.RequestsSent)
-	if first < nfrag/2 || skipped < nfrag/2 || again != nfrag-skipped || st.ResumeRefused != 0 {
+	next := "a retry"
+	if ticket {
+		next = fmt.Sprintf("resumed from its ticket %v after the failure", wait)
+	}
+	t.Logf("next attempt %s; %d fragments: the first attempt sent %d; the next skipped %d the server held and sent %d (%d without resuming); %d transport RPCs in all, with the resume query and the response's pulls",
+		next, nfrag, first, skipped, again, nfrag, st.RequestsSent)
+	expired := wait > time.Second // MessageTimeout is 2 s
+	if first < nfrag/2 || expired != (skipped == 0) || !expired && skipped < nfrag/2 || again != nfrag-skipped || st.ResumeRefused != 0 {
 		t.Fatalf("client: %+v; first attempt %d fragments, the next %d", st, first, again)
 	}
-	if sst := srv.rpc.Stats(); sst.RequestsServed != 1 || sst.LargeBytes != 0 || sst.LargeRefused != 0 {
-		t.Fatalf("server: %d runs, %d large bytes, %d refused", sst.RequestsServed, sst.LargeBytes, sst.LargeRefused)
+	sst := srv.rpc.Stats()
+	if sst.RequestsServed != 1 || sst.LargeBytes != 0 || sst.LargeRefused != 0 || expired != (sst.LargeExpired == 1) {
+		t.Fatalf("server: %d runs, %d large bytes, %d refused, %d expired", sst.RequestsServed, sst.LargeBytes, sst.LargeRefused, sst.LargeExpired)
 	}
 }
