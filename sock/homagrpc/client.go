@@ -43,7 +43,10 @@ type ClientConn struct {
 	// closeCtx ends at Close; streams and cancel frames wait in it.
 	closeCtx    context.Context
 	closeCancel context.CancelFunc
-	wg          sync.WaitGroup // cancel frames in flight
+	wg          sync.WaitGroup // cancel frames and batches in flight
+
+	mmu   sync.Mutex
+	muxes map[netip.AddrPort]*mux // by server
 
 	closed atomic.Bool
 	once   sync.Once
