@@ -88,7 +88,7 @@ func (mx *mux) send(frame []byte) (*pending, error) {
 func (mx *mux) finished() {
 	mx.mu.Lock()
 	mx.busy--
-	if len(mx.queue) == 0 || mx.c.closed.Load() {
+	if len(mx.queue) == 0 || !mx.c.track() {
 		mx.mu.Unlock()
 		return
 	}
@@ -106,7 +106,6 @@ func (mx *mux) finished() {
 	clear(mx.queue[rest:])
 	mx.queue = mx.queue[:rest]
 	mx.busy++
-	mx.c.wg.Add(1)
 	mx.mu.Unlock()
 	msg := ps[0].frame
 	if n > 1 {
