@@ -3,6 +3,7 @@ package homagrpc
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,7 +51,9 @@ type batchIn struct {
 
 	mu      sync.Mutex
 	answers [][]byte
+	streams []*sstream // of each frame, while it waits for its handler
 	left    int
+	at      time.Time // arrival
 }
 
 // batchSlotLimit is the longest answer to a frame in a batch of n: a
@@ -84,8 +87,8 @@ func (l *listener) handleBatch(m *sock.Message) {
 	}
 	s.stats.batches.Add(1)
 	s.stats.batchFrames.Add(uint64(len(reqs)))
-	b := &batchIn{l: l, m: m, ref: newFrameRef(m), limit: batchSlotLimit(len(reqs)), answers: make([][]byte, len(reqs)), left: len(reqs)}
-	b.ref.n.Add(int32(len(reqs)))
+	b := &batchIn{l: l, m: m, ref: newFrameRef(m), limit: batchSlotLimit(len(reqs)), answers: make([][]byte, len(reqs)), streams: make([]*sstream, len(reqs)), left: len(reqs), at: time.Now()}
+	b.ref.n.Add(int32(len(reqs)) + 1) // and one until every frame is dispatched
 	for i, req := range reqs {
 		to := slot{b: b, i: i}
 		ss := l.stream(streamKey{m.Peer, req.id})
@@ -97,8 +100,16 @@ func (l *listener) handleBatch(m *sock.Message) {
 			b.ref.release()
 			continue
 		}
+		b.streams[i] = ss
 		ss.frame(to, b.ref, req)
 	}
+	b.mu.Lock()
+	waiting := b.left > 0
+	b.mu.Unlock()
+	if waiting {
+		l.holds.add(b)
+	}
+	b.ref.release()
 }
 
 // put takes the answer to entry i, and sends the reply with the last.
@@ -124,4 +135,99 @@ func (b *batchIn) put(i int, frame []byte) {
 	b.answers = nil
 	_ = b.l.s.ReplyOwned(b.m, resp)
 	b.ref.release()
+}
+
+// batchHold bounds how long the answer to a batch waits for the
+// handlers of its frames to react: past it, the frames still held are
+// answered with what their streams have (credit), and what the handlers
+// say later goes in the answers to their pulls. So a handler that takes
+// a message and computes delays the other streams of its batch by at
+// most batchHold.
+const batchHold = 2 * time.Millisecond
+
+// batchHolds are a listener's batches whose answer waits, in arrival
+// order, and one timer for the first one's hold.
+type batchHolds struct {
+	mu    sync.Mutex
+	q     []*batchIn
+	timer *time.Timer
+	armed bool
+}
+
+// add queues b, arriving now, until its hold ends.
+func (h *batchHolds) add(b *batchIn) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.q = append(h.q, b)
+	if !h.armed {
+		h.arm(b.at)
+	}
+}
+
+// arm sets the timer for the hold of a batch that arrived at. The caller
+// holds mu.
+func (h *batchHolds) arm(at time.Time) {
+	h.armed = true
+	d := time.Until(at.Add(batchHold))
+	if h.timer == nil {
+		h.timer = time.AfterFunc(d, h.expire)
+	} else {
+		h.timer.Reset(d)
+	}
+}
+
+// stop stops the timer for good, once the listener's goroutines ended.
+func (h *batchHolds) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.armed = true // never again
+	h.q = nil
+}
+
+// expire answers the frames of the batches whose hold ended.
+func (h *batchHolds) expire() {
+	now := time.Now()
+	h.mu.Lock()
+	n := 0
+	for n < len(h.q) && !now.Before(h.q[n].at.Add(batchHold)) {
+		n++
+	}
+	due := make([]*batchIn, n)
+	copy(due, h.q)
+	rest := copy(h.q, h.q[n:])
+	clear(h.q[rest:])
+	h.q = h.q[:rest]
+	h.armed = false
+	if len(h.q) > 0 {
+		h.arm(h.q[0].at)
+	}
+	h.mu.Unlock()
+	for _, b := range due {
+		b.release()
+	}
+}
+
+// release answers the frames of b still held by their streams.
+func (b *batchIn) release() {
+	b.mu.Lock()
+	var held []int
+	for i, a := range b.answers {
+		if a == nil && b.streams[i] != nil {
+			held = append(held, i)
+		}
+	}
+	b.mu.Unlock()
+	for _, i := range held {
+		ss := b.streams[i]
+		ss.mu.Lock()
+		var a answer
+		if ss.held.b == b && ss.held.i == i {
+			a = ss.flushHeld()
+		}
+		ss.mu.Unlock()
+		ss.send(a)
+	}
 }

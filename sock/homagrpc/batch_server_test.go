@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -186,11 +187,11 @@ func TestBatchHostile(t *testing.T) {
 	}
 }
 
-// echoService echoes each FullDuplexCall message; the streams numbered
-// below muxInFlight wait for gate before they echo their message 1.
+// echoService echoes each FullDuplexCall message; stream i waits for
+// gates[i], when set, before it echoes its message 1.
 type echoService struct {
 	testpb.UnimplementedTestServiceServer
-	gate chan struct{}
+	gates map[byte]chan struct{}
 }
 
 func (e *echoService) FullDuplexCall(st testpb.TestService_FullDuplexCallServer) error {
@@ -202,11 +203,60 @@ func (e *echoService) FullDuplexCall(st testpb.TestService_FullDuplexCallServer)
 			}
 			return err
 		}
-		if p.Body[0] < muxInFlight && p.Body[1] == 1 {
-			<-e.gate
+		if g := e.gates[p.Body[0]]; g != nil && p.Body[1] == 1 {
+			<-g
 		}
 		if err := st.SendMsg(&p); err != nil {
 			return err
+		}
+	}
+}
+
+// echoWorld serves svc on an in-memory network and opens n streams to
+// it from a client, each of which has sent message 0 and received its
+// echo. Everything ends with the test's bubble.
+func echoWorld(t *testing.T, svc *echoService, n int) (*Server, []grpc.ClientStream) {
+	nw := memnet.New(memnet.Config{})
+	t.Cleanup(func() { nw.Close() })
+	srvAddr := netip.MustParseAddrPort("10.0.0.1:4000")
+	cfg := &sock.Config{PollDuration: -1}
+	ss, err := socktest.OpenMem(nw, srvAddr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer()
+	testpb.RegisterTestServiceServer(srv, svc)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(ss) })
+	t.Cleanup(func() { srv.Stop(); wg.Wait() })
+	cs, err := socktest.OpenMem(nw, netip.MustParseAddrPort("10.0.0.2:0"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	cc := NewClientConn(cs, srvAddr)
+	t.Cleanup(func() { cc.Close() })
+	desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
+	sts := make([]grpc.ClientStream, n)
+	for i := range sts {
+		if sts[i], err = cc.NewStream(context.Background(), desc, testpb.TestService_FullDuplexCall_FullMethodName); err != nil {
+			t.Fatal(err)
+		}
+		send(t, sts, i, 0)
+		recvEcho(t, sts, i, 0)
+	}
+	synctest.Wait()
+	return srv, sts
+}
+
+// closeStreams half-closes the streams and expects their ends.
+func closeStreams(t *testing.T, sts []grpc.ClientStream) {
+	for i := range sts {
+		if err := sts[i].CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if err := sts[i].RecvMsg(&testpb.Payload{}); err != io.EOF {
+			t.Errorf("stream %d ends with %v, want io.EOF", i, err)
 		}
 	}
 }
@@ -216,39 +266,13 @@ func (e *echoService) FullDuplexCall(st testpb.TestService_FullDuplexCallServer)
 // whose handlers hold their frames leave the others' frames to batches.
 func TestBatchEchoServer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := memnet.New(memnet.Config{})
-		defer nw.Close()
-		srvAddr := netip.MustParseAddrPort("10.0.0.1:4000")
-		cfg := &sock.Config{PollDuration: -1}
-		ss, err := socktest.OpenMem(nw, srvAddr, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc := &echoService{gate: make(chan struct{})}
-		srv := NewServer()
-		testpb.RegisterTestServiceServer(srv, svc)
-		var wg sync.WaitGroup
-		wg.Go(func() { _ = srv.Serve(ss) })
-		defer func() { srv.Stop(); wg.Wait() }()
-		cs, err := socktest.OpenMem(nw, netip.MustParseAddrPort("10.0.0.2:0"), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		cc := NewClientConn(cs, srvAddr)
-		defer cc.Close()
-
 		const streams, msgs = 6, 4
-		desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
-		sts := make([]grpc.ClientStream, streams)
-		for i := range sts {
-			if sts[i], err = cc.NewStream(context.Background(), desc, testpb.TestService_FullDuplexCall_FullMethodName); err != nil {
-				t.Fatal(err)
-			}
-			send(t, sts, i, 0)
-			recvEcho(t, sts, i, 0)
+		gate := make(chan struct{})
+		svc := &echoService{gates: map[byte]chan struct{}{}}
+		for i := range muxInFlight {
+			svc.gates[byte(i)] = gate
 		}
-		synctest.Wait()
+		srv, sts := echoWorld(t, svc, streams)
 		// The slow streams' data frames hold the mux's RPCs.
 		for i := range muxInFlight {
 			send(t, sts, i, 1)
@@ -264,22 +288,48 @@ func TestBatchEchoServer(t *testing.T) {
 			})
 		}
 		synctest.Wait()
-		close(svc.gate)
+		close(gate)
 		rwg.Wait()
 		for i := range muxInFlight {
 			recvEcho(t, sts, i, 1)
 		}
-		for i := range sts {
-			if err := sts[i].CloseSend(); err != nil {
-				t.Fatal(err)
-			}
-			if err := sts[i].RecvMsg(&testpb.Payload{}); err != io.EOF {
-				t.Errorf("stream %d ends with %v, want io.EOF", i, err)
-			}
-		}
+		closeStreams(t, sts)
 		st := srv.Stats()
 		if st.Batches == 0 || st.BatchFrames < 2*st.Batches || st.BadBatches != 0 || st.StaleFrames != 0 {
 			t.Errorf("server stats %+v, want batches of frames, none refused or stale", st)
 		}
+	})
+}
+
+// A handler that takes a message of a batch and does not react delays
+// the answer to the other frames of its batch by batchHold at most; what
+// it says later reaches its client through a pull.
+func TestBatchHoldBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate, slow := make(chan struct{}), make(chan struct{})
+		svc := &echoService{gates: map[byte]chan struct{}{muxInFlight: slow}}
+		for i := range muxInFlight {
+			svc.gates[byte(i)] = gate
+		}
+		_, sts := echoWorld(t, svc, muxInFlight+2)
+		for i := range muxInFlight {
+			send(t, sts, i, 1) // held by their handlers: the mux is full
+		}
+		synctest.Wait()
+		send(t, sts, muxInFlight, 1)   // its handler will not react
+		send(t, sts, muxInFlight+1, 1) // its handler echoes at once
+		synctest.Wait()
+		start := time.Now()
+		close(gate) // the batch goes
+		recvEcho(t, sts, muxInFlight+1, 1)
+		if d := time.Since(start); d < batchHold || d > 2*batchHold {
+			t.Errorf("the echo in the batch came after %v, want the hold, %v", d, batchHold)
+		}
+		for i := range muxInFlight {
+			recvEcho(t, sts, i, 1)
+		}
+		close(slow)
+		recvEcho(t, sts, muxInFlight, 1)
+		closeStreams(t, sts)
 	})
 }

@@ -166,6 +166,7 @@ func (s *Server) Serve(socket *sock.Socket) error {
 	}
 	l.wg.Done()
 	l.wg.Wait()
+	l.holds.stop()
 
 	s.mu.Lock()
 	delete(s.listeners, l)
@@ -191,6 +192,7 @@ func (s *Server) Stop() {
 	}
 	for _, l := range ls {
 		l.wg.Wait()
+		l.holds.stop()
 	}
 }
 
@@ -205,6 +207,7 @@ func (s *Server) GracefulStop() {
 	s.endRecv()
 	for _, l := range ls {
 		l.wg.Wait()
+		l.holds.stop()
 	}
 	for _, l := range ls {
 		l.s.Close()
@@ -304,6 +307,8 @@ type listener struct {
 	ended      map[streamKey]*status.Status
 	endedOrder []streamKey
 	endedNext  int
+
+	holds batchHolds // batches waiting for their handlers
 }
 
 // spawn starts another goroutine unless the bound is reached.
