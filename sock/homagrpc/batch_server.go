@@ -107,7 +107,7 @@ func (l *listener) handleBatch(m *sock.Message) {
 	waiting := b.left > 0
 	b.mu.Unlock()
 	if waiting {
-		l.holds.add(b)
+		l.holds.add(heldFrame{at: b.at, b: b})
 	}
 	b.ref.release()
 }
@@ -137,34 +137,45 @@ func (b *batchIn) put(i int, frame []byte) {
 	b.ref.release()
 }
 
-// batchHold bounds how long the answer to a batch waits for the
-// handlers of its frames to react: past it, the frames still held are
-// answered with what their streams have (credit), and what the handlers
-// say later goes in the answers to their pulls. So a handler that takes
-// a message and computes delays the other streams of its batch by at
-// most batchHold.
+// batchHold bounds how long the server holds a data frame for its
+// handler's reaction (the handler's next messages, or its asking for
+// more): past it, the frame is answered with what its stream has
+// (credit), and what the handler says later goes in the answer to the
+// pull. So a handler that takes a message and computes delays the other
+// streams of its batch, and the client's next frames to the server (the
+// client keeps muxInFlight RPCs of data frames in flight to it), by
+// batchHold at most.
 const batchHold = 2 * time.Millisecond
 
-// batchHolds are a listener's batches whose answer waits, in arrival
-// order, and one timer for the first one's hold.
+// heldFrame is a data frame held for its handler: a batch (b), or a
+// frame alone (m) of ss.
+type heldFrame struct {
+	at time.Time
+	b  *batchIn
+	ss *sstream
+	m  *sock.Message
+}
+
+// batchHolds are a listener's held data frames, in arrival order, and
+// one timer for the first one's hold.
 type batchHolds struct {
 	mu    sync.Mutex
-	q     []*batchIn
+	q     []heldFrame
 	timer *time.Timer
 	armed bool
 }
 
-// add queues b, arriving now, until its hold ends.
-func (h *batchHolds) add(b *batchIn) {
+// add queues a held frame until its hold ends.
+func (h *batchHolds) add(f heldFrame) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.q = append(h.q, b)
+	h.q = append(h.q, f)
 	if !h.armed {
-		h.arm(b.at)
+		h.arm(f.at)
 	}
 }
 
-// arm sets the timer for the hold of a batch that arrived at. The caller
+// arm sets the timer for the hold of a frame that arrived at. The caller
 // holds mu.
 func (h *batchHolds) arm(at time.Time) {
 	h.armed = true
@@ -187,7 +198,7 @@ func (h *batchHolds) stop() {
 	h.q = nil
 }
 
-// expire answers the frames of the batches whose hold ended.
+// expire answers the frames whose hold ended.
 func (h *batchHolds) expire() {
 	now := time.Now()
 	h.mu.Lock()
@@ -195,7 +206,7 @@ func (h *batchHolds) expire() {
 	for n < len(h.q) && !now.Before(h.q[n].at.Add(batchHold)) {
 		n++
 	}
-	due := make([]*batchIn, n)
+	due := make([]heldFrame, n)
 	copy(due, h.q)
 	rest := copy(h.q, h.q[n:])
 	clear(h.q[rest:])
@@ -205,8 +216,12 @@ func (h *batchHolds) expire() {
 		h.arm(h.q[0].at)
 	}
 	h.mu.Unlock()
-	for _, b := range due {
-		b.release()
+	for _, f := range due {
+		if f.b != nil {
+			f.b.release()
+		} else {
+			f.ss.release(slot{m: f.m})
+		}
 	}
 }
 
@@ -221,13 +236,18 @@ func (b *batchIn) release() {
 	}
 	b.mu.Unlock()
 	for _, i := range held {
-		ss := b.streams[i]
-		ss.mu.Lock()
-		var a answer
-		if ss.held.b == b && ss.held.i == i {
-			a = ss.flushHeld()
-		}
-		ss.mu.Unlock()
-		ss.send(a)
+		b.streams[i].release(slot{b: b, i: i})
 	}
+}
+
+// release answers the data frame held in to, if the stream still holds
+// it.
+func (ss *sstream) release(to slot) {
+	ss.mu.Lock()
+	var a answer
+	if ss.held == to {
+		a = ss.flushHeld()
+	}
+	ss.mu.Unlock()
+	ss.send(a)
 }

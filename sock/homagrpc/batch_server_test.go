@@ -333,3 +333,31 @@ func TestBatchHoldBound(t *testing.T) {
 		closeStreams(t, sts)
 	})
 }
+
+// Data frames alone held by handlers that do not react hold the mux's
+// RPCs for batchHold at most: then the client's other streams' frames
+// go.
+func TestHoldBoundsLoneFrames(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		svc := &echoService{gates: map[byte]chan struct{}{}}
+		for i := range muxInFlight {
+			svc.gates[byte(i)] = gate
+		}
+		_, sts := echoWorld(t, svc, muxInFlight+1)
+		start := time.Now()
+		for i := range muxInFlight {
+			send(t, sts, i, 1) // held by handlers that do not react
+		}
+		send(t, sts, muxInFlight, 1) // waits for the mux
+		recvEcho(t, sts, muxInFlight, 1)
+		if d := time.Since(start); d < batchHold || d > 2*batchHold {
+			t.Errorf("the waiting frame's echo came after %v, want the hold, %v", d, batchHold)
+		}
+		close(gate)
+		for i := range muxInFlight {
+			recvEcho(t, sts, i, 1)
+		}
+		closeStreams(t, sts)
+	})
+}

@@ -292,6 +292,8 @@ func (ss *sstream) frame(to slot, ref *frameRef, req streamReq) {
 			// Nobody waits for these messages (or there are none):
 			// answer now, with the credit and whatever is ready.
 			as[1] = ss.flush(true)
+		} else if to.b == nil {
+			ss.l.holds.add(heldFrame{at: now, ss: ss, m: to.m})
 		}
 		signal(ss.recvSig)
 	default:
