@@ -25,6 +25,9 @@ type mux struct {
 	mu    sync.Mutex
 	busy  int        // RPCs in flight
 	queue []*pending // frames waiting, at most one per stream
+	// alone: the server does not take batches (it answered one as an
+	// unknown request): every frame goes at once, alone.
+	alone bool
 }
 
 // pending is a frame sent, or waiting to go in a batch, and its answer.
@@ -67,6 +70,11 @@ func (c *ClientConn) muxTo(target netip.AddrPort) *mux {
 // batch. It takes frame over.
 func (mx *mux) send(frame []byte) (*pending, error) {
 	mx.mu.Lock()
+	if mx.alone {
+		mx.mu.Unlock()
+		id, err := mx.c.s.SendOwned(mx.target, frame, 0)
+		return &pending{id: id}, err
+	}
 	if mx.busy < muxInFlight {
 		mx.busy++
 		mx.mu.Unlock()
@@ -109,14 +117,15 @@ func (mx *mux) finished() {
 	mx.mu.Unlock()
 	msg := ps[0].frame
 	if n > 1 {
+		// The frames stay with ps until answered, in case the server
+		// does not take batches.
 		msg = make([]byte, 0, size)
 		msg = appendBatchHeader(msg, kindBatchReq, n)
 		for _, p := range ps {
 			msg = appendBatchEntry(msg, p.frame)
 		}
-	}
-	for _, p := range ps {
-		p.frame = nil
+	} else {
+		ps[0].frame = nil // the socket's now
 	}
 	id, err := mx.c.s.SendOwned(mx.target, msg, 0)
 	if err != nil {
@@ -135,9 +144,41 @@ func (mx *mux) await(id uint64, ps []*pending) {
 	m, err := mx.c.s.Recv(mx.c.closeCtx, id)
 	if err != nil {
 		_ = mx.c.s.Abort(id)
+	} else if len(ps) > 1 && m.Err == nil && len(m.Data) > 1 && m.Data[1] == kindResponse {
+		// A server of the version before batches refused the batch
+		// as an unknown request: it took none of the frames. They
+		// go again, alone, and so does every frame after them.
+		m.Release()
+		mx.mu.Lock()
+		mx.alone = true
+		ps = append(ps, mx.queue...) // the frames waiting go alone too
+		mx.queue = nil
+		mx.mu.Unlock()
+		mx.resend(ps)
+		return
+	}
+	for _, p := range ps {
+		p.frame = nil
 	}
 	deliver(ps, m, err)
 	mx.finished()
+}
+
+// resend sends the frames of a batch refused, and those waiting, alone,
+// each awaited here, once the mux sends every frame alone.
+func (mx *mux) resend(ps []*pending) {
+	for _, p := range ps {
+		frame := p.frame
+		p.frame = nil
+		id, err := mx.c.s.SendOwned(mx.target, frame, 0)
+		var m *sock.Message
+		if err == nil {
+			if m, err = mx.c.s.Recv(mx.c.closeCtx, id); err != nil {
+				_ = mx.c.s.Abort(id)
+			}
+		}
+		deliver([]*pending{p}, m, err)
+	}
 }
 
 // deliver hands the answer m (or err) to the frames ps it answers.

@@ -29,15 +29,21 @@ type fakeStreamServer struct {
 	got  chan *sock.Message // data frames and batches
 	stop context.CancelFunc
 
+	// old: the server is of the version before batches, which answers
+	// one as an unknown request.
+	old bool
+
 	mu      sync.Mutex
+	refused int               // batches, when old
 	seq     map[uint64]uint32 // of each stream's last answer
 	pulls   []*sock.Message
 	cancels []uint64
 }
 
-// newFakeStreamWorld starts a fake server and returns it and a
-// ClientConn to it; both end with the test's bubble.
-func newFakeStreamWorld(t *testing.T) (*fakeStreamServer, *ClientConn) {
+// newFakeStreamWorld starts a fake server (of the version before
+// batches, if old) and returns it and a ClientConn to it; both end with
+// the test's bubble.
+func newFakeStreamWorld(t *testing.T, old bool) (*fakeStreamServer, *ClientConn) {
 	nw := memnet.New(memnet.Config{})
 	srvAddr := netip.MustParseAddrPort("10.0.0.1:4000")
 	cfg := &sock.Config{PollDuration: -1} // spinning would keep the bubble from resting
@@ -50,7 +56,7 @@ func newFakeStreamWorld(t *testing.T) (*fakeStreamServer, *ClientConn) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &fakeStreamServer{t: t, s: ss, got: make(chan *sock.Message, 64), stop: cancel, seq: map[uint64]uint32{}}
+	f := &fakeStreamServer{t: t, s: ss, got: make(chan *sock.Message, 64), stop: cancel, seq: map[uint64]uint32{}, old: old}
 	var wg sync.WaitGroup
 	wg.Go(func() { f.serve(ctx) })
 	cc := NewClientConn(cs, srvAddr)
@@ -75,6 +81,14 @@ func (f *fakeStreamServer) serve(ctx context.Context) {
 		m, err := f.s.Recv(ctx, sock.Any)
 		if err != nil {
 			return
+		}
+		if m.Data[1] == kindBatchReq && f.old {
+			f.mu.Lock()
+			f.refused++
+			f.mu.Unlock()
+			_ = f.s.ReplyOwned(m, appendStatusResponse(nil, status.New(codes.Internal, "kind 5"), nil, nil, nil))
+			m.Release()
+			continue
 		}
 		if m.Data[1] == kindBatchReq {
 			f.got <- m
@@ -218,7 +232,7 @@ func recvEcho(t *testing.T, sts []grpc.ClientStream, i int, ks ...int) {
 // answers in order.
 func TestBatchCarriesStreams(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, cc := newFakeStreamWorld(t)
+		f, cc := newFakeStreamWorld(t, false)
 		sts, _ := openStreams(t, cc, 5)
 		var alone []*sock.Message
 		for i := range muxInFlight {
@@ -273,7 +287,7 @@ func TestBatchCarriesStreams(t *testing.T) {
 // get their answers.
 func TestBatchCanceledStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, cc := newFakeStreamWorld(t)
+		f, cc := newFakeStreamWorld(t, false)
 		sts, cancels := openStreams(t, cc, 5)
 		var alone []*sock.Message
 		for i := range muxInFlight {
@@ -319,7 +333,7 @@ func TestBatchCanceledStream(t *testing.T) {
 // pass.
 func TestBatchLoneFrameAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f, cc := newFakeStreamWorld(t)
+		f, cc := newFakeStreamWorld(t, false)
 		sts, _ := openStreams(t, cc, 1)
 		start := time.Now()
 		send(t, sts, 0, 1)
@@ -337,3 +351,52 @@ func TestBatchLoneFrameAtOnce(t *testing.T) {
 
 // streamIDForTest is the id of a stream of c.
 func (c *ClientConn) streamIDForTest(st grpc.ClientStream) uint64 { return st.(*clientStream).id }
+
+// A server of the version before batches answers a batch as an unknown
+// request: the client sends its frames again, alone, and every frame
+// after them too.
+func TestBatchOldServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, cc := newFakeStreamWorld(t, true)
+		sts, _ := openStreams(t, cc, 5)
+		var alone []*sock.Message
+		for i := range muxInFlight {
+			send(t, sts, i, 1)
+			alone = append(alone, f.next())
+		}
+		for i := muxInFlight; i < len(sts); i++ {
+			send(t, sts, i, 1)
+		}
+		f.reply(alone[0]) // the batch goes, and is refused
+		for i := muxInFlight; i < len(sts); i++ {
+			m := f.next()
+			if rs := f.frames(m); m.Data[1] != kindStreamReq || rs[0].id != cc.streamIDForTest(sts[i]) {
+				t.Fatalf("frame %d sent again: kind %d, stream %d, want stream %d's alone", i, m.Data[1], rs[0].id, cc.streamIDForTest(sts[i]))
+			}
+			f.reply(m)
+			recvEcho(t, sts, i, 0, 1)
+		}
+		// From now on frames go alone, however many are in flight.
+		for i := muxInFlight; i < len(sts); i++ {
+			send(t, sts, i, 2)
+		}
+		for i := muxInFlight; i < len(sts); i++ {
+			m := f.next()
+			if m.Data[1] != kindStreamReq {
+				t.Fatalf("kind %d, want a frame alone", m.Data[1])
+			}
+			f.reply(m)
+		}
+		for i := muxInFlight; i < len(sts); i++ {
+			recvEcho(t, sts, i, 2)
+		}
+		f.reply(alone[1])
+		recvEcho(t, sts, 0, 0, 1)
+		recvEcho(t, sts, 1, 0, 1)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.refused != 1 {
+			t.Errorf("%d batches sent to the old server, want 1", f.refused)
+		}
+	})
+}

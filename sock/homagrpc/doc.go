@@ -304,8 +304,10 @@
 // a frame that is not a valid data frame, answering with one stream
 // response ending every stream in it with codes.Internal (counted in
 // Malformed and BadBatches). A frame alone is sent as before, so a
-// client and a server of the previous version still understand each
-// other as long as the client sends no batch.
+// server takes the frames of clients of the previous version; a server
+// of the previous version answers a batch as an unknown request (a
+// unary response, kind 2), having taken none of its frames, and the
+// client sends them again, alone, and sends that server no batch again.
 //
 // Each unary call is one Homa RPC. The request message holds a 20-byte
 // header (version, kind, codec name length, flags, method length,
