@@ -85,7 +85,7 @@ func (t *SocketStats) write(w io.Writer, name string, rpcs int) {
 		}
 		return fmt.Sprintf("%d (%.2f/RPC)", v, float64(v)/float64(rpcs))
 	}
-	fmt.Fprintf(w, "%s: %d client sockets; Homa RPCs %s; sent %s; received %s\n", name, t.Sockets, per(t.RPCsStarted), counts(t.Sent), counts(t.Received))
+	fmt.Fprintf(w, "%s: %d client sockets; sent %s; received %s; Homa RPCs %s\n", name, t.Sockets, counts(t.Sent), counts(t.Received), per(t.RPCsStarted))
 	fmt.Fprintf(w, "  RESENDs issued %s (unneeded %d), retransmissions %d, RPCs timed out %d, drops %s\n",
 		per(t.ResendsIssued), t.ResendsUnneeded, t.Retransmissions, t.RPCTimeouts, counts(t.Drops))
 	fmt.Fprintf(w, "  receive path: parks %s, steals %s, hand-offs %s, timer wake-ups %s (vain %d)\n",
