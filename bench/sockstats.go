@@ -18,6 +18,7 @@ import (
 // are not here: `homa serve --metrics` shows them).
 type SocketStats struct {
 	Sockets         int               `json:"sockets"`
+	RPCsStarted     uint64            `json:"rpcs_started"`
 	Sent            map[string]uint64 `json:"sent_packets"`
 	Received        map[string]uint64 `json:"received_packets"`
 	Drops           map[string]uint64 `json:"drops,omitempty"`
@@ -54,6 +55,7 @@ func clientStats(clients []client) *SocketStats {
 
 func (t *SocketStats) add(s sock.Stats) {
 	t.Sockets++
+	t.RPCsStarted += s.RPCsStarted
 	for typ, n := range s.TxPackets {
 		t.Sent[typ.String()] += n
 	}
@@ -83,7 +85,7 @@ func (t *SocketStats) write(w io.Writer, name string, rpcs int) {
 		}
 		return fmt.Sprintf("%d (%.2f/RPC)", v, float64(v)/float64(rpcs))
 	}
-	fmt.Fprintf(w, "%s: %d client sockets; sent %s; received %s\n", name, t.Sockets, counts(t.Sent), counts(t.Received))
+	fmt.Fprintf(w, "%s: %d client sockets; sent %s; received %s; Homa RPCs %s\n", name, t.Sockets, counts(t.Sent), counts(t.Received), per(t.RPCsStarted))
 	fmt.Fprintf(w, "  RESENDs issued %s (unneeded %d), retransmissions %d, RPCs timed out %d, drops %s\n",
 		per(t.ResendsIssued), t.ResendsUnneeded, t.Retransmissions, t.RPCTimeouts, counts(t.Drops))
 	fmt.Fprintf(w, "  receive path: parks %s, steals %s, hand-offs %s, timer wake-ups %s (vain %d)\n",

@@ -35,7 +35,7 @@ func streamHomaProtocol(name string, t sock.Transport) Protocol {
 			if err != nil {
 				return nil, err
 			}
-			return &streamClient{c: stubecho.NewHomaClient(s, addr)}, nil
+			return &streamClient{c: stubecho.NewHomaClient(s, addr), s: s}, nil
 		},
 	}
 }
@@ -58,9 +58,13 @@ var streamTCPProtocol = Protocol{
 // and closed with the client.
 type streamClient struct {
 	c       *stubecho.Client
+	s       *sock.Socket // over Homa: the client's socket
 	mu      sync.Mutex
 	streams map[*lane]*stubecho.Stream
 }
+
+// Socket is the client's Homa socket, nil over TCP.
+func (s *streamClient) Socket() *sock.Socket { return s.s }
 
 func (s *streamClient) call(ctx context.Context, l *lane, req []byte) ([]byte, error) {
 	st, err := s.stream(l)

@@ -43,7 +43,10 @@ type ClientConn struct {
 	// closeCtx ends at Close; streams and cancel frames wait in it.
 	closeCtx    context.Context
 	closeCancel context.CancelFunc
-	wg          sync.WaitGroup // cancel frames in flight
+	wg          sync.WaitGroup // cancel frames and batches in flight
+
+	mmu   sync.Mutex              // guards muxes, and closed against wg.Add
+	muxes map[netip.AddrPort]*mux // by server
 
 	closed atomic.Bool
 	once   sync.Once
@@ -117,7 +120,10 @@ func (c *ClientConn) sendCancel(target netip.AddrPort, id uint64) {
 	if err != nil {
 		return
 	}
-	c.wg.Add(1)
+	if !c.track() {
+		_ = c.s.Abort(rid)
+		return
+	}
 	go func() {
 		defer c.wg.Done()
 		ctx, cancel := context.WithTimeout(c.closeCtx, cancelWait)
@@ -131,6 +137,18 @@ func (c *ClientConn) sendCancel(target netip.AddrPort, id uint64) {
 	}()
 }
 
+// track counts a goroutine that Close waits for, unless Close has
+// begun: then it reports false, and the goroutine must not start.
+func (c *ClientConn) track() bool {
+	c.mmu.Lock()
+	defer c.mmu.Unlock()
+	if c.closed.Load() {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
 // cancelWait bounds how long a cancel frame's response is awaited.
 const cancelWait = 2 * time.Second
 
@@ -142,7 +160,9 @@ func (c *ClientConn) Target() netip.AddrPort { return c.target }
 // end with codes.Canceled too. Close is idempotent.
 func (c *ClientConn) Close() error {
 	c.once.Do(func() {
-		c.closed.Store(true)
+		c.mmu.Lock()
+		c.closed.Store(true) // no track after this
+		c.mmu.Unlock()
 		c.closeCancel()
 		if c.owns {
 			c.err = c.s.Close()

@@ -31,6 +31,10 @@ func (s *Server) handle(l *listener, m *sock.Message) {
 		l.handleStream(m)
 		return
 	}
+	if len(m.Data) > 1 && m.Data[1] == kindBatchReq {
+		l.handleBatch(m)
+		return
+	}
 	taken := false // m went to a stream
 	defer func() {
 		if !taken {

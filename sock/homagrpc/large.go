@@ -134,7 +134,7 @@ func (l *listener) continueAsStream(m *sock.Message, callID uint64, frame []byte
 		ss.cancel(nil)
 		return false, nil
 	}
-	ss.frame(m, streamReq{op: opPull, credit: maxFrame})
+	ss.frame(slot{m: m}, nil, streamReq{op: opPull, credit: maxFrame})
 	return true, nil
 }
 

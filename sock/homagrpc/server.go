@@ -166,6 +166,7 @@ func (s *Server) Serve(socket *sock.Socket) error {
 	}
 	l.wg.Done()
 	l.wg.Wait()
+	l.holds.stop()
 
 	s.mu.Lock()
 	delete(s.listeners, l)
@@ -191,6 +192,7 @@ func (s *Server) Stop() {
 	}
 	for _, l := range ls {
 		l.wg.Wait()
+		l.holds.stop()
 	}
 }
 
@@ -205,6 +207,7 @@ func (s *Server) GracefulStop() {
 	s.endRecv()
 	for _, l := range ls {
 		l.wg.Wait()
+		l.holds.stop()
 	}
 	for _, l := range ls {
 		l.s.Close()
@@ -239,10 +242,22 @@ type ServerStats struct {
 	// Dropped counts responses that arrived at the server's sockets
 	// (which send no requests) and were discarded.
 	Dropped uint64
+	// Batches counts the batches of stream frames taken, BatchFrames
+	// the frames in them.
+	Batches, BatchFrames uint64
+	// BadBatches counts batches refused (too many frames, a length
+	// beyond the message, an entry that is not a data frame), also
+	// counted in Malformed.
+	BadBatches uint64
+	// StaleFrames counts data frames in batches that named no open
+	// stream (answered as when alone: the server takes no more
+	// messages).
+	StaleFrames uint64
 }
 
 type serverCounters struct {
 	calls, malformed, unimplemented, dropped, abandoned atomic.Uint64
+	batches, batchFrames, badBatches, staleFrames       atomic.Uint64
 }
 
 // Stats returns the server's counters.
@@ -253,6 +268,10 @@ func (s *Server) Stats() ServerStats {
 		Unimplemented: s.stats.unimplemented.Load(),
 		Dropped:       s.stats.dropped.Load(),
 		Abandoned:     s.stats.abandoned.Load(),
+		Batches:       s.stats.batches.Load(),
+		BatchFrames:   s.stats.batchFrames.Load(),
+		BadBatches:    s.stats.badBatches.Load(),
+		StaleFrames:   s.stats.staleFrames.Load(),
 	}
 }
 
@@ -288,6 +307,8 @@ type listener struct {
 	ended      map[streamKey]*status.Status
 	endedOrder []streamKey
 	endedNext  int
+
+	holds batchHolds // batches waiting for their handlers
 }
 
 // spawn starts another goroutine unless the bound is reached.

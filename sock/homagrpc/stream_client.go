@@ -14,8 +14,6 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-
-	"github.com/homa-go/homa/sock"
 )
 
 // clientStream is one stream of a ClientConn: a sender goroutine sends
@@ -49,10 +47,10 @@ type clientStream struct {
 	openSent  bool
 	halfClose bool // CloseSend, or the one message of a call that does not stream requests
 	halfSent  bool
-	sendEnded bool   // the server takes no more messages
-	opened    bool   // the open frame's answer arrived
-	busy      bool   // a data frame is in flight
-	handoff   uint64 // a frame SendMsg sent, for the sender to await
+	sendEnded bool     // the server takes no more messages
+	opened    bool     // the open frame's answer arrived
+	busy      bool     // a data frame is in flight
+	handoff   *pending // a frame SendMsg sent, for the sender to await
 	header    metadata.MD
 	gotHeader bool
 	trailer   metadata.MD
@@ -137,7 +135,7 @@ func (cs *clientStream) sendLoop() {
 	defer cs.wg.Done()
 	for {
 		cs.mu.Lock()
-		for !cs.done && cs.handoff == 0 && (cs.busy || !cs.hasWork()) {
+		for !cs.done && cs.handoff == nil && (cs.busy || !cs.hasWork()) {
 			cs.mu.Unlock()
 			select {
 			case <-cs.work:
@@ -150,27 +148,28 @@ func (cs *clientStream) sendLoop() {
 			return
 		}
 		opening := false
-		id := cs.handoff
+		p := cs.handoff
 		var err error
-		if id != 0 {
-			cs.handoff = 0 // a frame SendMsg sent: just await its answer
+		if p != nil {
+			cs.handoff = nil // a frame SendMsg sent: just await its answer
 		} else {
 			opening = !cs.openSent
 			frame := cs.buildFrame()
 			cs.busy = true
 			cs.inFlight++
-			id, err = cs.c.s.SendOwned(cs.target, frame, 0)
+			p, err = cs.send(frame, opening)
 		}
 		cs.mu.Unlock()
-		var m *sock.Message
+		var data []byte
+		var ref *frameRef
 		if err == nil {
-			m, err = cs.await(id)
+			data, ref, err = p.wait(cs.rpcCtx, cs.c.s)
 		}
 		if err != nil {
 			cs.fail(err)
 			return
 		}
-		cs.onAnswer(m)
+		cs.onAnswer(data, ref)
 		cs.mu.Lock()
 		cs.busy = false
 		cs.opened = cs.opened || opening
@@ -186,19 +185,19 @@ func (cs *clientStream) sendLoop() {
 // frame is in flight, sparing the hand-off to the sender, which then
 // only awaits the answer. The caller holds mu.
 func (cs *clientStream) sendNow() {
-	if !cs.opened || cs.busy || cs.done || cs.handoff != 0 || !cs.hasWork() {
+	if !cs.opened || cs.busy || cs.done || cs.handoff != nil || !cs.hasWork() {
 		return
 	}
 	frame := cs.buildFrame()
 	cs.inFlight++
-	id, err := cs.c.s.SendOwned(cs.target, frame, 0)
+	p, err := cs.send(frame, false)
 	if err != nil {
 		// Let the sender meet the error; what the frame held is lost
 		// with the stream.
 		cs.fail0(err)
 		return
 	}
-	cs.busy, cs.handoff = true, id
+	cs.busy, cs.handoff = true, p
 }
 
 // hasWork reports whether the sender has a frame to send. The caller
@@ -256,10 +255,10 @@ func (cs *clientStream) pullLoop() {
 			// only be told so again. The answer awaited may be that of a
 			// frame SendMsg sent, which nobody awaits yet (the caller
 			// has not called RecvMsg): await it here.
-			if id := cs.handoff; id != 0 {
-				cs.handoff = 0
+			if p := cs.handoff; p != nil {
+				cs.handoff = nil
 				cs.mu.Unlock()
-				cs.awaitHandoff(id)
+				cs.awaitHandoff(p)
 				cs.mu.Lock()
 				continue
 			}
@@ -277,47 +276,38 @@ func (cs *clientStream) pullLoop() {
 		frame := appendStreamReqHeader(make([]byte, 0, sreqHeaderLen), opPull, 0, cs.id, cs.in.tell())
 		cs.inFlight++
 		cs.mu.Unlock()
-		m, err := cs.rpc(frame)
+		id, err := cs.c.s.SendOwned(cs.target, frame, 0)
+		var data []byte
+		var ref *frameRef
+		if err == nil {
+			data, ref, err = (&pending{id: id}).wait(cs.rpcCtx, cs.c.s)
+		}
 		if err != nil {
 			cs.fail(err)
 			return
 		}
-		cs.onAnswer(m)
+		cs.onAnswer(data, ref)
 	}
 }
 
-// rpc sends one frame and waits for its response, within the stream.
-func (cs *clientStream) rpc(frame []byte) (*sock.Message, error) {
-	id, err := cs.c.s.SendOwned(cs.target, frame, 0)
-	if err != nil {
-		return nil, err
+// send sends a frame: alone (the open), or data through the server's
+// mux, which may batch it with other streams' frames.
+func (cs *clientStream) send(frame []byte, alone bool) (*pending, error) {
+	if alone {
+		id, err := cs.c.s.SendOwned(cs.target, frame, 0)
+		return &pending{id: id}, err
 	}
-	return cs.await(id)
+	return cs.c.muxTo(cs.target).send(frame)
 }
 
-// await waits for the response of the frame id.
-func (cs *clientStream) await(id uint64) (*sock.Message, error) {
-	m, err := cs.c.s.Recv(cs.rpcCtx, id)
-	if err != nil {
-		_ = cs.c.s.Abort(id)
-		return nil, err
-	}
-	if m.Err != nil {
-		err := m.Err
-		m.Release()
-		return nil, err
-	}
-	return m, nil
-}
-
-// awaitHandoff awaits the answer of the data frame id that SendMsg
+// awaitHandoff awaits the answer of the data frame p that SendMsg
 // sent, for a goroutine that took it from cs.handoff.
-func (cs *clientStream) awaitHandoff(id uint64) {
-	m, err := cs.await(id)
+func (cs *clientStream) awaitHandoff(p *pending) {
+	data, ref, err := p.wait(cs.rpcCtx, cs.c.s)
 	if err != nil {
 		cs.fail(err)
 	} else {
-		cs.onAnswer(m)
+		cs.onAnswer(data, ref)
 	}
 	cs.mu.Lock()
 	cs.busy = false
@@ -333,12 +323,11 @@ type earlyResp struct {
 }
 
 // onAnswer takes the answer to a frame of the stream, in the server's
-// order: header, messages, credit, end. It owns m, which the messages in
-// it alias.
-func (cs *clientStream) onAnswer(m *sock.Message) {
-	ref := newFrameRef(m)
+// order: header, messages, credit, end. It owns a hold on ref, whose
+// message data is in and the messages in it alias.
+func (cs *clientStream) onAnswer(data []byte, ref *frameRef) {
 	defer ref.release()
-	r, err := parseStreamResp(m.Data)
+	r, err := parseStreamResp(data)
 	if err != nil {
 		cs.fail(err)
 		return
@@ -427,11 +416,11 @@ func (cs *clientStream) finish() {
 	close(cs.doneCh)
 	cs.endRPC()
 	cs.stop()
-	if id := cs.handoff; id != 0 {
+	if p := cs.handoff; p != nil {
 		// The answer of a frame SendMsg sent, which nobody awaits now:
 		// the socket forgets it instead of keeping it for a Recv.
-		cs.handoff = 0
-		_ = cs.c.s.Abort(id)
+		cs.handoff = nil
+		p.drop(cs.c.s)
 	}
 }
 
@@ -616,12 +605,12 @@ func (cs *clientStream) next() (inMsg, error) {
 			}
 			return inMsg{}, io.EOF
 		}
-		if id := cs.handoff; id != 0 {
+		if p := cs.handoff; p != nil {
 			// A data frame SendMsg sent, whose answer the sender has
 			// not taken up yet: await it here, sparing a hand-off.
-			cs.handoff = 0
+			cs.handoff = nil
 			cs.mu.Unlock()
-			cs.awaitHandoff(id)
+			cs.awaitHandoff(p)
 			cs.mu.Lock()
 			continue
 		}

@@ -43,10 +43,10 @@ type sstream struct {
 	in         inQueue
 	out        outQueue
 	halfClosed bool
-	pull       *sock.Message // the client's pull, held
+	pull       slot // the client's pull, held
 	pullAt     time.Time
-	held       *sock.Message // a data frame, held
-	heldRef    *frameRef     // releases held
+	held       slot      // a data frame, held
+	heldRef    *frameRef // releases held
 	heldAt     time.Time
 	seq        uint32    // of the last response
 	recvWait   bool      // the handler waits in RecvMsg
@@ -70,8 +70,8 @@ var statusOK = status.New(codes.OK, "")
 
 // answer is a response to send once the stream's lock is released.
 type answer struct {
-	m     *sock.Message
-	ref   *frameRef // when set, releases m
+	to    slot
+	ref   *frameRef // when set, releases to's message
 	frame []byte
 	end   bool // the stream's last
 }
@@ -107,7 +107,7 @@ func (l *listener) handleStream(m *sock.Message) {
 			l.endFrame(m, st)
 			return
 		}
-		ss.frame(m, req)
+		ss.frame(slot{m: m}, nil, req)
 	}
 }
 
@@ -176,11 +176,11 @@ func (l *listener) openStream(m *sock.Message, key streamKey, req streamReq) {
 	l.wg.Add(1)
 	go ss.run(md)
 	if req.flags&sreqFlagPull != 0 {
-		ss.frame(m, streamReq{op: opPull, credit: req.credit})
+		ss.frame(slot{m: m}, nil, streamReq{op: opPull, credit: req.credit})
 		return
 	}
 	ss.mu.Lock()
-	ss.held, ss.heldAt = m, time.Now()
+	ss.held, ss.heldAt = slot{m: m}, time.Now()
 	a := ss.flush(true)
 	ss.mu.Unlock()
 	ss.send(a)
@@ -243,8 +243,10 @@ func (ss *sstream) finish(err error) {
 	}
 }
 
-// frame takes a data or pull frame of the stream. It owns m.
-func (ss *sstream) frame(m *sock.Message, req streamReq) {
+// frame takes a data or pull frame of the stream, whose answer goes to
+// to. It owns to's message, or ref's hold on it when ref is set (a data
+// frame in a batch).
+func (ss *sstream) frame(to slot, ref *frameRef, req streamReq) {
 	ss.mu.Lock()
 	now := time.Now()
 	ss.heard = now
@@ -255,10 +257,12 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 		// The handler has returned: the messages have nobody to read
 		// them. The answer says what is left to say.
 		as[0] = ss.flushHeld() // one data frame in flight: none held
-		ss.held, ss.heldAt = m, now
+		ss.held, ss.heldRef, ss.heldAt = to, ref, now
 		as[1] = ss.flush(true)
 	case req.op == opData:
-		ref := newFrameRef(m)
+		if ref == nil {
+			ref = newFrameRef(to.m)
+		}
 		if err := ss.in.add(req.chunks, ref); err != nil {
 			// The client broke a limit: the stream ends with the
 			// status saying which, in the answers to this frame and
@@ -272,7 +276,7 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 			a := ss.flush(true)
 			ss.mu.Unlock()
 			ss.cancel(err)
-			_ = ss.l.s.ReplyOwned(m, endFrameBytes(st))
+			to.reply(ss.l, endFrameBytes(st))
 			ref.release()
 			// The stream is forgotten once its end has gone out, in
 			// the answer to the pull held now or to the next one.
@@ -283,18 +287,20 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 			ss.halfClosed = true
 		}
 		as[0] = ss.flushHeld() // one data frame in flight: none held
-		ss.held, ss.heldRef, ss.heldAt = m, ref, now
+		ss.held, ss.heldRef, ss.heldAt = to, ref, now
 		if !ss.recvWait || len(req.chunks) == 0 {
 			// Nobody waits for these messages (or there are none):
 			// answer now, with the credit and whatever is ready.
 			as[1] = ss.flush(true)
+		} else if to.b == nil {
+			ss.l.holds.add(heldFrame{at: now, ss: ss, m: to.m})
 		}
 		signal(ss.recvSig)
 	default:
-		if ss.pull != nil {
+		if ss.pull.ok() {
 			as[0] = ss.flushPull(true) // a second pull: answer the first
 		}
-		ss.pull, ss.pullAt = m, now
+		ss.pull, ss.pullAt = to, now
 	}
 	as[2] = ss.flush(false)
 	ss.mu.Unlock()
@@ -309,7 +315,7 @@ func (ss *sstream) frame(m *sock.Message, req streamReq) {
 // due, messages as far as the credit goes, new credit, and the end once
 // every message is out. The caller holds mu.
 func (ss *sstream) flush(force bool) answer {
-	if ss.held != nil {
+	if ss.held.ok() {
 		return ss.answer(&ss.held, &ss.heldRef, force)
 	}
 	return ss.answer(&ss.pull, nil, force)
@@ -323,8 +329,8 @@ func (ss *sstream) flushPull(force bool) answer { return ss.answer(&ss.pull, nil
 
 // answer answers the frame *target holds (ref, when set, releases it).
 // The caller holds mu.
-func (ss *sstream) answer(target **sock.Message, ref **frameRef, force bool) answer {
-	if *target == nil {
+func (ss *sstream) answer(target *slot, ref **frameRef, force bool) answer {
+	if !target.ok() {
 		return answer{}
 	}
 	ending := ss.end != nil && ss.out.empty()
@@ -340,7 +346,8 @@ func (ss *sstream) answer(target **sock.Message, ref **frameRef, force bool) ans
 	// The response: its headers, then as many chunks as the credit and
 	// the frame take. The status and trailer go in once the last message
 	// does.
-	b := make([]byte, 0, min(srespHeaderLen+respHeaderLen+256+ss.out.need(), maxFrame))
+	lim := target.limit()
+	b := make([]byte, 0, min(srespHeaderLen+respHeaderLen+256+ss.out.need(), lim))
 	ending = ss.end != nil // unless the messages left do not all fit
 	ss.seq++
 	for {
@@ -358,16 +365,16 @@ func (ss *sstream) answer(target **sock.Message, ref **frameRef, force bool) ans
 			ending = true
 			break
 		}
-		if ending && !ss.out.fitsAll(maxFrame-len(b)) {
+		if ending && !ss.out.fitsAll(lim-len(b)) {
 			ending = false
 			continue
 		}
-		b = ss.out.fill(b, maxFrame)
+		b = ss.out.fill(b, lim)
 		break
 	}
 	ss.endSent = ending
-	a := answer{m: *target, frame: b, end: ss.endSent}
-	*target = nil
+	a := answer{to: *target, frame: b, end: ss.endSent}
+	*target = slot{}
 	if ref != nil {
 		a.ref, *ref = *ref, nil
 	}
@@ -375,18 +382,23 @@ func (ss *sstream) answer(target **sock.Message, ref **frameRef, force bool) ans
 	return a
 }
 
-// send sends an answer, and forgets the stream after its last.
-func (ss *sstream) send(a answer) {
-	if a.m == nil {
-		return
+// reply sends the answer, if any, and releases the frame it answers.
+func (a answer) reply(l *listener) bool {
+	if !a.to.ok() {
+		return false
 	}
-	_ = ss.l.s.ReplyOwned(a.m, a.frame)
+	a.to.reply(l, a.frame)
 	if a.ref != nil {
 		a.ref.release()
 	} else {
-		a.m.Release()
+		a.to.m.Release()
 	}
-	if a.end {
+	return true
+}
+
+// send sends an answer, and forgets the stream after its last.
+func (ss *sstream) send(a answer) {
+	if a.reply(ss.l) && a.end {
 		ss.l.removeStream(ss)
 	}
 }
@@ -470,7 +482,7 @@ func (ss *sstream) SendMsg(m any) error {
 	}
 	ss.mu.Lock()
 	for ss.out.full() && ss.ctx.Err() == nil {
-		if ss.held != nil {
+		if ss.held.ok() {
 			// About to wait: let the client's next frame come.
 			a := ss.flush(true)
 			ss.mu.Unlock()
@@ -511,7 +523,7 @@ func (ss *sstream) RecvMsg(m any) error {
 		if msg, ok = ss.in.take(); ok {
 			break
 		}
-		if ss.held != nil {
+		if ss.held.ok() {
 			// The handler took every message of the data frame held
 			// and reacted without a word: answer it, so that the
 			// client's next frame comes.

@@ -67,15 +67,7 @@ func (l *listener) removeStream(ss *sstream) {
 	as := [2]answer{ss.flushHeld(), ss.flushPull(true)}
 	ss.mu.Unlock()
 	for _, a := range as {
-		if a.m == nil {
-			continue
-		}
-		_ = l.s.ReplyOwned(a.m, a.frame)
-		if a.ref != nil {
-			a.ref.release()
-		} else {
-			a.m.Release()
-		}
+		a.reply(l)
 	}
 }
 
@@ -186,13 +178,13 @@ func (l *listener) sweep() {
 		for _, s := range ss {
 			s.mu.Lock()
 			var as [2]answer
-			if s.held != nil && now.Sub(s.heldAt) >= ka {
+			if s.held.ok() && now.Sub(s.heldAt) >= ka {
 				as[0] = s.flushHeld()
 			}
-			if s.pull != nil && now.Sub(s.pullAt) >= ka {
+			if s.pull.ok() && now.Sub(s.pullAt) >= ka {
 				as[1] = s.flushPull(true)
 			}
-			silent := now.Sub(s.heard) >= 4*ka && s.pull == nil && s.held == nil
+			silent := now.Sub(s.heard) >= 4*ka && !s.pull.ok() && !s.held.ok()
 			s.mu.Unlock()
 			s.send(as[0])
 			s.send(as[1])
