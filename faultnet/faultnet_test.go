@@ -288,10 +288,18 @@ func TestClientGone(t *testing.T) {
 				t.Errorf("server state freed with %d reclaimed and %d reported unreachable; want one of them",
 					rep.Stats.Reclaimed, rep.Stats.ServersUnreachable)
 			}
-			// Only the other client's RPC, if any, was acknowledged.
-			if rep.Stats.ServerRPCsCompleted != uint64(answered) || rep.Stats.ServerRPCsFreed != uint64(answered-1) {
+			// Only the other client's RPC, if any, was acknowledged. On a
+			// loaded machine the client may RESEND before it dies; the
+			// server's BUSY then draws the ICMP report that frees the RPC
+			// before the handler replies, which finds it gone.
+			done := uint64(answered)
+			if !tc.bystander && rep.Stats.ServersUnreachable == 1 && rep.Stats.TxPackets[wire.TypeBusy] > 0 && rep.Stats.ServerRPCsCompleted == done-1 {
+				t.Logf("the RPC was forgotten on the report of a BUSY before the handler replied")
+				done--
+			}
+			if rep.Stats.ServerRPCsCompleted != done || rep.Stats.ServerRPCsFreed != uint64(answered-1) {
 				t.Errorf("server answered %d RPCs, had %d acknowledged; want %d answered, %d acknowledged",
-					rep.Stats.ServerRPCsCompleted, rep.Stats.ServerRPCsFreed, answered, answered-1)
+					rep.Stats.ServerRPCsCompleted, rep.Stats.ServerRPCsFreed, done, answered-1)
 			}
 		})
 	}
