@@ -117,6 +117,9 @@ func startChild(ctx context.Context, p Protocol, cfg *Config) (_ *childServer, e
 	if name := PollingName(cfg.Engine.Polling); name != "adaptive" {
 		args = append(args, "--polling", name)
 	}
+	if cfg.Engine.PeerTimeout > 0 {
+		args = append(args, "--peer-timeout", cfg.Engine.PeerTimeout.String())
+	}
 	c := &childServer{name: p.name, lines: make(chan string, 16), tail: &tailBuffer{max: childTail}, exit: make(chan struct{})}
 	c.cmd = exec.Command(exe, args...)
 	c.cmd.SysProcAttr = childProcAttr()

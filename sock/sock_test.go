@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -74,6 +75,26 @@ func serveEcho(s *sock.Socket, tag []byte) {
 	}
 }
 
+// checkDrops checks that server dropped nothing of what client sent over
+// loopback, save the late duplicates a busy machine causes: a client
+// whose response (or a server whose request) is late by a resend
+// interval asks again, and the RESEND or the retransmission it brings
+// may arrive after the server has finished the RPC, which drops it as
+// stale. A stale drop with no RESEND or retransmission to explain it is
+// an error.
+func checkDrops(t *testing.T, server, client *sock.Socket) {
+	t.Helper()
+	st, ct := server.Stats(), client.Stats()
+	d := maps.Clone(st.Drops)
+	if late := ct.ResendsSent + ct.ResentPackets; d[sock.DropStale] <= late {
+		delete(d, sock.DropStale)
+	}
+	if len(d) != 0 {
+		t.Errorf("server dropped packets: %v (client sent %d RESENDs and retransmitted %d packets)",
+			st.Drops, ct.ResendsSent, ct.ResentPackets)
+	}
+}
+
 func payload(seed uint64, n int) []byte {
 	r := rand.New(rand.NewPCG(seed, uint64(n)))
 	b := make([]byte, n)
@@ -106,9 +127,7 @@ func TestEcho(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if d := server.Stats().Drops; len(d) != 0 {
-				t.Errorf("server dropped packets: %v", d)
-			}
+			checkDrops(t, server, client)
 		})
 	}
 }

@@ -31,7 +31,7 @@ const (
 const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST] [--target HOST:PORT | --in-process]\n" +
 	"       [--size N | --workload w1..w5] [--count N] [--warmup N] [--clients M] [--outstanding N]\n" +
 	"       [--load-mbps X] [--duration D] [--max-outstanding N] [--calibrate N] [--samples FILE] [--seed S]\n" +
-	"       [--reply-size N] [--conns N] [--link-mbps M] [--unsched-bytes N] [--poll D] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
+	"       [--reply-size N] [--conns N] [--link-mbps M] [--unsched-bytes N] [--poll D] [--peer-timeout D] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
 	"       [--json] [--progress] [--plot FILE.svg|FILE.png]"
 
 // defaultTargetProto is the protocol of a --target without --proto:

@@ -75,7 +75,7 @@ func checkGone(t *testing.T, what string, pids []int) {
 func TestBenchChildServes(t *testing.T) {
 	pids := watchChildren(t)
 	rep, _ := benchJSON(t, "--proto", "tcp,homa-udp,erpc-udp", "--count", "30", "--warmup", "3",
-		"--poll", "-1ns", "--unsched-bytes", "10", "--link-mbps", "100000", "--reply-size", "50")
+		"--poll", "-1ns", "--unsched-bytes", "10", "--link-mbps", "100000", "--reply-size", "50", "--peer-timeout", "2s")
 	checkRows(t, rep, []string{"tcp", "homa-udp", "erpc-udp"}, 30)
 	if rep.Servers != bench.ServersChild || !strings.Contains(rep.CPUAccounting, "the server's") {
 		t.Errorf("servers %q, CPU accounting %q; want the child's counted", rep.Servers, rep.CPUAccounting)

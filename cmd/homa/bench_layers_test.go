@@ -15,8 +15,17 @@ var layerRows = []string{"homa", "erpc", "homa-udp", "erpc-udp", "stub-homa", "s
 
 // TestBenchLayersLatency runs the RPC layers one call at a time, with
 // servers in child processes, and reports the stub's median ratios.
+// ciPeerTimeout is the Homa peer timeout of the benches that run several
+// server processes one after another: on a loaded machine (CI's two
+// cores with other work, and the race detector) a server process may not
+// run for longer than the default 105 ms, and its clients would declare
+// it dead; captures of such failures show the server silent for 130 to
+// 210 ms and then answering everything at once. A dead or stuck server
+// still fails the run, two seconds later.
+const ciPeerTimeout = "2s"
+
 func TestBenchLayersLatency(t *testing.T) {
-	rep, _ := benchJSON(t, "--proto", "layers", "--size", "32", "--count", "40", "--warmup", "4")
+	rep, _ := benchJSON(t, "--proto", "layers", "--size", "32", "--count", "40", "--warmup", "4", "--peer-timeout", ciPeerTimeout)
 	checkRows(t, rep, layerRows, 40)
 	want := []string{"stub-tcp/stub-homa median", "stub-tcp/stub-homa-udp median"}
 	if !rawPermitted(t) {
@@ -29,7 +38,7 @@ func TestBenchLayersLatency(t *testing.T) {
 // layer and reports erpc's rate against bare Homa's.
 func TestBenchLayersThroughput(t *testing.T) {
 	rep, _ := benchJSON(t, "--mode", "throughput", "--proto", "layers", "--size", "32", "--count", "400",
-		"--clients", "2", "--outstanding", "20", "--calibrate", "10", "--warmup", "5")
+		"--clients", "2", "--outstanding", "20", "--calibrate", "10", "--warmup", "5", "--peer-timeout", ciPeerTimeout)
 	checkRows(t, rep, layerRows, 400)
 	want := []string{"erpc/homa rate", "erpc-udp/homa-udp rate"}
 	if !rawPermitted(t) {
@@ -44,19 +53,19 @@ func TestBenchLayersThroughput(t *testing.T) {
 // header.
 func TestBenchLayersWorkload(t *testing.T) {
 	rep, errOut := benchJSON(t, "--mode", "workload", "--proto", "erpc-udp,stub-homa-udp,stub-tcp", "--workload", "w5",
-		"--load-mbps", "200", "--duration", "200ms", "--calibrate", "5", "--clients", "2")
+		"--load-mbps", "200", "--duration", "200ms", "--calibrate", "5", "--clients", "2", "--peer-timeout", ciPeerTimeout)
 	checkRows(t, rep, []string{"erpc-udp", "stub-homa-udp", "stub-tcp"}, -1)
 	if len(rep.Skipped) != 0 || errOut != "" {
 		t.Errorf("skipped %+v, stderr %q", rep.Skipped, errOut)
 	}
 	// A fixed size beyond the limit is not cut: the protocol is skipped.
 	// erpc's limit is its MaxMessage, beyond one Homa message.
-	rep, errOut = benchJSON(t, "--proto", "erpc-udp,stub-homa-udp,homa-udp", "--size", "1000000", "--count", "2", "--warmup", "0")
+	rep, errOut = benchJSON(t, "--proto", "erpc-udp,stub-homa-udp,homa-udp", "--size", "1000000", "--count", "2", "--warmup", "0", "--peer-timeout", ciPeerTimeout)
 	checkRows(t, rep, []string{"erpc-udp", "homa-udp"}, 2)
 	if !strings.Contains(errOut, "1000000-byte messages exceed its ") || !strings.Contains(errOut, "-byte limit; skipping stub-homa-udp") {
 		t.Errorf("stderr %q", errOut)
 	}
-	rep, errOut = benchJSON(t, "--proto", "erpc-udp,homa-udp", "--size", "3000000", "--count", "2", "--warmup", "0")
+	rep, errOut = benchJSON(t, "--proto", "erpc-udp,homa-udp", "--size", "3000000", "--count", "2", "--warmup", "0", "--peer-timeout", ciPeerTimeout)
 	checkRows(t, rep, []string{"erpc-udp"}, 2)
 	if !strings.Contains(errOut, "3000000-byte messages exceed its 1000000-byte limit; skipping homa-udp") {
 		t.Errorf("stderr %q", errOut)

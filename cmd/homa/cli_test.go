@@ -147,6 +147,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"serve", "--unsched-bytes", "-1"}, "--unsched-bytes -1"},
 		{[]string{"bench", "--unsched-bytes", "1000001"}, "--unsched-bytes 1000001"},
 		{[]string{"lab", "--unsched-bytes", "-1"}, "--unsched-bytes -1"},
+		{[]string{"bench", "--peer-timeout", "-1s"}, "--peer-timeout -1s"},
 	} {
 		code, _, errOut := runHoma(context.Background(), tt.args...)
 		checkUsageError(t, tt.args[0], tt.args[1:], code, errOut, tt.flag)

@@ -17,12 +17,14 @@ type engineFlags struct {
 	unschedBytes int
 	poll         time.Duration
 	polling      string
+	peerTimeout  time.Duration
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.linkMbps, "link-mbps", 0, "Homa: pace outgoing data at `M` Mbit/s (the engine's LinkMbps; 0 off); ignored by other protocols")
 	fs.IntVar(&f.unschedBytes, "unsched-bytes", 0, "Homa: `bytes` of each message sent before grants (0: the default, 40000, sized for 25 Gbit/s links; about one round trip of the link is right)")
 	fs.DurationVar(&f.poll, "poll", 0, "Homa: how long a receiver spins on its socket before it parks (the engine's PollDuration; 0: the default, 50µs; negative: never, which leaves the CPU to the other end on a busy machine)")
+	fs.DurationVar(&f.peerTimeout, "peer-timeout", 0, "Homa: how long a peer may leave an RPC unanswered while asked (RESEND every 5 ms) before it fails with a peer timeout (the engine's PeerTimeout; 0: the default, 105ms); longer suits a loaded machine, whose processes may not run for that long")
 	fs.StringVar(&f.polling, "polling", "adaptive", "Homa: whether a receiver spins: `adaptive` (a caller for its response; a server only while its requests come close together), always (for --poll after each packet) or never")
 }
 
@@ -32,6 +34,8 @@ func (f *engineFlags) check() error {
 		return fmt.Errorf("--link-mbps %d: must not be negative", f.linkMbps)
 	case f.unschedBytes < 0 || f.unschedBytes > sock.MaxMessage:
 		return fmt.Errorf("--unsched-bytes %d: must be 0..%d", f.unschedBytes, sock.MaxMessage)
+	case f.peerTimeout < 0:
+		return fmt.Errorf("--peer-timeout %v: must not be negative", f.peerTimeout)
 	}
 	return checkPolling(f.polling)
 }
@@ -48,5 +52,5 @@ func checkPolling(name string) error {
 // the caller sets the transport).
 func (f *engineFlags) config() sock.Config {
 	polling, _ := bench.ParsePolling(f.polling)
-	return sock.Config{LinkMbps: f.linkMbps, UnschedBytes: f.unschedBytes, PollDuration: f.poll, Polling: polling}
+	return sock.Config{LinkMbps: f.linkMbps, UnschedBytes: f.unschedBytes, PollDuration: f.poll, Polling: polling, PeerTimeout: f.peerTimeout}
 }

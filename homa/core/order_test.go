@@ -280,3 +280,35 @@ func TestPacedRetransmissionWaits(t *testing.T) {
 		t.Errorf("short request sent: %v; %d bytes retransmitted, want 200,000", shortSent, resent)
 	}
 }
+
+// TestRequestBeforeItsResends: a server that did not run for a while
+// reads a client's request and the RESENDs the client sent for its
+// response since, in one batch. The request is handled first, as it
+// came: the RESENDs find the RPC and are answered BUSY, not taken for
+// RESENDs about a request the server lacks, which it would ask the
+// client for, once each.
+func TestRequestBeforeItsResends(t *testing.T) {
+	c := New(Local{Port: 500}, Config{})
+	resend := (&wire.Resend{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 2}, Length: wire.ResendToEnd}).Append(nil)
+	pkts := []Inbound{
+		{Buf: orderData(2, 40000, 500, 100, 0, 100), Addr: orderA},
+		{Buf: resend, Addr: orderA},
+		{Buf: slices.Clone(resend), Addr: orderA},
+	}
+	var out Output
+	c.HandleBatch(pkts, 20*time.Millisecond, &out)
+	if len(out.Messages) != 1 || !out.Messages[0].IsRequest() {
+		t.Fatalf("messages %+v, want the request", out.Messages)
+	}
+	got := map[wire.Type]int{}
+	for _, p := range out.Packets {
+		typ, _ := wire.PeekType(p.Buf)
+		got[typ]++
+	}
+	if got[wire.TypeResend] != 0 || got[wire.TypeBusy] != 2 {
+		t.Errorf("sent %v, want 2 BUSY and no RESEND", got)
+	}
+	if st := c.Stats(); st.TotalDrops() != 0 {
+		t.Errorf("drops %v", st.Drops)
+	}
+}

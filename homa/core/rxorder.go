@@ -21,6 +21,15 @@ import (
 //     fewest bytes from its first packet in the batch to its end first
 //     (its remaining bytes, as far as the batch shows them), ties in
 //     arrival order; a message's packets keep their arrival order.
+//   - but a client's RESEND for its response keeps its place among the
+//     DATA of its request, when the batch brings any: a server whose
+//     process did not run for a while finds the request and the RESENDs
+//     that followed it in one batch, and a RESEND handled before the
+//     request would find no RPC and ask the client for its request
+//     (once per RESEND), which the client would then send again. After
+//     the request, it finds the RPC and is answered BUSY. Packets are
+//     sent once the whole batch is handled, so the answer waits for
+//     nothing.
 //
 // A message the batch completes is thus delivered before the core copies
 // the packets of any message with more bytes to go, and messages the
@@ -103,8 +112,12 @@ func (c *Core) rxOrder(pkts []Inbound) []rank {
 		return nil
 	}
 	for i := range ranks {
-		if rk := &ranks[i]; rk.rem != 0 {
+		rk := &ranks[i]
+		if rk.rem != 0 {
 			m := &msgs[rk.first]
+			rk.rem, rk.first = remainingRank(m.length, m.minOff), m.first
+		} else if k := requestOf(msgs, &pkts[i]); k >= 0 {
+			m := &msgs[k]
 			rk.rem, rk.first = remainingRank(m.length, m.minOff), m.first
 		}
 	}
@@ -114,6 +127,16 @@ func (c *Core) rxOrder(pkts []Inbound) []rank {
 	}
 	slices.SortFunc(ranks, cmpRank)
 	return ranks
+}
+
+// requestOf returns the index in msgs of the request that p, if it is a
+// client's RESEND, asks about the response to, or -1.
+func requestOf(msgs []rxMsg, p *Inbound) int {
+	var c wire.Common
+	if p.Unreachable != 0 || wire.ParseCommon(p.Buf, &c) != nil || c.Type != wire.TypeResend || c.SenderID&1 != 0 {
+		return -1
+	}
+	return rxFind(msgs, p.Addr, c.SenderID, c.SrcPort)
 }
 
 // rxFind returns the index in msgs of the message of RPC id from

@@ -48,7 +48,14 @@ func (c *ClientConn) pickReady(ctx context.Context, wait bool) (netip.AddrPort, 
 			c.picker.setReady(target)
 			return target, nil
 		}
-		if ctx.Err() != nil || c.closed.Load() {
+		if ctx.Err() != nil {
+			// The wait is over: the call ends as its context did, not as
+			// the last probe, which may have failed (nothing listens) at
+			// the moment the deadline passed (a late thread on a busy
+			// machine).
+			return target, transportError(ctx.Err())
+		}
+		if c.closed.Load() {
 			return target, err
 		}
 		c.picker.unavailable(target)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -113,11 +114,11 @@ func htons(v uint16) uint16 {
 // LinkType is the link-layer type of the frames Next returns.
 func (l *Live) LinkType() pcapfile.LinkType { return l.link }
 
-// Next waits for the next frame and returns it with the time it was
-// read and its length on the wire. The frame is valid until the next call
-// (unlike the records of a pcapfile.Reader). On loopback every packet is
-// seen once (the outgoing copy is skipped). A frame longer than 64 KiB is
-// cut, and its OrigLen says so. After Close, Next returns an error
+// Next waits for the next frame and returns it with the time the kernel
+// took it in and its length on the wire. The frame is valid until the
+// next call (unlike the records of a pcapfile.Reader). On loopback every
+// packet is seen once (the outgoing copy is skipped). A frame longer than
+// 64 KiB is cut, and its OrigLen says so. After Close, Next returns an error
 // wrapping os.ErrClosed.
 func (l *Live) Next() (pcapfile.Record, error) {
 	for {
@@ -126,10 +127,14 @@ func (l *Live) Next() (pcapfile.Record, error) {
 			from unix.Sockaddr
 			rerr error
 		)
+		var at time.Time
 		err := l.rc.Read(func(fd uintptr) bool {
 			// MSG_TRUNC: n is the frame's whole length, even when
 			// only len(l.buf) bytes of it were copied.
 			n, from, rerr = unix.Recvfrom(int(fd), l.buf, unix.MSG_TRUNC)
+			if rerr == nil {
+				at = arrival(int(fd))
+			}
 			return rerr != unix.EAGAIN
 		})
 		switch {
@@ -143,8 +148,20 @@ func (l *Live) Next() (pcapfile.Record, error) {
 		if ll, ok := from.(*unix.SockaddrLinklayer); ok && l.loopback && ll.Pkttype == unix.PACKET_OUTGOING {
 			continue // loopback shows each packet leaving and arriving
 		}
-		return pcapfile.Record{Time: time.Now().UTC(), Frame: l.buf[:min(n, len(l.buf))], OrigLen: n}, nil
+		return pcapfile.Record{Time: at, Frame: l.buf[:min(n, len(l.buf))], OrigLen: n}, nil
 	}
+}
+
+// arrival is the time the kernel took in the frame just read from the
+// packet socket fd (SIOCGSTAMPNS), which a capture process slow to read
+// (a loaded machine) would otherwise stamp late; the time of the read if
+// the kernel does not say.
+func arrival(fd int) time.Time {
+	var ts unix.Timespec
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCGSTAMPNS, uintptr(unsafe.Pointer(&ts))); errno != 0 {
+		return time.Now().UTC()
+	}
+	return time.Unix(ts.Unix()).UTC()
 }
 
 // Close stops the capture. It is safe to call more than once.
