@@ -128,7 +128,13 @@ func TestShardsPeerOneShard(t *testing.T) {
 		}
 		want[netio.ShardOf(c.LocalAddr(), n)] += uint64(i + 2)
 	}
+	// A client whose response is late by a resend interval on a busy
+	// machine asks again; its RESEND may come after the shard finished
+	// the RPC, which drops it as stale (see checkDrops).
+	var late uint64
 	for _, c := range clients {
+		ct := c.Stats()
+		late += ct.ResendsSent + ct.ResentPackets
 		c.Close() // acknowledges its last RPC
 	}
 	var total uint64
@@ -138,8 +144,8 @@ func TestShardsPeerOneShard(t *testing.T) {
 			t.Errorf("shard %d: %d server RPCs started, %d requests received, %d answered; want %d",
 				k, st.ServerRPCsStarted, st.RequestsReceived, st.ServerRPCsCompleted, want[k])
 		}
-		if d := st.TotalDrops(); d != 0 {
-			t.Errorf("shard %d dropped %d packets: %v", k, d, st.Drops)
+		if d, stale := st.TotalDrops(), st.Drops[DropStale]; d != stale || stale > late {
+			t.Errorf("shard %d dropped %d packets: %v (its clients sent %d RESENDs and retransmissions)", k, d, st.Drops, late)
 		}
 		total += st.RequestsReceived
 	}
