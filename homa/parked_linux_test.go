@@ -55,30 +55,7 @@ func TestParkedPathWakeups(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sleeps between RPCs (about 1 s)")
 	}
-	lo := netip.MustParseAddr("127.0.0.1")
-	sc, err := netio.OpenUDP(lo, 0, nil)
-	if err != nil {
-		t.Fatalf("no UDP socket on loopback: %v", err)
-	}
-	cc, err := netio.OpenUDP(lo, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := homa.NewEndpoint(sc, homa.Config{})
-	defer server.Close()
-	client := homa.NewEndpoint(cc, homa.Config{})
-	defer client.Close()
-	go func() {
-		for {
-			m, err := server.Recv(context.Background(), 0)
-			if err != nil {
-				return
-			}
-			_ = server.Reply(m.Peer.Addr(), m.ID, m.Data)
-			m.Release()
-		}
-	}()
-	dst := netip.AddrPortFrom(lo, server.Port())
+	client, server, dst := udpEchoPair(t)
 	call := func(i int) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -147,30 +124,7 @@ func TestParkedPathWakeups(t *testing.T) {
 // timer wakes a thread (the netpoller's, or an idle one), which before
 // the request left cost every call a wake-up.
 func TestCallArmsNoGrace(t *testing.T) {
-	lo := netip.MustParseAddr("127.0.0.1")
-	sc, err := netio.OpenUDP(lo, 0, nil)
-	if err != nil {
-		t.Fatalf("no UDP socket on loopback: %v", err)
-	}
-	cc, err := netio.OpenUDP(lo, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := homa.NewEndpoint(sc, homa.Config{})
-	defer server.Close()
-	client := homa.NewEndpoint(cc, homa.Config{})
-	defer client.Close()
-	go func() {
-		for {
-			m, err := server.Recv(context.Background(), 0)
-			if err != nil {
-				return
-			}
-			_ = server.Reply(m.Peer.Addr(), m.ID, m.Data)
-			m.Release()
-		}
-	}()
-	dst := netip.AddrPortFrom(lo, server.Port())
+	client, _, dst := udpEchoPair(t)
 	const rpcs = 20
 	before := homa.GraceArms(client)
 	for i := range rpcs {
@@ -197,4 +151,34 @@ func TestCallArmsNoGrace(t *testing.T) {
 	if n := homa.GraceArms(client) - before; n > rpcs/2 {
 		t.Errorf("the client armed its grace timer %d times in %d calls, want well under one a call", n, rpcs)
 	}
+}
+
+// udpEchoPair opens a client endpoint and an echo server endpoint on
+// UDP loopback, closed when the test ends; dst is the server's address.
+func udpEchoPair(t *testing.T) (client, server *homa.Endpoint, dst netip.AddrPort) {
+	t.Helper()
+	lo := netip.MustParseAddr("127.0.0.1")
+	sc, err := netio.OpenUDP(lo, 0, nil)
+	if err != nil {
+		t.Fatalf("no UDP socket on loopback: %v", err)
+	}
+	cc, err := netio.OpenUDP(lo, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = homa.NewEndpoint(sc, homa.Config{})
+	t.Cleanup(func() { server.Close() })
+	client = homa.NewEndpoint(cc, homa.Config{})
+	t.Cleanup(func() { client.Close() })
+	go func() {
+		for {
+			m, err := server.Recv(context.Background(), 0)
+			if err != nil {
+				return
+			}
+			_ = server.Reply(m.Peer.Addr(), m.ID, m.Data)
+			m.Release()
+		}
+	}()
+	return client, server, netip.AddrPortFrom(lo, server.Port())
 }
