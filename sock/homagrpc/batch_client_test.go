@@ -212,6 +212,22 @@ func send(t *testing.T, sts []grpc.ClientStream, i, k int) {
 	}
 }
 
+// fillMux sends message 1 on the first muxInFlight streams, each of
+// which goes alone (returned, as the fake server took them), and then on
+// the others, which wait for a batch.
+func fillMux(t *testing.T, f *fakeStreamServer, sts []grpc.ClientStream) []*sock.Message {
+	t.Helper()
+	var alone []*sock.Message
+	for i := range muxInFlight {
+		send(t, sts, i, 1)
+		alone = append(alone, f.next())
+	}
+	for i := muxInFlight; i < len(sts); i++ {
+		send(t, sts, i, 1)
+	}
+	return alone
+}
+
 // recvEcho receives the echoes of messages ks of stream i, in order.
 func recvEcho(t *testing.T, sts []grpc.ClientStream, i int, ks ...int) {
 	t.Helper()
@@ -289,14 +305,7 @@ func TestBatchCanceledStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f, cc := newFakeStreamWorld(t, false)
 		sts, cancels := openStreams(t, cc, 5)
-		var alone []*sock.Message
-		for i := range muxInFlight {
-			send(t, sts, i, 1)
-			alone = append(alone, f.next())
-		}
-		for i := muxInFlight; i < len(sts); i++ {
-			send(t, sts, i, 1)
-		}
+		alone := fillMux(t, f, sts)
 		f.reply(alone[0])
 		b := f.next()
 		victim := muxInFlight + 1
@@ -359,14 +368,7 @@ func TestBatchOldServer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f, cc := newFakeStreamWorld(t, true)
 		sts, _ := openStreams(t, cc, 5)
-		var alone []*sock.Message
-		for i := range muxInFlight {
-			send(t, sts, i, 1)
-			alone = append(alone, f.next())
-		}
-		for i := muxInFlight; i < len(sts); i++ {
-			send(t, sts, i, 1)
-		}
+		alone := fillMux(t, f, sts)
 		f.reply(alone[0]) // the batch goes, and is refused
 		for i := muxInFlight; i < len(sts); i++ {
 			m := f.next()
