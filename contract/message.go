@@ -78,3 +78,19 @@ type Buffers interface {
 	Get(n int) []byte
 	Put(b []byte)
 }
+
+// BatchRequest is one request of a batch sent at once: where it goes,
+// its bytes, and the cookie its response carries back.
+type BatchRequest struct {
+	Dst    netip.AddrPort
+	Data   []byte
+	Cookie uint64
+}
+
+// BatchResponse is one response of a batch sent at once: the RPC it
+// answers (the client's host and the RPC's id) and its bytes.
+type BatchResponse struct {
+	Peer netip.Addr
+	ID   uint64
+	Data []byte
+}

@@ -1,0 +1,104 @@
+package homa_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/homa-go/homa/contract"
+	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/netio"
+)
+
+// sendCalls is how many sendmmsg calls c made that sent something.
+func sendCalls(t *testing.T, c netio.Conn) uint64 {
+	t.Helper()
+	sc, ok := c.(netio.StatsConn)
+	if !ok {
+		t.Skip("the Conn keeps no statistics")
+	}
+	return sc.Stats().SendCalls
+}
+
+// SendBatch sends many requests with one system call, and ReplyBatch
+// many responses: a batch of completions costs one sendmmsg, not one a
+// message. Ids come back in order, and each response carries its
+// request's cookie.
+func TestSendReplyBatch(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	sc, err := netio.OpenUDP(lo, 0, &netio.Options{DisableGSO: true})
+	if err != nil {
+		t.Fatalf("no UDP socket on loopback: %v", err)
+	}
+	cc, err := netio.OpenUDP(lo, 0, &netio.Options{DisableGSO: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := homa.NewEndpoint(sc, homa.Config{PollDuration: -1})
+	defer server.Close()
+	client := homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
+	defer client.Close()
+	dst := netip.AddrPortFrom(lo, server.Port())
+	const n = 12
+	reqs := make([]contract.BatchRequest, n)
+	for i := range reqs {
+		reqs[i] = contract.BatchRequest{Dst: dst, Data: []byte(fmt.Sprintf("request %d", i)), Cookie: uint64(100 + i)}
+	}
+	ids := make([]uint64, n)
+	before := sendCalls(t, cc)
+	if err := client.SendBatch(reqs, ids); err != nil {
+		t.Fatal(err)
+	}
+	if got := sendCalls(t, cc) - before; got != 1 {
+		t.Errorf("SendBatch of %d requests made %d sendmmsg calls, want 1", n, got)
+	}
+	seen := map[uint64]bool{}
+	for i, id := range ids {
+		if id == 0 || seen[id] {
+			t.Fatalf("ids %v: id %d of request %d is zero or repeated", ids, id, i)
+		}
+		seen[id] = true
+	}
+
+	// The server takes every request, then answers all in one batch.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var rs []contract.BatchResponse
+	var held []*contract.Message
+	for len(rs) < n {
+		m, err := server.Recv(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, m)
+		rs = append(rs, contract.BatchResponse{Peer: m.Peer.Addr(), ID: m.ID, Data: append([]byte("echo "), m.Data...)})
+	}
+	before = sendCalls(t, sc)
+	if err := server.ReplyBatch(rs); err != nil {
+		t.Fatal(err)
+	}
+	if got := sendCalls(t, sc) - before; got != 1 {
+		t.Errorf("ReplyBatch of %d responses made %d sendmmsg calls, want 1", n, got)
+	}
+	for _, m := range held {
+		m.Release()
+	}
+	for i, id := range ids {
+		m, err := client.Recv(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("echo request %d", i); string(m.Data) != want || m.Cookie != uint64(100+i) || m.Err != nil {
+			t.Errorf("response %d: %q cookie %d err %v, want %q cookie %d", i, m.Data, m.Cookie, m.Err, want, 100+i)
+		}
+		m.Release()
+	}
+	// A bad request stops the batch where it is: those before it went.
+	bad := []contract.BatchRequest{reqs[0], {Dst: netip.AddrPortFrom(lo, 0), Data: []byte("x")}, reqs[1]}
+	ids = make([]uint64, len(bad))
+	if err := client.SendBatch(bad, ids); err == nil || ids[0] == 0 || ids[2] != 0 {
+		t.Errorf("batch with a bad request: %v, ids %v; want an error, the first sent, the last not", err, ids)
+	}
+}
