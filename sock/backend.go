@@ -76,6 +76,15 @@ type borrower interface {
 
 var _ borrower = engine{}
 
+// batcher is a backend that sends several messages at once (see
+// homa.Endpoint.SendBatch).
+type batcher interface {
+	SendBatch(reqs []contract.BatchRequest, ids []uint64) error
+	ReplyBatch(rs []contract.BatchResponse) error
+}
+
+var _ batcher = engine{}
+
 // describer is a backend that can describe its RPCs (see
 // homa.Endpoint.Describe).
 type describer interface {

@@ -48,6 +48,19 @@
 // Recv(Any) as there are shards. Ids stay unique per socket; Limits
 // apply per shard.
 //
+// # Batches
+//
+// SendBatch and ReplyBatch send many requests or responses at once:
+// on the engine their packets leave together, in one system call where
+// the transport allows, and over UDP as few datagrams as segmentation
+// offload makes them. A client with many RPCs in flight that starts the
+// next ones from the responses Recv gave it, or a server answering the
+// requests it took, saves a system call per message: take what is
+// already complete without waiting (Recv with a context that has ended
+// returns a ready message, or the context's error at once), then send
+// the batch. A lone RPC gains nothing by waiting for others. On the
+// kernel backend they send one by one.
+//
 // # Tests
 //
 // A socket whose Config.Network is an in-memory network (package
