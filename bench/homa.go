@@ -82,6 +82,7 @@ const zeroCopyEcho = 64 << 10
 
 func (e *echoServer) serve(ctx context.Context) {
 	var buf []byte // a reply longer than its request is built here
+	var batch []sock.BatchResponse
 	for {
 		m, err := e.s.Recv(ctx, sock.Any)
 		if err != nil {
@@ -91,24 +92,68 @@ func (e *echoServer) serve(ctx context.Context) {
 			m.Release()
 			continue
 		}
-		// A client that gave up makes Reply fail; the server goes on.
-		switch n := e.replySize; {
-		case n == 0 && len(m.Data) >= zeroCopyEcho:
-			// The request's own buffer goes back as the response.
-			err = e.s.ReplyOwned(m, m.TakeData())
-		case n == 0:
-			err = e.s.Reply(m, m.Data)
-		case n <= len(m.Data):
-			err = e.s.Reply(m, m.Data[:n])
-		default:
-			buf = tcpecho.AppendReply(buf[:0], m.Data, n)
-			err = e.s.Reply(m, buf)
+		if e.batchable(m) {
+			// Echoes of what is complete now go out together.
+			batch = e.echoBatch(m, batch[:0], &buf)
+			continue
 		}
-		if err == nil {
-			e.served.Add(1)
-		}
-		m.Release()
+		e.answer(m, &buf)
 	}
+}
+
+// batchable reports whether m's echo may go in a ReplyBatch: a request
+// answered with a copy of itself.
+func (e *echoServer) batchable(m *sock.Message) bool {
+	return m.IsRequest() && e.replySize == 0 && len(m.Data) < zeroCopyEcho
+}
+
+// answer replies to the request m alone, and releases it.
+func (e *echoServer) answer(m *sock.Message, buf *[]byte) {
+	var err error
+	// A client that gave up makes Reply fail; the server goes on.
+	switch n := e.replySize; {
+	case n == 0 && len(m.Data) >= zeroCopyEcho:
+		// The request's own buffer goes back as the response.
+		err = e.s.ReplyOwned(m, m.TakeData())
+	case n == 0:
+		err = e.s.Reply(m, m.Data)
+	case n <= len(m.Data):
+		err = e.s.Reply(m, m.Data[:n])
+	default:
+		*buf = tcpecho.AppendReply((*buf)[:0], m.Data, n)
+		err = e.s.Reply(m, *buf)
+	}
+	if err == nil {
+		e.served.Add(1)
+	}
+	m.Release()
+}
+
+// echoBatch echoes m and the requests already complete after it (up to
+// maxDrain) with one ReplyBatch, and releases them; one it may not batch
+// it answers alone.
+func (e *echoServer) echoBatch(m *sock.Message, batch []sock.BatchResponse, buf *[]byte) []sock.BatchResponse {
+	for k := 0; m != nil; k++ {
+		switch {
+		case e.batchable(m):
+			batch = append(batch, sock.BatchResponse{Req: m, Data: m.Data})
+		case m.IsRequest():
+			e.answer(m, buf)
+		default:
+			m.Release()
+		}
+		m = nil
+		if k < maxDrain {
+			m, _ = e.s.Recv(ready, sock.Any)
+		}
+	}
+	_ = e.s.ReplyBatch(batch) // a client that gave up makes a reply fail; the server goes on
+	for _, r := range batch {
+		e.served.Add(1)
+		r.Req.Release()
+	}
+	clear(batch)
+	return batch
 }
 
 // close stops the workers and closes the socket.
@@ -136,10 +181,24 @@ type HomaClient struct {
 	last   *sock.Message // the previous response, recycled on the next call
 	server *echoServer
 
-	// The asyncClient side, for the goroutine that drives it.
+	// The asyncClient side, for the goroutine that drives it: requests
+	// started wait in pending until loop sends them, together.
 	done    completion
 	stopped bool
+	pending []sock.BatchRequest
 }
+
+// ready is a context that has ended: Recv with it returns a message
+// already complete, or the context's error at once.
+var ready = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// maxDrain bounds the messages taken without waiting after one that
+// was waited for, before what they started is sent.
+const maxDrain = 64
 
 // LocalFor is the local address of a client socket for dst: the
 // unspecified address of dst's family, port 0 (a client port).
@@ -204,15 +263,38 @@ func (c *HomaClient) call(ctx context.Context, l *lane, req []byte) ([]byte, err
 	return m.Data, nil
 }
 
-// start sends req with the slot as its completion cookie.
+// start queues req with the slot as its completion cookie: loop sends
+// what was started together (sock.Socket.SendBatch), before it waits.
 func (c *HomaClient) start(slot int, req []byte, done completion) error {
 	c.done = done
-	_, err := c.s.Send(c.dst, req, uint64(slot))
-	return err
+	c.pending = append(c.pending, sock.BatchRequest{Dst: c.dst, Data: req, Cookie: uint64(slot)})
+	return nil
+}
+
+// flush sends the requests started since the last flush; a request that
+// could not be sent completes with its error.
+func (c *HomaClient) flush() {
+	if len(c.pending) == 0 {
+		return
+	}
+	ids, err := c.s.SendBatch(c.pending)
+	pending := c.pending
+	c.pending = c.pending[:0]
+	if err == nil {
+		return
+	}
+	for i, r := range pending {
+		if ids[i] == 0 {
+			c.done(int(r.Cookie), nil, err)
+		}
+	}
 }
 
 // loop receives the responses of the RPCs start sent, each with
 // Recv(ctx, sock.Any), until deadline (zero: none), ctx's end or stop.
+// After each response waited for, it takes those already complete
+// without waiting (up to maxDrain), then sends what their completions
+// started, in one batch.
 func (c *HomaClient) loop(ctx context.Context, deadline time.Time) error {
 	if !deadline.IsZero() {
 		var cancel context.CancelFunc
@@ -220,6 +302,7 @@ func (c *HomaClient) loop(ctx context.Context, deadline time.Time) error {
 		defer cancel()
 	}
 	for c.stopped = false; !c.stopped; {
+		c.flush()
 		m, err := c.s.Recv(ctx, sock.Any)
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && !deadline.IsZero() && !time.Now().Before(deadline) {
@@ -227,9 +310,16 @@ func (c *HomaClient) loop(ctx context.Context, deadline time.Time) error {
 			}
 			return err
 		}
-		c.done(int(m.Cookie), m.Data, m.Err)
-		m.Release()
+		for k := 0; m != nil; k++ {
+			c.done(int(m.Cookie), m.Data, m.Err)
+			m.Release()
+			m = nil
+			if k < maxDrain && !c.stopped {
+				m, _ = c.s.Recv(ready, sock.Any)
+			}
+		}
 	}
+	c.flush()
 	return nil
 }
 
