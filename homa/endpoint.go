@@ -249,17 +249,23 @@ func (e *Endpoint) SendOwned(dst netip.AddrPort, data []byte, cookie uint64) (ui
 }
 
 func (e *Endpoint) send(dst netip.AddrPort, data []byte, cookie uint64, owned bool) (uint64, error) {
+	b := e.getBatch()
+	id, err := e.sendInto(b, dst, data, cookie, owned)
+	e.sendBatch(b)
+	return id, err
+}
+
+// sendInto is send with its packets left in b for the caller to send.
+func (e *Endpoint) sendInto(b *txBatch, dst netip.AddrPort, data []byte, cookie uint64, owned bool) (uint64, error) {
 	addr, maxPkt, err := e.checkSend(dst, data)
 	if err != nil {
 		return 0, err
 	}
 	buf := e.own(data, owned)
-	b := e.getBatch()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		e.disown(buf, data, owned)
-		e.putBatch(b)
 		return 0, contract.ErrClosed
 	}
 	buf = e.ownLocked(buf, owned)
@@ -272,7 +278,6 @@ func (e *Endpoint) send(dst netip.AddrPort, data []byte, cookie uint64, owned bo
 	}
 	e.settle(b)
 	e.mu.Unlock()
-	e.sendBatch(b)
 	return id, err
 }
 
@@ -286,32 +291,11 @@ func (e *Endpoint) SendBatch(reqs []contract.BatchRequest, ids []uint64) error {
 	b := e.getBatch()
 	defer e.sendBatch(b)
 	for i := range reqs {
-		r := &reqs[i]
-		addr, maxPkt, err := e.checkSend(r.Dst, r.Data)
+		id, err := e.sendInto(b, reqs[i].Dst, reqs[i].Data, reqs[i].Cookie, false)
 		if err != nil {
 			return err
 		}
-		buf := e.own(r.Data, false)
-		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
-			e.disown(buf, r.Data, false)
-			return contract.ErrClosed
-		}
-		buf = e.ownLocked(buf, false)
-		id, err := e.core.Send(netip.AddrPortFrom(addr, r.Dst.Port()), buf, r.Cookie, maxPkt, e.now(), &e.out)
-		if err == nil {
-			e.mb.Expect(id)
-			ids[i] = id
-		} else {
-			e.disown(buf, r.Data, false)
-			err = &contract.OpError{Op: "send", Peer: r.Dst, Err: err}
-		}
-		e.settle(b)
-		e.mu.Unlock()
-		if err != nil {
-			return err
-		}
+		ids[i] = id
 	}
 	return nil
 }
