@@ -23,7 +23,12 @@ func (c *Core) AppendDescription(b []byte, now time.Duration, limit int) []byte 
 		rs = append(rs, r)
 	}
 	clients := len(rs)
-	slices.SortFunc(rs, func(a, b *rpc) int { return compare(a.start, b.start) })
+	slices.SortFunc(rs, func(a, b *rpc) int {
+		if c := compare(a.start, b.start); c != 0 {
+			return c
+		}
+		return compare(a.id, b.id) // started at once: in the order they were made
+	})
 	rs = append(rs, c.servers.all()...)
 	slices.SortFunc(rs[clients:], func(a, b *rpc) int { return compare(a.id, b.id) })
 	b = fmt.Appendf(b, "core: %d client RPCs, %d server RPCs, last called at tick %d, receive memory %d bytes, %d RESEND turns waiting\n",
