@@ -102,3 +102,68 @@ func TestSendReplyBatch(t *testing.T) {
 		t.Errorf("batch with a bad request: %v, ids %v; want an error, the first sent, the last not", err, ids)
 	}
 }
+
+// A Batch does the protocol work of its Sends at once (the ids are
+// known) and sends nothing until Flush, which sends it all with one
+// system call; its Replies likewise.
+func TestBatchFlush(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	sc, err := netio.OpenUDP(lo, 0, &netio.Options{DisableGSO: true})
+	if err != nil {
+		t.Fatalf("no UDP socket on loopback: %v", err)
+	}
+	cc, err := netio.OpenUDP(lo, 0, &netio.Options{DisableGSO: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := homa.NewEndpoint(sc, homa.Config{PollDuration: -1})
+	defer server.Close()
+	client := homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
+	defer client.Close()
+	dst := netip.AddrPortFrom(lo, server.Port())
+	b := client.NewBatch()
+	before := sendCalls(t, cc)
+	var ids []uint64
+	for i := range 3 {
+		id, err := b.Send(dst, []byte(fmt.Sprint("request ", i)), uint64(i))
+		if err != nil || id == 0 {
+			t.Fatalf("Batch.Send: %d, %v", id, err)
+		}
+		ids = append(ids, id)
+	}
+	if got := sendCalls(t, cc) - before; got != 0 {
+		t.Fatalf("%d sendmmsg calls before Flush, want 0", got)
+	}
+	b.Flush()
+	if got := sendCalls(t, cc) - before; got != 1 {
+		t.Errorf("Flush made %d sendmmsg calls, want 1", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sb := server.NewBatch()
+	for range 3 {
+		m, err := server.Recv(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Reply(m.Peer.Addr(), m.ID, m.Data); err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+	}
+	before = sendCalls(t, sc)
+	sb.Flush()
+	if got := sendCalls(t, sc) - before; got != 1 {
+		t.Errorf("the server's Flush made %d sendmmsg calls, want 1", got)
+	}
+	for i, id := range ids {
+		m, err := client.Recv(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Data) != fmt.Sprint("request ", i) || m.Cookie != uint64(i) {
+			t.Errorf("response %d: %q cookie %d", i, m.Data, m.Cookie)
+		}
+		m.Release()
+	}
+}

@@ -281,40 +281,6 @@ func (e *Endpoint) sendInto(b *txBatch, dst netip.AddrPort, data []byte, cookie 
 	return id, err
 }
 
-// SendBatch is Send for several requests at once: their packets leave
-// together (one system call where the Conn can), which saves a system
-// call per request when many are ready at once, as when a client starts
-// the next RPCs of the responses one read brought. It fills ids with the
-// RPC ids in order and returns the first error; the requests before it
-// were sent, none after it.
-func (e *Endpoint) SendBatch(reqs []contract.BatchRequest, ids []uint64) error {
-	b := e.getBatch()
-	defer e.sendBatch(b)
-	for i := range reqs {
-		id, err := e.sendInto(b, reqs[i].Dst, reqs[i].Data, reqs[i].Cookie, false)
-		if err != nil {
-			return err
-		}
-		ids[i] = id
-	}
-	return nil
-}
-
-// ReplyBatch is Reply for several responses at once: their packets leave
-// together, as SendBatch's. It returns the first error; every response
-// is tried.
-func (e *Endpoint) ReplyBatch(rs []contract.BatchResponse) error {
-	b := e.getBatch()
-	defer e.sendBatch(b)
-	var first error
-	for i := range rs {
-		if err := e.replyInto(b, rs[i].Peer, rs[i].ID, rs[i].Data, false); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
 // Reply sends the response to the request with the given id from the
 // client at peer. Reply copies data.
 func (e *Endpoint) Reply(peer netip.Addr, id uint64, data []byte) error {
