@@ -2,8 +2,10 @@ package sock
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/homa-go/homa/contract"
+	"github.com/homa-go/homa/homa"
 )
 
 // BatchRequest is one request of SendBatch: Send's arguments.
@@ -68,4 +70,55 @@ func (s *Socket) ReplyBatch(rs []BatchResponse) error {
 		note(b.ReplyBatch(out))
 	}
 	return first
+}
+
+// Batch gathers requests and responses whose packets leave together at
+// Flush (see the package doc, "Batches"): Send and Reply do their work
+// at once (Send returns the RPC's id) but the engine sends nothing
+// until Flush, which sends everything gathered since the last one. Call
+// Flush soon: nothing gathered leaves, and no timer runs for it, before.
+// On the kernel backend, and on a socket of several shards, Send and
+// Reply send at once and Flush does nothing. A Batch is for one
+// goroutine at a time.
+type Batch struct {
+	s  *Socket
+	eb *homa.Batch // nil: send at once
+}
+
+// NewBatch returns an empty batch of s's.
+func (s *Socket) NewBatch() *Batch {
+	b := &Batch{s: s}
+	if e, ok := s.b.(engine); ok {
+		b.eb = e.NewBatch()
+	}
+	return b
+}
+
+// Send is Socket.Send, its packets left for Flush.
+func (b *Batch) Send(dst netip.AddrPort, req []byte, cookie uint64) (uint64, error) {
+	if b.eb == nil {
+		return b.s.Send(dst, req, cookie)
+	}
+	if err := checkServer(dst); err != nil {
+		return 0, err
+	}
+	return b.eb.Send(dst, req, cookie)
+}
+
+// Reply is Socket.Reply, its packets left for Flush.
+func (b *Batch) Reply(req *Message, resp []byte) error {
+	if b.eb == nil {
+		return b.s.Reply(req, resp)
+	}
+	if !req.IsRequest() {
+		return fmt.Errorf("%w: message %d is a response, not a request", ErrUnknownRPC, req.ID)
+	}
+	return b.eb.Reply(req.Peer.Addr(), req.ID, resp)
+}
+
+// Flush sends what the batch gathered.
+func (b *Batch) Flush() {
+	if b.eb != nil {
+		b.eb.Flush()
+	}
 }

@@ -71,3 +71,37 @@ func TestSendBatch(t *testing.T) {
 		t.Error("ReplyBatch answered a response")
 	}
 }
+
+// A Batch's Sends and Replies reach their peers once flushed, with ids
+// known at Send; a request to a client port is refused at Send.
+func TestBatchObject(t *testing.T) {
+	server, client := openPair(t, "127.0.0.1", sock.UDP, 27432)
+	b := client.NewBatch()
+	ids := map[uint64]int{}
+	for i := range 4 {
+		id, err := b.Send(server.LocalAddr(), []byte(fmt.Sprint("request ", i)), uint64(i))
+		if err != nil || id == 0 {
+			t.Fatalf("Batch.Send: %d, %v", id, err)
+		}
+		ids[id] = i
+	}
+	if _, err := b.Send(client.LocalAddr(), []byte("x"), 0); err == nil {
+		t.Error("Batch.Send to a client port succeeded")
+	}
+	b.Flush()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 4 {
+		m, err := client.Recv(ctx, sock.Any)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i, ok := ids[m.ID]; !ok || string(m.Data) != fmt.Sprint("request ", i) || m.Cookie != uint64(i) {
+			t.Errorf("response %q id %d cookie %d: not one of the batch's", m.Data, m.ID, m.Cookie)
+		}
+		m.Release()
+	}
+	if err := b.Reply(&sock.Message{ID: 2}, []byte("x")); err == nil {
+		t.Error("Batch.Reply answered a response")
+	}
+}

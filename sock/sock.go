@@ -58,8 +58,11 @@
 // requests it took, saves a system call per message: take what is
 // already complete without waiting (Recv with a context that has ended
 // returns a ready message, or the context's error at once), then send
-// the batch. A lone RPC gains nothing by waiting for others. On the
-// kernel backend they send one by one.
+// the batch. A lone RPC gains nothing by waiting for others. A Batch
+// (NewBatch) does the same for an event loop: its Send and Reply do
+// their work at once (Send returns the id) and its Flush, before the
+// loop waits, sends what the turn gathered. On the kernel backend they
+// send one by one.
 //
 // # Tests
 //
