@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/homa-go/homa/sock"
@@ -164,7 +165,7 @@ func (r *Rpc) transmit(q *request) error {
 		}
 		q.sent = true
 	} else {
-		id, err := r.sock.Send(s.remote, q.req.frame(&h), makeCookie(ckData, s.num, q.slot))
+		id, err := r.sendData(s.remote, q.req.frame(&h), makeCookie(ckData, s.num, q.slot))
 		if err != nil {
 			return err
 		}
@@ -175,6 +176,16 @@ func (r *Rpc) transmit(q *request) error {
 		r.attempts.repush(q, now)
 	}
 	return nil
+}
+
+// sendData sends a request frame: into the turn's batch when the event
+// loop runs (transmit runs on the owner's goroutine only), at once
+// otherwise.
+func (r *Rpc) sendData(dst netip.AddrPort, frame []byte, cookie uint64) (uint64, error) {
+	if r.inLoop {
+		return r.tx.Send(dst, frame, cookie)
+	}
+	return r.sock.Send(dst, frame, cookie)
 }
 
 // dataResponse handles the outcome of an attempt of the request in slot.

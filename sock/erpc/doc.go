@@ -44,7 +44,12 @@
 // requests (default 8) of a session are outstanding; more wait in the
 // session's queue, bounded by MaxQueuedRequests. Requests complete in
 // any order. Rpc.Call is the blocking form for the owning goroutine: it
-// runs the same event loop until its response comes.
+// runs the same event loop until its response comes. Requests the event
+// loop sends (from continuations, say) go out together, as eRPC batches
+// its transmissions: the loop takes the messages already complete after
+// each one it waited for, and sends its turn's requests (sock.Batch) in
+// one system call before it waits again; one enqueued outside the loop
+// goes at once.
 //
 // A dispatch handler runs in the server Rpc's event loop (for handlers of
 // a few microseconds); a background handler runs on a worker goroutine.

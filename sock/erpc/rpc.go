@@ -42,19 +42,23 @@ type Rpc struct {
 	sub submitQueue  // functions from other goroutines, for the loop
 
 	// Owned by the goroutine that runs the event loop.
-	inLoop     bool
-	stopLoop   bool       // StopEventLoop was called
-	sessions   []*session // by number; state sessFree when unused
-	freeNums   []uint32
-	live       int // sessions not free
-	reqFree    []*request
-	hfree      []*ReqHandle               // handles answered within their dispatch call
-	pending    []deferred                 // continuations and events to run, in order
-	attempts   dlist[request]             // exactly-once attempts outstanding, by send time
-	acks       dlist[session]             // sessions with acknowledgments due, by when due
-	conns      dlist[session]             // sessions waiting for a connect reply, by send time
-	tickets    dlist[Ticket]              // tickets not resumed or released, by when made
-	nbCtx      context.Context            // always done: Recv without blocking
+	inLoop   bool
+	stopLoop bool       // StopEventLoop was called
+	sessions []*session // by number; state sessFree when unused
+	freeNums []uint32
+	live     int // sessions not free
+	reqFree  []*request
+	hfree    []*ReqHandle    // handles answered within their dispatch call
+	pending  []deferred      // continuations and events to run, in order
+	attempts dlist[request]  // exactly-once attempts outstanding, by send time
+	acks     dlist[session]  // sessions with acknowledgments due, by when due
+	conns    dlist[session]  // sessions waiting for a connect reply, by send time
+	tickets  dlist[Ticket]   // tickets not resumed or released, by when made
+	nbCtx    context.Context // always done: Recv without blocking
+	// tx gathers, while the event loop runs, the requests it sends and
+	// the responses its handlers give: they leave together when the loop
+	// is about to wait (flushTx), one system call for the turn.
+	tx         *sock.Batch
 	streams    map[netip.AddrPort]*stream // by server Nexus, for new sessions
 	allStreams map[*stream]struct{}       // every stream not ended, retired ones too
 	holdFree   []*seqHold
@@ -139,6 +143,7 @@ func newRpc(nx *Nexus, id uint8, s *sock.Socket, sm SMHandler) *Rpc {
 		sock:     s,
 		sm:       sm,
 		nbCtx:    nb,
+		tx:       s.NewBatch(),
 		attempts: newDlist(func(q *request) *dlink[request] { return &q.link }),
 		acks:     newDlist(func(s *session) *dlink[session] { return &s.ackLink }),
 		conns:    newDlist(func(s *session) *dlink[session] { return &s.connLink }),
@@ -287,7 +292,7 @@ func (r *Rpc) RunEventLoopOnce() error {
 	}
 	r.inLoop = true
 	prev := r.use.Swap(useLoop)
-	defer func() { r.inLoop, r.stopLoop = false, false; r.use.Store(prev) }()
+	defer func() { r.tx.Flush(); r.inLoop, r.stopLoop = false, false; r.use.Store(prev) }()
 	r.drain()
 	r.runSubmitted()
 	if r.closed.Load() {
@@ -323,7 +328,7 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 	}
 	r.inLoop = true
 	prev := r.use.Swap(useLoop)
-	defer func() { r.inLoop, r.stopLoop = false, false; r.use.Store(prev) }()
+	defer func() { r.tx.Flush(); r.inLoop, r.stopLoop = false, false; r.use.Store(prev) }()
 
 	var w waker
 	defer w.stop()
@@ -362,6 +367,7 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 		if !next.IsZero() {
 			rctx = w.until(wake, next)
 		}
+		r.tx.Flush() // what this turn sent, before the loop waits
 		r.use.Store(useRecv)
 		m, err := r.sock.Recv(rctx, sock.Any)
 		r.use.Store(useLoop)
@@ -375,6 +381,17 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 			return err
 		}
 		r.handle(m)
+		// The messages already complete are this turn's too: what
+		// their handlers and continuations send leaves with the rest.
+		for range onceBatch {
+			if r.stopLoop || r.closed.Load() {
+				break
+			}
+			if m, err = r.sock.Recv(r.nbCtx, sock.Any); err != nil {
+				break
+			}
+			r.handle(m)
+		}
 	}
 }
 
