@@ -12,6 +12,27 @@ import (
 	"github.com/homa-go/homa/homa/netio"
 )
 
+// batchPair opens a client and a server endpoint on UDP loopback without
+// segmentation offload (a packet a datagram, so that system calls count
+// as batches), closed when the test ends; it returns their Conns too.
+func batchPair(t *testing.T) (client, server *homa.Endpoint, cc, sc netio.Conn, dst netip.AddrPort) {
+	t.Helper()
+	lo := netip.MustParseAddr("127.0.0.1")
+	sc, err := netio.OpenUDP(lo, 0, &netio.Options{DisableGSO: true})
+	if err != nil {
+		t.Fatalf("no UDP socket on loopback: %v", err)
+	}
+	cc, err = netio.OpenUDP(lo, 0, &netio.Options{DisableGSO: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = homa.NewEndpoint(sc, homa.Config{PollDuration: -1})
+	t.Cleanup(func() { server.Close() })
+	client = homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
+	t.Cleanup(func() { client.Close() })
+	return client, server, cc, sc, netip.AddrPortFrom(lo, server.Port())
+}
+
 // sendCalls is how many sendmmsg calls c made that sent something.
 func sendCalls(t *testing.T, c netio.Conn) uint64 {
 	t.Helper()
@@ -27,20 +48,7 @@ func sendCalls(t *testing.T, c netio.Conn) uint64 {
 // message. Ids come back in order, and each response carries its
 // request's cookie.
 func TestSendReplyBatch(t *testing.T) {
-	lo := netip.MustParseAddr("127.0.0.1")
-	sc, err := netio.OpenUDP(lo, 0, &netio.Options{DisableGSO: true})
-	if err != nil {
-		t.Fatalf("no UDP socket on loopback: %v", err)
-	}
-	cc, err := netio.OpenUDP(lo, 0, &netio.Options{DisableGSO: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := homa.NewEndpoint(sc, homa.Config{PollDuration: -1})
-	defer server.Close()
-	client := homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
-	defer client.Close()
-	dst := netip.AddrPortFrom(lo, server.Port())
+	client, server, cc, sc, dst := batchPair(t)
 	const n = 12
 	reqs := make([]contract.BatchRequest, n)
 	for i := range reqs {
@@ -96,7 +104,7 @@ func TestSendReplyBatch(t *testing.T) {
 		m.Release()
 	}
 	// A bad request stops the batch where it is: those before it went.
-	bad := []contract.BatchRequest{reqs[0], {Dst: netip.AddrPortFrom(lo, 0), Data: []byte("x")}, reqs[1]}
+	bad := []contract.BatchRequest{reqs[0], {Dst: netip.AddrPortFrom(dst.Addr(), 0), Data: []byte("x")}, reqs[1]}
 	ids = make([]uint64, len(bad))
 	if err := client.SendBatch(bad, ids); err == nil || ids[0] == 0 || ids[2] != 0 {
 		t.Errorf("batch with a bad request: %v, ids %v; want an error, the first sent, the last not", err, ids)
@@ -107,20 +115,7 @@ func TestSendReplyBatch(t *testing.T) {
 // known) and sends nothing until Flush, which sends it all with one
 // system call; its Replies likewise.
 func TestBatchFlush(t *testing.T) {
-	lo := netip.MustParseAddr("127.0.0.1")
-	sc, err := netio.OpenUDP(lo, 0, &netio.Options{DisableGSO: true})
-	if err != nil {
-		t.Fatalf("no UDP socket on loopback: %v", err)
-	}
-	cc, err := netio.OpenUDP(lo, 0, &netio.Options{DisableGSO: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := homa.NewEndpoint(sc, homa.Config{PollDuration: -1})
-	defer server.Close()
-	client := homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
-	defer client.Close()
-	dst := netip.AddrPortFrom(lo, server.Port())
+	client, server, cc, sc, dst := batchPair(t)
 	b := client.NewBatch()
 	before := sendCalls(t, cc)
 	var ids []uint64
