@@ -270,3 +270,17 @@ func respond(h *erpc.ReqHandle, data []byte) error {
 	copy(resp.Data(), data)
 	return h.Rpc().EnqueueResponse(h, resp)
 }
+
+// echoWorld starts, on nw, a server answering request type 1 with echo
+// in its event loop and a client with a session to it; both close when
+// the test (or its synctest bubble) ends, the client first.
+func echoWorld(t *testing.T, nw *memnet.Network) (*server, *client, erpc.Session) {
+	t.Helper()
+	srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
+		_ = nx.Register(1, echo, erpc.Dispatch)
+	}, nil)
+	t.Cleanup(srv.close)
+	cli := newClient(t, memConfig(nw), clientHost)
+	t.Cleanup(cli.close)
+	return srv, cli, cli.connect(t, serverHost)
+}

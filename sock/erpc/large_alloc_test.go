@@ -37,13 +37,7 @@ func TestLargeEchoAllocs(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				nw := memnet.New(memnet.Config{Seed: 84, Reorder: 0.2, Delay: 50 * time.Microsecond, Jitter: 200 * time.Microsecond, LinkMbps: 10_000})
 				defer nw.Close()
-				srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
-					_ = nx.Register(1, echo, erpc.Dispatch)
-				}, nil)
-				defer srv.close()
-				cli := newClient(t, memConfig(nw), clientHost)
-				defer cli.close()
-				s := cli.connect(t, serverHost)
+				_, cli, s := echoWorld(t, nw)
 				req := pattern(size)
 				call := func() {
 					resp, err := cli.rpc.Call(t.Context(), s, 1, req, tc.opts...)

@@ -133,13 +133,7 @@ func TestLeaseExpiredReported(t *testing.T) {
 			return cut.Load() && (src == clientHost || dst == clientHost)
 		}})
 		defer nw.Close()
-		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
-			_ = nx.Register(1, echo, erpc.Dispatch)
-		}, nil)
-		defer srv.close()
-		cli := newClient(t, memConfig(nw), clientHost)
-		defer cli.close()
-		s := cli.connect(t, serverHost)
+		srv, cli, s := echoWorld(t, nw)
 
 		cut.Store(true)
 		time.Sleep(6 * time.Second)

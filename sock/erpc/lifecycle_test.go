@@ -59,13 +59,7 @@ func TestStopEventLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := memnet.New(memnet.Config{Seed: 51})
 		defer nw.Close()
-		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
-			_ = nx.Register(1, echo, erpc.Dispatch)
-		}, nil)
-		defer srv.close()
-		cli := newClient(t, memConfig(nw), clientHost)
-		defer cli.close()
-		s := cli.connect(t, serverHost)
+		_, cli, s := echoWorld(t, nw)
 		if err := cli.rpc.EnqueueRequest(s, 1, mustBuf(t, cli.rpc, 4), mustBuf(t, cli.rpc, 0), func(_ *erpc.MsgBuffer, _ any, err error) {
 			if err != nil {
 				t.Error(err)
