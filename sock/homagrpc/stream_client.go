@@ -255,11 +255,7 @@ func (cs *clientStream) pullLoop() {
 			// only be told so again. The answer awaited may be that of a
 			// frame SendMsg sent, which nobody awaits yet (the caller
 			// has not called RecvMsg): await it here.
-			if p := cs.handoff; p != nil {
-				cs.handoff = nil
-				cs.mu.Unlock()
-				cs.awaitHandoff(p)
-				cs.mu.Lock()
+			if cs.takeHandoff() {
 				continue
 			}
 			cs.mu.Unlock()
@@ -298,6 +294,21 @@ func (cs *clientStream) send(frame []byte, alone bool) (*pending, error) {
 		return &pending{id: id}, err
 	}
 	return cs.c.muxTo(cs.target).send(frame)
+}
+
+// takeHandoff awaits, if there is one, the answer of a data frame
+// SendMsg sent that nobody awaits yet, and reports whether it did. The
+// caller holds mu; takeHandoff releases it while it waits.
+func (cs *clientStream) takeHandoff() bool {
+	p := cs.handoff
+	if p == nil {
+		return false
+	}
+	cs.handoff = nil
+	cs.mu.Unlock()
+	cs.awaitHandoff(p)
+	cs.mu.Lock()
+	return true
 }
 
 // awaitHandoff awaits the answer of the data frame p that SendMsg
@@ -605,13 +616,9 @@ func (cs *clientStream) next() (inMsg, error) {
 			}
 			return inMsg{}, io.EOF
 		}
-		if p := cs.handoff; p != nil {
+		if cs.takeHandoff() {
 			// A data frame SendMsg sent, whose answer the sender has
-			// not taken up yet: await it here, sparing a hand-off.
-			cs.handoff = nil
-			cs.mu.Unlock()
-			cs.awaitHandoff(p)
-			cs.mu.Lock()
+			// not taken up yet: awaited here, sparing a hand-off.
 			continue
 		}
 		cs.mu.Unlock()
