@@ -39,18 +39,11 @@ func portSetFilter(v6 bool, ports []uint16) ([]unix.SockFilter, error) {
 	ps := slices.Clone(ports)
 	slices.Sort(ps)
 	ps = slices.Compact(ps)
-	var loadX bpf.Instruction = bpf.LoadMemShift{Off: 0} // X = IPv4 header length
-	if v6 {
-		loadX = bpf.LoadConstant{Dst: bpf.RegX, Val: 0}
-	}
-	prog := []bpf.Instruction{
-		loadX,
-		bpf.LoadExtension{Num: bpf.ExtLen},
-		bpf.ALUOpX{Op: bpf.ALUOpSub},
+	prog := append(homaLenPrologue(v6),
 		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: homaHeaderLen, SkipTrue: 1},
 		bpf.RetConstant{Val: drop},
 		bpf.LoadIndirect{Off: dstPortOff, Size: 2},
-	}
+	)
 	prog = appendPortTree(prog, ps, accept, drop)
 	if len(prog) > maxFilterInsns {
 		return nil, fmt.Errorf("netio: a filter for %d ports takes %d instructions, more than the kernel's %d", len(ps), len(prog), maxFilterInsns)

@@ -92,6 +92,18 @@ func openRawSocket(laddr netip.Addr, port uint16, filter []unix.SockFilter, leas
 	return newSockConn(pc, laddr, port, false, lease, opt)
 }
 
+// homaLenPrologue is the start of the raw sockets' filters: X is set to
+// the IP header length (4 * (pkt[0] & 0xf) for IPv4; 0 for IPv6, whose
+// raw sockets see the packet from the Homa header on) and A to the
+// packet's length less X, the Homa header and what follows it.
+func homaLenPrologue(v6 bool) []bpf.Instruction {
+	var loadX bpf.Instruction = bpf.LoadMemShift{Off: 0}
+	if v6 {
+		loadX = bpf.LoadConstant{Dst: bpf.RegX, Val: 0}
+	}
+	return []bpf.Instruction{loadX, bpf.LoadExtension{Num: bpf.ExtLen}, bpf.ALUOpX{Op: bpf.ALUOpSub}}
+}
+
 // portFilter assembles the socket filter of a raw Conn on port. A raw
 // IPv4 socket's filter sees the packet from the IP header on (IHL taken
 // with the load-MSH idiom); a raw IPv6 socket's sees it from the Homa
@@ -102,20 +114,13 @@ func portFilter(v6 bool, port uint16) ([]unix.SockFilter, error) {
 		accept = math.MaxUint32 // keep the whole packet
 		drop   = 0
 	)
-	var loadX bpf.Instruction = bpf.LoadMemShift{Off: 0} // X = 4 * (pkt[0] & 0xf)
-	if v6 {
-		loadX = bpf.LoadConstant{Dst: bpf.RegX, Val: 0}
-	}
-	prog := []bpf.Instruction{
-		loadX,
-		bpf.LoadExtension{Num: bpf.ExtLen},
-		bpf.ALUOpX{Op: bpf.ALUOpSub},
+	prog := append(homaLenPrologue(v6),
 		bpf.JumpIf{Cond: bpf.JumpGreaterOrEqual, Val: homaHeaderLen, SkipFalse: 3},
 		bpf.LoadIndirect{Off: dstPortOff, Size: 2},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(port), SkipFalse: 1},
 		bpf.RetConstant{Val: accept},
 		bpf.RetConstant{Val: drop},
-	}
+	)
 	return sockfilter.Assemble(prog)
 }
 
