@@ -3,7 +3,6 @@ package erpc_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/erpc"
 )
 
@@ -41,21 +39,7 @@ func BenchmarkEchoLarge(b *testing.B) {
 }
 
 func benchEchoLarge(b *testing.B, tr benchTransport, size, window int) {
-	snx, err := erpc.NewNexus(netip.AddrPortFrom(tr.host, tr.base+60), tr.config(b))
-	if errors.Is(err, sock.ErrPortInUse) || errors.Is(err, sock.ErrPermission) {
-		b.Skipf("Nexus on %v: %v", tr.name, err)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	_ = snx.Register(1, echo, erpc.Dispatch)
-	srv, err := snx.NewRpc(0, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = srv.Serve(context.Background()) }()
+	snx, srv, wg := benchEchoServer(b, tr, tr.base+60)
 	ccfg := tr.config(b)
 	ccfg.FragmentWindow = window
 	cnx, err := erpc.NewNexus(netip.AddrPortFrom(tr.host, tr.base+70), ccfg)

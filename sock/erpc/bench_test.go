@@ -240,21 +240,7 @@ func (c *benchClient) complete(resp *erpc.MsgBuffer, tag any, err error) {
 // loop in a goroutine; the client Rpc keeps benchOutstanding requests
 // going over benchSessions sessions from its continuations.
 func erpcRunner(b *testing.B, tr benchTransport, port uint16, eo bool) func(int) time.Duration {
-	snx, err := erpc.NewNexus(netip.AddrPortFrom(tr.host, port+10), tr.config(b))
-	if errors.Is(err, sock.ErrPortInUse) || errors.Is(err, sock.ErrPermission) {
-		b.Skipf("Nexus on %v: %v", tr.name, err)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	_ = snx.Register(1, echo, erpc.Dispatch)
-	srv, err := snx.NewRpc(0, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = srv.Serve(context.Background()) }() // until snx closes
+	snx, srv, wg := benchEchoServer(b, tr, port+10)
 
 	cnx, err := erpc.NewNexus(netip.AddrPortFrom(tr.host, port+20), tr.config(b))
 	if err != nil {
@@ -316,4 +302,27 @@ func erpcRunner(b *testing.B, tr benchTransport, port uint16, eo bool) func(int)
 		}
 		return time.Since(start)
 	}
+}
+
+// benchEchoServer opens, on tr at port, a Nexus whose Rpc answers
+// request type 1 with echo in its event loop, served on a goroutine of
+// wg until the Nexus closes; it skips the benchmark when the port or
+// the transport is not to be had.
+func benchEchoServer(b *testing.B, tr benchTransport, port uint16) (*erpc.Nexus, *erpc.Rpc, *sync.WaitGroup) {
+	b.Helper()
+	snx, err := erpc.NewNexus(netip.AddrPortFrom(tr.host, port), tr.config(b))
+	if errors.Is(err, sock.ErrPortInUse) || errors.Is(err, sock.ErrPermission) {
+		b.Skipf("Nexus on %v: %v", tr.name, err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	_ = snx.Register(1, echo, erpc.Dispatch)
+	srv, err := snx.NewRpc(0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wg := &sync.WaitGroup{}
+	wg.Go(func() { _ = srv.Serve(context.Background()) })
+	return snx, srv, wg
 }
