@@ -190,6 +190,11 @@ type Stats struct {
 	ServerRPCsFreed     uint64 // server RPCs acknowledged and forgotten
 	ReadErrors          uint64
 	WriteErrors         uint64
+	// Writes counts the engine's writes of packets to its socket: a
+	// system call each (sendmmsg where the transport batches), so the
+	// packets sent over Writes is what a write carries. Zero on the
+	// kernel backend.
+	Writes uint64
 	// TimerWakeups counts the times the shell's timer woke the endpoint
 	// to run the core's deadlines: an idle endpoint has none.
 	TimerWakeups uint64

@@ -19,6 +19,7 @@ type ioCounters struct {
 	txPriority  [wire.NumPriorities]atomic.Uint64
 	readErrors  atomic.Uint64
 	writeErrors atomic.Uint64
+	writes      atomic.Uint64 // WriteBatch calls
 	wakeups     atomic.Uint64 // the timer fired
 	vain        atomic.Uint64 // the timer fired with nothing due
 	parks       atomic.Uint64 // a reader parked on the socket
@@ -74,6 +75,7 @@ func (e *Endpoint) Stats() contract.Stats {
 	s.ReaderSteals = c.steals.Load()
 	s.Handoffs = c.handoffs.Load()
 	s.WriteErrors = c.writeErrors.Load()
+	s.Writes = c.writes.Load()
 	if sc, ok := e.conn.(netio.StatsConn); ok {
 		cs := sc.Stats()
 		if cs.Discarded > 0 {

@@ -50,6 +50,7 @@ func (e *Endpoint) flush(b *txBatch) {
 	pkts := b.pkts
 	for len(pkts) > 0 {
 		n, err := e.conn.WriteBatch(pkts)
+		e.io.writes.Add(1)
 		for i := range pkts[:n] {
 			e.io.countTx(&pkts[i])
 		}

@@ -225,6 +225,8 @@ var definitions = []definition{
 			emit(u(s.Handoffs), "handoff")
 			emit(u(s.TimerWakeupsVain), "timer_vain")
 		}},
+	counter("socket_writes_total", "Writes of packets to the socket: a system call each (sendmmsg where the transport batches).",
+		func(s *sock.Stats) uint64 { return s.Writes }),
 	{name: "io_errors_total", help: "Errors reading or writing the socket, by operation.",
 		typ: prometheus.CounterValue, labels: []string{"op"},
 		read: func(s *sock.Stats, emit emitFunc) {
