@@ -179,11 +179,15 @@ func (r *Rpc) transmit(q *request) error {
 }
 
 // sendData sends a request frame: into the turn's batch when the event
-// loop runs (transmit runs on the owner's goroutine only), at once
-// otherwise.
+// loop runs a turn (transmit runs on the owner's goroutine only), at
+// once otherwise.
 func (r *Rpc) sendData(dst netip.AddrPort, frame []byte, cookie uint64) (uint64, error) {
 	if r.inLoop {
-		return r.tx.Send(dst, frame, cookie)
+		r.txMu.Lock()
+		defer r.txMu.Unlock()
+		if r.txOpen {
+			return r.tx.Send(dst, frame, cookie)
+		}
 	}
 	return r.sock.Send(dst, frame, cookie)
 }

@@ -47,9 +47,10 @@
 // runs the same event loop until its response comes. Requests the event
 // loop sends (from continuations, say) go out together, as eRPC batches
 // its transmissions: the loop takes the messages already complete after
-// each one it waited for, and sends its turn's requests (sock.Batch) in
-// one system call before it waits again; one enqueued outside the loop
-// goes at once.
+// each one it waited for, and sends its turn's requests and responses
+// (sock.Batch) in one system call before it waits again. A response
+// given while a turn runs, by a dispatch handler or by a worker, leaves
+// with the turn's; one enqueued outside a turn goes at once.
 //
 // A dispatch handler runs in the server Rpc's event loop (for handlers of
 // a few microseconds); a background handler runs on a worker goroutine.

@@ -394,3 +394,71 @@ func mustBuf(t *testing.T, r *erpc.Rpc, n int) *erpc.MsgBuffer {
 	}
 	return m
 }
+
+// TestTurnSendsResponsesTogether: the responses a turn of the server's
+// event loop gives leave together when the turn ends, one write to the
+// socket for all of them, not one each.
+func TestTurnSendsResponsesTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := memnet.New(memnet.Config{Seed: 12})
+		defer nw.Close()
+		var (
+			mu      sync.Mutex
+			sockets []*sock.Socket // the server Nexus's sockets
+		)
+		cfg := memConfig(nw)
+		open := cfg.Open
+		cfg.Open = func(a netip.AddrPort) (*sock.Socket, error) {
+			s, err := open(a)
+			if err == nil && a.Addr() == serverHost {
+				mu.Lock()
+				sockets = append(sockets, s)
+				mu.Unlock()
+			}
+			return s, err
+		}
+		writes := func() (n uint64) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range sockets {
+				n += s.Stats().Writes
+			}
+			return n
+		}
+		const n = 8
+		var (
+			held   []*erpc.ReqHandle
+			before uint64
+		)
+		srv := newServer(t, cfg, serverHost, func(nx *erpc.Nexus) {
+			_ = nx.Register(1, func(h *erpc.ReqHandle) {
+				held = append(held, h)
+				if len(held) < n {
+					return
+				}
+				before = writes()
+				for _, h := range held {
+					echo(h)
+				}
+				held = nil
+			}, erpc.Dispatch)
+		}, nil)
+		defer srv.close()
+		cli := newClient(t, memConfig(nw), clientHost)
+		defer cli.close()
+		s := cli.connect(t, serverHost)
+		calls := make([]*call, n)
+		for i := range calls {
+			calls[i] = cli.enqueue(t, s, 1, []byte{byte(i)})
+		}
+		cli.runUntil(t, time.Second, allDone(calls))
+		for i, c := range calls {
+			if c.err != nil || !bytes.Equal(c.data, []byte{byte(i)}) {
+				t.Fatalf("request %d: %v %v", i, c.data, c.err)
+			}
+		}
+		if got := writes() - before; got != 1 {
+			t.Errorf("%d responses of one turn took %d writes, want 1", n, got)
+		}
+	})
+}

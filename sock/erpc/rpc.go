@@ -42,29 +42,35 @@ type Rpc struct {
 	sub submitQueue  // functions from other goroutines, for the loop
 
 	// Owned by the goroutine that runs the event loop.
-	inLoop   bool
-	stopLoop bool       // StopEventLoop was called
-	sessions []*session // by number; state sessFree when unused
-	freeNums []uint32
-	live     int // sessions not free
-	reqFree  []*request
-	hfree    []*ReqHandle    // handles answered within their dispatch call
-	pending  []deferred      // continuations and events to run, in order
-	attempts dlist[request]  // exactly-once attempts outstanding, by send time
-	acks     dlist[session]  // sessions with acknowledgments due, by when due
-	conns    dlist[session]  // sessions waiting for a connect reply, by send time
-	tickets  dlist[Ticket]   // tickets not resumed or released, by when made
-	nbCtx    context.Context // always done: Recv without blocking
-	// tx gathers, while the event loop runs, the requests it sends and
-	// the responses its handlers give: they leave together when the loop
-	// is about to wait (flushTx), one system call for the turn.
-	tx         *sock.Batch
+	inLoop     bool
+	stopLoop   bool       // StopEventLoop was called
+	sessions   []*session // by number; state sessFree when unused
+	freeNums   []uint32
+	live       int // sessions not free
+	reqFree    []*request
+	hfree      []*ReqHandle               // handles answered within their dispatch call
+	pending    []deferred                 // continuations and events to run, in order
+	attempts   dlist[request]             // exactly-once attempts outstanding, by send time
+	acks       dlist[session]             // sessions with acknowledgments due, by when due
+	conns      dlist[session]             // sessions waiting for a connect reply, by send time
+	tickets    dlist[Ticket]              // tickets not resumed or released, by when made
+	nbCtx      context.Context            // always done: Recv without blocking
 	streams    map[netip.AddrPort]*stream // by server Nexus, for new sessions
 	allStreams map[*stream]struct{}       // every stream not ended, retired ones too
 	holdFree   []*seqHold
 	scratch    []byte // a fragment of an exactly-once large response, being sent
 	pullHdr    []byte // a pull, being sent
 	fragPeak   int    // the most transport RPCs one large exchange had in flight
+
+	// The turn's batch: while the event loop runs a turn, the requests
+	// it sends and the responses given to requests (by its dispatch
+	// handlers, or by workers meanwhile) gather in tx and leave together
+	// when the loop is about to wait or return (closeTurn), one system
+	// call for the turn. Between turns responses go at once. Workers
+	// share it, hence the lock.
+	txMu   sync.Mutex
+	tx     *sock.Batch // guarded by txMu
+	txOpen bool        // guarded by txMu: a turn is running
 
 	// The server side, shared with the Nexus goroutine (connects and
 	// disconnects) and background workers (responses).
@@ -292,7 +298,8 @@ func (r *Rpc) RunEventLoopOnce() error {
 	}
 	r.inLoop = true
 	prev := r.use.Swap(useLoop)
-	defer func() { r.tx.Flush(); r.inLoop, r.stopLoop = false, false; r.use.Store(prev) }()
+	r.openTurn()
+	defer func() { r.closeTurn(); r.inLoop, r.stopLoop = false, false; r.use.Store(prev) }()
 	r.drain()
 	r.runSubmitted()
 	if r.closed.Load() {
@@ -328,7 +335,8 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 	}
 	r.inLoop = true
 	prev := r.use.Swap(useLoop)
-	defer func() { r.tx.Flush(); r.inLoop, r.stopLoop = false, false; r.use.Store(prev) }()
+	r.openTurn()
+	defer func() { r.closeTurn(); r.inLoop, r.stopLoop = false, false; r.use.Store(prev) }()
 
 	var w waker
 	defer w.stop()
@@ -367,10 +375,11 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 		if !next.IsZero() {
 			rctx = w.until(wake, next)
 		}
-		r.tx.Flush() // what this turn sent, before the loop waits
+		r.closeTurn() // what this turn sent, before the loop waits
 		r.use.Store(useRecv)
 		m, err := r.sock.Recv(rctx, sock.Any)
 		r.use.Store(useLoop)
+		r.openTurn()
 		if err != nil {
 			if r.closed.Load() || errors.Is(err, sock.ErrClosed) {
 				return r.closedNow()
@@ -393,6 +402,36 @@ func (r *Rpc) loop(ctx context.Context, end time.Time, stop func() bool) error {
 			r.handle(m)
 		}
 	}
+}
+
+// openTurn starts a turn of the event loop: sends and responses gather
+// in the turn's batch.
+func (r *Rpc) openTurn() {
+	r.txMu.Lock()
+	r.txOpen = true
+	r.txMu.Unlock()
+}
+
+// closeTurn sends what the turn gathered; until the next turn, sends and
+// responses go at once.
+func (r *Rpc) closeTurn() {
+	r.txMu.Lock()
+	r.tx.Flush()
+	r.txOpen = false
+	r.txMu.Unlock()
+}
+
+// reply answers m with frame: in the turn's batch while a turn runs, at
+// once otherwise. Any goroutine may call it.
+func (r *Rpc) reply(m *sock.Message, frame []byte) error {
+	r.txMu.Lock()
+	if r.txOpen {
+		err := r.tx.Reply(m, frame)
+		r.txMu.Unlock()
+		return err
+	}
+	r.txMu.Unlock()
+	return r.sock.Reply(m, frame)
 }
 
 // waker is the context the event loop blocks with: it ends at the next

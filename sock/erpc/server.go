@@ -378,7 +378,7 @@ func (r *Rpc) EnqueueResponse(h *ReqHandle, resp *MsgBuffer) error {
 		}
 	}
 	if !replied {
-		rerr = r.sock.Reply(h.msg, reply)
+		rerr = r.reply(h.msg, reply)
 	}
 	if rerr != nil && err == nil {
 		if e := closedError(rerr); e == ErrClosed {
@@ -386,7 +386,7 @@ func (r *Rpc) EnqueueResponse(h *ReqHandle, resp *MsgBuffer) error {
 		}
 	}
 	if parked != nil {
-		_ = r.sock.Reply(parked, reply)
+		_ = r.reply(parked, reply)
 	}
 	if sending != nil {
 		r.eo.sent(sending)
