@@ -183,3 +183,22 @@ type pool struct{}
 
 func (pool) Get(n int) []byte { return getBuf(n) }
 func (pool) Put(b []byte)     { putBuf(b) }
+
+// NewBuffer returns a buffer of length n from the process's pool of
+// message buffers, for SendOwned and ReplyOwned: the endpoint sends from
+// it and puts it back in the pool when the RPC is done with it, so that
+// a program that builds each message in a buffer of its own allocates
+// nothing in steady state. Its capacity is a power of two (at least
+// 256); its bytes are not zeroed. Beyond 1 MiB it is a buffer of its
+// own, which the pool does not take back.
+func NewBuffer(n int) []byte {
+	if n > 1<<maxClassShift {
+		return make([]byte, n)
+	}
+	return getBuf(max(n, 0))
+}
+
+// FreeBuffer puts b, from NewBuffer and never handed to an endpoint,
+// back in the pool; nothing may use b afterwards. Buffers of other
+// capacities are left to the garbage collector.
+func FreeBuffer(b []byte) { putBuf(b) }
