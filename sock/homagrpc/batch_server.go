@@ -117,22 +117,25 @@ func (b *batchIn) put(i int, frame []byte) {
 	b.mu.Lock()
 	b.answers[i] = frame
 	b.left--
-	last := b.left == 0
+	var answers [][]byte // the last answer's: all of them
+	if b.left == 0 {
+		answers, b.answers = b.answers, nil
+	}
 	b.mu.Unlock()
-	if !last {
+	if answers == nil {
 		return
 	}
 	var resp []byte
-	if n := batchLen(b.answers); n <= maxFrame {
-		resp = appendBatchHeader(make([]byte, 0, n), kindBatchResp, len(b.answers))
-		for _, a := range b.answers {
+	if n := batchLen(answers); n <= maxFrame {
+		resp = appendBatchHeader(sock.NewBuffer(n)[:0], kindBatchResp, len(answers))
+		for _, a := range answers {
 			resp = appendBatchEntry(resp, a)
+			sock.FreeBuffer(a)
 		}
 	} else {
 		// Metadata beyond the share of each answer: the streams end.
 		resp = endFrameBytes(status.New(codes.ResourceExhausted, "homagrpc: the answers to a batch do not fit in one message"))
 	}
-	b.answers = nil
 	_ = b.l.s.ReplyOwned(b.m, resp)
 	b.ref.release()
 }
