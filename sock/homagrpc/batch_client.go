@@ -119,8 +119,7 @@ func (mx *mux) finished() {
 	if n > 1 {
 		// The frames stay with ps until answered, in case the server
 		// does not take batches.
-		msg = make([]byte, 0, size)
-		msg = appendBatchHeader(msg, kindBatchReq, n)
+		msg = appendBatchHeader(sock.NewBuffer(size)[:0], kindBatchReq, n)
 		for _, p := range ps {
 			msg = appendBatchEntry(msg, p.frame)
 		}
@@ -158,7 +157,10 @@ func (mx *mux) await(id uint64, ps []*pending) {
 		return
 	}
 	for _, p := range ps {
-		p.frame = nil
+		if p.frame != nil { // copied into the batch, which is answered
+			sock.FreeBuffer(p.frame)
+			p.frame = nil
+		}
 	}
 	deliver(ps, m, err)
 	mx.finished()

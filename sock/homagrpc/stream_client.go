@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/homa-go/homa/sock"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
@@ -219,7 +220,9 @@ func (cs *clientStream) buildFrame() []byte {
 	if !cs.openSent {
 		op, hdr = opOpen, len(cs.open)
 	}
-	b := make([]byte, sreqHeaderLen, min(sreqHeaderLen+hdr+cs.out.need(), maxFrame))
+	// From the engine's pool: the socket takes it over (SendOwned) and
+	// recycles it, or a batch copies it and the mux gives it back.
+	b := sock.NewBuffer(min(sreqHeaderLen+hdr+cs.out.need(), maxFrame))[:sreqHeaderLen]
 	if op == opOpen {
 		b = append(b, cs.open...)
 		cs.openSent = true

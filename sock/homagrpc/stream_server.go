@@ -347,7 +347,9 @@ func (ss *sstream) answer(target *slot, ref **frameRef, force bool) answer {
 	// the frame take. The status and trailer go in once the last message
 	// does.
 	lim := target.limit()
-	b := make([]byte, 0, min(srespHeaderLen+respHeaderLen+256+ss.out.need(), lim))
+	// From the engine's pool: the socket takes it over (ReplyOwned) and
+	// recycles it, or a batch's answer copies it and gives it back.
+	b := sock.NewBuffer(min(srespHeaderLen+respHeaderLen+256+ss.out.need(), lim))[:0]
 	ending = ss.end != nil // unless the messages left do not all fit
 	ss.seq++
 	for {
