@@ -40,8 +40,12 @@ type Limits struct {
 	// IncomingRPCsPerPeer bounds one host's share. Default 2,000.
 	IncomingRPCsPerPeer int
 	// PendingReplies bounds the server RPCs whose request is complete
-	// and not yet answered by the application. Requests beyond it wait
-	// (their senders retry). Default 10,000.
+	// and not yet answered by the application. A request beyond it is
+	// refused, and asked for again when a reply makes room, oldest
+	// first, so that a backlog comes in at the pace the application
+	// answers (up to PendingReplies refusals are remembered per host,
+	// twice that in all; their clients retry the others). Default
+	// 10,000.
 	PendingReplies int
 	// PendingRepliesPerPeer bounds one host's share. Default 2,000.
 	PendingRepliesPerPeer int

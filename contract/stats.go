@@ -253,6 +253,12 @@ type Stats struct {
 	GrantsDeferred uint64
 	PeersEvicted   uint64
 	PeersExpired   uint64
+	// Recalled counts the requests refused at the bound of requests
+	// awaiting replies (Limits.PendingReplies and PendingRepliesPerPeer,
+	// counted in Drops as DropLimit) that the server asked for again
+	// when replies made room; RecallsLapsed those whose client did not
+	// send the request again in time (it retries on its own).
+	Recalled, RecallsLapsed uint64
 	// Duplicate protection (the finished ids a server remembers per
 	// client port): SeenExpired counts the records let go because their
 	// port was silent long enough that no copy of its requests can still

@@ -284,6 +284,12 @@ var definitions = []definition{
 		func(s *sock.Stats) float64 { return float64(s.IncomingRPCs) }),
 	gauge("pending_replies", "Server RPCs whose request is complete and not yet answered.",
 		func(s *sock.Stats) float64 { return float64(s.PendingReplies) }),
+	{name: "requests_recalled_total", help: "Requests refused at the bound of requests awaiting replies that the server asked for again when replies made room (recalled), and those whose client did not send them again in time (lapsed).",
+		typ: prometheus.CounterValue, labels: []string{"outcome"},
+		read: func(s *sock.Stats, emit emitFunc) {
+			emit(u(s.Recalled), "recalled")
+			emit(u(s.RecallsLapsed), "lapsed")
+		}},
 	counter("messages_shed_total", "Incoming messages discarded to make room for others (the heaviest peer's least active first).",
 		func(s *sock.Stats) uint64 { return s.Shed }),
 	counter("grants_revoked_total", "Incoming messages that lost their grant because their sender left granted bytes unsent.",

@@ -13,6 +13,7 @@ func (c *Core) setState(r *rpc, s rpcState) {
 		if r.state == stateServing {
 			c.pending--
 			r.peer.pending--
+			c.recallMore(r.peer)
 		}
 		if s == stateServing {
 			c.pending++
@@ -104,12 +105,10 @@ func (c *Core) admitMemory(r *rpc, n int) bool {
 // is idle, a request of the port of p holding the most, see fair.go), or of the host with the most
 // requests arriving when the whole is at its limit. Requests awaiting
 // replies are the application's and cannot be shed: when those are at a
-// limit the newcomer is refused.
+// limit the newcomer was refused before this (atReplyBound), and is
+// asked for again when a reply makes room (recall.go).
 func (c *Core) admitIncoming(p *peer, port uint16) bool {
 	l := &c.cfg.Limits
-	if p.pending >= l.PendingRepliesPerPeer || c.pending >= l.PendingReplies {
-		return false
-	}
 	if p.incoming >= l.IncomingRPCsPerPeer && !c.shedRequest(p) && !c.shedForPort(p, p.ports[port], 1, incomingOf) {
 		return false
 	}

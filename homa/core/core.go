@@ -71,6 +71,7 @@ type Core struct {
 	heavyRPCs  heavy
 	seen       seenTable // finished ids by client port (seen.go)
 	solicited  map[serverKey]solicitation
+	rc         recallState // refused requests, to ask for again (recall.go)
 	timers     timerHeap
 	rxPkt      wire.Packet
 	rx         rxPacket
@@ -135,6 +136,7 @@ func New(local Local, cfg Config) *Core {
 		solicited:  make(map[serverKey]solicitation),
 		granting:   make(map[grant.ID]*rpc),
 		idlePeers:  newList(func(p *peer) *links[peer] { return &p.idle }),
+		rc:         recallState{peers: newList(recallLinks)},
 		peerExpiry: timer{idx: -1},
 		heavyMem: newHeavy(func(p *peer) *links[peer] { return &p.memLinks },
 			func(p *peer) *int8 { return &p.memBucket }),

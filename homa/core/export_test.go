@@ -1,5 +1,7 @@
 package core
 
+import "net/netip"
+
 // Unwatched lists the RPCs (client and server ids) that lost their place
 // in the grant scheduler with nothing to give it back: parked, with no
 // timer set and not waiting for a RESEND turn. Only a DATA packet could
@@ -19,4 +21,13 @@ func (c *Core) Unwatched() []uint64 {
 		check(r)
 	}
 	return ids
+}
+
+// Refusals reports the refused requests the core remembers (recall.go),
+// in all and from the host at addr, and the room reserved.
+func (c *Core) Refusals(addr netip.Addr) (all, host, reserved int) {
+	if p := c.peers[addr]; p != nil {
+		host = len(p.recalls)
+	}
+	return c.rc.refusals, host, c.rc.reserved
 }

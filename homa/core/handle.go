@@ -248,10 +248,21 @@ func (c *Core) newServerRPC(d *wire.Data, src netip.Addr, whole bool) *rpc {
 		return nil
 	}
 	p := c.peerFor(src)
-	if p == nil || !c.admitIncoming(p, d.SrcPort) {
+	if p == nil {
 		c.drop(contract.DropLimit)
 		return nil
 	}
+	c.lapseReservations()
+	if !c.reservedFor(p, d.SrcPort, id) && c.atReplyBound(p) {
+		c.drop(contract.DropLimit)
+		c.refuse(p, d.SrcPort, id, d.MessageLength)
+		return nil
+	}
+	if !c.admitIncoming(p, d.SrcPort) {
+		c.drop(contract.DropLimit)
+		return nil
+	}
+	c.admitted(p, d.SrcPort, id)
 	r := c.newRPC()
 	r.id, r.peer, r.port = id, p, d.SrcPort
 	r.use = p.useOf(d.SrcPort)
@@ -374,6 +385,10 @@ func (c *Core) handleResend(rs *wire.Resend, src netip.Addr) {
 	switch {
 	case r == nil && id&1 == 0:
 		c.queueBare(wire.TypeRPCUnknown, src, rs.SrcPort, id)
+	case r == nil && c.refused(src, rs.SrcPort, id):
+		// The request waits for room and will be asked for (recall.go):
+		// the client need not send it again meanwhile.
+		c.queueBare(wire.TypeBusy, src, rs.SrcPort, id)
 	case r == nil:
 		if !c.solicit(src, rs.SrcPort, rs.SenderID) {
 			c.drop(contract.DropStale)

@@ -29,6 +29,13 @@ type peer struct {
 	rpcs     int // RPCs with this peer, client and server
 	incoming int // server RPCs whose request is arriving
 	pending  int // server RPCs whose request awaits a reply
+	// recalls are its requests refused at the bound of requests awaiting
+	// replies, oldest first, and reserved the room kept for those asked
+	// for again (recall.go); rcLinks links it into the core's list of
+	// hosts with refusals.
+	recalls  []recall
+	reserved int
+	rcLinks  links[peer]
 	mem      int // receive storage committed for its messages
 	// receiving lists its RPCs whose incoming message is arriving, least
 	// recently active first: server RPCs and client RPCs apart.
@@ -218,7 +225,7 @@ func (c *Core) acksTaken(p *peer) {
 
 // maybeIdle puts p on the idle list if nothing refers to it any more.
 func (c *Core) maybeIdle(p *peer) {
-	if p.rpcs == 0 && len(p.acks) == 0 && !p.idle.Listed() {
+	if p.rpcs == 0 && len(p.acks) == 0 && len(p.recalls) == 0 && p.reserved == 0 && !p.idle.Listed() {
 		c.pushIdle(p)
 	}
 }

@@ -60,6 +60,8 @@ type counters struct {
 	ResendsIgnored     uint64
 	PeersEvicted       uint64
 	PeersExpired       uint64
+	Recalled           uint64
+	RecallsLapsed      uint64
 	SeenExpired        uint64
 	SeenEvicted        uint64
 	Unreachable        uint64
@@ -123,6 +125,8 @@ func (c *Core) Stats() contract.Stats {
 		GrantsDeferred:     k.GrantsDeferred,
 		PeersEvicted:       k.PeersEvicted,
 		PeersExpired:       k.PeersExpired,
+		Recalled:           k.Recalled,
+		RecallsLapsed:      k.RecallsLapsed,
 		SeenExpired:        k.SeenExpired,
 		SeenEvicted:        k.SeenEvicted,
 		SeenClients:        len(c.seen.m),

@@ -1,0 +1,116 @@
+package core_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/homa-go/homa/contract"
+	"github.com/homa-go/homa/homa/core"
+	"github.com/homa-go/homa/homa/sim"
+)
+
+// TestRefusedRequestsRecalled: a host whose requests wait for replies
+// up to its limit (PendingRepliesPerPeer) has the next ones refused;
+// the server asks for each again as replies make room, oldest first, so
+// that they complete at the pace the application replies, each run once.
+func TestRefusedRequestsRecalled(t *testing.T) {
+	n := sim.New(sim.Config{Seed: 31})
+	const (
+		perPeer = 20
+		clients = 4
+		each    = 50
+		work    = time.Millisecond // the application's time per request
+	)
+	srv := n.Listen(serverAP, core.Config{Limits: contract.Limits{PendingRepliesPerPeer: perPeer}})
+	execs := map[uint64]int{}
+	echo(srv, n, work, execs)
+	type client struct {
+		e   *sim.Endpoint
+		got results
+		ids []uint64
+	}
+	cs := make([]*client, clients)
+	for i := range cs {
+		e := n.Listen(netip.AddrPortFrom(clientAP.Addr(), uint16(40000+i)), core.Config{})
+		cs[i] = &client{e: e, got: collect(e)}
+	}
+	start := n.Now()
+	for k := range each {
+		for i, c := range cs {
+			c.ids = append(c.ids, send(t, c.e, serverAP, request(uint64(i*each+k), 100)))
+		}
+	}
+	done := func() bool {
+		for _, c := range cs {
+			if len(c.got) < len(c.ids) {
+				return false
+			}
+		}
+		return true
+	}
+	if !n.RunUntil(done, n.Now()+10*time.Second) {
+		t.Fatal("requests never completed")
+	}
+	took := n.Now() - start
+	var resends uint64
+	for i, c := range cs {
+		for _, id := range c.ids {
+			if m := c.got[id]; m.Err != nil {
+				t.Fatalf("client %d, RPC %d: %v", i, id, m.Err)
+			}
+		}
+		resends += c.e.Core.Stats().ResendsSent
+	}
+	for name, k := range execs {
+		if k != 1 {
+			t.Errorf("request %d ran %d times", name, k)
+		}
+	}
+	st := srv.Core.Stats()
+	t.Logf("%d requests in %v: refused %d, recalled %d (lapsed %d), client RESENDs %d", clients*each, took, st.Drops[contract.DropLimit], st.Recalled, st.RecallsLapsed, resends)
+	if st.Drops[contract.DropLimit] == 0 {
+		t.Fatal("no request was refused: the test does not reach the limit")
+	}
+	// The application answers perPeer requests a millisecond: that is
+	// the pace. Left to their clients' RESEND timers, the refused
+	// requests took 50 ms and a RESEND each.
+	ideal := time.Duration(clients*each/perPeer) * work
+	if st.Recalled != st.Drops[contract.DropLimit] || st.RecallsLapsed != 0 || took > ideal*12/10 {
+		t.Errorf("refused %d requests, recalled %d (%d lapsed), all done in %v; want each recalled, none lapsed, in %v at most",
+			st.Drops[contract.DropLimit], st.Recalled, st.RecallsLapsed, took, ideal*12/10)
+	}
+}
+
+// TestRefusalsBounded: what a flood of requests at the bound makes the
+// server remember is bounded by configuration (PendingReplies refusals
+// per host, twice that in all), so one host cannot take it all; the
+// rest are dropped as before.
+func TestRefusalsBounded(t *testing.T) {
+	n := sim.New(sim.Config{Seed: 32})
+	const bound = 10
+	srv := n.Listen(serverAP, core.Config{Limits: contract.Limits{PendingReplies: bound, PendingRepliesPerPeer: bound / 2}})
+	srv.OnMessage = func(*sim.Endpoint, *contract.Message) {} // never answers
+	flood := func(host netip.Addr, count int) {
+		for i := range count {
+			n.Inject(host, serverAP.Addr(), forgedData(40000, uint64(2*i+2), 100, 0, 100, 100))
+		}
+		n.Run(n.Now() + time.Millisecond)
+	}
+	a, b, c := netip.MustParseAddr("10.0.9.1"), netip.MustParseAddr("10.0.9.2"), netip.MustParseAddr("10.0.9.3")
+	flood(a, 100)
+	if all, host, _ := srv.Core.Refusals(a); host != bound || all != bound {
+		t.Fatalf("after 100 requests from one host: %d refusals remembered for it, %d in all; want %d", host, all, bound)
+	}
+	flood(b, 100)
+	flood(c, 100)
+	allA, hostA, _ := srv.Core.Refusals(a)
+	_, hostB, _ := srv.Core.Refusals(b)
+	_, hostC, _ := srv.Core.Refusals(c)
+	if allA != 2*bound || hostA != bound || hostB != bound || hostC != 0 {
+		t.Fatalf("refusals remembered: %d in all, by host %d, %d, %d; want %d, %d, %d, 0", allA, hostA, hostB, hostC, 2*bound, bound, bound)
+	}
+	if st := srv.Core.Stats(); st.Recalled != 0 || st.ServerRPCs != bound {
+		t.Fatalf("%d recalled, %d server RPCs; want 0 and %d (nothing replied)", st.Recalled, st.ServerRPCs, bound)
+	}
+}
