@@ -235,7 +235,7 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 	}
 	switch {
 	case err != nil:
-	case h.kind != kindResponse || h.reqType != q.reqType:
+	case h.kind != kindResponse || h.reqType != q.reqType && !pullStatus(f, &h):
 		err = &ProtocolError{"request answered by another kind of message"}
 	case q.eo != (h.flags&flagExactlyOnce != 0) || (q.eo && (h.clientID != s.st.id || h.seq != q.seq)):
 		err = &ProtocolError{"response does not match the exactly-once request"}
@@ -305,6 +305,13 @@ func (r *Rpc) dataResponse(s *session, slot uint32, m *sock.Message) {
 		r.complete(q, nil, statusError(h.status))
 	}
 	r.pump(s)
+}
+
+// pullStatus reports whether h answers the pull f with a status alone:
+// a pull names no request type (the header carries none for it), so a
+// server that no longer holds the response answers with none.
+func pullStatus(f *flight, h *header) bool {
+	return f != nil && f.pull && h.reqType == 0 && h.status != statusOK
 }
 
 // attemptFailed handles an attempt the transport reports failed: a peer

@@ -152,3 +152,33 @@ func TestLargeMessageLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestLargeResponseGone: a large response the server dropped (its
+// MessageTimeout passed) before the client pulled the rest is reported
+// as gone, not as a protocol error: a pull's answer carries no request
+// type, since the server that lost the response knows none.
+func TestLargeResponseGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nw := memnet.New(memnet.Config{Seed: 71, Delay: 5 * time.Millisecond})
+		defer nw.Close()
+		scfg := memConfig(nw)
+		scfg.MessageTimeout = time.Millisecond
+		srv := newServer(t, scfg, serverHost, func(nx *erpc.Nexus) {
+			_ = nx.Register(7, func(h *erpc.ReqHandle) {
+				b, _ := h.Rpc().AllocMsgBuffer(3 << 20)
+				_ = h.Rpc().EnqueueResponse(h, b)
+				h.Rpc().FreeMsgBuffer(b)
+			}, erpc.Dispatch)
+		}, nil)
+		defer srv.close()
+		cli := newClient(t, memConfig(nw), clientHost)
+		defer cli.close()
+		s := cli.connect(t, serverHost)
+		c := cli.enqueue(t, s, 7, []byte("big one"))
+		cli.runUntil(t, 5*time.Second, allDone([]*call{c}))
+		if c.err == nil || errors.Is(c.err, erpc.ErrProtocol) {
+			t.Fatalf("pulling a response the server dropped: %v, want the response reported gone", c.err)
+		}
+		t.Logf("%v", c.err)
+	})
+}
