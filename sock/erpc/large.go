@@ -27,8 +27,9 @@ import (
 // acknowledged).
 //
 // The receiver trusts no total: a server checks it against MaxMessage and
-// holds only the fragments that have arrived, each one charged to
-// LargeMessageBytes as it comes. Fragments may arrive in any order within
+// holds only the fragments that have arrived, charged to
+// LargeMessageBytes with the memory they take as they come (the storage
+// of those in order, which grows by doubling, and those ahead). Fragments may arrive in any order within
 // MaxFragmentWindow fragments of the first one missing; each must sit on
 // a fragment boundary, be full (the last one: the rest), carry the same
 // total, and arrive once. Anything else drops the message, but for a
@@ -77,8 +78,12 @@ type largeMsg struct {
 	retry   uint16   // an exactly-once request: the attempt whose fragments these are
 	have    int      // fragments held (request) or pulled (response, not counting the first)
 	first   int      // request: index of the first fragment missing; those before are in store
-	got     int      // request: bytes held
-	store   []byte   // the storage
+	// A request's charge to LargeMessageBytes: room, the storage its
+	// fragments in order have called for (growing by doubling, up to
+	// total), and aheadBytes, those of the fragments waiting ahead.
+	room, aheadBytes int
+	charged          int      // room + aheadBytes, as last charged
+	store            []byte   // the storage
 	ahead   [][]byte // request: fragments come ahead of first, by index; nil for the others
 	data    []byte   // response: all of it, in store; nil for a request
 	pulled  []bool   // response: the fragments pulled at least once
@@ -147,7 +152,7 @@ func (t *largeTable) dropLocked(x *largeMsg) {
 	if x.data != nil {
 		t.bytes -= len(x.data)
 	} else {
-		t.bytes -= x.got
+		t.bytes -= x.charged
 	}
 	t.pool.putBig(x.store)
 	for _, c := range x.ahead {
@@ -172,6 +177,46 @@ func (t *largeTable) freeChunkLocked(c []byte) {
 	if c != nil && len(t.chunks) < maxFreeChunks {
 		t.chunks = append(t.chunks, c)
 	}
+}
+
+// roomFor is the storage a request's fragments in order up to end call
+// for, when they have called for room so far: doubling, so that the
+// bytes in place are copied a few times at most as it grows, within
+// total.
+func roomFor(room, end, total int) int {
+	if end <= room {
+		return room
+	}
+	return min(total, max(end, 2*room))
+}
+
+// runRoom is the room x (nil: a new message of total bytes) calls for
+// once the fragment of n bytes at index idx, the next in order, and the
+// fragments waiting right after it are in place, and the bytes of those
+// waiting fragments (their chunks are let go).
+func runRoom(x *largeMsg, idx, n, total int) (room, waiting int) {
+	end := idx*fragChunk + n
+	if x == nil {
+		return roomFor(0, end, total), 0
+	}
+	for j := idx + 1; j < x.nfrag && x.ahead[j] != nil; j++ {
+		waiting += len(x.ahead[j])
+	}
+	return roomFor(x.room, end+waiting, total), waiting
+}
+
+// chargeFor is what taking the fragment of n bytes at index idx adds to
+// the charge of x (nil: a new message of total bytes): its bytes when it
+// waits ahead, else the room its run calls for less the chunks let go.
+func chargeFor(x *largeMsg, idx, n, total int) int {
+	if x != nil && idx != x.first || x == nil && idx != 0 {
+		return n
+	}
+	room, waiting := runRoom(x, idx, n, total)
+	if x != nil {
+		room -= x.room
+	}
+	return room - waiting
 }
 
 // placeLocked writes the fragment data at off of the request x, which
@@ -228,8 +273,10 @@ const (
 
 // addFragment takes the fragment data at off of the message key (total
 // bytes; for an exactly-once request, attempt retry). The message is
-// charged to LargeMessageBytes with the bytes that arrived, and its
-// storage grows only to hold the fragments in order. When this fragment
+// charged to LargeMessageBytes with the memory it takes as bytes
+// arrive: the storage its fragments in order call for (which grows by
+// doubling, so up to twice the bytes in place) and the fragments that
+// wait ahead. When this fragment
 // completes the request, it returns the request and its storage, which
 // the caller owns from then on, with its charge. The fragments of an
 // exactly-once request are gathered across its attempts: a newer attempt
@@ -252,6 +299,7 @@ func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total 
 		x.retry = retry
 	}
 	idx := off / fragChunk
+	charge := chargeFor(x, idx, len(data), total)
 	st = statusOK
 	switch {
 	case total > r.cfg.MaxMessage || total <= MaxMsgSize:
@@ -279,7 +327,7 @@ func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total 
 			// retryably, its next attempt asks again.
 			st = statusInProgress
 		}
-	case t.bytes+len(data) > r.cfg.LargeMessageBytes || x == nil && len(t.msgs) >= maxLargeMsgs:
+	case t.bytes+charge > r.cfg.LargeMessageBytes || x == nil && len(t.msgs) >= maxLargeMsgs:
 		st = statusServerBusy
 	}
 	if st != statusOK {
@@ -294,21 +342,24 @@ func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total 
 		x.ahead = make([][]byte, x.nfrag)
 		t.msgs[key] = x
 	}
-	x.got += len(data)
 	x.have++
-	t.bytes += len(data)
 	if idx != x.first {
 		t.ahead++
 		x.ahead[idx] = append(t.chunkLocked(), data...)
+		x.aheadBytes += len(data)
 	} else {
+		x.room, _ = runRoom(x, idx, len(data), total)
 		t.placeLocked(x, off, data)
 		for x.first++; x.first < x.nfrag && x.ahead[x.first] != nil; x.first++ {
 			c := x.ahead[x.first]
 			x.ahead[x.first] = nil
+			x.aheadBytes -= len(c)
 			t.placeLocked(x, x.first*fragChunk, c)
 			t.freeChunkLocked(c)
 		}
 	}
+	t.bytes += x.room + x.aheadBytes - x.charged
+	x.charged = x.room + x.aheadBytes
 	if x.have < x.nfrag {
 		t.touchLocked(x, now, r.cfg.MessageTimeout)
 		return fragHeld, statusOK, nil, nil

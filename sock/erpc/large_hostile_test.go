@@ -85,6 +85,12 @@ type hostileLarge struct {
 }
 
 func newHostileLarge(t *testing.T, seed uint64) *hostileLarge {
+	return newHostileLargeBudget(t, seed, 2*fragChunk+10)
+}
+
+// newHostileLargeBudget is newHostileLarge with budget bytes of
+// LargeMessageBytes.
+func newHostileLargeBudget(t *testing.T, seed uint64, budget int) *hostileLarge {
 	nw := memnet.New(memnet.Config{Seed: seed})
 	t.Cleanup(func() { nw.Close() })
 	host := netip.MustParseAddr("10.3.0.1")
@@ -95,7 +101,7 @@ func newHostileLarge(t *testing.T, seed uint64) *hostileLarge {
 		}
 		return c, nil
 	}
-	nx, err := NewNexus(netip.AddrPortFrom(host, 2000), &Config{Open: open, LargeMessageBytes: 2*fragChunk + 10, MaxMessage: 32 << 20})
+	nx, err := NewNexus(netip.AddrPortFrom(host, 2000), &Config{Open: open, LargeMessageBytes: budget, MaxMessage: 32 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,5 +237,24 @@ func TestLargeHostileExactlyOnce(t *testing.T) {
 		if st := hp.r.Stats(); hp.runs[2] != 1 || st.Duplicates != 1 || st.BadMessages != bad+2 {
 			t.Fatalf("%d runs, %d duplicates, %d bad", hp.runs[2], st.Duplicates, st.BadMessages-bad)
 		}
+	})
+}
+
+// TestLargeChargesStorage: a request's charge to LargeMessageBytes is the
+// memory it takes, the storage its fragments in order call for (which
+// doubles as it grows) as well as the bytes: with room for 3.5
+// fragments, the third in order, which calls for storage of four, is
+// refused though its bytes would fit.
+func TestLargeChargesStorage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hp := newHostileLargeBudget(t, 74, 3*fragChunk+fragChunk/2)
+		defer hp.close()
+		const eight = 8 << 20
+		hp.expect("first in order", hp.frag(1, 0, eight, hp.chunk), statusOK, fragChunk, 0)
+		hp.expect("second in order", hp.frag(1, fragChunk, eight, hp.chunk), statusOK, 2*fragChunk, 0)
+		hp.expect("third, calling for room of four", hp.frag(1, 2*fragChunk, eight, hp.chunk), statusServerBusy, 0, 1)
+		hp.expect("a fresh message", hp.frag(2, 0, eight, hp.chunk), statusOK, fragChunk, 0)
+		hp.expect("ahead", hp.frag(2, 2*fragChunk, eight, hp.chunk), statusOK, 2*fragChunk, 0)
+		hp.expect("the gap, its run three in all", hp.frag(2, fragChunk, eight, hp.chunk), statusOK, 3*fragChunk, 0)
 	})
 }
