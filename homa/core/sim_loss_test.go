@@ -3,12 +3,14 @@ package core_test
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/sim"
+	"github.com/homa-go/homa/homa/wire"
 )
 
 // TestSimEcho: messages of every size class cross a clean network.
@@ -94,5 +96,57 @@ func lossRun(t *testing.T, cfg sim.Config, rpcs int) {
 		if c := execs[uint64(i)]; c != 1 {
 			t.Errorf("request %d executed %d times after the stragglers", i, c)
 		}
+	}
+}
+
+// TestOnlyRetransmissionsArrive: a path that drops the first
+// transmission of every DATA packet of a message longer than one packet
+// (as the shared rig's guest did with segmentation offload off in
+// software) delivers only what RESENDs bring. Every RPC must complete,
+// each request run once, for as long as the peer answers at all: the
+// RESENDs that bring the bytes are answers.
+func TestOnlyRetransmissionsArrive(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			var d wire.Data
+			drop := func(_, _ netip.AddrPort, pkt []byte) bool {
+				if t, err := wire.PeekType(pkt); err != nil || t != wire.TypeData {
+					return false
+				}
+				if _, err := d.Parse(pkt); err != nil {
+					return false
+				}
+				return d.Retransmit == 0 && uint32(len(d.Payload)) < d.MessageLength
+			}
+			n := sim.New(sim.Config{Seed: seed, Drop: drop, Jitter: 5 * time.Microsecond})
+			srv := n.Listen(serverAP, core.Config{}) // the default patience
+			execs := map[uint64]int{}
+			echo(srv, n, 0, execs)
+			cli := n.Listen(clientAP, core.Config{})
+			got := collect(cli)
+			want := map[uint64][]byte{}
+			for i, size := range []int{3000, 100_000, 1_000_000, 500_000} {
+				req := request(uint64(i), size)
+				want[send(t, cli, serverAP, req)] = req
+			}
+			if !n.RunUntil(func() bool { return len(got) == len(want) }, time.Minute) {
+				t.Fatalf("%d of %d RPCs ended after a simulated minute", len(got), len(want))
+			}
+			for id, req := range want {
+				if m := got[id]; m.Err != nil || !bytes.Equal(m.Data, req) {
+					t.Fatalf("RPC %d (%d bytes): %v", id, len(req), m.Err)
+				}
+			}
+			for name, k := range execs {
+				if k != 1 {
+					t.Errorf("request %d ran %d times", name, k)
+				}
+			}
+			cs, ss := cli.Core.Stats(), srv.Core.Stats()
+			t.Logf("done in %v: client resent %d packets, server %d", n.Now(), cs.ResentPackets, ss.ResentPackets)
+			if cs.ResentPackets == 0 || ss.ResentPackets == 0 {
+				t.Fatal("nothing was resent: the path dropped nothing")
+			}
+		})
 	}
 }
