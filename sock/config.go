@@ -70,7 +70,9 @@ type Config struct {
 	PeerTimeout time.Duration
 	// UnschedBytes is how many bytes of each message are sent before the
 	// receiver grants more. Default 40,000 (Linux's, sized for 25 Gbit/s;
-	// about one round trip of data at the link rate is right).
+	// about one round trip of data at the link rate is right), and 128
+	// KiB to loopback peers, where the link is a copy in memory; a value
+	// set here holds for every peer.
 	UnschedBytes int
 	// LinkMbps, when positive, paces outgoing data to this rate in
 	// shortest-remaining-first order, so that a short message never

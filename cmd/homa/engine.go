@@ -22,7 +22,7 @@ type engineFlags struct {
 
 func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.linkMbps, "link-mbps", 0, "Homa: pace outgoing data at `M` Mbit/s (the engine's LinkMbps; 0 off); ignored by other protocols")
-	fs.IntVar(&f.unschedBytes, "unsched-bytes", 0, "Homa: `bytes` of each message sent before grants (0: the default, 40000, sized for 25 Gbit/s links; about one round trip of the link is right)")
+	fs.IntVar(&f.unschedBytes, "unsched-bytes", 0, "Homa: `bytes` of each message sent before grants (0: the default, 40000, sized for 25 Gbit/s links, and 131072 to loopback peers; about one round trip of the link is right)")
 	fs.DurationVar(&f.poll, "poll", 0, "Homa: how long a receiver spins on its socket before it parks (the engine's PollDuration; 0: the default, 50µs; negative: never, which leaves the CPU to the other end on a busy machine)")
 	fs.DurationVar(&f.peerTimeout, "peer-timeout", 0, "Homa: how long a peer may leave an RPC unanswered while asked (RESEND every 5 ms) before it fails with a peer timeout (the engine's PeerTimeout; 0: the default, 105ms); longer suits a loaded machine, whose processes may not run for that long")
 	fs.StringVar(&f.polling, "polling", "adaptive", "Homa: whether a receiver spins: `adaptive` (a caller for its response; a server only while its requests come close together), always (for --poll after each packet) or never")

@@ -116,6 +116,10 @@ type Core struct {
 	// est learns our unscheduled cutoffs from incoming traffic.
 	est *priority.Estimator
 
+	// loopUnsched is the unscheduled bytes of messages to loopback
+	// peers (Config.UnschedBytes).
+	loopUnsched int
+
 	stats  counters
 	closed bool
 }
@@ -142,6 +146,10 @@ func New(local Local, cfg Config) *Core {
 			func(p *peer) *int8 { return &p.memBucket }),
 		heavyRPCs: newHeavy(func(p *peer) *links[peer] { return &p.rpcLinks },
 			func(p *peer) *int8 { return &p.rpcBucket }),
+	}
+	c.loopUnsched = c.cfg.UnschedBytes
+	if cfg.UnschedBytes <= 0 {
+		c.loopUnsched = loopbackUnschedBytes
 	}
 	c.resends = newTurns(func(p *peer) *links[peer] { return &p.rqLinks }, func(p *peer) *list[rpc] { return &p.resendQ })
 	c.needAcks = newTurns(func(p *peer) *links[peer] { return &p.aqLinks }, func(p *peer) *list[rpc] { return &p.ackQ })
@@ -284,7 +292,7 @@ func (c *Core) send(dst netip.AddrPort, data []byte, cookie uint64, maxPacket in
 	} else {
 		h = c.holdFor(data)
 	}
-	r.out.init(data, c.cfg.UnschedBytes, p.maxPayload, h)
+	r.out.init(data, p.unsched, p.maxPayload, h)
 	c.holdPeer(p)
 	if len(c.clients) == 0 {
 		c.think.sent(now)
@@ -325,7 +333,7 @@ func (c *Core) Reply(peer netip.Addr, id uint64, data []byte, maxPacket int, now
 	r.in.mem = 0
 	r.ak.Start(c.tick)
 	c.armRPC(r, c.at(r.ak.Due(&r.peer.ack)))
-	r.out.init(data, c.cfg.UnschedBytes, r.peer.maxPayload, c.holdFor(data))
+	r.out.init(data, r.peer.unsched, r.peer.maxPayload, c.holdFor(data))
 	c.stats.hist.message(contract.Sent, contract.Response, len(data))
 	c.sendMore(r)
 	return nil

@@ -394,7 +394,7 @@ func (c *Core) handleResend(rs *wire.Resend, src netip.Addr) {
 			c.drop(contract.DropStale)
 			return
 		}
-		req := wire.Resend{Common: c.control(rs.SrcPort, id), Length: uint32(c.cfg.UnschedBytes), Priority: controlPriority}
+		req := wire.Resend{Common: c.control(rs.SrcPort, id), Length: uint32(c.unschedTo(src)), Priority: controlPriority}
 		c.addControl(req.Append(c.bufs.Get(wire.ResendLen)[:0]), src)
 	case r.out.data == nil:
 		c.queueBare(wire.TypeBusy, src, rs.SrcPort, r.id)

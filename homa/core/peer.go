@@ -14,6 +14,7 @@ import (
 type peer struct {
 	addr       netip.Addr
 	maxPayload int // data bytes per DATA packet to this host (0: unknown yet)
+	unsched    int // unscheduled bytes of messages to it (Config.UnschedBytes)
 
 	// cutoffs are the peer's, for our unscheduled packets to it (Linux
 	// defaults until it sends CUTOFFS); cutoffsSent is the tick we last
@@ -195,10 +196,25 @@ func (c *Core) peerFor(addr netip.Addr) *peer {
 		c.evictPeer(old)
 	}
 	p := newPeer(addr)
+	p.unsched = c.cfg.UnschedBytes
+	if addr.IsLoopback() {
+		p.unsched = c.loopUnsched
+	}
 	c.adapt(p)
 	c.peers[addr] = p
 	c.pushIdle(p)
 	return p
+}
+
+// unschedTo is the unscheduled bytes of messages to the host at addr.
+func (c *Core) unschedTo(addr netip.Addr) int {
+	if p := c.peers[addr]; p != nil {
+		return p.unsched
+	}
+	if addr.IsLoopback() {
+		return c.loopUnsched
+	}
+	return c.cfg.UnschedBytes
 }
 
 // holdPeer and releasePeer count an RPC's reference to its peer; a peer

@@ -180,7 +180,7 @@ func (c *Core) recallOne(p *peer) bool {
 	p.reserved++
 	rc.reserved++
 	c.idlePeers.Remove(p)
-	rs := wire.Resend{Common: c.control(r.key.port, r.key.id), Length: max(min(r.length, uint32(c.cfg.UnschedBytes)), 1), Priority: controlPriority}
+	rs := wire.Resend{Common: c.control(r.key.port, r.key.id), Length: max(min(r.length, uint32(p.unsched)), 1), Priority: controlPriority}
 	c.addControl(rs.Append(c.bufs.Get(wire.ResendLen)[:0]), p.addr)
 	c.stats.Recalled++
 	return true

@@ -91,3 +91,40 @@ func TestShortFirstSegment(t *testing.T) {
 		}
 	}
 }
+
+// TestLoopbackUnsched: by default a message to a loopback peer goes with
+// loopbackUnschedBytes unscheduled (a copy in memory is faster than a
+// grant's round trip), to any other peer with 40,000; an UnschedBytes
+// set in the configuration holds for every peer.
+func TestLoopbackUnsched(t *testing.T) {
+	cases := []struct {
+		name    string
+		unsched int
+		dst     string
+		want    uint32
+	}{
+		{"loopback, default", 0, "127.0.0.1:500", loopbackUnschedBytes},
+		{"loopback IPv6, default", 0, "[::1]:500", loopbackUnschedBytes},
+		{"another host, default", 0, "10.0.0.2:500", defaultUnschedBytes},
+		{"loopback, set", 20_000, "127.0.0.1:500", 20_000},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := netip.MustParseAddrPort(tc.dst)
+			c := New(Local{Port: 40000, FirstID: 2, IPv6: dst.Addr().Is6()}, Config{UnschedBytes: tc.unsched})
+			var out Output
+			if _, err := c.Send(dst, make([]byte, 300_000), 0, 65_535, 0, &out); err != nil {
+				t.Fatal(err)
+			}
+			var d wire.Data
+			p := out.Packets[0]
+			if _, err := d.Parse(append(p.Buf[:len(p.Buf):len(p.Buf)], p.Payload...)); err != nil {
+				t.Fatal(err)
+			}
+			cuts := dataCuts(t, &out)
+			if d.Incoming != tc.want || cuts[len(cuts)-1][1] != tc.want {
+				t.Fatalf("unscheduled: %d declared, sent up to %d; want %d", d.Incoming, cuts[len(cuts)-1][1], tc.want)
+			}
+		})
+	}
+}
