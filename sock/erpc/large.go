@@ -75,19 +75,19 @@ type largeMsg struct {
 	reqType uint8
 	total   int
 	nfrag   int
-	retry   uint16   // an exactly-once request: the attempt whose fragments these are
-	have    int      // fragments held (request) or pulled (response, not counting the first)
-	first   int      // request: index of the first fragment missing; those before are in store
+	retry   uint16 // an exactly-once request: the attempt whose fragments these are
+	have    int    // fragments held (request) or pulled (response, not counting the first)
+	first   int    // request: index of the first fragment missing; those before are in store
 	// A request's charge to LargeMessageBytes: room, the storage its
 	// fragments in order have called for (growing by doubling, up to
 	// total), and aheadBytes, those of the fragments waiting ahead.
 	room, aheadBytes int
 	charged          int      // room + aheadBytes, as last charged
 	store            []byte   // the storage
-	ahead   [][]byte // request: fragments come ahead of first, by index; nil for the others
-	data    []byte   // response: all of it, in store; nil for a request
-	pulled  []bool   // response: the fragments pulled at least once
-	link    dlink[largeMsg]
+	ahead            [][]byte // request: fragments come ahead of first, by index; nil for the others
+	data             []byte   // response: all of it, in store; nil for a request
+	pulled           []bool   // response: the fragments pulled at least once
+	link             dlink[largeMsg]
 }
 
 // maxFreeChunks bounds the chunks a server Rpc keeps for fragments that

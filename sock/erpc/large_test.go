@@ -123,11 +123,7 @@ func TestLargeMessageLimit(t *testing.T) {
 		small.MaxMessage = 2 << 20
 		srv2 := newServer(t, memConfig(nw), otherHost, func(nx *erpc.Nexus) {
 			_ = nx.Register(1, echo, erpc.Dispatch)
-			_ = nx.Register(2, func(h *erpc.ReqHandle) {
-				b, _ := h.Rpc().AllocMsgBuffer(3 << 20)
-				_ = h.Rpc().EnqueueResponse(h, b)
-				h.Rpc().FreeMsgBuffer(b)
-			}, erpc.Dispatch)
+			_ = nx.Register(2, respondBig(3<<20), erpc.Dispatch)
 		}, nil)
 		defer srv2.close()
 		cli2 := newClient(t, small, netip.MustParseAddr("10.0.0.4"))
@@ -153,6 +149,15 @@ func TestLargeMessageLimit(t *testing.T) {
 	})
 }
 
+// respondBig is a handler that answers every request with n zero bytes.
+func respondBig(n int) erpc.Handler {
+	return func(h *erpc.ReqHandle) {
+		b, _ := h.Rpc().AllocMsgBuffer(n)
+		_ = h.Rpc().EnqueueResponse(h, b)
+		h.Rpc().FreeMsgBuffer(b)
+	}
+}
+
 // TestLargeResponseGone: a large response the server dropped (its
 // MessageTimeout passed) before the client pulled the rest is reported
 // as gone, not as a protocol error: a pull's answer carries no request
@@ -164,11 +169,7 @@ func TestLargeResponseGone(t *testing.T) {
 		scfg := memConfig(nw)
 		scfg.MessageTimeout = time.Millisecond
 		srv := newServer(t, scfg, serverHost, func(nx *erpc.Nexus) {
-			_ = nx.Register(7, func(h *erpc.ReqHandle) {
-				b, _ := h.Rpc().AllocMsgBuffer(3 << 20)
-				_ = h.Rpc().EnqueueResponse(h, b)
-				h.Rpc().FreeMsgBuffer(b)
-			}, erpc.Dispatch)
+			_ = nx.Register(7, respondBig(3<<20), erpc.Dispatch)
 		}, nil)
 		defer srv.close()
 		cli := newClient(t, memConfig(nw), clientHost)

@@ -18,46 +18,55 @@ import (
 	"github.com/homa-go/homa/sock/erpc"
 )
 
+// heldRequests sends n one-byte requests (byte i for the i-th) to a
+// server on nw (configuration scfg) whose dispatch handler holds them
+// until it has n, then hands them to answer, which answers them; it
+// checks that each came back with its own byte and returns the client,
+// to be closed with the server by done.
+func heldRequests(t *testing.T, nw *memnet.Network, scfg *erpc.Config, n int, answer func(held []*erpc.ReqHandle)) (cli *client, done func()) {
+	t.Helper()
+	var held []*erpc.ReqHandle
+	srv := newServer(t, scfg, serverHost, func(nx *erpc.Nexus) {
+		// The handler runs in the server's event loop only.
+		_ = nx.Register(1, func(h *erpc.ReqHandle) {
+			held = append(held, h)
+			if len(held) < n {
+				return
+			}
+			answer(held)
+			held = nil
+		}, erpc.Dispatch)
+	}, nil)
+	cli = newClient(t, memConfig(nw), clientHost)
+	s := cli.connect(t, serverHost)
+	calls := make([]*call, n)
+	for i := range calls {
+		calls[i] = cli.enqueue(t, s, 1, []byte{byte(i)})
+	}
+	cli.runUntil(t, time.Second, allDone(calls))
+	for i, c := range calls {
+		if c.err != nil || !bytes.Equal(c.data, []byte{byte(i)}) {
+			t.Fatalf("request %d: %v %v", i, c.data, c.err)
+		}
+	}
+	return cli, func() { cli.close(); srv.close() }
+}
+
 // TestOutOfOrder: requests of one session complete in the order the
 // server answers them, not the order they were sent.
 func TestOutOfOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := memnet.New(memnet.Config{Seed: 10})
 		defer nw.Close()
-		const n = 4
-		var held []*erpc.ReqHandle
-		srv := newServer(t, memConfig(nw), serverHost, func(nx *erpc.Nexus) {
-			// Hold n requests, then answer them last first. The
-			// handler runs in the server's event loop only.
-			_ = nx.Register(1, func(h *erpc.ReqHandle) {
-				held = append(held, h)
-				if len(held) < n {
-					return
-				}
-				for i := len(held) - 1; i >= 0; i-- {
-					echo(held[i])
-				}
-				held = nil
-			}, erpc.Dispatch)
-		}, nil)
-		defer srv.close()
-		cli := newClient(t, memConfig(nw), clientHost)
-		defer cli.close()
-		s := cli.connect(t, serverHost)
-
-		calls := make([]*call, n)
-		for i := range calls {
-			calls[i] = cli.enqueue(t, s, 1, []byte{byte(i)})
-		}
-		cli.runUntil(t, time.Second, allDone(calls))
+		cli, done := heldRequests(t, nw, memConfig(nw), 4, func(held []*erpc.ReqHandle) {
+			for i := len(held) - 1; i >= 0; i-- { // last first
+				echo(held[i])
+			}
+		})
+		defer done()
 		var order []int
 		for _, c := range cli.completed {
 			order = append(order, int(c.data[0]))
-		}
-		for i, c := range calls {
-			if c.err != nil || !bytes.Equal(c.data, []byte{byte(i)}) {
-				t.Fatalf("request %d: %v %v", i, c.data, c.err)
-			}
 		}
 		if fmt.Sprint(order) != "[3 2 1 0]" {
 			t.Fatalf("completion order %v, want [3 2 1 0]", order)
@@ -426,37 +435,14 @@ func TestTurnSendsResponsesTogether(t *testing.T) {
 			return n
 		}
 		const n = 8
-		var (
-			held   []*erpc.ReqHandle
-			before uint64
-		)
-		srv := newServer(t, cfg, serverHost, func(nx *erpc.Nexus) {
-			_ = nx.Register(1, func(h *erpc.ReqHandle) {
-				held = append(held, h)
-				if len(held) < n {
-					return
-				}
-				before = writes()
-				for _, h := range held {
-					echo(h)
-				}
-				held = nil
-			}, erpc.Dispatch)
-		}, nil)
-		defer srv.close()
-		cli := newClient(t, memConfig(nw), clientHost)
-		defer cli.close()
-		s := cli.connect(t, serverHost)
-		calls := make([]*call, n)
-		for i := range calls {
-			calls[i] = cli.enqueue(t, s, 1, []byte{byte(i)})
-		}
-		cli.runUntil(t, time.Second, allDone(calls))
-		for i, c := range calls {
-			if c.err != nil || !bytes.Equal(c.data, []byte{byte(i)}) {
-				t.Fatalf("request %d: %v %v", i, c.data, c.err)
+		var before uint64
+		_, done := heldRequests(t, nw, cfg, n, func(held []*erpc.ReqHandle) {
+			before = writes()
+			for _, h := range held {
+				echo(h)
 			}
-		}
+		})
+		defer done()
 		if got := writes() - before; got != 1 {
 			t.Errorf("%d responses of one turn took %d writes, want 1", n, got)
 		}
