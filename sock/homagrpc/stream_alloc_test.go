@@ -1,16 +1,14 @@
 package homagrpc_test
 
 import (
-	"net/netip"
 	"runtime"
 	"sync"
 	"testing"
 
+	"google.golang.org/grpc"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/homa-go/homa/homa/memnet"
-	"github.com/homa-go/homa/internal/testkit/socktest"
-	"github.com/homa-go/homa/sock/homagrpc"
 )
 
 // TestStreamMessageAllocs: a 1 KB message echoed on a stream costs the
@@ -23,26 +21,9 @@ func TestStreamMessageAllocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts need a few thousand messages")
 	}
-	nw := memnet.New(memnet.Config{})
-	defer nw.Close()
-	ss, err := socktest.OpenMem(nw, netip.MustParseAddrPort("10.0.0.1:4000"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	srv := homagrpc.NewServer()
-	testpb.RegisterTestServiceServer(srv, benchService{})
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = srv.Serve(ss) })
-	defer func() { srv.Stop(); wg.Wait() }()
-	cs, err := socktest.OpenMem(nw, netip.MustParseAddrPort("10.0.0.2:0"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	cc := homagrpc.NewClientConn(cs, ss.LocalAddr())
-	defer cc.Close()
-	c := testpb.NewTestServiceClient(cc)
+	w := serveMem(t, memnet.Config{}, func(r grpc.ServiceRegistrar) { testpb.RegisterTestServiceServer(r, benchService{}) })
+	defer w.close(t)
+	c := w.client(t)
 
 	run := func(perStream int) {
 		var sw sync.WaitGroup
