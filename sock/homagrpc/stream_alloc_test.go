@@ -18,9 +18,6 @@ import (
 // decoding of each message (a copy of its body on each side) and small
 // bookkeeping. Frames made with make cost 7.6 KB a message.
 func TestStreamMessageAllocs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocation counts need a few thousand messages")
-	}
 	w := serveMem(t, memnet.Config{}, func(r grpc.ServiceRegistrar) { testpb.RegisterTestServiceServer(r, benchService{}) })
 	defer w.close(t)
 	c := w.client(t)
