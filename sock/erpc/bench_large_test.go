@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
-	"net/rpc"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/internal/testkit/rpctcp"
 	"github.com/homa-go/homa/sock/erpc"
 )
 
@@ -85,31 +83,11 @@ func (Echo) Echo(req []byte, resp *[]byte) error {
 // benchEchoTCP echoes size bytes at a time with net/rpc (gob) over TCP
 // loopback.
 func benchEchoTCP(b *testing.B, size int) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	c, stop, err := rpctcp.Start(Echo{})
 	if err != nil {
-		b.Skipf("TCP loopback: %v", err)
+		b.Skipf("net/rpc on TCP loopback: %v", err)
 	}
-	srv := rpc.NewServer()
-	if err := srv.Register(Echo{}); err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return // closed
-			}
-			wg.Go(func() { srv.ServeConn(conn) })
-		}
-	})
-	c, err := rpc.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		ln.Close()
-		wg.Wait()
-		b.Fatal(err)
-	}
-	defer func() { c.Close(); ln.Close(); wg.Wait() }()
+	defer stop()
 	req := bytes.Repeat([]byte{7}, size)
 	b.SetBytes(int64(size))
 	b.ReportAllocs()

@@ -2,13 +2,13 @@ package netrpc_test
 
 import (
 	"errors"
-	"net"
 	"net/rpc"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/internal/testkit/rpctcp"
 	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/netrpc"
@@ -187,31 +187,11 @@ func startHoma(cfg *sock.Config) (*rpc.Client, func(), error) {
 // startTCP serves Arith with net/rpc on a TCP loopback listener and
 // returns a client of it and the function that stops both.
 func startTCP(b *testing.B) (*rpc.Client, func()) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	c, stop, err := rpctcp.Start(new(Arith))
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := rpc.NewServer()
-	if err := srv.Register(new(Arith)); err != nil {
-		b.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return // closed
-			}
-			wg.Go(func() { srv.ServeConn(conn) })
-		}
-	})
-	c, err := rpc.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		ln.Close()
-		wg.Wait()
-		b.Fatal(err)
-	}
-	return c, func() { c.Close(); ln.Close(); wg.Wait() }
+	return c, stop
 }
 
 // benchCalls makes b.N calls one after another and reports the median
