@@ -64,6 +64,15 @@
 // loop waits, sends what the turn gathered. On the kernel backend they
 // send one by one.
 //
+// # Buffers
+//
+// Send and Reply copy the message. SendOwned and ReplyOwned take the
+// caller's buffer over instead, and NewBuffer hands out buffers from
+// the engine's pool that those give back to it when the RPC ends: a
+// program that builds each message in a buffer of its own (a protocol
+// frame, an encoded response) then allocates none in steady state.
+// Message.TakeData hands a received buffer over, to send it on.
+//
 // # Tests
 //
 // A socket whose Config.Network is an in-memory network (package
