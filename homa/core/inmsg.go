@@ -54,6 +54,7 @@ type inMsg struct {
 	haveBuf   [2]span
 	received  uint32 // bytes in have
 	granted   uint32 // bytes the sender may send: unscheduled, then grants
+	unsched   uint32 // the sender's unscheduled bytes, where it cuts a segment short
 	grantPrio uint8  // priority of the last GRANT
 	mem       int    // storage committed, in bytes (capacities)
 }
@@ -63,6 +64,7 @@ func (m *inMsg) init(length, unsched uint32) {
 	m.have = m.haveBuf[:0] // in order, one span; reordered, rarely more
 	m.received = 0
 	m.granted = min(unsched, length)
+	m.unsched = m.granted
 	m.mem = 0
 }
 

@@ -79,8 +79,10 @@ type landing struct {
 // packets are expected, and returns how many it filled: none when no
 // message is expected to go on. They are regions of the buffer of the
 // incoming message that received the last packet, after that packet,
-// each as long as that packet's payload (the sender's packets), as far
-// as the bytes granted and not received yet go. The loan ends when the
+// each as long as the longest payload of its run of packets (the
+// sender's segment: a packet cut short does not tell it) and none
+// across the sender's unscheduled limit, where it cuts a segment short,
+// as far as the bytes granted and not received yet go. The loan ends when the
 // next HandleBatch returns: the caller reads into the regions, hands
 // what it read to HandleBatch with each packet's Land, and lends again.
 func (c *Core) Lend(dst [][]byte) int {
@@ -103,13 +105,17 @@ func (c *Core) Lend(dst [][]byte) int {
 	}
 	n := 0
 	limit := min(m.granted, m.length)
-	for off := h.next; n < most && off < limit; off += h.seg {
+	for off := h.next; n < most && off < limit; {
 		end := min(off+h.seg, m.length)
+		if off < m.unsched && end > m.unsched {
+			end = m.unsched // the sender cuts its last unscheduled segment there
+		}
 		if m.anyReceived(off, end) {
 			break
 		}
 		dst[n] = m.whole[off:end]
 		n++
+		off = end
 	}
 	if n > 0 {
 		c.land = landing{buf: m.whole, msg: m, id: r.id, addr: r.peer.addr, port: r.port, reading: true, probe: c.landScore < 0}
@@ -132,12 +138,16 @@ type landHint struct {
 // [off, end).
 func (c *Core) landed(r *rpc, off, end uint32) {
 	h := &c.landHint
+	seg := end - off
 	if h.r == r && h.id == r.id && h.next == off {
 		h.run++
+		// A packet cut short (the first segment, the last unscheduled
+		// one, the message's last) does not tell the sender's segment.
+		seg = max(seg, h.seg)
 	} else {
 		h.run = 1
 	}
-	h.r, h.id, h.next, h.seg = r, r.id, end, end-off
+	h.r, h.id, h.next, h.seg = r, r.id, end, seg
 }
 
 // settleLanding sorts a batch's packets before they are handled (see

@@ -250,3 +250,67 @@ func TestLoanOutlivesMessage(t *testing.T) {
 		}
 	})
 }
+
+// TestLendAcrossShortSegments: a sender cuts its last unscheduled
+// segment short at its unscheduled limit (and its first one, on a path
+// of 64 KB packets), and the packets after it are whole segments again:
+// the regions lent follow the sender's segment, the longest payload of
+// the run, and stop at the unscheduled limit, so that every packet of
+// the message lands in place.
+func TestLendAcrossShortSegments(t *testing.T) {
+	const unsched = 30_000 // not a multiple of landSeg: [24000, 30000) is short
+	packet := func(off, end int) []byte {
+		payload := make([]byte, end-off)
+		for i := range payload {
+			payload[i] = landByte(off + i)
+		}
+		d := wire.Data{Common: wire.Common{SrcPort: 40000, DstPort: 500, SenderID: 2}, MessageLength: landLen,
+			Incoming: unsched, SegOffset: uint32(off), Payload: payload}
+		return d.Append(nil)
+	}
+	// The sender's cuts: landSeg below the limit, the limit, then landSeg
+	// from the limit on.
+	var cuts [][2]int
+	for off := 0; off < landLen; {
+		end := min(off+landSeg, landLen)
+		if off < unsched && end > unsched {
+			end = unsched
+		}
+		cuts = append(cuts, [2]int{off, end})
+		off = end
+	}
+	c := New(Local{Port: 500}, Config{})
+	var out Output
+	var first [][]byte
+	i := 0
+	for ; cuts[i][1] <= unsched; i++ {
+		first = append(first, packet(cuts[i][0], cuts[i][1]))
+	}
+	c.HandleBatch(landRead(nil, first...), 0, &out)
+	var msg *contract.Message
+	for i < len(cuts) {
+		regions := make([][]byte, 16)
+		n := c.Lend(regions)
+		if n == 0 {
+			t.Fatalf("nothing lent at %d", cuts[i][0])
+		}
+		var pkts [][]byte
+		for k := 0; k < n && i < len(cuts); k++ {
+			pkts = append(pkts, packet(cuts[i][0], cuts[i][1]))
+			i++
+		}
+		before := c.Stats().MovedPackets
+		out.Reset()
+		c.HandleBatch(landRead(regions[:n], pkts...), 0, &out)
+		if moved := c.Stats().MovedPackets - before; moved != 0 {
+			t.Fatalf("%d of the packets up to %d moved, not landed in place", moved, cuts[i-1][1])
+		}
+		if len(out.Messages) > 0 {
+			msg = out.Messages[0]
+		}
+	}
+	if msg == nil {
+		t.Fatal("the message never completed")
+	}
+	checkMessage(t, msg.Data)
+}
