@@ -111,7 +111,12 @@ type Endpoint struct {
 	batches recycler[txBatch]
 	waiters recycler[mailbox.Waiter]
 	done    chan struct{}
-	wg      sync.WaitGroup
+	// acks takes batches of acknowledgments alone that a reader whose
+	// own message came leaves to ackLoop, so as to return at once;
+	// acksLeft counts them.
+	acks     chan *txBatch
+	acksLeft atomic.Uint64
+	wg       sync.WaitGroup
 }
 
 // NewEndpoint starts an endpoint on conn, which it owns from now on (Close
@@ -128,6 +133,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 		epoch:  now,
 		mb:     mailbox.New(),
 		done:   make(chan struct{}),
+		acks:   make(chan *txBatch, 4),
 		rxPkts: make([]netio.Packet, rxBatch),
 		rxIn:   make([]core.Inbound, 0, rxBatch),
 	}
@@ -160,6 +166,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	e.wg.Add(2)
 	go e.rxLoop()
 	go e.timerLoop()
+	go e.ackLoop()
 	return e
 }
 

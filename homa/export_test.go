@@ -5,6 +5,10 @@ import "time"
 // ReaderWakeups is how many timed waits of e's background reader ended.
 func ReaderWakeups(e *Endpoint) uint64 { return e.readerWakeups.Load() }
 
+// AcksLeft is how often a reader of e left a batch of acknowledgments to
+// be sent after it returned with its message.
+func AcksLeft(e *Endpoint) uint64 { return e.acksLeft.Load() }
+
 // GraceArms is how often e armed its background reader's grace timer.
 func GraceArms(e *Endpoint) uint64 { return e.graceArms.Load() }
 

@@ -79,6 +79,7 @@ func TestParkedPathWakeups(t *testing.T) {
 	time.Sleep(pause)
 	const rpcs = 100
 	c0, s0 := wakesOf(client), wakesOf(server)
+	acks0 := homa.AcksLeft(client)
 	for i := range rpcs {
 		call(i)
 		time.Sleep(pause)
@@ -105,6 +106,11 @@ func TestParkedPathWakeups(t *testing.T) {
 	check("client", "steals", c.steals, 0.1)
 	check("client", "hand-offs", c.handoffs, 0.1)
 	check("client", "parks", c.parks, 1.2)
+	// The acknowledgment is not on the response's way to the caller:
+	// the reader leaves it to be sent after it returns.
+	if left := homa.AcksLeft(client) - acks0; left < rpcs*9/10 {
+		t.Errorf("client left %d acknowledgments of %d RPCs to be sent after the response, want nearly all", left, rpcs)
+	}
 	// The server: its goroutine in Recv parks once for the request, and
 	// once more when the acknowledgment comes after its poll (a client
 	// that had parked for the response sends it a thread wake-up

@@ -10,6 +10,7 @@ import (
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/netio"
+	"github.com/homa-go/homa/homa/wire"
 	"github.com/homa-go/homa/internal/transport/mailbox"
 )
 
@@ -567,7 +568,47 @@ func (e *Endpoint) process(pkts []netio.Packet, now time.Duration, b *txBatch, s
 		}
 	}
 	clear(in)
+	if self != nil && len(self.C) > 0 && onlyAcks(b) {
+		// The reader's own message came, and all the batch says is
+		// acknowledgments: ackLoop sends them, off its way back.
+		ab := e.getBatch()
+		ab.pkts, b.pkts = b.pkts, ab.pkts
+		ab.holds, b.holds = b.holds, ab.holds
+		ab.rearm, ab.grace, b.rearm, b.grace = b.rearm, b.grace, false, false
+		select {
+		case e.acks <- ab:
+			e.acksLeft.Add(1)
+			return
+		default:
+			b.pkts, ab.pkts = ab.pkts, b.pkts
+			b.holds, ab.holds = ab.holds, b.holds
+			b.rearm, b.grace = ab.rearm, ab.grace
+			e.putBatch(ab)
+		}
+	}
 	e.flush(b)
+}
+
+// onlyAcks reports whether b holds packets, all ACKs.
+func onlyAcks(b *txBatch) bool {
+	for i := range b.pkts {
+		if t, err := wire.PeekType(b.pkts[i].Bytes()); err != nil || t != wire.TypeAck {
+			return false
+		}
+	}
+	return len(b.pkts) > 0
+}
+
+// ackLoop sends the acknowledgments readers left to it.
+func (e *Endpoint) ackLoop() {
+	for {
+		select {
+		case b := <-e.acks:
+			e.sendBatch(b)
+		case <-e.done:
+			return
+		}
+	}
 }
 
 // lend points the next read's packets at where the core expects their
