@@ -17,8 +17,10 @@ import "time"
 // reader's on the other. So a client whose last RPC to complete leaves
 // none in flight, and whose requests lately followed their
 // predecessors' completions by more than eagerAckGap, sends the
-// acknowledgment with the response's arrival: it reaches the server
-// while the server still polls after its reply, and costs one packet.
+// acknowledgment with the response's arrival: one packet, which the
+// engine's shell sends after handing the response over (its ackLoop),
+// so that the send and the loopback delivery that wakes the server are
+// not on the response's way to the caller.
 // A client that sends its next request at once (one at a time, back to
 // back) still lets the request carry it.
 //
