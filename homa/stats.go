@@ -27,17 +27,18 @@ type ioCounters struct {
 	handoffs    atomic.Uint64 // a message went to a goroutine other than its reader
 }
 
-// countTx counts a packet the Conn accepted.
-func (c *ioCounters) countTx(p *netio.Packet) {
+// countTx counts a packet to be written (k = 1), or takes back one the
+// Conn refused (k = -1).
+func (c *ioCounters) countTx(p *netio.Packet, k int) {
 	pkt := p.Bytes()
 	t, err := wire.PeekType(pkt)
 	if err != nil {
 		return
 	}
 	if i, ok := core.TypeIndex(t); ok {
-		c.txPackets[i].Add(1)
-		c.txBytes[i].Add(uint64(p.Len()))
-		c.txPriority[p.Priority%wire.NumPriorities].Add(1)
+		c.txPackets[i].Add(uint64(k))
+		c.txBytes[i].Add(uint64(k * p.Len()))
+		c.txPriority[p.Priority%wire.NumPriorities].Add(uint64(k))
 	}
 }
 

@@ -56,6 +56,16 @@ func TestStatsAfterRPCs(t *testing.T) {
 		}
 	}
 	rpcs := uint64(rounds * len(statsSizes))
+	// The client acknowledges the last responses after its calls have
+	// returned (an ACK of its own, sent off the response's way, or one
+	// its timer sends): the counters settle once the server has them all.
+	deadline := time.Now().Add(10 * time.Second)
+	for p.server.Stats().ServerRPCs > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server still holds %d RPCs: their acknowledgments never came", p.server.Stats().ServerRPCs)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	cs, ss := p.client.Stats(), p.server.Stats()
 
 	for name, got := range map[string]uint64{

@@ -48,14 +48,20 @@ func (e *Endpoint) sendBatch(b *txBatch) {
 // matters.
 func (e *Endpoint) flush(b *txBatch) {
 	pkts := b.pkts
+	// Counted before they are written, so that a packet a peer has
+	// received is counted here already; one the Conn refuses is taken
+	// back.
+	for i := range pkts {
+		e.io.countTx(&pkts[i], 1)
+	}
 	for len(pkts) > 0 {
 		n, err := e.conn.WriteBatch(pkts)
 		e.io.writes.Add(1)
-		for i := range pkts[:n] {
-			e.io.countTx(&pkts[i])
-		}
 		if err != nil {
 			e.io.writeErrors.Add(1)
+			if n < len(pkts) {
+				e.io.countTx(&pkts[n], -1)
+			}
 			n++ // skip the packet that failed
 		}
 		pkts = pkts[min(n, len(pkts)):]
