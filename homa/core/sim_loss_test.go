@@ -19,19 +19,26 @@ func TestSimEcho(t *testing.T) {
 	srv := n.Listen(serverAP, core.Config{})
 	echo(srv, n, 0, nil)
 	cli := n.Listen(clientAP, core.Config{})
+	echoSizes(t, n, cli, []int{1, 100, 1480, 1481, 40_000, 65_536, 65_537, 200_000, contract.MaxMessage}, time.Second)
+}
+
+// echoSizes sends a request of each size from cli to the echo server at
+// serverAP, all at once, runs n for at most limit of simulated time,
+// and checks that each came back whole and unharmed.
+func echoSizes(t *testing.T, n *sim.Net, cli *sim.Endpoint, sizes []int, limit time.Duration) {
+	t.Helper()
 	got := collect(cli)
-	sizes := []int{1, 100, 1480, 1481, 40_000, 65_536, 65_537, 200_000, contract.MaxMessage}
-	ids := map[uint64][]byte{}
+	want := map[uint64][]byte{}
 	for i, size := range sizes {
 		req := request(uint64(i), size)
-		ids[send(t, cli, serverAP, req)] = req
+		want[send(t, cli, serverAP, req)] = req
 	}
-	if !n.RunUntil(func() bool { return len(got) == len(sizes) }, time.Second) {
-		t.Fatalf("%d of %d RPCs done after 1 s", len(got), len(sizes))
+	if !n.RunUntil(func() bool { return len(got) == len(want) }, n.Now()+limit) {
+		t.Fatalf("%d of %d RPCs ended after %v", len(got), len(want), limit)
 	}
-	for id, req := range ids {
+	for id, req := range want {
 		if m := got[id]; m.Err != nil || !bytes.Equal(m.Data, req) {
-			t.Errorf("RPC of %d bytes: err %v, %d bytes back", len(req), m.Err, len(m.Data))
+			t.Fatalf("RPC %d (%d bytes): err %v, intact %v", id, len(req), m.Err, m.Err == nil && bytes.Equal(m.Data, req))
 		}
 	}
 }
@@ -123,20 +130,7 @@ func TestOnlyRetransmissionsArrive(t *testing.T) {
 			execs := map[uint64]int{}
 			echo(srv, n, 0, execs)
 			cli := n.Listen(clientAP, core.Config{})
-			got := collect(cli)
-			want := map[uint64][]byte{}
-			for i, size := range []int{3000, 100_000, 1_000_000, 500_000} {
-				req := request(uint64(i), size)
-				want[send(t, cli, serverAP, req)] = req
-			}
-			if !n.RunUntil(func() bool { return len(got) == len(want) }, time.Minute) {
-				t.Fatalf("%d of %d RPCs ended after a simulated minute", len(got), len(want))
-			}
-			for id, req := range want {
-				if m := got[id]; m.Err != nil || !bytes.Equal(m.Data, req) {
-					t.Fatalf("RPC %d (%d bytes): %v", id, len(req), m.Err)
-				}
-			}
+			echoSizes(t, n, cli, []int{3000, 100_000, 1_000_000, 500_000}, time.Minute)
 			for name, k := range execs {
 				if k != 1 {
 					t.Errorf("request %d ran %d times", name, k)
