@@ -99,9 +99,12 @@ func (s *Server) handle(l *listener, m *sock.Message) {
 		if sts2 == nil {
 			cst.outPayload(resp, nil)
 		}
-		defer cst.end(sts2.Err(), trailer)
 	}
-	taken = s.reply(l, m, sts2, header, trailer, cs, resp, req.callID)
+	var sent *status.Status
+	taken, sent = s.reply(l, m, sts2, header, trailer, cs, resp, req.callID)
+	if cst != nil {
+		cst.end(sent.Err(), trailer) // the status the client gets
+	}
 }
 
 // errStatus is the status of a handler's error, as grpc-go makes it.
@@ -222,29 +225,32 @@ func (s *Server) replyStatus(l *listener, m *sock.Message, st *status.Status) {
 // reply answers a request: with resp encoded by codec when st is nil,
 // otherwise with the status; the metadata goes with either. A response
 // too long for one Homa message goes on as a stream named by callID
-// (then reply reports that it took m); without a call id it turns into
-// ResourceExhausted.
-func (s *Server) reply(l *listener, m *sock.Message, st *status.Status, header, trailer metadata.MD, cs setup, resp any, callID uint64) (taken bool) {
+// (then reply reports that it took m); without a call id, or when the
+// server's streams have no room for it, it turns into
+// ResourceExhausted. It returns the status the client gets (nil: OK).
+func (s *Server) reply(l *listener, m *sock.Message, st *status.Status, header, trailer metadata.MD, cs setup, resp any, callID uint64) (taken bool, sent *status.Status) {
 	buf := getBuffer()
 	frame := appendResponse(*buf, st, header, trailer, cs, resp)
 	if len(frame) > maxFrame {
 		taken, refused := l.continueAsStream(m, callID, frame)
 		if taken {
 			putBuffer(buf, frame)
-			return true
+			return true, st
 		}
 		if refused != nil {
+			st = refused
 			frame = appendStatusResponse(frame[:0], refused, nil, header, trailer)
 		}
 	}
 	err := l.s.Reply(m, frame)
 	if errors.Is(err, sock.ErrMessageTooLong) {
 		n := len(frame)
-		frame, _ = appendResponseHeader(frame[:0], uint32(codes.ResourceExhausted), "homagrpc: a response of "+itoa(n)+" bytes does not fit in one Homa message", nil, nil, nil)
+		st = status.New(codes.ResourceExhausted, "homagrpc: a response of "+itoa(n)+" bytes does not fit in one Homa message")
+		frame, _ = appendResponseHeader(frame[:0], uint32(st.Code()), st.Message(), nil, nil, nil)
 		_ = l.s.Reply(m, frame)
 	}
 	putBuffer(buf, frame)
-	return false
+	return false, st
 }
 
 // appendResponse appends the response frame to b: the encoded response

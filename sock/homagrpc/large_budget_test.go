@@ -22,11 +22,14 @@ import (
 // A unary response too long for one Homa message counts against the
 // server's MaxStreamMemory until the client has pulled it: one that does
 // not fit beside those waiting is refused with ResourceExhausted, and
-// the budget is whole again once they are pulled or abandoned.
+// the budget is whole again once they are pulled or abandoned. The
+// server's stats handler sees the refused call end with the status its
+// client got.
 func TestLargeResponseBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const budget, size = 3_000_000, 1_500_000
-		w := newMemWorld(t, memnet.Config{}, &testService{}, homagrpc.MaxStreamMemory(budget))
+		rec := &recorder{}
+		w := newMemWorld(t, memnet.Config{}, &testService{}, homagrpc.MaxStreamMemory(budget), homagrpc.StatsHandler(rec))
 		defer w.close(t)
 		c := w.client(t)
 		ctx := context.Background()
@@ -65,9 +68,14 @@ func TestLargeResponseBudget(t *testing.T) {
 		}
 
 		// Another that would pass the budget beside it is refused.
+		rec.take()
 		_, err = c.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: budget}, big)
 		if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "MaxStreamMemory") {
 			t.Errorf("a long response past the budget: %v, want ResourceExhausted naming MaxStreamMemory", err)
+		}
+		synctest.Wait()
+		if ev := rec.take(); len(ev) == 0 || !strings.Contains(ev[len(ev)-1], "ResourceExhausted") {
+			t.Errorf("the server's stats handler saw %v, want the call to end ResourceExhausted", ev)
 		}
 		if got := homagrpc.StreamMemoryForTest(w.srv); got != held {
 			t.Errorf("the refused response changed what is held: %d bytes, want %d", got, held)
