@@ -94,16 +94,15 @@ func (s *Server) handle(l *listener, m *sock.Message) {
 		// The caller has given up; do not send what it no longer awaits.
 		sts2 = status.New(codes.DeadlineExceeded, "homagrpc: the handler ran past the deadline")
 	}
-	if cst != nil {
-		cst.outHeader(header)
-		if sts2 == nil {
-			cst.outPayload(resp, nil)
-		}
-	}
 	var sent *status.Status
 	taken, sent = s.reply(l, m, sts2, header, trailer, cs, resp, req.callID)
 	if cst != nil {
-		cst.end(sent.Err(), trailer) // the status the client gets
+		// What the client gets: the response only if it went.
+		cst.outHeader(header)
+		if sent == nil {
+			cst.outPayload(resp, nil)
+		}
+		cst.end(sent.Err(), trailer)
 	}
 }
 
