@@ -207,10 +207,13 @@ func (c *Core) lapseReservations() {
 			continue // claimed (or the key's later reservation)
 		}
 		delete(rc.keys, v.key)
-		p := c.peers[v.key.addr]
-		p.reserved--
 		rc.reserved--
 		c.stats.RecallsLapsed++
+		p := c.peers[v.key.addr]
+		if p == nil {
+			continue // not while it holds room: a peer is let go only idle
+		}
+		p.reserved--
 		c.maybeIdle(p)
 		c.recallMore(p)
 	}
