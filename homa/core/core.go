@@ -140,7 +140,7 @@ func New(local Local, cfg Config) *Core {
 		solicited:  make(map[serverKey]solicitation),
 		granting:   make(map[grant.ID]*rpc),
 		idlePeers:  newList(func(p *peer) *links[peer] { return &p.idle }),
-		rc:         recallState{peers: newList(recallLinks)},
+		rc:         recallState{peers: newList(recallLinks), timer: timer{idx: -1}},
 		peerExpiry: timer{idx: -1},
 		heavyMem: newHeavy(func(p *peer) *links[peer] { return &p.memLinks },
 			func(p *peer) *int8 { return &p.memBucket }),
@@ -443,6 +443,8 @@ func (c *Core) Tick(now time.Duration, out *Output) (time.Duration, bool) {
 			c.expireSeen()
 		case t == &c.peerExpiry:
 			c.expirePeers()
+		case t == &c.rc.timer:
+			c.lapseReservations()
 		default:
 			c.pumpResends()
 		}

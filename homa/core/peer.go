@@ -35,6 +35,7 @@ type peer struct {
 	// for again (recall.go); rcLinks links it into the core's list of
 	// hosts with refusals.
 	recalls  []recall
+	refused  int // of recalls, those still waiting (not void)
 	reserved int
 	rcLinks  links[peer]
 	mem      int // receive storage committed for its messages

@@ -26,8 +26,11 @@ import (
 // kept for the recalled request (a reservation) for recallTicks, so
 // that newcomers do not take it, and the request is admitted when it
 // comes whatever the bound. A reservation not claimed in time lapses
-// and its room goes to the next refusal; refusals beyond the memory are
-// dropped as before, their clients left to their own timers. The server
+// and its room goes to the next refusal (a timer of the core's sees to
+// it when nothing else does); refusals beyond the memory are dropped as
+// before, their clients left to their own timers. A host whose refused
+// requests all came again on their own has what is remembered of them
+// forgotten at once, so that it can fall idle. The server
 // thus pulls a backlog in at the pace its application answers, as a
 // Homa receiver pulls a message in with grants.
 
@@ -60,9 +63,11 @@ type recallState struct {
 	// from longest ago first; refusals counts those refusals.
 	peers    list[peer]
 	refusals int
-	// reservations are in the order made; reserved counts those held.
+	// reservations are in the order made; reserved counts those held;
+	// timer lapses them when their time comes.
 	reservations []reservation
 	reserved     int
+	timer        timer
 }
 
 func recallLinks(p *peer) *links[peer] { return &p.rcLinks }
@@ -92,7 +97,20 @@ func (c *Core) refuse(p *peer, port uint16, id uint64, length uint32) {
 		c.idlePeers.Remove(p)
 	}
 	p.recalls = append(p.recalls, recall{k, length})
+	p.refused++
 	rc.refusals++
+}
+
+// dropRecalls forgets what p's refusals left behind once none of them
+// waits any more (each request came again on its own): the entries of
+// p.recalls are all void.
+func (c *Core) dropRecalls(p *peer) {
+	rc := &c.rc
+	rc.refusals -= len(p.recalls)
+	clear(p.recalls)
+	p.recalls = nil
+	rc.peers.Remove(p)
+	c.maybeIdle(p)
 }
 
 // refused reports whether the request of RPC id from port of the host
@@ -132,6 +150,10 @@ func (c *Core) admitted(p *peer, port uint16, id uint64) {
 	if until != 0 {
 		p.reserved--
 		rc.reserved--
+		return
+	}
+	if p.refused--; p.refused == 0 {
+		c.dropRecalls(p)
 	}
 }
 
@@ -164,6 +186,9 @@ func (c *Core) recallOne(p *peer) bool {
 		until, ok := rc.keys[r.key]
 		found = ok && until == 0
 	}
+	if found {
+		p.refused--
+	}
 	if len(p.recalls) == 0 {
 		p.recalls = nil
 		rc.peers.Remove(p)
@@ -177,6 +202,7 @@ func (c *Core) recallOne(p *peer) bool {
 	until := c.tick + recallTicks(&p.resend)
 	rc.keys[r.key] = until
 	rc.reservations = append(rc.reservations, reservation{r.key, until})
+	c.timers.arm(&rc.timer, c.at(until))
 	p.reserved++
 	rc.reserved++
 	c.idlePeers.Remove(p)
@@ -217,7 +243,11 @@ func (c *Core) lapseReservations() {
 		c.maybeIdle(p)
 		c.recallMore(p)
 	}
-	if len(rc.reservations) == 0 {
+	switch {
+	case len(rc.reservations) == 0:
 		rc.reservations = nil
+		c.timers.disarm(&rc.timer)
+	case rc.timer.idx < 0:
+		c.timers.arm(&rc.timer, c.at(rc.reservations[0].until))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/sim"
+	"pgregory.net/rapid"
 )
 
 // TestRefusedRequestsRecalled: a host whose requests wait for replies
@@ -113,4 +114,74 @@ func TestRefusalsBounded(t *testing.T) {
 	if st := srv.Core.Stats(); st.Recalled != 0 || st.ServerRPCs != bound {
 		t.Fatalf("%d recalled, %d server RPCs; want 0 and %d (nothing replied)", st.Recalled, st.ServerRPCs, bound)
 	}
+}
+
+// TestRecallLeavesNothing: whatever the bounds, the clients, the loss
+// and the handler's pace, every RPC completes, each request runs once,
+// and once all are done and a resend interval has passed the server
+// remembers no refusal and keeps no room: its hosts can fall idle.
+func TestRecallLeavesNothing(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		perPeer := rapid.IntRange(1, 8).Draw(rt, "perPeer")
+		global := rapid.IntRange(perPeer, 3*perPeer).Draw(rt, "global")
+		hosts := rapid.IntRange(1, 3).Draw(rt, "hosts")
+		ports := rapid.IntRange(1, 3).Draw(rt, "ports")
+		each := rapid.IntRange(1, 25).Draw(rt, "each")
+		loss := rapid.SampledFrom([]float64{0, 0, 0.05}).Draw(rt, "loss")
+		work := time.Duration(rapid.IntRange(0, 3000).Draw(rt, "workµs")) * time.Microsecond
+		n := sim.New(sim.Config{Seed: rapid.Uint64().Draw(rt, "seed"), Loss: loss, Jitter: 5 * time.Microsecond})
+		srv := n.Listen(serverAP, core.Config{Resend: resendPatient,
+			Limits: contract.Limits{PendingReplies: global, PendingRepliesPerPeer: perPeer}})
+		execs := map[uint64]int{}
+		echo(srv, n, work, execs)
+		var clients []*sim.Endpoint
+		var gots []results
+		var addrs []netip.Addr
+		total := 0
+		for h := range hosts {
+			addr := netip.AddrFrom4([4]byte{10, 0, 1, byte(h + 1)})
+			addrs = append(addrs, addr)
+			for p := range ports {
+				e := n.Listen(netip.AddrPortFrom(addr, uint16(40000+p)), core.Config{Resend: resendPatient})
+				clients = append(clients, e)
+				gots = append(gots, collect(e))
+			}
+		}
+		for k := range each {
+			for i, e := range clients {
+				if _, err := e.Send(serverAP, request(uint64(i*each+k), 100), 0); err != nil {
+					rt.Fatal(err)
+				}
+				total++
+			}
+		}
+		done := func() bool {
+			got := 0
+			for _, g := range gots {
+				got += len(g)
+			}
+			return got == total
+		}
+		if !n.RunUntil(done, n.Now()+time.Minute) {
+			rt.Fatal("RPCs still running after a simulated minute")
+		}
+		for _, g := range gots {
+			for id, m := range g {
+				if m.Err != nil {
+					rt.Fatalf("RPC %d: %v", id, m.Err)
+				}
+			}
+		}
+		for name, k := range execs {
+			if k != 1 {
+				rt.Fatalf("request %d ran %d times", name, k)
+			}
+		}
+		n.Run(n.Now() + 50*time.Millisecond)
+		for _, a := range addrs {
+			if all, host, reserved := srv.Core.Refusals(a); all != 0 || host != 0 || reserved != 0 {
+				rt.Fatalf("after the RPCs: %d refusals remembered (%d of host %v), %d reserved", all, host, a, reserved)
+			}
+		}
+	})
 }
