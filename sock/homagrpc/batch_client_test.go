@@ -40,21 +40,31 @@ type fakeStreamServer struct {
 	cancels []uint64
 }
 
-// newFakeStreamWorld starts a fake server (of the version before
-// batches, if old) and returns it and a ClientConn to it; both end with
-// the test's bubble.
-func newFakeStreamWorld(t *testing.T, old bool) (*fakeStreamServer, *ClientConn) {
-	nw := memnet.New(memnet.Config{})
-	srvAddr := netip.MustParseAddrPort("10.0.0.1:4000")
-	cfg := &sock.Config{PollDuration: -1} // spinning would keep the bubble from resting
+// bubblePair opens, on a new in-memory network, a server socket at
+// 10.0.0.1:4000 and a client socket, for a testing/synctest bubble: they
+// do not spin, which would keep the bubble from resting. The caller
+// closes them.
+func bubblePair(t *testing.T) (nw *memnet.Network, ss, cs *sock.Socket, srvAddr netip.AddrPort) {
+	t.Helper()
+	nw = memnet.New(memnet.Config{})
+	srvAddr = netip.MustParseAddrPort("10.0.0.1:4000")
+	cfg := &sock.Config{PollDuration: -1}
 	ss, err := socktest.OpenMem(nw, srvAddr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := socktest.OpenMem(nw, netip.MustParseAddrPort("10.0.0.2:0"), cfg)
+	cs, err = socktest.OpenMem(nw, netip.MustParseAddrPort("10.0.0.2:0"), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return nw, ss, cs, srvAddr
+}
+
+// newFakeStreamWorld starts a fake server (of the version before
+// batches, if old) and returns it and a ClientConn to it; both end with
+// the test's bubble.
+func newFakeStreamWorld(t *testing.T, old bool) (*fakeStreamServer, *ClientConn) {
+	nw, ss, cs, srvAddr := bubblePair(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fakeStreamServer{t: t, s: ss, got: make(chan *sock.Message, 64), stop: cancel, seq: map[uint64]uint32{}, old: old}
 	var wg sync.WaitGroup

@@ -2,7 +2,6 @@ package homagrpc
 
 import (
 	"context"
-	"net/netip"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -12,8 +11,6 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
-	"github.com/homa-go/homa/homa/memnet"
-	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -34,18 +31,8 @@ func TestStreamLostStopsPulling(t *testing.T) {
 
 func testStreamLost(t *testing.T, code codes.Code) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := memnet.New(memnet.Config{})
-		srvAddr := netip.MustParseAddrPort("10.0.0.1:4000")
-		cfg := &sock.Config{PollDuration: -1} // spinning would keep the bubble from resting
-		ss, err := socktest.OpenMem(nw, srvAddr, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, ss, cs, srvAddr := bubblePair(t)
 		defer ss.Close()
-		cs, err := socktest.OpenMem(nw, netip.MustParseAddrPort("10.0.0.2:0"), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
 		defer cs.Close()
 
 		const maxPulls = 50 // the server holds the pulls past these
