@@ -37,6 +37,29 @@ func (benchService) FullDuplexCall(st testpb.TestService_FullDuplexCallServer) e
 // streamMsgSize is the payload of the streaming benchmark's messages.
 const streamMsgSize = 1024
 
+// startBenchHoma serves benchService over Homa on loopback (a free port
+// from base up, socket configuration cfg) and returns a client of it,
+// the client's socket and the function that stops both.
+func startBenchHoma(b *testing.B, cfg *sock.Config, base uint16) (testpb.TestServiceClient, *sock.Socket, func(), error) {
+	b.Helper()
+	s, err := socktest.OpenFree("127.0.0.1", base, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	srv := homagrpc.NewServer()
+	testpb.RegisterTestServiceServer(srv, benchService{})
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(s) })
+	cs, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:0"), cfg)
+	if err != nil {
+		srv.Stop()
+		wg.Wait()
+		b.Fatal(err)
+	}
+	cc := homagrpc.NewClientConn(cs, s.LocalAddr())
+	return testpb.NewTestServiceClient(cc), cs, func() { cc.Close(); cs.Close(); srv.Stop(); wg.Wait() }, nil
+}
+
 // BenchmarkStreamBidi measures bidirectional streaming of 1 KB messages,
 // each echoed by the server (grpc.testing.TestService FullDuplexCall,
 // through the generated stubs), over Homa (the transports of
@@ -58,22 +81,13 @@ func BenchmarkStreamBidi(b *testing.B) {
 	}
 	var protos []proto
 	for _, tc := range socktest.BenchConfigs {
-		s, err := socktest.OpenFree("127.0.0.1", 27720, &tc.Cfg)
+		c, cs, stop, err := startBenchHoma(b, &tc.Cfg, 27720)
 		if err != nil {
 			b.Logf("leaving out %s: %v", tc.Name, err)
 			continue
 		}
-		srv := homagrpc.NewServer()
-		testpb.RegisterTestServiceServer(srv, benchService{})
-		var wg sync.WaitGroup
-		wg.Go(func() { _ = srv.Serve(s) })
-		defer func() { srv.Stop(); wg.Wait() }()
-		cs, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:0"), &tc.Cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cs.Close()
-		protos = append(protos, proto{tc.Name, testpb.NewTestServiceClient(homagrpc.NewClientConn(cs, s.LocalAddr())), cs})
+		defer stop()
+		protos = append(protos, proto{tc.Name, c, cs})
 	}
 	c, stop := startGRPC(b)
 	defer stop()

@@ -1,15 +1,12 @@
 package homagrpc_test
 
 import (
-	"net/netip"
 	"sync"
 	"testing"
 
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/homa-go/homa/internal/testkit/socktest"
-	"github.com/homa-go/homa/sock"
-	"github.com/homa-go/homa/sock/homagrpc"
 )
 
 // parallelStreams is how many streams BenchmarkStreamParallel runs at
@@ -29,23 +26,11 @@ const parallelStreams = 32
 func BenchmarkStreamParallel(b *testing.B) {
 	for _, tc := range socktest.BenchConfigs {
 		b.Run(tc.Name, func(b *testing.B) {
-			s, err := socktest.OpenFree("127.0.0.1", 27740, &tc.Cfg)
+			c, cs, stop, err := startBenchHoma(b, &tc.Cfg, 27740)
 			if err != nil {
 				b.Skipf("%s: %v", tc.Name, err)
 			}
-			srv := homagrpc.NewServer()
-			testpb.RegisterTestServiceServer(srv, benchService{})
-			var wg sync.WaitGroup
-			wg.Go(func() { _ = srv.Serve(s) })
-			defer func() { srv.Stop(); wg.Wait() }()
-			cs, err := sock.Open(netip.MustParseAddrPort("127.0.0.1:0"), &tc.Cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cs.Close()
-			cc := homagrpc.NewClientConn(cs, s.LocalAddr())
-			defer cc.Close()
-			c := testpb.NewTestServiceClient(cc)
+			defer stop()
 			before := cs.Stats().RPCsStarted
 			parallelEcho(b, c)
 			b.ReportMetric(float64(cs.Stats().RPCsStarted-before)/float64(b.N), "rpc/msg")
