@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -40,70 +41,111 @@ func WithBalancer(b Balancer) DialOption {
 	return func(o *dialOptions) { o.balancer = b }
 }
 
-// picker picks a server per call.
+// picker picks a server per call. Its servers are one targetSet, which
+// replace swaps whole, so a pick reads one pointer and takes no lock.
 type picker struct {
-	b       Balancer
-	targets []netip.AddrPort
-	ready   []atomic.Bool // by target: it answered since it was last found unavailable
-	next    atomic.Uint64 // RoundRobin: the next call's; PickFirst: the current
+	b   Balancer
+	set atomic.Pointer[targetSet]
 }
 
-func newPicker(b Balancer, targets []netip.AddrPort) picker {
-	return picker{b: b, targets: targets, ready: make([]atomic.Bool, len(targets))}
+// targetSet is a list of servers, fixed once made, with what changes
+// while it is current.
+type targetSet struct {
+	addrs []netip.AddrPort
+	ready []atomic.Bool // by target: it answered since it was last found unavailable
+	next  atomic.Uint64 // RoundRobin: the next call's; PickFirst: the current
+}
+
+func newPicker(b Balancer, targets []netip.AddrPort) *picker {
+	p := &picker{b: b}
+	p.set.Store(newTargetSet(targets))
+	return p
+}
+
+func newTargetSet(targets []netip.AddrPort) *targetSet {
+	return &targetSet{addrs: targets, ready: make([]atomic.Bool, len(targets))}
 }
 
 func (p *picker) pick() netip.AddrPort {
-	if len(p.targets) == 1 {
-		return p.targets[0]
+	s := p.set.Load()
+	if len(s.addrs) == 1 {
+		return s.addrs[0]
 	}
 	if p.b == RoundRobin {
-		return p.targets[(p.next.Add(1)-1)%uint64(len(p.targets))]
+		return s.addrs[(s.next.Add(1)-1)%uint64(len(s.addrs))]
 	}
-	return p.targets[p.next.Load()%uint64(len(p.targets))]
+	return s.addrs[s.next.Load()%uint64(len(s.addrs))]
 }
 
 // unavailable moves a PickFirst picker past target after a call to it
 // found it unavailable.
 func (p *picker) unavailable(target netip.AddrPort) {
-	if i := p.index(target); i >= 0 {
-		p.ready[i].Store(false)
+	s := p.set.Load()
+	if i := s.index(target); i >= 0 {
+		s.ready[i].Store(false)
 	}
-	if p.b != PickFirst || len(p.targets) == 1 {
+	if p.b != PickFirst || len(s.addrs) == 1 {
 		return
 	}
-	cur := p.next.Load()
-	if p.targets[cur%uint64(len(p.targets))] == target {
-		p.next.CompareAndSwap(cur, cur+1)
+	cur := s.next.Load()
+	if s.addrs[cur%uint64(len(s.addrs))] == target {
+		s.next.CompareAndSwap(cur, cur+1)
 	}
 }
 
 // index is target's place in the list, or -1.
-func (p *picker) index(target netip.AddrPort) int {
-	for i, t := range p.targets {
-		if t == target {
-			return i
-		}
-	}
-	return -1
+func (s *targetSet) index(target netip.AddrPort) int {
+	return slices.Index(s.addrs, target)
 }
 
 // isReady reports whether target answered since it was last found
 // unavailable (see WaitForReady in ready.go).
 func (p *picker) isReady(target netip.AddrPort) bool {
-	i := p.index(target)
-	return i >= 0 && p.ready[i].Load()
+	s := p.set.Load()
+	i := s.index(target)
+	return i >= 0 && s.ready[i].Load()
 }
 
 // setReady records that target answered.
 func (p *picker) setReady(target netip.AddrPort) {
-	if i := p.index(target); i >= 0 && !p.ready[i].Load() {
-		p.ready[i].Store(true)
+	s := p.set.Load()
+	if i := s.index(target); i >= 0 && !s.ready[i].Load() {
+		s.ready[i].Store(true)
 	}
+}
+
+// len is how many servers there are now.
+func (p *picker) len() int { return len(p.set.Load().addrs) }
+
+// replace makes targets the servers. An address that stays keeps its
+// ready flag; PickFirst stays on its current server when it stays, and
+// starts again from the first otherwise; RoundRobin goes on counting.
+// Calls in progress keep the server they picked. A flag set in the old
+// list while it is replaced may be lost: a call then probes a server
+// once more, or sends to it once more, as after any failure. Only one
+// goroutine replaces at a time.
+func (p *picker) replace(targets []netip.AddrPort) {
+	old := p.set.Load()
+	if slices.Equal(old.addrs, targets) {
+		return
+	}
+	s := newTargetSet(targets)
+	for i, t := range targets {
+		if j := old.index(t); j >= 0 {
+			s.ready[i].Store(old.ready[j].Load())
+		}
+	}
+	if p.b == RoundRobin {
+		s.next.Store(old.next.Load())
+	} else if i := s.index(old.addrs[old.next.Load()%uint64(len(old.addrs))]); i >= 0 {
+		s.next.Store(uint64(i))
+	}
+	p.set.Store(s)
 }
 
 // Targets returns the servers' addresses, in the order given.
 func (c *ClientConn) Targets() []netip.AddrPort {
-	return append([]netip.AddrPort(nil), c.picker.targets...)
+	return slices.Clone(c.picker.set.Load().addrs)
 }
 
 // ParseTarget parses a target string naming one or more Homa servers:

@@ -34,7 +34,7 @@ type ClientConn struct {
 	owns    bool // Close closes s
 	opts    dialOptions
 	invoker grpc.UnaryInvoker // c.invoke, bound once
-	picker  picker
+	picker  *picker
 	nextID  atomic.Uint64 // call and stream ids
 	// accept is what calls without a compressor of their own advertise
 	// in grpc-accept-encoding (compressors register at init time).

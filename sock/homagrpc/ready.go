@@ -59,7 +59,7 @@ func (c *ClientConn) pickReady(ctx context.Context, wait bool) (netip.AddrPort, 
 			return target, err
 		}
 		c.picker.unavailable(target)
-		if tries%len(c.picker.targets) == 0 {
+		if tries%c.picker.len() == 0 {
 			d := backoff + time.Duration(rand.Int64N(int64(backoff/5)+1)) - backoff/10
 			t := time.NewTimer(d)
 			select {
