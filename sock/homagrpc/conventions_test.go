@@ -14,7 +14,6 @@ import (
 	"testing/synctest"
 
 	"github.com/homa-go/homa/homa/memnet"
-	"github.com/homa-go/homa/internal/testkit/socktest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -219,35 +218,14 @@ func TestParseTarget(t *testing.T) {
 // the next.
 func TestBalancers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := memnet.New(memnet.Config{})
-		defer nw.Close()
+		nw := newNetwork(t)
 		addrs := []netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:4000"), netip.MustParseAddrPort("10.0.0.3:4000"), netip.MustParseAddrPort("10.0.0.4:4000")}
 		var srvs []*homagrpc.Server
-		var wg sync.WaitGroup
 		for _, a := range addrs {
-			conn, err := socktest.OpenMem(nw, a, testConfig())
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := homagrpc.NewServer()
-			testpb.RegisterTestServiceServer(srv, &streamService{})
-			srvs = append(srvs, srv)
-			wg.Go(func() { _ = srv.Serve(conn) })
+			srvs = append(srvs, serveAt(t, nw, a, &streamService{}))
 		}
-		defer func() {
-			for _, s := range srvs {
-				s.Stop()
-			}
-			wg.Wait()
-		}()
 		dial := func(b homagrpc.Balancer) testpb.TestServiceClient {
-			conn, err := socktest.OpenMem(nw, netip.AddrPortFrom(clientHost, 0), testConfig())
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := conn
-			t.Cleanup(func() { s.Close() })
-			cc, err := homagrpc.NewClientConnTarget(s, addrs, homagrpc.WithBalancer(b))
+			cc, err := homagrpc.NewClientConnTarget(clientSocket(t, nw), addrs, homagrpc.WithBalancer(b))
 			if err != nil {
 				t.Fatal(err)
 			}

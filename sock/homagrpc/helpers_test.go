@@ -150,13 +150,47 @@ func serveMem(t *testing.T, mc memnet.Config, register func(grpc.ServiceRegistra
 // is closed at the end of the test.
 func (w *memWorld) dial(t *testing.T, dst netip.AddrPort, opts ...homagrpc.DialOption) *homagrpc.ClientConn {
 	t.Helper()
-	conn, err := socktest.OpenMem(w.nw, netip.AddrPortFrom(clientHost, 0), testConfig())
+	return homagrpc.NewClientConn(clientSocket(t, w.nw), dst, opts...)
+}
+
+// clientSocket opens a socket on nw at the client's host, closed at the
+// end of the test.
+func clientSocket(t *testing.T, nw *memnet.Network) *sock.Socket {
+	t.Helper()
+	s, err := socktest.OpenMem(nw, netip.AddrPortFrom(clientHost, 0), testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := conn
 	t.Cleanup(func() { s.Close() })
-	return homagrpc.NewClientConn(s, dst, opts...)
+	return s
+}
+
+// newNetwork is an in-memory network, closed at the end of the test
+// (after what the test serves on it has stopped).
+func newNetwork(t *testing.T) *memnet.Network {
+	nw := memnet.New(memnet.Config{})
+	t.Cleanup(func() { nw.Close() })
+	return nw
+}
+
+// serveAt serves svc at addr on nw until the test ends, or until Stop.
+func serveAt(t *testing.T, nw *memnet.Network, addr netip.AddrPort, svc testpb.TestServiceServer) *homagrpc.Server {
+	t.Helper()
+	s, err := socktest.OpenMem(nw, addr, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := homagrpc.NewServer()
+	testpb.RegisterTestServiceServer(srv, svc)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(s) }()
+	t.Cleanup(func() {
+		srv.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve at %v after Stop: %v", addr, err)
+		}
+	})
+	return srv
 }
 
 // client returns a generated TestService client of the server.

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
-	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 	"github.com/homa-go/homa/sock/homagrpc"
@@ -23,15 +22,9 @@ import (
 // fails with Unavailable, as before.
 func TestWaitForReady(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := memnet.New(memnet.Config{})
-		defer nw.Close()
+		nw := newNetwork(t)
 		addrs := []netip.AddrPort{netip.MustParseAddrPort("10.0.0.1:4000"), netip.MustParseAddrPort("10.0.0.3:4000")}
-		conn, err := socktest.OpenMem(nw, netip.AddrPortFrom(clientHost, 0), testConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		cc, err := homagrpc.NewClientConnTarget(conn, addrs)
+		cc, err := homagrpc.NewClientConnTarget(clientSocket(t, nw), addrs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,22 +65,11 @@ func TestWaitForReady(t *testing.T) {
 			t.Fatalf("a call waiting for ready ended before any server served: %v", err)
 		default:
 		}
-		srvSock, err := socktest.OpenMem(nw, addrs[1], testConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := homagrpc.NewServer()
-		testpb.RegisterTestServiceServer(srv, &streamService{})
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(srvSock) }()
+		serveAt(t, nw, addrs[1], &streamService{})
 		for range 2 {
 			if err := <-done; err != nil {
 				t.Errorf("call waiting for ready: %v", err)
 			}
-		}
-		srv.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
 		}
 	})
 }
