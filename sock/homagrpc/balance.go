@@ -1,7 +1,6 @@
 package homagrpc
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -42,7 +41,8 @@ func WithBalancer(b Balancer) DialOption {
 }
 
 // picker picks a server per call. Its servers are one targetSet, which
-// replace swaps whole, so a pick reads one pointer and takes no lock.
+// a re-resolution of the target's names replaces whole (reresolve.go),
+// so a pick reads one pointer and takes no lock.
 type picker struct {
 	b   Balancer
 	set atomic.Pointer[targetSet]
@@ -143,7 +143,9 @@ func (p *picker) replace(targets []netip.AddrPort) {
 	p.set.Store(s)
 }
 
-// Targets returns the servers' addresses, in the order given.
+// Targets returns the servers' addresses, in the order given, or, when
+// the target names hosts, as the last lookup of the names gave them
+// (see WithResolveInterval).
 func (c *ClientConn) Targets() []netip.AddrPort {
 	return slices.Clone(c.picker.set.Load().addrs)
 }
@@ -169,27 +171,15 @@ func ParseTarget(target string) ([]netip.AddrPort, error) {
 }
 
 // DialTarget is Dial for a target string of one or more servers, by IP
-// address or host name (see ResolveTarget: names are looked up once,
-// with WithResolver's resolver, within 10 s), among which the
-// WithBalancer option spreads the calls. The servers must be of one
-// address family.
+// address or host name (see ResolveTarget), among which the WithBalancer
+// option spreads the calls. The servers must be of one address family.
+// Names are looked up with WithResolver's resolver, within 10 s, at the
+// dial, and again while the ClientConn lives when calls find servers
+// unavailable (see WithResolveInterval).
 func DialTarget(target string, cfg *sock.Config, opts ...DialOption) (*ClientConn, error) {
-	var o dialOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
-	targets, err := ResolveTarget(ctx, target, o.resolver)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
-	c, err := Dial(targets[0], cfg, opts...)
-	if err != nil {
-		return nil, err
-	}
-	c.picker = newPicker(c.opts.balancer, targets)
-	return c, nil
+	return connectTarget(target, opts, func(targets []netip.AddrPort) (*ClientConn, error) {
+		return dial(targets, cfg, opts)
+	})
 }
 
 // NewClientConnTarget is NewClientConn for several servers, among which

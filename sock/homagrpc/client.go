@@ -35,6 +35,7 @@ type ClientConn struct {
 	opts    dialOptions
 	invoker grpc.UnaryInvoker // c.invoke, bound once
 	picker  *picker
+	names   *reresolver   // nil unless the target names hosts
 	nextID  atomic.Uint64 // call and stream ids
 	// accept is what calls without a compressor of their own advertise
 	// in grpc-accept-encoding (compressors register at init time).
@@ -65,6 +66,13 @@ func Dial(target netip.AddrPort, cfg *sock.Config, opts ...DialOption) (*ClientC
 	if !target.Addr().IsValid() || target.Port() == 0 {
 		return nil, fmt.Errorf("homagrpc: dial %v: %w", target, sock.ErrBadAddress)
 	}
+	return dial([]netip.AddrPort{target}, cfg, opts)
+}
+
+// dial opens a socket of the family of targets[0] and returns a
+// ClientConn to targets that owns it.
+func dial(targets []netip.AddrPort, cfg *sock.Config, opts []DialOption) (*ClientConn, error) {
+	target := targets[0]
 	local := netip.IPv4Unspecified()
 	if target.Addr().Is6() && !target.Addr().Is4In6() {
 		local = netip.IPv6Unspecified()
@@ -73,7 +81,7 @@ func Dial(target netip.AddrPort, cfg *sock.Config, opts ...DialOption) (*ClientC
 	if err != nil {
 		return nil, fmt.Errorf("homagrpc: dial %v: %w", target, err)
 	}
-	c := NewClientConn(s, target, opts...)
+	c := newClientConn(s, targets, opts)
 	c.owns = true
 	return c, nil
 }
@@ -445,7 +453,7 @@ func (c *ClientConn) invoke(ctx context.Context, method string, args, reply any,
 	if m.Err != nil {
 		err := transportError(m.Err)
 		if status.Code(err) == codes.Unavailable {
-			c.picker.unavailable(target)
+			c.unavailable(target)
 		}
 		return err
 	}

@@ -104,8 +104,14 @@
 // cfg, WithBalancer(RoundRobin)) spreads calls and streams over them;
 // PickFirst (the default) uses the first until a call finds it
 // unavailable. A target may name hosts ("homa:///db1.internal:5000"):
-// DialTarget looks them up once (ResolveTarget, WithResolver), each name
-// standing for all its addresses of the target's address family.
+// DialTarget looks them up (ResolveTarget, WithResolver), each name
+// standing for all its addresses of the target's address family, and
+// the ClientConn follows them as grpc-go's dns resolver does: when a
+// call finds a server unavailable, the names are looked up again in the
+// background, at most once per 30 s (WithResolveInterval), and the
+// addresses found replace the servers (Targets); a lookup that fails
+// leaves them as they were (ResolveErr says why). Nothing is looked up
+// while calls succeed, and a target of IP addresses only never is.
 //
 // One registration on both transports: Mirror(homaServer, grpcServer)
 // is a grpc.ServiceRegistrar that registers each service on both, so

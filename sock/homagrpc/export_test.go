@@ -1,6 +1,8 @@
 package homagrpc
 
 import (
+	"net/netip"
+
 	"google.golang.org/grpc/codes"
 
 	"github.com/homa-go/homa/sock"
@@ -37,3 +39,11 @@ func AppendRequestForTest(b []byte, callID uint64, method string, payload []byte
 
 // SocketForTest is c's socket.
 func SocketForTest(c *ClientConn) *sock.Socket { return c.s }
+
+// NewClientConnNamesForTest is DialTarget from the socket s, which the
+// ClientConn does not own.
+func NewClientConnNamesForTest(s *sock.Socket, target string, opts ...DialOption) (*ClientConn, error) {
+	return connectTarget(target, opts, func(targets []netip.AddrPort) (*ClientConn, error) {
+		return newClientConn(s, targets, opts), nil
+	})
+}

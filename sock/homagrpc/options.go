@@ -12,16 +12,17 @@ import (
 type DialOption func(*dialOptions)
 
 type dialOptions struct {
-	interceptor grpc.UnaryClientInterceptor // the chain, or nil
-	chain       []grpc.UnaryClientInterceptor
-	streamInt   grpc.StreamClientInterceptor // the chain, or nil
-	streamChain []grpc.StreamClientInterceptor
-	callOptions []grpc.CallOption
-	accept      []string // WithAcceptCompressors
-	windowSize  int
-	statsHs     []stats.Handler
-	balancer    Balancer
-	resolver    Resolver // WithResolver; nil: net.DefaultResolver
+	interceptor     grpc.UnaryClientInterceptor // the chain, or nil
+	chain           []grpc.UnaryClientInterceptor
+	streamInt       grpc.StreamClientInterceptor // the chain, or nil
+	streamChain     []grpc.StreamClientInterceptor
+	callOptions     []grpc.CallOption
+	accept          []string // WithAcceptCompressors
+	windowSize      int
+	statsHs         []stats.Handler
+	balancer        Balancer
+	resolver        Resolver      // WithResolver; nil: net.DefaultResolver
+	resolveInterval time.Duration // WithResolveInterval; 0: the default
 }
 
 func (o *dialOptions) window() int {

@@ -58,7 +58,7 @@ func (c *ClientConn) pickReady(ctx context.Context, wait bool) (netip.AddrPort, 
 		if c.closed.Load() {
 			return target, err
 		}
-		c.picker.unavailable(target)
+		c.unavailable(target)
 		if tries%c.picker.len() == 0 {
 			d := backoff + time.Duration(rand.Int64N(int64(backoff/5)+1)) - backoff/10
 			t := time.NewTimer(d)

@@ -20,12 +20,12 @@ type Resolver interface {
 }
 
 // WithResolver sets how DialTarget looks up the host names of its
-// target (default net.DefaultResolver).
+// target, at the dial and after (default net.DefaultResolver).
 func WithResolver(r Resolver) DialOption {
 	return func(o *dialOptions) { o.resolver = r }
 }
 
-// resolveTimeout bounds DialTarget's name lookups.
+// resolveTimeout bounds each lookup of a target's names.
 const resolveTimeout = 10 * time.Second
 
 // maxTargets bounds the servers of one target, names' addresses
@@ -40,9 +40,16 @@ const maxTargets = 256
 // none is, IPv4 if any name has an IPv4 address and IPv6 otherwise: a
 // ClientConn's socket speaks one family. An address written in the
 // other family is an error, as is a name with no address of the family.
-// Repeated addresses count once; at most 256 servers in all. Names are
-// looked up once: a ClientConn keeps the addresses it was dialled with.
+// Repeated addresses count once; at most 256 servers in all. A
+// ClientConn that DialTarget made looks the names up again when calls
+// find its servers unavailable (see WithResolveInterval).
 func ResolveTarget(ctx context.Context, target string, r Resolver) ([]netip.AddrPort, error) {
+	return resolveTarget(ctx, target, r, false, false)
+}
+
+// resolveTarget is ResolveTarget; with fixed, the family is not chosen
+// but IPv4 when want4 and IPv6 otherwise.
+func resolveTarget(ctx context.Context, target string, r Resolver, fixed, want4 bool) ([]netip.AddrPort, error) {
 	if r == nil {
 		r = net.DefaultResolver
 	}
@@ -56,8 +63,7 @@ func ResolveTarget(ctx context.Context, target string, r Resolver) ([]netip.Addr
 		name  string // "" for a literal
 	}
 	var entries []entry
-	v4, v6, fixed := false, false, false
-	want4 := true
+	v4, v6 := false, false
 	for _, s := range strings.Split(rest, ",") {
 		s = strings.TrimSpace(s)
 		if ap, err := netip.ParseAddrPort(s); err == nil {
