@@ -1,6 +1,7 @@
 package homa_test
 
 import (
+	"context"
 	stdnetip "net/netip"
 	"sync"
 	"testing"
@@ -101,4 +102,112 @@ func TestCutoffs(t *testing.T) {
 		}
 	}
 
+}
+
+// TestCutoffsPerPort: two endpoints on one host announce different
+// cutoffs to a server; each gets the server's DATA with its own version
+// (and so with the priorities its own cutoffs give), rather than the
+// version the other announced last, which would have it send CUTOFFS
+// every tick. A host cannot make the server keep the cutoffs of more
+// than a bounded number of its ports: the ports past the bound get the
+// cutoffs the host announced last.
+func TestCutoffsPerPort(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[uint16][]uint16{} // DATA from the server: versions by destination port
+	nw := memnet.New(memnet.Config{Seed: 31, Drop: func(src, _ stdnetip.Addr, pkt []byte) bool {
+		var p wire.Packet
+		if p.Parse(pkt) != nil {
+			return false
+		}
+		if src == serverAddr && p.Type == wire.TypeData {
+			mu.Lock()
+			seen[p.Data.DstPort] = append(seen[p.Data.DstPort], p.Data.CutoffVersion)
+			mu.Unlock()
+		}
+		// The clients' own cutoffs are the defaults: the test announces
+		// others in their name (below), which they must not correct.
+		return p.Type == wire.TypeCutoffs
+	}})
+	cfg := homa.Config{Config: core.Config{Tick: time.Hour}}
+	sc, _ := nw.Open(serverAddr, 500)
+	server := homa.NewEndpoint(sc, cfg)
+	defer server.Close()
+	go func() {
+		for {
+			m, err := server.Recv(context.Background(), 0)
+			if err != nil {
+				return
+			}
+			_ = server.Reply(m.Peer.Addr(), m.ID, make([]byte, 30_000))
+			m.Release()
+		}
+	}()
+	var clients []*homa.Endpoint
+	for range 2 {
+		cc, _ := nw.Open(clientAddr, 0)
+		c := homa.NewEndpoint(cc, cfg)
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	call := func(c *homa.Endpoint) {
+		t.Helper()
+		ctx := withTimeout(t, 5*time.Second)
+		id, err := c.Send(server.LocalAddr(), []byte("hi"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := c.Recv(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Release()
+	}
+	announce := func(port, version uint16) {
+		h := wire.Cutoffs{Common: wire.Common{SrcPort: port, DstPort: 500, SenderID: 2},
+			Cutoffs: [8]uint32{0, 0, 0, 0, 0, 1_000_000, 2_000, uint32(version)}, Version: version}
+		server.HandlePacket(h.Append(nil), clientAddr)
+	}
+	for _, c := range clients {
+		call(c) // the server knows the host now
+	}
+	a, b := clients[0].Port(), clients[1].Port()
+	announce(a, 5)
+	announce(b, 7)
+	mu.Lock()
+	clear(seen)
+	mu.Unlock()
+	for range 3 {
+		call(clients[0])
+		call(clients[1])
+	}
+	mu.Lock()
+	for port, want := range map[uint16]uint16{a: 5, b: 7} {
+		if len(seen[port]) == 0 {
+			t.Fatalf("no DATA to port %d", port)
+		}
+		for _, v := range seen[port] {
+			if v != want {
+				t.Fatalf("DATA to port %d carried cutoff version %d, want %d (its own): %v", port, v, want, seen[port])
+			}
+		}
+	}
+	mu.Unlock()
+
+	// The bound: ports announcing past it push out the oldest, whose
+	// DATA then carry the host's last announced version.
+	for i := range uint16(core.MaxPortCutoffs) {
+		announce(20_000+i, 100+i)
+	}
+	mu.Lock()
+	clear(seen)
+	mu.Unlock()
+	call(clients[1])
+	mu.Lock()
+	defer mu.Unlock()
+	last := uint16(100 + core.MaxPortCutoffs - 1)
+	for _, v := range seen[b] {
+		if v != last {
+			t.Fatalf("DATA to a port pushed out of the table carried version %d, want the host's last, %d", v, last)
+		}
+	}
 }

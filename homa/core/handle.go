@@ -434,15 +434,6 @@ func (c *Core) retransmit(r *rpc, rs *wire.Resend) {
 	c.sendMore(r)
 }
 
-func (c *Core) handleCutoffs(h *wire.Cutoffs, src netip.Addr) {
-	p := c.peers[src]
-	if p == nil {
-		c.drop(contract.DropUnknownRPC)
-		return
-	}
-	p.cutoffs = priority.Cutoffs{Values: h.Cutoffs, Version: h.Version}
-}
-
 // handleAck frees the server RPCs an ACK names: the one in its common
 // header, then its entries.
 func (c *Core) handleAck(a *wire.Ack, src netip.Addr) {

@@ -17,9 +17,12 @@ type peer struct {
 	unsched    int // unscheduled bytes of messages to it (Config.UnschedBytes)
 
 	// cutoffs are the peer's, for our unscheduled packets to it (Linux
-	// defaults until it sends CUTOFFS); cutoffsSent is the tick we last
-	// sent it ours.
+	// defaults until it sends CUTOFFS): the last that any of its ports
+	// announced, and portCuts those of each port that did (cutoffs.go);
+	// cutoffsSent is the tick we last sent it ours.
 	cutoffs     priority.Cutoffs
+	portCuts    []portCutoffs
+	nextPortCut int // the entry of portCuts to replace next, once full
 	cutoffsSent uint64
 
 	// acks are completed client RPCs to this host whose acknowledgment

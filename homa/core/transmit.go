@@ -57,6 +57,7 @@ func (c *Core) addControl(buf []byte, dst netip.Addr) {
 func (c *Core) queueData(r *rpc, from, to uint32, retransmit bool) {
 	m := &r.out
 	p := r.peer
+	cut := p.cutoffsFor(r.port)
 	seg := m.seg
 	d := wire.Data{
 		Common: wire.Common{
@@ -66,13 +67,13 @@ func (c *Core) queueData(r *rpc, from, to uint32, retransmit bool) {
 		},
 		MessageLength: m.length,
 		Incoming:      m.unsched,
-		CutoffVersion: p.cutoffs.Version,
+		CutoffVersion: cut.Version,
 	}
 	if retransmit {
 		d.Retransmit = 1
 		c.stats.ResentPackets += uint64((to - from + seg - 1) / seg)
 	}
-	unschedPrio := p.cutoffs.Priority(m.length)
+	unschedPrio := cut.Priority(m.length)
 	for off := from; off < to; {
 		n := min(m.segUp(off+1), to) - off
 		d.Sequence = off

@@ -1,0 +1,66 @@
+package core
+
+import (
+	"net/netip"
+
+	"github.com/homa-go/homa/contract"
+	"github.com/homa-go/homa/homa/wire"
+	"github.com/homa-go/homa/priority"
+)
+
+// Cutoffs are a receiver's: it tells senders which priority each length
+// of message gets for its unscheduled packets (CUTOFFS), and a sender
+// whose DATA carry another version than the receiver's is told again,
+// once per tick. Linux keeps one set per host, for all its sockets. A
+// host may run several endpoints of this engine, though, each learning
+// its own cutoffs from what it receives, with versions of its own: kept
+// per host, the cutoffs of one port would be used for unscheduled
+// packets to the others, whose every DATA would then carry a version
+// they do not know, and each would answer with CUTOFFS every tick, for
+// ever (four client sockets of one process, 1 KB stream messages: 791
+// CUTOFFS for 6,216 RPCs). So the cutoffs a port of the host announces
+// are kept for that port, for up to MaxPortCutoffs ports of a host, and
+// the last announced by any port of the host serve the others.
+
+// MaxPortCutoffs bounds the ports of one host whose cutoffs are kept:
+// past it the oldest entry gives way, so a host cannot make a peer hold
+// more.
+const MaxPortCutoffs = 16
+
+// portCutoffs are the cutoffs a port of a peer host announced.
+type portCutoffs struct {
+	port uint16
+	cut  priority.Cutoffs
+}
+
+func (c *Core) handleCutoffs(h *wire.Cutoffs, src netip.Addr) {
+	p := c.peers[src]
+	if p == nil {
+		c.drop(contract.DropUnknownRPC)
+		return
+	}
+	cut := priority.Cutoffs{Values: h.Cutoffs, Version: h.Version}
+	p.cutoffs = cut
+	for i := range p.portCuts {
+		if p.portCuts[i].port == h.SrcPort {
+			p.portCuts[i].cut = cut
+			return
+		}
+	}
+	if len(p.portCuts) < MaxPortCutoffs {
+		p.portCuts = append(p.portCuts, portCutoffs{port: h.SrcPort, cut: cut})
+		return
+	}
+	p.portCuts[p.nextPortCut] = portCutoffs{port: h.SrcPort, cut: cut}
+	p.nextPortCut = (p.nextPortCut + 1) % MaxPortCutoffs
+}
+
+// cutoffsFor returns the cutoffs for unscheduled packets to port of p.
+func (p *peer) cutoffsFor(port uint16) *priority.Cutoffs {
+	for i := range p.portCuts {
+		if p.portCuts[i].port == port {
+			return &p.portCuts[i].cut
+		}
+	}
+	return &p.cutoffs
+}
