@@ -191,3 +191,78 @@ func TestSlowServerRecovers(t *testing.T) {
 		t.Fatalf("the RPC whose response was lost ended %v after the loss; want within 20 ms", took)
 	}
 }
+
+// TestHeldRequestBacksOff: a request the server holds for a second (a
+// long poll) among quick RPCs to the same server, whose prompt
+// responses keep the peer's timing plain, is asked about with RESENDs
+// that back off, each answered BUSY, rather than every resend interval;
+// and the quick RPCs' loss recovery keeps the plain timing: a response
+// lost whole is asked for after the plain delay.
+func TestHeldRequestBacksOff(t *testing.T) {
+	const hold = time.Second
+	dropNext := false
+	net := sim.New(sim.Config{Seed: 9, Drop: func(src, _ netip.AddrPort, pkt []byte) bool {
+		if typ, err := wire.PeekType(pkt); dropNext && src == serverAP && err == nil && typ == wire.TypeData {
+			dropNext = false
+			return true
+		}
+		return false
+	}})
+	s := net.Listen(serverAP, core.Config{})
+	s.OnMessage = func(e *sim.Endpoint, m *contract.Message) {
+		if !m.IsRequest() {
+			return
+		}
+		if len(m.Data) == 1 {
+			net.After(hold, func() { _ = e.Reply(m, m.Data) })
+			return
+		}
+		_ = e.Reply(m, m.Data)
+	}
+	c := net.Listen(clientAP, core.Config{})
+	var held *contract.Message
+	var quick, lostAt, recoveredAt time.Duration
+	id := send(t, c, serverAP, []byte{1})
+	c.OnMessage = func(_ *sim.Endpoint, m *contract.Message) {
+		if m.ID == id {
+			held = m
+			return
+		}
+		quick++
+		if m.Err != nil {
+			t.Errorf("quick RPC failed: %v", m.Err)
+		}
+		if lostAt != 0 && recoveredAt == 0 {
+			recoveredAt = net.Now()
+		}
+		if net.Now() < hold {
+			net.After(time.Millisecond, func() {
+				if net.Now() > hold/2 && lostAt == 0 {
+					dropNext, lostAt = true, net.Now()
+				}
+				send(t, c, serverAP, request(uint64(quick), 100))
+			})
+		}
+	}
+	send(t, c, serverAP, request(0, 100))
+	before := c.Core.Stats()
+	net.Run(hold + 100*time.Millisecond)
+	after := c.Core.Stats()
+	if held == nil || held.Err != nil {
+		t.Fatalf("held RPC: %+v", held)
+	}
+	resends := after.ResendsSent - before.ResendsSent
+	t.Logf("%d quick RPCs; %d RESENDs (%d unneeded); the lost response asked for after %v",
+		quick, resends, after.ResendsUnneeded-before.ResendsUnneeded, recoveredAt-lostAt)
+	if quick < 500 {
+		t.Fatalf("only %d quick RPCs", quick)
+	}
+	// Each BUSY doubles the held RPC's delay until it covers the wait:
+	// 8 RESENDs in a second, and one for the lost response.
+	if resends > 10 {
+		t.Errorf("%d RESENDs while a request was held for %v; want at most 10", resends, hold)
+	}
+	if d := recoveredAt - lostAt; recoveredAt == 0 || d > 15*time.Millisecond {
+		t.Errorf("a lost quick response came %v after the loss; want the plain RESEND delay", d)
+	}
+}
