@@ -258,7 +258,10 @@
 //     holds for StreamKeepalive (1 s) with nothing to say is answered
 //     empty, and a client that sends no frame for four times as long is
 //     taken as gone: the handler's context is canceled (Stats counts
-//     Abandoned). An idle stream thus costs one small RPC per second.
+//     Abandoned). An idle stream thus costs one small RPC per second,
+//     and the RESENDs with which the client's socket asks about the
+//     pull while the server holds it, each answered BUSY, their delay
+//     doubling each time: 8 a second.
 //   - Flow control is per stream, with a fixed window (grpc-go grows
 //     its windows by estimating the bandwidth-delay product); there is
 //     no connection window, since there is no connection: each peer's

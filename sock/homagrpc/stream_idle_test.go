@@ -96,3 +96,55 @@ func TestStreamEndWhileCallerIdles(t *testing.T) {
 		}
 	})
 }
+
+// An open stream on which nothing is said costs its client one small
+// RPC a second (the pull the server answers empty after holding it for
+// StreamKeepalive) and the few RESENDs, each answered BUSY, with which
+// the client asks about the pull while the server holds it, whose delay
+// doubles each time, even while quick calls to the same server (unary
+// calls every 20 ms here), whose prompt answers keep the client's
+// timing toward the server plain, go on beside it: 8 a second, where
+// asking every resend interval cost 200.
+func TestIdleStreamCost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newStreamWorld(t, &streamService{})
+		defer w.close(t)
+		s := clientSocket(t, w.nw)
+		c := homagrpc.NewClientConn(s, serverAddr)
+		st, err := testpb.NewTestServiceClient(c).FullDuplexCall(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: params(1)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		const idle = 10 * time.Second
+		before := s.Stats()
+		tc := testpb.NewTestServiceClient(c)
+		for range idle / (2 * time.Millisecond) {
+			if _, err := tc.UnaryCall(context.Background(), &testpb.SimpleRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		after := s.Stats()
+		calls := uint64(idle / (2 * time.Millisecond))
+		rpcs, resends := after.RPCsStarted-before.RPCsStarted-calls, after.ResendsSent-before.ResendsSent
+		t.Logf("idle for %v beside %d unary calls: %d RPCs of the stream, %d RESENDs", idle, calls, rpcs, resends)
+		if rpcs < 5 || rpcs > 12 {
+			t.Errorf("%d RPCs of the stream in %v of idling, want about one a second", rpcs, idle)
+		}
+		if resends > 10*uint64(idle/time.Second) {
+			t.Errorf("%d RESENDs in %v of idling, want at most 10 a second", resends, idle)
+		}
+		if err := st.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Recv(); err != io.EOF {
+			t.Fatalf("Recv after CloseSend: %v, want io.EOF", err)
+		}
+	})
+}
