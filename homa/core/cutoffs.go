@@ -24,8 +24,10 @@ import (
 
 // MaxPortCutoffs bounds the ports of one host whose cutoffs are kept:
 // past it the oldest entry gives way, so a host cannot make a peer hold
-// more.
-const MaxPortCutoffs = 16
+// more (40 bytes an entry: with the default table of 16,384 peers, 5
+// MiB at most). Ports past it flip between the cutoffs of the host's
+// last announcer as before: a CUTOFFS a tick each, at worst.
+const MaxPortCutoffs = 8
 
 // portCutoffs are the cutoffs a port of a peer host announced.
 type portCutoffs struct {
