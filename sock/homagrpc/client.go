@@ -160,7 +160,9 @@ func (c *ClientConn) track() bool {
 // cancelWait bounds how long a cancel frame's response is awaited.
 const cancelWait = 2 * time.Second
 
-// Target is the server's address.
+// Target is the server's address: for a ClientConn of several servers,
+// the first of those it was made with, which a re-resolution of the
+// target's names may since have replaced (Targets has the current ones).
 func (c *ClientConn) Target() netip.AddrPort { return c.target }
 
 // Close ends the ClientConn: later calls fail with codes.Canceled. When
