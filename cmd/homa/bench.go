@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -42,7 +43,7 @@ const defaultTargetProto = "homa"
 type benchFlags struct {
 	load                                 loadFlags
 	mode, proto, vs, target, dist        string
-	samples, plot                        string
+	samples, plot, benchfmt              string
 	family, clients, outstanding, maxOut int
 	calibrate, replySize, conns, buckets int
 	loadMbps                             float64
@@ -80,6 +81,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.progress, "progress", false, "print progress to stderr even with --json, and the process id of each server")
 	fs.BoolVar(&f.stats, "stats", false, "report what each Homa protocol's client sockets counted over the run: packets by type, RESENDs, retransmissions, drops, the receive path's parks, steals, hand-offs and timer wake-ups")
 	fs.DurationVar(&f.progressEvery, "progress-interval", time.Second, "time between progress lines")
+	fs.StringVar(&f.benchfmt, "benchfmt", "", "append the rows to `FILE` in the Go benchmark format, for benchstat: alternate two builds' runs into two files, then benchstat old new")
 	fs.StringVar(&f.plot, "plot", "", "draw into `FILE` (.svg or .png): in latency mode the RTT distribution (CDF) per protocol, otherwise slowdown against message size")
 }
 
@@ -336,6 +338,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := rep.Write(stdout, f.asJSON); err != nil {
 		return fail(stderr, "bench", err)
 	}
+	if f.benchfmt != "" {
+		if err := appendBenchfmt(f.benchfmt, rep); err != nil {
+			return fail(stderr, "bench", err)
+		}
+	}
 	if f.plot != "" {
 		what, err := rep.Plot(f.plot)
 		if err != nil {
@@ -344,4 +351,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "homa bench: wrote %s (%s)\n", f.plot, what)
 	}
 	return 0
+}
+
+// appendBenchfmt appends the report's rows to the file name in the Go
+// benchmark format (see bench.Report.WriteBenchfmt).
+func appendBenchfmt(name string, rep *bench.Report) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteBenchfmt(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

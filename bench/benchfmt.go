@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// WriteBenchfmt writes the report's rows in the Go benchmark format, a
+// line per protocol, for benchstat: runs of two builds appended to two
+// files, alternated, compare with
+//
+//	benchstat old.txt new.txt
+//
+// which gives each figure's median over the runs, its spread, and whether
+// the difference is more than the machine's noise. A line's name says
+// what was measured (mode, sizes, load or concurrency) and the protocol,
+// its count the RPCs measured; its figures are the median, p99 and p99.9
+// RTT in µs, RPCs/s, CPU µs per RPC, the median and rate over tcp's in
+// the same run (when it ran), and, with a workload, the p50 and p99
+// slowdown of the requests of the first size bucket (the shortest tenth,
+// with the default ten buckets).
+func (r *Report) WriteBenchfmt(w io.Writer) error {
+	var b strings.Builder
+	goos, goarch := platform(r.Go)
+	fmt.Fprintf(&b, "goos: %s\ngoarch: %s\npkg: homa bench\n", goos, goarch)
+	for _, res := range r.Results {
+		fmt.Fprintf(&b, "Benchmark%s/%s %d %.1f median-µs %.1f p99-µs %.1f p99.9-µs %.0f RPCs/s %.2f CPU-µs/RPC",
+			r.benchName(), res.Protocol, res.Count, res.MedianUS, res.P99US, res.P999US, res.RPCsPerSec, res.CPUPerRPCUS)
+		if res.MedianVsTCP != nil && res.RateVsTCP != nil {
+			fmt.Fprintf(&b, " %.3f median/tcp %.3f rate/tcp", *res.MedianVsTCP, *res.RateVsTCP)
+		}
+		if r.Workload != "" && len(res.Buckets) > 0 && res.Buckets[0].Count > 0 {
+			s := res.Buckets[0]
+			fmt.Fprintf(&b, " %.2f short-slowdown-p50 %.2f short-slowdown-p99", s.Slowdown50, s.Slowdown99)
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// benchName names what the run measured, in the form of a benchmark's
+// name (no spaces).
+func (r *Report) benchName() string {
+	sizes := fmt.Sprintf("%dB", r.Size)
+	if r.Workload != "" {
+		sizes = r.Workload
+	}
+	switch r.Mode {
+	case Throughput:
+		return fmt.Sprintf("Throughput/%s/%dx%d", sizes, r.Clients, r.Outstanding)
+	case Workload:
+		return fmt.Sprintf("Workload/%s/%gMbps", sizes, r.LoadMbps)
+	}
+	return "Latency/" + sizes
+}
+
+// platform is the system and architecture in a Go version line such as
+// "go1.26.8 linux/amd64".
+func platform(goVersion string) (goos, goarch string) {
+	if _, osArch, ok := strings.Cut(goVersion, " "); ok {
+		if goos, goarch, ok := strings.Cut(osArch, "/"); ok {
+			return goos, goarch
+		}
+	}
+	return "unknown", "unknown"
+}

@@ -1,0 +1,74 @@
+package bench
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestWriteBenchfmt: each row becomes one line of the Go benchmark
+// format (a name without spaces, a count, then value-unit pairs), named
+// after what the run measured, with the ratios to tcp when it ran and
+// the shortest bucket's slowdowns for a workload.
+func TestWriteBenchfmt(t *testing.T) {
+	ratio := func(v float64) *float64 { return &v }
+	r := &Report{Mode: Workload, Workload: "w4", LoadMbps: 500, Go: "go1.26.8 linux/amd64", Results: []Result{
+		{Protocol: "homa", Count: 4143, MedianUS: 180.2, P99US: 1364.7, P999US: 2000, RPCsPerSec: 1036, CPUPerRPCUS: 356.8,
+			MedianVsTCP: ratio(1.54), RateVsTCP: ratio(1), Buckets: []BucketResult{{MaxSize: 315, Fraction: 0.099, Count: 411, Slowdown50: 10.95, Slowdown99: 49.58}}},
+		{Protocol: "tcp", Count: 4143, MedianUS: 117.2, P99US: 1001.9, P999US: 1500, RPCsPerSec: 1036, CPUPerRPCUS: 240.4,
+			MedianVsTCP: ratio(1), RateVsTCP: ratio(1)},
+	}}
+	var b strings.Builder
+	if err := r.WriteBenchfmt(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if lines[0] != "goos: linux" || lines[1] != "goarch: amd64" {
+		t.Errorf("configuration lines %q", lines[:2])
+	}
+	units := map[string][]string{}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "Benchmark") {
+			continue
+		}
+		f := strings.Fields(l)
+		if len(f)%2 != 0 {
+			t.Fatalf("%q: want a name, a count and value-unit pairs", l)
+		}
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			t.Fatalf("%q: count %q", l, f[1])
+		}
+		for i := 2; i < len(f); i += 2 {
+			if _, err := strconv.ParseFloat(f[i], 64); err != nil {
+				t.Fatalf("%q: value %q", l, f[i])
+			}
+			units[f[0]] = append(units[f[0]], f[i+1])
+		}
+	}
+	want := map[string]string{
+		"BenchmarkWorkload/w4/500Mbps/homa": "median-µs p99-µs p99.9-µs RPCs/s CPU-µs/RPC median/tcp rate/tcp short-slowdown-p50 short-slowdown-p99",
+		"BenchmarkWorkload/w4/500Mbps/tcp":  "median-µs p99-µs p99.9-µs RPCs/s CPU-µs/RPC median/tcp rate/tcp",
+	}
+	if len(units) != len(want) {
+		t.Fatalf("benchmarks %v, want %v", units, want)
+	}
+	for name, u := range want {
+		if got := strings.Join(units[name], " "); got != u {
+			t.Errorf("%s: units %q, want %q", name, got, u)
+		}
+	}
+	if !strings.Contains(b.String(), "BenchmarkWorkload/w4/500Mbps/homa 4143 180.2 median-µs") {
+		t.Errorf("homa's line lacks its count and median:\n%s", b.String())
+	}
+	for _, tc := range []struct {
+		r    Report
+		name string
+	}{
+		{Report{Mode: Throughput, Size: 100, Clients: 4, Outstanding: 32}, "Throughput/100B/4x32"},
+		{Report{Mode: Latency, Size: 1000000}, "Latency/1000000B"},
+	} {
+		if got := tc.r.benchName(); got != tc.name {
+			t.Errorf("benchName = %q, want %q", got, tc.name)
+		}
+	}
+}
