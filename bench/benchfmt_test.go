@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,6 +70,38 @@ func TestWriteBenchfmt(t *testing.T) {
 	} {
 		if got := tc.r.benchName(); got != tc.name {
 			t.Errorf("benchName = %q, want %q", got, tc.name)
+		}
+	}
+}
+
+// TestCompareToTCP: the gRPC layers' rows are compared with gRPC-go over
+// TCP, of the same kind, and the others with tcp; a row whose baseline
+// did not run gets no ratio.
+func TestCompareToTCP(t *testing.T) {
+	r := &Report{Results: []Result{
+		{Protocol: "homa", MedianUS: 50, RPCsPerSec: 300},
+		{Protocol: "tcp", MedianUS: 100, RPCsPerSec: 100},
+		{Protocol: "stream-homa", MedianUS: 30, RPCsPerSec: 180},
+		{Protocol: "stream-tcp", MedianUS: 60, RPCsPerSec: 90},
+		{Protocol: "stub-homa", MedianUS: 20, RPCsPerSec: 500},
+	}}
+	r.compareToTCP()
+	for _, tc := range []struct {
+		protocol     string
+		median, rate float64 // 0: none
+	}{
+		{"homa", 0.5, 3}, {"tcp", 1, 1}, {"stream-homa", 0.5, 2}, {"stream-tcp", 1, 1}, {"stub-homa", 0, 0},
+	} {
+		i := slices.IndexFunc(r.Results, func(b Result) bool { return b.Protocol == tc.protocol })
+		b := r.Results[i]
+		got := func(v *float64) float64 {
+			if v == nil {
+				return 0
+			}
+			return *v
+		}
+		if got(b.MedianVsTCP) != tc.median || got(b.RateVsTCP) != tc.rate {
+			t.Errorf("%s: median/TCP %v, rate/TCP %v; want %v, %v", tc.protocol, got(b.MedianVsTCP), got(b.RateVsTCP), tc.median, tc.rate)
 		}
 	}
 }

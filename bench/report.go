@@ -77,7 +77,7 @@ type Result struct {
 	// (the client, and the server when it runs here) and of the server's
 	// process when it runs in a child (see Report.CPUAccounting).
 	CPUPerRPCUS float64  `json:"cpu_us_per_rpc"`
-	MedianVsTCP *float64 `json:"median_vs_tcp,omitempty"` // absent without a tcp row
+	MedianVsTCP *float64 `json:"median_vs_tcp,omitempty"` // over the TCP baseline's (see compareToTCP); absent without it
 	RateVsTCP   *float64 `json:"rate_vs_tcp,omitempty"`
 	// Buckets are by request size; slowdown is RTT over the unloaded
 	// RTT of the size (latency mode: of this run itself).
@@ -196,16 +196,18 @@ func summarize(p Protocol, cfg *Config, m measured, base *workload.Baseline) Res
 	return res
 }
 
-// compareToTCP sets every row's median and rate relative to the tcp
-// row's.
+// compareToTCP sets every row's median and rate relative to its TCP
+// baseline's in the same run: the gRPC stub's rows (stub-*) to
+// stub-tcp's, the gRPC streams' (stream-*) to stream-tcp's, the others
+// to tcp's; a row whose baseline did not run has none.
 func (r *Report) compareToTCP() {
-	i := slices.IndexFunc(r.Results, func(b Result) bool { return b.Protocol == "tcp" })
-	if i < 0 {
-		return
-	}
-	tcp := r.Results[i]
 	for j := range r.Results {
 		b := &r.Results[j]
+		i := slices.IndexFunc(r.Results, func(t Result) bool { return t.Protocol == tcpBaseline(b.Protocol) })
+		if i < 0 {
+			continue
+		}
+		tcp := r.Results[i]
 		if tcp.MedianUS > 0 {
 			ratio := b.MedianUS / tcp.MedianUS
 			b.MedianVsTCP = &ratio
@@ -215,6 +217,16 @@ func (r *Report) compareToTCP() {
 			b.RateVsTCP = &ratio
 		}
 	}
+}
+
+// tcpBaseline is the protocol over TCP that protocol is compared with.
+func tcpBaseline(protocol string) string {
+	for _, family := range []string{"stub-", "stream-"} {
+		if strings.HasPrefix(protocol, family) {
+			return family + "tcp"
+		}
+	}
+	return "tcp"
 }
 
 // Write prints the report as JSON or as tables.
