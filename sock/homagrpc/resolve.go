@@ -20,7 +20,9 @@ type Resolver interface {
 }
 
 // WithResolver sets how DialTarget looks up the host names of its
-// target, at the dial and after (default net.DefaultResolver).
+// target, at the dial and after (default net.DefaultResolver). A lookup
+// must end when its context does: Close cancels one in progress and
+// waits for it.
 func WithResolver(r Resolver) DialOption {
 	return func(o *dialOptions) { o.resolver = r }
 }
