@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -46,6 +47,7 @@ func main() {
 	protos := flag.String("proto", "homa,homa-park,tcp", "protocols to measure, comma-separated: homa, homa-udp, homa-park, homa-udp-park, tcp")
 	count := flag.Int("count", 2000, "RPCs per protocol")
 	gap := flag.Duration("gap", time.Millisecond, "pause between an RPC's end and the next one's start")
+	random := flag.Bool("random", false, "draw each pause at random, exponentially distributed with mean --gap, as open-loop arrivals come")
 	serve := flag.String("serve", "", "serve protocol PROTO on --addr (how the command runs its servers)")
 	addr := flag.String("addr", "127.0.0.1:4790", "the server's address")
 	flag.Parse()
@@ -56,10 +58,14 @@ func main() {
 	if *serve != "" {
 		fatal(runServer(*serve, ap))
 	}
-	fmt.Printf("one RPC of %d bytes at a time, %v apart, %d per protocol; µs, median / p90\n", msgLen, *gap, *count)
+	apart := fmt.Sprintf("%v apart", *gap)
+	if *random {
+		apart = fmt.Sprintf("%v apart on average, at random", *gap)
+	}
+	fmt.Printf("one RPC of %d bytes at a time, %s, %d per protocol; µs, median / p90\n", msgLen, apart, *count)
 	fmt.Printf("%-14s %-16s %-16s %-16s\n", "protocol", "request way", "response way", "round trip")
 	for _, p := range strings.Split(*protos, ",") {
-		r, err := measure(p, ap, *count, *gap)
+		r, err := measure(p, ap, *count, *gap, *random)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "oneway: %s: %v\n", p, err)
 			continue
@@ -150,7 +156,7 @@ func runServer(proto string, ap netip.AddrPort) error {
 type result struct{ up, down, rtt string }
 
 // measure starts proto's server and runs count RPCs against it.
-func measure(proto string, ap netip.AddrPort, count int, gap time.Duration) (result, error) {
+func measure(proto string, ap netip.AddrPort, count int, gap time.Duration, random bool) (result, error) {
 	srv := exec.Command(os.Args[0], "--serve", proto, "--addr", ap.String())
 	srv.Stderr = os.Stderr
 	out, err := srv.StdoutPipe()
@@ -174,8 +180,13 @@ func measure(proto string, ap netip.AddrPort, count int, gap time.Duration) (res
 	defer closeFn()
 	var up, down, rtt []float64
 	req := make([]byte, msgLen)
+	rng := rand.New(rand.NewPCG(1, 2))
 	for range count {
-		time.Sleep(gap)
+		pause := gap
+		if random {
+			pause = time.Duration(rng.ExpFloat64() * float64(gap))
+		}
+		time.Sleep(pause)
 		stamp(req, 0)
 		resp, err := call(req)
 		if err != nil {
