@@ -48,6 +48,7 @@ func main() {
 	count := flag.Int("count", 2000, "RPCs per protocol")
 	gap := flag.Duration("gap", time.Millisecond, "pause between an RPC's end and the next one's start")
 	random := flag.Bool("random", false, "draw each pause at random, exponentially distributed with mean --gap, as open-loop arrivals come")
+	spawn := flag.Bool("spawn", false, "make each call from a goroutine of its own, as homa bench's workload mode does")
 	serve := flag.String("serve", "", "serve protocol PROTO on --addr (how the command runs its servers)")
 	addr := flag.String("addr", "127.0.0.1:4790", "the server's address")
 	flag.Parse()
@@ -65,7 +66,7 @@ func main() {
 	fmt.Printf("one RPC of %d bytes at a time, %s, %d per protocol; µs, median / p90\n", msgLen, apart, *count)
 	fmt.Printf("%-14s %-16s %-16s %-16s\n", "protocol", "request way", "response way", "round trip")
 	for _, p := range strings.Split(*protos, ",") {
-		r, err := measure(p, ap, *count, *gap, *random)
+		r, err := measure(p, ap, *count, *gap, *random, *spawn)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "oneway: %s: %v\n", p, err)
 			continue
@@ -156,7 +157,7 @@ func runServer(proto string, ap netip.AddrPort) error {
 type result struct{ up, down, rtt string }
 
 // measure starts proto's server and runs count RPCs against it.
-func measure(proto string, ap netip.AddrPort, count int, gap time.Duration, random bool) (result, error) {
+func measure(proto string, ap netip.AddrPort, count int, gap time.Duration, random, spawn bool) (result, error) {
 	srv := exec.Command(os.Args[0], "--serve", proto, "--addr", ap.String())
 	srv.Stderr = os.Stderr
 	out, err := srv.StdoutPipe()
@@ -187,12 +188,26 @@ func measure(proto string, ap netip.AddrPort, count int, gap time.Duration, rand
 			pause = time.Duration(rng.ExpFloat64() * float64(gap))
 		}
 		time.Sleep(pause)
-		stamp(req, 0)
-		resp, err := call(req)
+		var resp []byte
+		var end int64
+		do := func() {
+			stamp(req, 0)
+			resp, err = call(req)
+			end = time.Now().UnixNano()
+		}
+		if spawn {
+			finished := make(chan struct{})
+			go func() {
+				defer close(finished)
+				do()
+			}()
+			<-finished
+		} else {
+			do()
+		}
 		if err != nil {
 			return result{}, err
 		}
-		end := time.Now().UnixNano()
 		sent, got, replied := at(resp, 0), at(resp, 8), at(resp, 16)
 		up = append(up, float64(got-sent)/1e3)
 		down = append(down, float64(end-replied)/1e3)

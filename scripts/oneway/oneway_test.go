@@ -27,7 +27,7 @@ func TestMeasure(t *testing.T) {
 	for i, proto := range []string{"tcp", "homa-udp", "homa-udp-park"} {
 		t.Run(proto, func(t *testing.T) {
 			ap := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(4791+i))
-			r, err := measure(proto, ap, 50, 0, false)
+			r, err := measure(proto, ap, 50, 0, false, i == 1)
 			if err != nil {
 				t.Fatal(err)
 			}
