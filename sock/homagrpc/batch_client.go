@@ -6,16 +6,34 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/homa-go/homa/sock"
 )
 
 // muxInFlight is how many Homa RPCs carrying data frames a ClientConn
-// keeps in flight to one server. A data frame ready when fewer are goes
-// at once, alone; one ready while as many are in flight waits for the
-// first of them to return, and goes with every other frame that waits in
-// one batch. No frame waits for a timer or for frames to come.
+// keeps in flight to one server at most. A data frame ready when none is
+// goes at once, alone; one ready while one is waits for it to return,
+// and goes with every other frame that waits in one batch, unless the
+// RPC in flight is slow (see Slow batches): then the frames waiting go
+// in a second. Nothing waits for frames to come.
 const muxInFlight = 2
+
+// Slow batches. The fewer RPCs in flight, the more frames each batch
+// carries while they travel, and the less each message costs: with one
+// in flight rather than two, 1 KB messages on 4 x 32 streams went 17%
+// faster for 16% less CPU per message (six alternated runs each,
+// p=0.002). But the server answers a batch once every frame in it is
+// answered, and holds a frame up to batchHold for its handler's reaction,
+// so one stream whose handler computes would hold every other stream's
+// frames to that server as long. So a second RPC goes once the one in
+// flight has been out twice as long as the mux's RPCs have taken lately
+// (at least muxSlowMin, at most batchHold): a batch that is slow is most
+// likely held, and the frames waiting should not wait for it. Against
+// two in flight from the start, 1 KB messages on 4 x 32 streams went
+// 8.7% faster (p=0.009) for 7.8% less CPU per message (p=0.030), six
+// alternated runs each.
+const muxSlowMin = 100 * time.Microsecond
 
 // mux sends the data frames of a ClientConn's streams to one server.
 type mux struct {
@@ -23,8 +41,11 @@ type mux struct {
 	target netip.AddrPort
 
 	mu    sync.Mutex
-	busy  int        // RPCs in flight
-	queue []*pending // frames waiting, at most one per stream
+	busy  int                    // RPCs in flight
+	sent  [muxInFlight]time.Time // when they went; zero for none
+	rtt   time.Duration          // how long the mux's RPCs have taken lately
+	timer *time.Timer            // sends the frames waiting once the RPC in flight is slow
+	queue []*pending             // frames waiting, at most one per stream
 	// alone: the server does not take batches (it answered one as an
 	// unknown request): every frame goes at once, alone.
 	alone bool
@@ -32,9 +53,10 @@ type mux struct {
 
 // pending is a frame sent, or waiting to go in a batch, and its answer.
 type pending struct {
-	frame []byte // waiting: the frame
-	id    uint64 // sent alone: its RPC, awaited by the stream
-	mx    *mux   // sent alone by mx: mx.finished when it returns
+	frame []byte    // waiting: the frame
+	id    uint64    // sent alone: its RPC, awaited by the stream
+	mx    *mux      // sent alone by mx: mx.finished when it returns
+	at    time.Time // when it went (mx set)
 
 	// A frame that went in a batch: its answer, set before done closes.
 	done  chan struct{}
@@ -65,9 +87,9 @@ func (c *ClientConn) muxTo(target netip.AddrPort) *mux {
 	return mx
 }
 
-// send sends a data frame at once if the server has fewer than
-// muxInFlight RPCs from the mux in flight, else queues it for the next
-// batch. It takes frame over.
+// send sends a data frame at once if the mux has no RPC in flight to
+// the server, or only a slow one, else queues it for the next batch. It
+// takes frame over.
 func (mx *mux) send(frame []byte) (*pending, error) {
 	mx.mu.Lock()
 	if mx.alone {
@@ -75,28 +97,100 @@ func (mx *mux) send(frame []byte) (*pending, error) {
 		id, err := mx.c.s.SendOwned(mx.target, frame, 0)
 		return &pending{id: id}, err
 	}
-	if mx.busy < muxInFlight {
-		mx.busy++
+	now := time.Now()
+	if mx.busy == 0 || mx.busy < muxInFlight && mx.slow(now) <= 0 {
+		mx.start(now)
 		mx.mu.Unlock()
 		id, err := mx.c.s.SendOwned(mx.target, frame, 0)
 		if err != nil {
-			mx.finished()
+			mx.finished(now)
 			return nil, err
 		}
-		return &pending{id: id, mx: mx}, nil
+		return &pending{id: id, mx: mx, at: now}, nil
 	}
 	p := &pending{frame: frame, done: make(chan struct{})}
 	mx.queue = append(mx.queue, p)
+	if mx.busy < muxInFlight && len(mx.queue) == 1 {
+		mx.armLocked(mx.slow(now))
+	}
 	mx.mu.Unlock()
 	return p, nil
 }
 
-// finished says that an RPC of the mux returned: the frames waiting go,
-// as many as a batch takes.
-func (mx *mux) finished() {
+// slow is how long until the RPCs in flight are slow: the oldest has
+// been out twice as long as the mux's RPCs take (see Slow batches). The
+// caller holds mu.
+func (mx *mux) slow(now time.Time) time.Duration {
+	oldest := now
+	for _, t := range mx.sent {
+		if !t.IsZero() && t.Before(oldest) {
+			oldest = t
+		}
+	}
+	return min(max(2*mx.rtt, muxSlowMin), batchHold) - now.Sub(oldest)
+}
+
+// start counts an RPC sent at now. The caller holds mu.
+func (mx *mux) start(now time.Time) {
+	mx.busy++
+	for i := range mx.sent {
+		if mx.sent[i].IsZero() {
+			mx.sent[i] = now
+			return
+		}
+	}
+}
+
+// armLocked sets the timer that sends the frames waiting once the RPC in
+// flight is slow, d from now. The caller holds mu.
+func (mx *mux) armLocked(d time.Duration) {
+	if mx.timer == nil {
+		mx.timer = time.AfterFunc(max(d, 0), mx.slowFired)
+		return
+	}
+	mx.timer.Reset(max(d, 0))
+}
+
+// slowFired sends the frames waiting in a second RPC if the one in
+// flight is slow by now.
+func (mx *mux) slowFired() {
+	mx.mu.Lock()
+	if len(mx.queue) == 0 || mx.busy == 0 || mx.busy >= muxInFlight {
+		mx.mu.Unlock()
+		return
+	}
+	if d := mx.slow(time.Now()); d > 0 {
+		mx.armLocked(d)
+		mx.mu.Unlock()
+		return
+	}
+	mx.sendQueued()
+}
+
+// finished says that an RPC of the mux sent at at returned: the frames
+// waiting go, as many as a batch takes.
+func (mx *mux) finished(at time.Time) {
 	mx.mu.Lock()
 	mx.busy--
-	if len(mx.queue) == 0 || !mx.c.track() {
+	now := time.Now()
+	for i := range mx.sent {
+		if mx.sent[i].Equal(at) {
+			mx.sent[i] = time.Time{}
+			break
+		}
+	}
+	mx.rtt += (now.Sub(at) - mx.rtt) / 8
+	if len(mx.queue) == 0 {
+		mx.mu.Unlock()
+		return
+	}
+	mx.sendQueued()
+}
+
+// sendQueued sends the frames waiting, as many as a batch takes, in one
+// RPC. The caller holds mu, which sendQueued releases.
+func (mx *mux) sendQueued() {
+	if !mx.c.track() {
 		mx.mu.Unlock()
 		return
 	}
@@ -113,7 +207,11 @@ func (mx *mux) finished() {
 	rest := copy(mx.queue, mx.queue[n:])
 	clear(mx.queue[rest:])
 	mx.queue = mx.queue[:rest]
-	mx.busy++
+	now := time.Now()
+	mx.start(now)
+	if rest > 0 && mx.busy < muxInFlight {
+		mx.armLocked(mx.slow(now)) // what a batch did not take
+	}
 	mx.mu.Unlock()
 	msg := ps[0].frame
 	if n > 1 {
@@ -130,15 +228,15 @@ func (mx *mux) finished() {
 	if err != nil {
 		deliver(ps, nil, err)
 		mx.c.wg.Done()
-		mx.finished()
+		mx.finished(now)
 		return
 	}
-	go mx.await(id, ps)
+	go mx.await(id, ps, now)
 }
 
 // await awaits a batch's answer (or that of a frame that waited alone)
 // and hands each stream its share.
-func (mx *mux) await(id uint64, ps []*pending) {
+func (mx *mux) await(id uint64, ps []*pending, at time.Time) {
 	defer mx.c.wg.Done()
 	m, err := mx.c.s.Recv(mx.c.closeCtx, id)
 	if err != nil {
@@ -163,7 +261,7 @@ func (mx *mux) await(id uint64, ps []*pending) {
 		}
 	}
 	deliver(ps, m, err)
-	mx.finished()
+	mx.finished(at)
 }
 
 // resend sends the frames of a batch refused, and those waiting, alone,
@@ -242,7 +340,7 @@ func (p *pending) wait(ctx context.Context, s *sock.Socket) ([]byte, *frameRef, 
 			m.Release()
 		}
 		if p.mx != nil {
-			p.mx.finished()
+			p.mx.finished(p.at)
 		}
 		if err != nil {
 			return nil, nil, err
@@ -263,7 +361,7 @@ func (p *pending) drop(s *sock.Socket) {
 	if p.id != 0 {
 		_ = s.Abort(p.id)
 		if p.mx != nil {
-			p.mx.finished()
+			p.mx.finished(p.at)
 		}
 		return
 	}

@@ -141,6 +141,16 @@ func (f *fakeStreamServer) answer(r streamReq) []byte {
 	return append(b, r.chunks...)
 }
 
+// nextSlow is next, after the time it takes an RPC of a mux that has
+// not seen any return yet to be slow (muxSlowMin), if slow.
+func (f *fakeStreamServer) nextSlow(slow bool) *sock.Message {
+	if slow {
+		synctest.Wait()
+		time.Sleep(muxSlowMin)
+	}
+	return f.next()
+}
+
 // next is the next data frame or batch the client sent.
 func (f *fakeStreamServer) next() *sock.Message {
 	synctest.Wait()
@@ -223,14 +233,15 @@ func send(t *testing.T, sts []grpc.ClientStream, i, k int) {
 }
 
 // fillMux sends message 1 on the first muxInFlight streams, each of
-// which goes alone (returned, as the fake server took them), and then on
-// the others, which wait for a batch.
+// which goes alone (returned, as the fake server took them; the second
+// once the first is slow), and then on the others, which wait for a
+// batch.
 func fillMux(t *testing.T, f *fakeStreamServer, sts []grpc.ClientStream) []*sock.Message {
 	t.Helper()
 	var alone []*sock.Message
 	for i := range muxInFlight {
 		send(t, sts, i, 1)
-		alone = append(alone, f.next())
+		alone = append(alone, f.nextSlow(i > 0))
 	}
 	for i := muxInFlight; i < len(sts); i++ {
 		send(t, sts, i, 1)
@@ -263,7 +274,7 @@ func TestBatchCarriesStreams(t *testing.T) {
 		var alone []*sock.Message
 		for i := range muxInFlight {
 			send(t, sts, i, 1)
-			m := f.next()
+			m := f.nextSlow(i > 0)
 			if m.Data[1] != kindStreamReq {
 				t.Fatalf("frame %d: kind %d, want a frame alone (%d)", i, m.Data[1], kindStreamReq)
 			}
@@ -410,5 +421,62 @@ func TestBatchOldServer(t *testing.T) {
 		if f.refused != 1 {
 			t.Errorf("%d batches sent to the old server, want 1", f.refused)
 		}
+	})
+}
+
+// A frame ready while an RPC of the mux is in flight waits for it to
+// return, and goes with the next batch; only once the RPC in flight has
+// been out twice as long as the mux's RPCs lately took (a batch held by
+// a handler that computes) does the frame go in a second RPC.
+func TestBatchSecondWhenSlow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, cc := newFakeStreamWorld(t, false)
+		sts, _ := openStreams(t, cc, 2)
+		const took = time.Millisecond
+		for k := 1; k <= 24; k++ { // RPCs that take a millisecond each
+			send(t, sts, 0, k)
+			m := f.next()
+			time.Sleep(took)
+			f.reply(m)
+			recvEcho(t, sts, 0, k-1)
+		}
+		recvEcho(t, sts, 0, 24)
+		// A prompt return takes the frame waiting.
+		send(t, sts, 0, 25)
+		first := f.next()
+		send(t, sts, 1, 1)
+		synctest.Wait()
+		if len(f.got) != 0 {
+			t.Fatal("a frame went while the RPC in flight was not slow")
+		}
+		time.Sleep(took / 2)
+		f.reply(first)
+		m := f.next()
+		if rs := f.frames(m); len(rs) != 1 || rs[0].id != cc.streamIDForTest(sts[1]) {
+			t.Fatalf("after the return: %+v, want stream 1's frame", rs)
+		}
+		f.reply(m)
+		recvEcho(t, sts, 0, 25)
+		recvEcho(t, sts, 1, 0, 1)
+		// A slow one does not keep it: it goes once the first has been
+		// out twice as long as the RPCs took, not before.
+		send(t, sts, 0, 26)
+		held := f.next()
+		start := time.Now()
+		send(t, sts, 1, 2)
+		time.Sleep(took)
+		synctest.Wait()
+		if len(f.got) != 0 {
+			t.Fatalf("a frame went after %v, before the RPC in flight was slow", time.Since(start))
+		}
+		time.Sleep(took + took/2)
+		m = f.next()
+		if rs := f.frames(m); len(rs) != 1 || rs[0].id != cc.streamIDForTest(sts[1]) {
+			t.Fatalf("while the first is slow: %+v, want stream 1's frame", rs)
+		}
+		f.reply(m)
+		recvEcho(t, sts, 1, 2)
+		f.reply(held)
+		recvEcho(t, sts, 0, 26)
 	})
 }

@@ -210,14 +210,16 @@
 //     handler's context ends. Every unary call carries an id that a
 //     cancel frame can name the same way.
 //
-// Batches: a ClientConn keeps at most two Homa RPCs carrying data
-// frames in flight to each server, whatever the stream. A data frame
-// ready when fewer are in flight goes at once, alone; frames ready while
-// two are (several streams sending at once) wait for the first of them
-// to return, and then go together in one Homa message, a batch (at most
-// 64 frames, and what one Homa message holds), which the server answers
-// in one response, an answer per frame. Nothing waits for a timer or
-// for more frames to come. Each stream's frames stay in order (a stream
+// Batches: a ClientConn keeps one Homa RPC carrying data frames in
+// flight to each server, whatever the stream, and a second only while
+// the first is slow. A data frame ready when none is in flight goes at
+// once, alone; frames ready while one is (several streams sending at
+// once) wait for it to return, and then go together in one Homa
+// message, a batch (at most 64 frames, and what one Homa message holds),
+// which the server answers in one response, an answer per frame. Once
+// the RPC in flight has been out twice as long as the ClientConn's RPCs
+// to that server lately took (at least 100 µs, at most 2 ms), the frames
+// waiting go in a second one. Nothing waits for more frames to come. Each stream's frames stay in order (a stream
 // still has one data frame in flight), each keeps its own credit,
 // cancellation (a stream canceled while its frame travels in a batch
 // ends at once; the others take their answers) and errors. The server
@@ -225,7 +227,9 @@
 // frame at most 2 ms for its handler's reaction: past that it answers
 // with the credit, and what the handler says later goes in the answer
 // to the pull. So a handler that takes a message and computes delays
-// other streams by 2 ms at most. Open, pull and cancel frames always go
+// other streams' frames by twice the usual time of an RPC to that
+// server, and by 2 ms at most while both RPCs in flight carry such
+// frames. Open, pull and cancel frames always go
 // alone. Under load this cuts the Homa messages per stream message
 // several times over; Server.Stats counts the batches, the frames in
 // them, the batches refused and the frames in them naming no open
@@ -273,8 +277,9 @@
 //     the client's next frame, with the messages queued meanwhile,
 //     waiting until it does, or for 2 ms, whichever comes first.
 //   - A stream's data frame may wait for an earlier frame of another
-//     stream to the same server (two in flight per server), where
-//     HTTP/2 would write it at once on the connection.
+//     stream to the same server (one in flight per server, two while
+//     the first is slow), where HTTP/2 would write it at once on the
+//     connection.
 //   - The server holds one or two Homa RPCs per open stream (the pull,
 //     and a data frame while its handler reacts), so the socket's limit
 //     on pending replies (sock.Limits.PendingReplies, default 2,000 per
