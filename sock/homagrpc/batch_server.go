@@ -3,6 +3,7 @@ package homagrpc
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -53,7 +54,8 @@ type batchIn struct {
 	answers [][]byte
 	streams []*sstream // of each frame, while it waits for its handler
 	left    int
-	at      time.Time // arrival
+	at      time.Time   // arrival
+	done    atomic.Bool // every frame answered (see batchHolds.settle)
 }
 
 // batchSlotLimit is the longest answer to a frame in a batch of n: a
@@ -125,6 +127,8 @@ func (b *batchIn) put(i int, frame []byte) {
 	if answers == nil {
 		return
 	}
+	b.done.Store(true)
+	defer b.l.holds.settle()
 	var resp []byte
 	if n := batchLen(answers); n <= maxFrame {
 		resp = appendBatchHeader(sock.NewBuffer(n)[:0], kindBatchResp, len(answers))
@@ -146,17 +150,27 @@ func (b *batchIn) put(i int, frame []byte) {
 // (credit), and what the handler says later goes in the answer to the
 // pull. So a handler that takes a message and computes delays the other
 // streams of its batch, and the client's next frames to the server (the
-// client keeps muxInFlight RPCs of data frames in flight to it), by
-// batchHold at most.
+// client keeps one RPC of data frames in flight to it, and a second once
+// the first is slow), by batchHold at most.
 const batchHold = 2 * time.Millisecond
 
 // heldFrame is a data frame held for its handler: a batch (b), or a
-// frame alone (m) of ss.
+// frame alone (m) of ss, answered once answered is set.
 type heldFrame struct {
-	at time.Time
-	b  *batchIn
-	ss *sstream
-	m  *sock.Message
+	at       time.Time
+	b        *batchIn
+	ss       *sstream
+	m        *sock.Message
+	answered *atomic.Bool
+}
+
+// isAnswered reports whether the frame has been answered: its hold has
+// nothing left to do.
+func (f heldFrame) isAnswered() bool {
+	if f.b != nil {
+		return f.b.done.Load()
+	}
+	return f.answered.Load()
 }
 
 // batchHolds are a listener's held data frames, in arrival order, and
@@ -166,6 +180,7 @@ type batchHolds struct {
 	q     []heldFrame
 	timer *time.Timer
 	armed bool
+	fired int // expirations, for tests
 }
 
 // add queues a held frame until its hold ends.
@@ -190,6 +205,33 @@ func (h *batchHolds) arm(at time.Time) {
 	}
 }
 
+// settleMax is the most held frames settle looks at: past it the
+// frames come close together, and the timer's firing, once per
+// batchHold, costs little against them.
+const settleMax = 4
+
+// settle stops the timer when every frame held has been answered before
+// its hold ended, as a frame its handler reacts to at once is: frames
+// coming now and then would otherwise each cost a timer firing (a
+// thread wake-up on an idle server) batchHold later, for nothing.
+func (h *batchHolds) settle() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.q) == 0 || len(h.q) > settleMax || !h.armed || h.timer == nil {
+		return
+	}
+	for _, f := range h.q {
+		if !f.isAnswered() {
+			return
+		}
+	}
+	if h.timer.Stop() {
+		h.armed = false
+		clear(h.q)
+		h.q = h.q[:0]
+	}
+}
+
 // stop stops the timer for good, once the listener's goroutines ended.
 func (h *batchHolds) stop() {
 	h.mu.Lock()
@@ -205,6 +247,7 @@ func (h *batchHolds) stop() {
 func (h *batchHolds) expire() {
 	now := time.Now()
 	h.mu.Lock()
+	h.fired++
 	n := 0
 	for n < len(h.q) && !now.Before(h.q[n].at.Add(batchHold)) {
 		n++

@@ -361,3 +361,36 @@ func TestHoldBoundsLoneFrames(t *testing.T) {
 		closeStreams(t, sts)
 	})
 }
+
+// holdsFiredForTest is how many times the hold timers of srv's listeners
+// fired.
+func holdsFiredForTest(srv *Server) int {
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	n := 0
+	for l := range srv.listeners {
+		l.holds.mu.Lock()
+		n += l.holds.fired
+		l.holds.mu.Unlock()
+	}
+	return n
+}
+
+// Messages that come now and then, each echoed by its handler at once,
+// cost no hold timer firing: the timer set for a frame held is stopped
+// once the frame is answered.
+func TestHoldTimerQuietWhenAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, sts := echoWorld(t, &echoService{gates: map[byte]chan struct{}{}}, 1)
+		const msgs = 20
+		for k := 1; k <= msgs; k++ {
+			send(t, sts, 0, k)
+			recvEcho(t, sts, 0, k)
+			time.Sleep(10 * batchHold)
+		}
+		if n := holdsFiredForTest(srv); n > 1 {
+			t.Errorf("the hold timer fired %d times for %d messages answered at once, want none", n, msgs)
+		}
+		closeStreams(t, sts)
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -48,9 +49,10 @@ type sstream struct {
 	held       slot      // a data frame, held
 	heldRef    *frameRef // releases held
 	heldAt     time.Time
-	seq        uint32    // of the last response
-	recvWait   bool      // the handler waits in RecvMsg
-	heard      time.Time // the client's last frame
+	heldFlag   *atomic.Bool // set once held is answered, when its hold is timed alone (batchHolds)
+	seq        uint32       // of the last response
+	recvWait   bool         // the handler waits in RecvMsg
+	heard      time.Time    // the client's last frame
 	header     metadata.MD
 	headerSent bool // sent, or fixed by SendHeader
 	headerDue  bool // to go in the next response
@@ -70,10 +72,11 @@ var statusOK = status.New(codes.OK, "")
 
 // answer is a response to send once the stream's lock is released.
 type answer struct {
-	to    slot
-	ref   *frameRef // when set, releases to's message
-	frame []byte
-	end   bool // the stream's last
+	to     slot
+	ref    *frameRef // when set, releases to's message
+	frame  []byte
+	end    bool // the stream's last
+	settle bool // it answers a frame whose hold batchHolds times
 }
 
 // handleStream takes a stream frame. It owns m.
@@ -293,7 +296,8 @@ func (ss *sstream) frame(to slot, ref *frameRef, req streamReq) {
 			// answer now, with the credit and whatever is ready.
 			as[1] = ss.flush(true)
 		} else if to.b == nil {
-			ss.l.holds.add(heldFrame{at: now, ss: ss, m: to.m})
+			ss.heldFlag = new(atomic.Bool)
+			ss.l.holds.add(heldFrame{at: now, ss: ss, m: to.m, answered: ss.heldFlag})
 		}
 		signal(ss.recvSig)
 	default:
@@ -376,6 +380,10 @@ func (ss *sstream) answer(target *slot, ref **frameRef, force bool) answer {
 	}
 	ss.endSent = ending
 	a := answer{to: *target, frame: b, end: ss.endSent}
+	if target == &ss.held && ss.heldFlag != nil {
+		ss.heldFlag.Store(true)
+		ss.heldFlag, a.settle = nil, true
+	}
 	*target = slot{}
 	if ref != nil {
 		a.ref, *ref = *ref, nil
@@ -394,6 +402,9 @@ func (a answer) reply(l *listener) bool {
 		a.ref.release()
 	} else {
 		a.to.m.Release()
+	}
+	if a.settle {
+		l.holds.settle()
 	}
 	return true
 }
