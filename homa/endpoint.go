@@ -163,7 +163,7 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	e.grace.Stop()
 	e.timer = time.NewTimer(time.Hour)
 	e.timer.Stop()
-	e.wg.Add(2)
+	e.wg.Add(3)
 	go e.rxLoop()
 	go e.timerLoop()
 	go e.ackLoop()

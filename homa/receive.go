@@ -599,14 +599,25 @@ func onlyAcks(b *txBatch) bool {
 	return len(b.pkts) > 0
 }
 
-// ackLoop sends the acknowledgments readers left to it.
+// ackLoop sends the acknowledgments readers left to it. Those still
+// waiting when the endpoint closes are dropped (acknowledgments are not
+// reliable: servers ask again with NEED_ACK).
 func (e *Endpoint) ackLoop() {
+	defer e.wg.Done()
 	for {
 		select {
 		case b := <-e.acks:
 			e.sendBatch(b)
 		case <-e.done:
-			return
+			for {
+				select {
+				case b := <-e.acks:
+					b.release()
+					e.putBatch(b)
+				default:
+					return
+				}
+			}
 		}
 	}
 }

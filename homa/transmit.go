@@ -27,6 +27,21 @@ func (b *txBatch) take(out *core.Output) {
 	b.holds = append(b.holds, out.Holds...)
 }
 
+// release recycles the batch's packet buffers and lets go of its holds,
+// emptying it.
+func (b *txBatch) release() {
+	for i := range b.pkts {
+		putBuf(b.pkts[i].Buf)
+		b.pkts[i] = netio.Packet{}
+	}
+	b.pkts = b.pkts[:0]
+	for i, h := range b.holds {
+		h.Release()
+		b.holds[i] = nil
+	}
+	b.holds = b.holds[:0]
+}
+
 // getBatch and putBatch recycle batches.
 func (e *Endpoint) getBatch() *txBatch {
 	if b := e.batches.get(); b != nil {
@@ -66,16 +81,7 @@ func (e *Endpoint) flush(b *txBatch) {
 		}
 		pkts = pkts[min(n, len(pkts)):]
 	}
-	for i := range b.pkts {
-		putBuf(b.pkts[i].Buf)
-		b.pkts[i] = netio.Packet{}
-	}
-	b.pkts = b.pkts[:0]
-	for i, h := range b.holds {
-		h.Release()
-		b.holds[i] = nil
-	}
-	b.holds = b.holds[:0]
+	b.release()
 	if b.rearm {
 		b.rearm = false
 		e.applyTimer()
