@@ -155,13 +155,13 @@ func (b *batchIn) put(i int, frame []byte) {
 const batchHold = 2 * time.Millisecond
 
 // heldFrame is a data frame held for its handler: a batch (b), or a
-// frame alone (m) of ss, answered once answered is set.
+// frame alone (m) of ss, the seq-th it held so (see sstream.holdSeq).
 type heldFrame struct {
-	at       time.Time
-	b        *batchIn
-	ss       *sstream
-	m        *sock.Message
-	answered *atomic.Bool
+	at  time.Time
+	b   *batchIn
+	ss  *sstream
+	m   *sock.Message
+	seq uint64
 }
 
 // isAnswered reports whether the frame has been answered: its hold has
@@ -170,7 +170,7 @@ func (f heldFrame) isAnswered() bool {
 	if f.b != nil {
 		return f.b.done.Load()
 	}
-	return f.answered.Load()
+	return f.ss.holdsAnswered.Load() >= f.seq
 }
 
 // batchHolds are a listener's held data frames, in arrival order, and

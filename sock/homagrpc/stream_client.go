@@ -9,12 +9,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/homa-go/homa/sock"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/homa-go/homa/sock"
 )
 
 // clientStream is one stream of a ClientConn: a sender goroutine sends

@@ -49,18 +49,23 @@ type sstream struct {
 	held       slot      // a data frame, held
 	heldRef    *frameRef // releases held
 	heldAt     time.Time
-	heldFlag   *atomic.Bool // set once held is answered, when its hold is timed alone (batchHolds)
-	seq        uint32       // of the last response
-	recvWait   bool         // the handler waits in RecvMsg
-	heard      time.Time    // the client's last frame
-	header     metadata.MD
-	headerSent bool // sent, or fixed by SendHeader
-	headerDue  bool // to go in the next response
-	trailer    metadata.MD
-	end        *status.Status // the handler's result, once it returned
-	endSent    bool
-	gone       bool   // removed from the listener
-	accepts    []byte // the client's list of compressors
+	// Frames held alone whose hold batchHolds times are numbered:
+	// holdSeq is the last one's, heldTimed says held is it, and
+	// holdsAnswered is the number of the last answered.
+	holdSeq       uint64
+	heldTimed     bool
+	holdsAnswered atomic.Uint64
+	seq           uint32    // of the last response
+	recvWait      bool      // the handler waits in RecvMsg
+	heard         time.Time // the client's last frame
+	header        metadata.MD
+	headerSent    bool // sent, or fixed by SendHeader
+	headerDue     bool // to go in the next response
+	trailer       metadata.MD
+	end           *status.Status // the handler's result, once it returned
+	endSent       bool
+	gone          bool   // removed from the listener
+	accepts       []byte // the client's list of compressors
 
 	recvSig chan struct{}
 	sendSig chan struct{}
@@ -296,8 +301,9 @@ func (ss *sstream) frame(to slot, ref *frameRef, req streamReq) {
 			// answer now, with the credit and whatever is ready.
 			as[1] = ss.flush(true)
 		} else if to.b == nil {
-			ss.heldFlag = new(atomic.Bool)
-			ss.l.holds.add(heldFrame{at: now, ss: ss, m: to.m, answered: ss.heldFlag})
+			ss.holdSeq++
+			ss.heldTimed = true
+			ss.l.holds.add(heldFrame{at: now, ss: ss, m: to.m, seq: ss.holdSeq})
 		}
 		signal(ss.recvSig)
 	default:
@@ -380,9 +386,9 @@ func (ss *sstream) answer(target *slot, ref **frameRef, force bool) answer {
 	}
 	ss.endSent = ending
 	a := answer{to: *target, frame: b, end: ss.endSent}
-	if target == &ss.held && ss.heldFlag != nil {
-		ss.heldFlag.Store(true)
-		ss.heldFlag, a.settle = nil, true
+	if target == &ss.held && ss.heldTimed {
+		ss.holdsAnswered.Store(ss.holdSeq)
+		ss.heldTimed, a.settle = false, true
 	}
 	*target = slot{}
 	if ref != nil {
