@@ -68,16 +68,7 @@ func TestStreamEndWhileCallerIdles(t *testing.T) {
 		w := newStreamWorld(t, &streamService{})
 		defer w.close(t)
 		cc := w.dial(t, serverAddr)
-		st, err := testpb.NewTestServiceClient(cc).FullDuplexCall(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: params(3)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Recv(); err != nil {
-			t.Fatal(err)
-		}
+		st := openEchoed(t, testpb.NewTestServiceClient(cc), 3)
 		s := homagrpc.SocketForTest(cc)
 		before := s.Stats().RPCsStarted
 		// The handler returns at this message: the end goes in its
@@ -90,7 +81,7 @@ func TestStreamEndWhileCallerIdles(t *testing.T) {
 		if n := s.Stats().RPCsStarted - before; n > 10 {
 			t.Errorf("%d RPCs in 10 s after the stream's end, want a few", n)
 		}
-		_, err = st.Recv()
+		_, err := st.Recv()
 		if s := status.Convert(err); s.Code() != codes.FailedPrecondition {
 			t.Errorf("Recv: %v, want FailedPrecondition", err)
 		}
@@ -102,7 +93,7 @@ func TestStreamEndWhileCallerIdles(t *testing.T) {
 // StreamKeepalive) and the few RESENDs, each answered BUSY, with which
 // the client asks about the pull while the server holds it, whose delay
 // doubles each time, even while quick calls to the same server (unary
-// calls every 20 ms here), whose prompt answers keep the client's
+// calls every 2 ms here), whose prompt answers keep the client's
 // timing toward the server plain, go on beside it: 8 a second, where
 // asking every resend interval cost 200.
 func TestIdleStreamCost(t *testing.T) {
@@ -111,16 +102,7 @@ func TestIdleStreamCost(t *testing.T) {
 		defer w.close(t)
 		s := clientSocket(t, w.nw)
 		c := homagrpc.NewClientConn(s, serverAddr)
-		st, err := testpb.NewTestServiceClient(c).FullDuplexCall(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: params(1)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Recv(); err != nil {
-			t.Fatal(err)
-		}
+		st := openEchoed(t, testpb.NewTestServiceClient(c), 1)
 		const idle = 10 * time.Second
 		before := s.Stats()
 		tc := testpb.NewTestServiceClient(c)
@@ -147,4 +129,21 @@ func TestIdleStreamCost(t *testing.T) {
 			t.Fatalf("Recv after CloseSend: %v, want io.EOF", err)
 		}
 	})
+}
+
+// openEchoed opens a bidirectional stream with c and has one message of
+// size bytes echoed on it.
+func openEchoed(t *testing.T, c testpb.TestServiceClient, size int32) testpb.TestService_FullDuplexCallClient {
+	t.Helper()
+	st, err := c.FullDuplexCall(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&testpb.StreamingOutputCallRequest{ResponseParameters: params(size)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
