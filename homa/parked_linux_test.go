@@ -132,11 +132,16 @@ func TestParkedPathWakeups(t *testing.T) {
 func TestCallArmsNoGrace(t *testing.T) {
 	client, _, dst := udpEchoPair(t)
 	const rpcs = 20
-	before := homa.GraceArms(client)
+	// Counted around the sends alone: the background reader and a reader
+	// leaving while the endpoint is busy may arm it too, more often on a
+	// loaded machine; the send armed it every time.
+	var bySend uint64
 	for i := range rpcs {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		req := []byte(fmt.Sprintf("request %d", i))
+		before := homa.GraceArms(client)
 		id, b, err := client.SendBorrowed(dst, req, 0)
+		bySend += homa.GraceArms(client) - before
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,10 +157,8 @@ func TestCallArmsNoGrace(t *testing.T) {
 		m.Release()
 		time.Sleep(time.Millisecond)
 	}
-	// The background reader may arm it now and then when it finds the
-	// endpoint busy and nobody reading; the send armed it every time.
-	if n := homa.GraceArms(client) - before; n > rpcs/2 {
-		t.Errorf("the client armed its grace timer %d times in %d calls, want well under one a call", n, rpcs)
+	if bySend > rpcs/4 {
+		t.Errorf("the client's sends armed its grace timer %d times in %d calls, want well under one a call", bySend, rpcs)
 	}
 }
 
