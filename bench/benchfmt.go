@@ -17,9 +17,12 @@ import (
 // what was measured (mode, sizes, load or concurrency) and the protocol,
 // its count the RPCs measured; its figures are the median, p99 and p99.9
 // RTT in µs, RPCs/s, CPU µs per RPC, the median and rate over tcp's in
-// the same run (when it ran), and, with a workload, the p50 and p99
-// slowdown of the requests of the first size bucket (the shortest tenth,
-// with the default ten buckets).
+// the same run (when it ran), and, with a workload, the p50 and p99 RTT
+// and slowdown of the requests of the first size bucket (the shortest
+// tenth, with the default ten buckets). The slowdowns divide by the
+// size's unloaded RTT, measured in the same run one RPC at a time, whose
+// own noise they carry: compare builds by the RTTs, and protocols by
+// either.
 func (r *Report) WriteBenchfmt(w io.Writer) error {
 	var b strings.Builder
 	goos, goarch := platform(r.Go)
@@ -32,7 +35,8 @@ func (r *Report) WriteBenchfmt(w io.Writer) error {
 		}
 		if r.Workload != "" && len(res.Buckets) > 0 && res.Buckets[0].Count > 0 {
 			s := res.Buckets[0]
-			fmt.Fprintf(&b, " %.2f short-slowdown-p50 %.2f short-slowdown-p99", s.Slowdown50, s.Slowdown99)
+			fmt.Fprintf(&b, " %.1f short-p50-µs %.1f short-p99-µs %.2f short-slowdown-p50 %.2f short-slowdown-p99",
+				s.P50US, s.P99US, s.Slowdown50, s.Slowdown99)
 		}
 		b.WriteByte('\n')
 	}

@@ -15,7 +15,7 @@ func TestWriteBenchfmt(t *testing.T) {
 	ratio := func(v float64) *float64 { return &v }
 	r := &Report{Mode: Workload, Workload: "w4", LoadMbps: 500, Go: "go1.26.8 linux/amd64", Results: []Result{
 		{Protocol: "homa", Count: 4143, MedianUS: 180.2, P99US: 1364.7, P999US: 2000, RPCsPerSec: 1036, CPUPerRPCUS: 356.8,
-			MedianVsTCP: ratio(1.54), RateVsTCP: ratio(1), Buckets: []BucketResult{{MaxSize: 315, Fraction: 0.099, Count: 411, Slowdown50: 10.95, Slowdown99: 49.58}}},
+			MedianVsTCP: ratio(1.54), RateVsTCP: ratio(1), Buckets: []BucketResult{{MaxSize: 315, Fraction: 0.099, Count: 411, P50US: 120.5, P99US: 900.1, Slowdown50: 10.95, Slowdown99: 49.58}}},
 		{Protocol: "tcp", Count: 4143, MedianUS: 117.2, P99US: 1001.9, P999US: 1500, RPCsPerSec: 1036, CPUPerRPCUS: 240.4,
 			MedianVsTCP: ratio(1), RateVsTCP: ratio(1)},
 	}}
@@ -47,7 +47,7 @@ func TestWriteBenchfmt(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"BenchmarkWorkload/w4/500Mbps/homa": "median-µs p99-µs p99.9-µs RPCs/s CPU-µs/RPC median/tcp rate/tcp short-slowdown-p50 short-slowdown-p99",
+		"BenchmarkWorkload/w4/500Mbps/homa": "median-µs p99-µs p99.9-µs RPCs/s CPU-µs/RPC median/tcp rate/tcp short-p50-µs short-p99-µs short-slowdown-p50 short-slowdown-p99",
 		"BenchmarkWorkload/w4/500Mbps/tcp":  "median-µs p99-µs p99.9-µs RPCs/s CPU-µs/RPC median/tcp rate/tcp",
 	}
 	if len(units) != len(want) {
