@@ -105,6 +105,9 @@ type Endpoint struct {
 	// graceArms counts the grace timer's arming (each a runtime timer
 	// reset: a thread wake-up, see applyTimer).
 	graceArms atomic.Uint64
+	// cpuYields counts a spinning reader's yields of its thread's
+	// processor (see spinRead).
+	cpuYields atomic.Uint64
 	spin      spinBudget
 
 	io      ioCounters

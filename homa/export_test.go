@@ -12,6 +12,10 @@ func AcksLeft(e *Endpoint) uint64 { return e.acksLeft.Load() }
 // GraceArms is how often e armed its background reader's grace timer.
 func GraceArms(e *Endpoint) uint64 { return e.graceArms.Load() }
 
+// CPUYields is how often a spinning reader of e gave its thread's
+// processor up.
+func CPUYields(e *Endpoint) uint64 { return e.cpuYields.Load() }
+
 // Pooled reports whether the process's buffer pool, or the cache of one
 // of the endpoints in, holds b's memory.
 func Pooled(b []byte, in ...*Endpoint) bool {

@@ -89,6 +89,10 @@ type spinBudget struct {
 	// yieldEvery is how many turns of a spinning reader pass between
 	// yields of its processor (see spinRead).
 	yieldEvery uint32
+	// yieldCPU: a reader that has found nothing for PollDuration also
+	// yields its thread's processor, to other threads, once in
+	// yieldRarely turns (see Yielding the CPU).
+	yieldCPU bool
 }
 
 // Yields of a spinning reader: rarely on a kernel socket, so that timers
@@ -99,6 +103,33 @@ const (
 	yieldRarely = 16
 	yieldAlways = 1
 )
+
+// Yielding the CPU. runtime.Gosched lets the process's other goroutines
+// run, not other threads: a thread the kernel has queued on the spinner's
+// processor waits until the spin ends or the kernel preempts it, up to a
+// scheduler slice. And the kernel queues woken threads there: it places
+// a thread woken by a packet on its waker's processor when it sees no
+// idle one to take it, and on a virtual machine whose idle processors
+// are halted (and whose kernel packs threads onto few virtual
+// processors) it rarely does: 79% of a client's and 89% of a server's
+// thread wake-ups under W1 landed on the waker's own processor
+// (docs/performance.md, "The receive path"). A client that sends a
+// request and spins for the response thus keeps the server's thread,
+// woken by the request, off the processor it was queued on, for up to
+// the whole spin (1 ms after a 1 MB request). So on a kernel socket a
+// spinner that has found nothing for PollDuration (the peer is not
+// answering from a spinning thread of its own) also yields its thread's
+// processor once in yieldRarely empty turns (sched_yield, which returns
+// at once when no other thread waits there). Not sooner: yielding at
+// each spin's first empty turn made 100-byte RPCs one at a time slower
+// (median 13.6 -> 20.7 µs, eight alternated pairs), and once in 16 turns
+// from the spin's start halved their rate (a tail of long stalls):
+// between two ends that answer each other within microseconds, a yield
+// hands the processor to whatever thread waits there, presumably often
+// the other end's, which then shares one processor with the spinner
+// rather than spinning on its own. W4 at
+// 500 Mbit/s between two processes, eight alternated pairs: p99 of the
+// shortest fifth 741 -> 541 µs; one at a time unchanged within the noise.
 
 // dueSpinPerByte is how much longer a client spins for a response per
 // byte of its request: 1 ms for a 1 MB request, a few times what the
@@ -143,9 +174,14 @@ func (s *spinBudget) init(cfg Config, conn netio.Conn) {
 	s.gapDev.Store(0)
 	s.waitAvg.Store(0)
 	s.yieldEvery = yieldRarely
-	if ip, ok := conn.(netio.InProcess); (ok && ip.InProcess()) || runtime.GOMAXPROCS(0) == 1 {
+	inProcess := false
+	if ip, ok := conn.(netio.InProcess); ok {
+		inProcess = ip.InProcess()
+	}
+	if inProcess || runtime.GOMAXPROCS(0) == 1 {
 		s.yieldEvery = yieldAlways
 	}
+	s.yieldCPU = !inProcess
 }
 
 // Stretching. Two ends that each spin PollDuration for the other stay

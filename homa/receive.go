@@ -252,7 +252,8 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 	if budget <= 0 {
 		return nil, false
 	}
-	deadline := e.now() + budget
+	start := e.now()
+	deadline, quiet := start+budget, start
 	var turn uint32
 	for {
 		select {
@@ -266,7 +267,7 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 		case n > 0:
 			now := e.now()
 			e.process(e.rxPkts[:n], now, b, w)
-			deadline = now + budget
+			deadline, quiet = now+budget, now
 			if e.yieldDue(now) {
 				runtime.Gosched()
 			}
@@ -287,6 +288,10 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 		if turn++; turn%e.spin.yieldEvery == 0 {
 			e.rxYielded = now
 			runtime.Gosched()
+		}
+		if turn%yieldRarely == 0 && e.spin.yieldCPU && now-quiet >= e.spin.max {
+			e.cpuYields.Add(1)
+			yieldCPU()
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/homa"
+	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
 )
@@ -97,5 +98,52 @@ func TestBusyReaderYields(t *testing.T) {
 	t.Logf("the other goroutine ran %d times; at most %d of %d junk packets in between", len(at), gap, total)
 	if gap > maxGap {
 		t.Errorf("the reader handled %d packets without yielding; want at most %d", gap, maxGap)
+	}
+}
+
+// TestSpinnerYieldsCPU: a caller spinning for its response on a kernel
+// socket, once it has found nothing for PollDuration, gives its thread's
+// processor up now and then (sched_yield), so that a thread the kernel
+// queued on that processor (the server's, woken by the request) need not
+// wait for the spin to end; on the in-memory network, whose packets this
+// process's goroutines carry, it does not. The server takes the 500 KB
+// request and never answers; the caller spins PollDuration (1 ms) plus
+// 1 ns a byte of its request past the last grant.
+func TestSpinnerYieldsCPU(t *testing.T) {
+	spin := func(open func() (netio.Conn, error)) uint64 {
+		t.Helper()
+		sc, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := homa.NewEndpoint(sc, homa.Config{})
+		defer srv.Close()
+		cc, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := homa.Config{Polling: homa.PollAlways, PollDuration: time.Millisecond}
+		e := homa.NewEndpoint(cc, cfg)
+		defer e.Close()
+		id, err := e.Send(srv.LocalAddr(), make([]byte, 500_000), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		if _, err := e.Recv(ctx, id); err == nil {
+			t.Fatal("Recv returned a response; the server never answers")
+		}
+		return homa.CPUYields(e)
+	}
+	lo := netip.MustParseAddr("127.0.0.1")
+	if n := spin(func() (netio.Conn, error) { return netio.OpenUDP(lo, 0, nil) }); n == 0 {
+		t.Error("a caller spinning past PollDuration on a UDP socket never yielded its processor")
+	} else {
+		t.Logf("%d yields of the processor", n)
+	}
+	nw := memnet.New(memnet.Config{})
+	if n := spin(func() (netio.Conn, error) { return nw.Open(netip.MustParseAddr("10.0.0.1"), 0) }); n != 0 {
+		t.Errorf("a caller spinning on the in-memory network yielded its processor %d times; want none", n)
 	}
 }
