@@ -129,7 +129,7 @@ const (
 // the other end's, which then shares one processor with the spinner
 // rather than spinning on its own. W4 at
 // 500 Mbit/s between two processes, eight alternated pairs: p99 of the
-// shortest fifth 741 -> 541 µs; one at a time unchanged within the noise.
+// shortest tenth 741 -> 541 µs; one at a time unchanged within the noise.
 
 // dueSpinPerByte is how much longer a client spins for a response per
 // byte of its request: 1 ms for a 1 MB request, a few times what the
