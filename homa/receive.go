@@ -444,8 +444,8 @@ func (e *Endpoint) disarmGrace() {
 func (e *Endpoint) graceEnded() {
 	e.readerWakeups.Add(1)
 	e.graceArmed.Store(false)
-	if e.appReading.Load() {
-		return
+	if e.appReading.Load() || e.isClosed() {
+		return // a firing that Close's Stop came too late for arms no other
 	}
 	if wait := e.readerWait(); wait > 0 {
 		e.armGrace(wait)
