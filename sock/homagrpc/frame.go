@@ -392,7 +392,8 @@ func shortField(rest []byte, what string, valid func([]byte) bool) (field, after
 	if len(rest) < 1 || int(rest[0]) >= len(rest) {
 		return nil, rest, fmt.Errorf("%w: no room for the %s", errMalformed, what)
 	}
-	field, after = rest[1:1+rest[0]], rest[1+rest[0]:]
+	end := 1 + int(rest[0]) // in int: a length byte of 255 must not wrap
+	field, after = rest[1:end], rest[end:]
 	if len(field) == 0 || !valid(field) {
 		return nil, rest, fmt.Errorf("%w: %s %q", errMalformed, what, field)
 	}

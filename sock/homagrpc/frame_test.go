@@ -164,6 +164,8 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add(append(ext, 7))
 	acc, _ := appendRequestHead(nil, reqHead{comp: "gzip", accept: "gzip, zstd", method: "/a/b"})
 	f.Add(append(acc, 7))
+	long, _ := appendRequestHead(nil, reqHead{comp: strings.Repeat("z", maxCodecLen), method: "/a/b"})
+	f.Add(long)
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		r, err := parseRequest(msg)
 		if err != nil {
@@ -319,5 +321,35 @@ func TestRequestAccept(t *testing.T) {
 	b[i+4] = ';'
 	if _, err := parseRequest(b); !errors.Is(err, errMalformed) {
 		t.Errorf("an invalid list parsed: %v", err)
+	}
+}
+
+// Compressor names and accepted lists of the largest length, 255 bytes,
+// round-trip: the length byte's end offset must not wrap (a peer's
+// 255-byte field once crashed the parser).
+func TestRequestLongestShortFields(t *testing.T) {
+	name := strings.Repeat("z", maxCodecLen)
+	for _, h := range []reqHead{
+		{comp: name, method: "/a/b"},
+		{accept: name, method: "/a/b"},
+		{comp: name, accept: name, compressed: true, method: "/a/b"},
+	} {
+		b, err := appendRequestHead(nil, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := parseRequest(append(b, 1, 2))
+		if err != nil {
+			t.Fatalf("comp %d bytes, accept %d: %v", len(h.comp), len(h.accept), err)
+		}
+		if string(r.comp) != h.comp || string(r.accept) != h.accept || string(r.method) != h.method || !bytes.Equal(r.payload, []byte{1, 2}) {
+			t.Errorf("parsed comp %d bytes, accept %d, method %q, payload %v", len(r.comp), len(r.accept), r.method, r.payload)
+		}
+		// Cut anywhere inside the fields: refused, never a panic.
+		for n := reqHeaderLen; n < len(b)-len(h.method); n++ {
+			if _, err := parseRequest(b[:n]); !errors.Is(err, errMalformed) {
+				t.Fatalf("frame cut at %d of %d: %v", n, len(b), err)
+			}
+		}
 	}
 }
