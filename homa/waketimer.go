@@ -27,7 +27,9 @@ import (
 // of a busy process needs waking for it), so the grace of a reader that
 // did not park is a runtime timer, and the core's timer is not re-armed
 // for a deadline that moved a little later (staleKernelTimer).
-// Elsewhere, and on the in-memory network, whose clock a test may fake,
+// Elsewhere, and on any Conn that does not say it is a kernel socket
+// (the in-memory network, a test's wrapper: testing/synctest's fake
+// clock cannot advance while a goroutine waits on a descriptor),
 // timers are the runtime's.
 type wakeTimer interface {
 	// Reset arms the timer to expire in d (at once when d <= 0), in
@@ -48,10 +50,10 @@ type wakeTimer interface {
 }
 
 // newWakeTimer returns a disarmed timer for an endpoint on conn: a
-// kernel timer where there is one and conn is a kernel socket, a
-// runtime timer otherwise.
+// kernel timer where there is one and conn says it is a kernel socket
+// (netio.KernelSocket), a runtime timer otherwise.
 func newWakeTimer(conn netio.Conn) wakeTimer {
-	if ip, ok := conn.(netio.InProcess); !ok || !ip.InProcess() {
+	if k, ok := conn.(netio.KernelSocket); ok && k.KernelSocket() {
 		if t := newKernelTimer(); t != nil {
 			return t
 		}

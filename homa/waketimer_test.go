@@ -129,18 +129,15 @@ func TestWakeTimerStopRace(t *testing.T) {
 
 // An endpoint on a kernel socket takes kernel timers where the platform
 // has them; one on the in-memory network, whose time a test may fake,
-// runtime timers.
+// or on a wrapper that does not say it is a kernel socket, runtime
+// timers.
 func TestEndpointTimerKind(t *testing.T) {
 	kernel := newKernelTimer() != nil
 	if kernel {
 		newKernelTimer().Close()
 	}
 	lo := netip.MustParseAddr("127.0.0.1")
-	udp, err := netio.OpenUDP(lo, 0, nil)
-	if err != nil {
-		t.Skipf("no UDP socket on loopback: %v", err)
-	}
-	e := NewEndpoint(udp, Config{})
+	e := NewEndpoint(udpConn(t), Config{})
 	defer e.Close()
 	if e.timer.Kernel() != kernel || (e.grace[1] != nil) != kernel || e.grace[0].Kernel() {
 		t.Errorf("endpoint on UDP: kernel timer %v, idle grace timer %v, busy grace timer kernel %v; want %v, %v, false",
@@ -156,6 +153,11 @@ func TestEndpointTimerKind(t *testing.T) {
 	defer m.Close()
 	if m.timer.Kernel() || m.grace[1] != nil {
 		t.Error("endpoint on the in-memory network: kernel timers, want runtime timers")
+	}
+	w := NewEndpoint(wrapped{udpConn(t)}, Config{})
+	defer w.Close()
+	if w.timer.Kernel() || w.grace[1] != nil {
+		t.Error("endpoint on a wrapped UDP socket: kernel timers, want runtime timers")
 	}
 }
 
@@ -173,4 +175,17 @@ func BenchmarkWakeTimer(b *testing.B) {
 			}
 		})
 	}
+}
+
+// wrapped hides every optional capability of its Conn.
+type wrapped struct{ netio.Conn }
+
+// udpConn opens a UDP socket on loopback, or skips the test.
+func udpConn(t *testing.T) netio.Conn {
+	t.Helper()
+	c, err := netio.OpenUDP(netip.MustParseAddr("127.0.0.1"), 0, nil)
+	if err != nil {
+		t.Skipf("no UDP socket on loopback: %v", err)
+	}
+	return c
 }
