@@ -114,7 +114,7 @@ func (f *fakeStreamServer) serve(ctx context.Context) {
 		case opOpen:
 			_ = f.s.ReplyOwned(m, f.answer(r))
 			m.Release()
-		case opPull:
+		case opPull, opPulls:
 			f.mu.Lock()
 			f.pulls = append(f.pulls, m)
 			f.mu.Unlock()

@@ -16,28 +16,43 @@ import (
 // request that carried the frame alone (m), or entry i of the reply to a
 // batch (b).
 type slot struct {
-	m *sock.Message
-	b *batchIn
-	i int
+	m  *sock.Message
+	b  *batchIn
+	i  int
+	ps *pullSet // a pull through a pull set: the answer goes in its answer
+	id uint64   // ps's stream
 }
 
-func (s slot) ok() bool { return s.m != nil || s.b != nil }
+func (s slot) ok() bool { return s.m != nil || s.b != nil || s.ps != nil }
 
 // limit is the longest answer the slot takes.
 func (s slot) limit() int {
-	if s.b == nil {
-		return maxFrame
+	switch {
+	case s.b != nil:
+		return s.b.limit
+	case s.ps != nil:
+		return pullAnswerLimit
 	}
-	return s.b.limit
+	return maxFrame
 }
 
-// reply sends the answer, or puts it in its batch's reply.
+// reply sends the answer, or puts it in its batch's or pull set's reply.
 func (s slot) reply(l *listener, frame []byte) {
-	if s.b != nil {
+	switch {
+	case s.b != nil:
 		s.b.put(s.i, frame)
-		return
+	case s.ps != nil:
+		s.ps.put(s.id, frame)
+	default:
+		_ = l.s.ReplyOwned(s.m, frame)
 	}
-	_ = l.s.ReplyOwned(s.m, frame)
+}
+
+// release lets go of the frame the slot answers, once answered.
+func (s slot) release() {
+	if s.m != nil {
+		s.m.Release()
+	}
 }
 
 // batchIn is a batch of data frames received: its reply goes once every

@@ -216,6 +216,12 @@ func (e *echoService) FullDuplexCall(st testpb.TestService_FullDuplexCallServer)
 // it from a client, each of which has sent message 0 and received its
 // echo. Everything ends with the test's bubble.
 func echoWorld(t *testing.T, svc *echoService, n int) (*Server, []grpc.ClientStream) {
+	srv, sts, _ := echoWorldSock(t, svc, n)
+	return srv, sts
+}
+
+// echoWorldSock is echoWorld that also returns the client's socket.
+func echoWorldSock(t *testing.T, svc *echoService, n int) (*Server, []grpc.ClientStream, *sock.Socket) {
 	nw := memnet.New(memnet.Config{})
 	t.Cleanup(func() { nw.Close() })
 	srvAddr := netip.MustParseAddrPort("10.0.0.1:4000")
@@ -246,7 +252,7 @@ func echoWorld(t *testing.T, svc *echoService, n int) (*Server, []grpc.ClientStr
 		recvEcho(t, sts, i, 0)
 	}
 	synctest.Wait()
-	return srv, sts
+	return srv, sts, cs
 }
 
 // closeStreams half-closes the streams and expects their ends.

@@ -46,8 +46,9 @@ type ClientConn struct {
 	closeCancel context.CancelFunc
 	wg          sync.WaitGroup // cancel frames and batches in flight
 
-	mmu   sync.Mutex              // guards muxes, and closed against wg.Add
-	muxes map[netip.AddrPort]*mux // by server
+	mmu   sync.Mutex                  // guards muxes and pulls, and closed against wg.Add
+	muxes map[netip.AddrPort]*mux     // by server
+	pulls map[netip.AddrPort]*pullMux // by server
 
 	closed atomic.Bool
 	once   sync.Once

@@ -197,10 +197,21 @@
 //     next messages, or nothing when it asks for more messages, or
 //     blocks, or returns). So a message and its answer, one at a time,
 //     cost one Homa RPC, as a unary call does.
-//   - pull: the client keeps one at the server at all times. The server
-//     holds it until it has something to say (header metadata, messages,
-//     new credit, the status and trailer) and no data frame is held to
-//     say it in, and then answers it; the client sends the next one.
+//   - pull: the client keeps the stream pulled at the server at all
+//     times. The server holds the pull until it has something to say
+//     (header metadata, messages, new credit, the status and trailer)
+//     and no data frame is held to say it in, and then answers it; the
+//     client pulls again. A ClientConn pulls all its streams to a server
+//     with one Homa RPC, a pull set: it lists the streams pulled anew,
+//     the server keeps the set of pulled streams per client socket,
+//     holds the one RPC until any of them has something to say, and
+//     answers it with the answers of all that have (as many as one
+//     message holds); the client sends the next pull set as the answer
+//     arrives, and another at once, while one is held, to list a stream
+//     that wants its next answer (the server then answers the held one
+//     with what it has). A server of the version before pull sets
+//     answers one as a frame it does not know: the streams then pull
+//     each with its own RPC.
 //     The server numbers its answers, whichever frame they answer, and
 //     the client takes them in that order; it sends no frame while an
 //     answer is missing, so at most one waits out of order, and no
@@ -258,14 +269,17 @@
 //     bidirectional call learns the server's window and may pull only
 //     when that RPC's response arrives, so before it the client sends
 //     at most 64 KiB (HTTP/2's initial window).
-//   - The server cannot speak unasked: it answers pulls. A pull it
+//   - The server cannot speak unasked: it answers pulls. A pull set it
 //     holds for StreamKeepalive (1 s) with nothing to say is answered
-//     empty, and a client that sends no frame for four times as long is
-//     taken as gone: the handler's context is canceled (Stats counts
-//     Abandoned). An idle stream thus costs one small RPC per second,
-//     and the RESENDs with which the client's socket asks about the
-//     pull while the server holds it, each answered BUSY, their delay
-//     doubling each time: 8 a second.
+//     empty, and a stream whose client sends neither one of its frames
+//     nor a pull set for four times as long is taken as gone: the
+//     handler's context is canceled (Stats counts Abandoned). A client
+//     whose streams to a server are idle thus costs one small RPC per
+//     second, and the RESENDs with which its socket asks about the pull
+//     set while the server holds it, each answered BUSY, their delay
+//     doubling each time: 8 a second, however many streams it has open
+//     (3,000 idle streams: 10 RPCs in 10 s, against 20,000 when each
+//     stream pulled with an RPC of its own; TestPullSetManyIdleStreams).
 //   - Flow control is per stream, with a fixed window (grpc-go grows
 //     its windows by estimating the bandwidth-delay product); there is
 //     no connection window, since there is no connection: each peer's
@@ -280,10 +294,13 @@
 //     stream to the same server (one in flight per server, two while
 //     the first is slow), where HTTP/2 would write it at once on the
 //     connection.
-//   - The server holds one or two Homa RPCs per open stream (the pull,
-//     and a data frame while its handler reacts), so the socket's limit
-//     on pending replies (sock.Limits.PendingReplies, default 2,000 per
-//     client host) bounds a host's open streams.
+//   - The server holds one Homa RPC per client socket (the pull set),
+//     and one per stream whose data frame waits for its handler's
+//     reaction, so the socket's limit on pending replies
+//     (sock.Limits.PendingReplies, default 2,000 per client host)
+//     bounds a host's streams that are sending at once, not those open;
+//     the server's bound on open streams is MaxConcurrentCalls'
+//     (default 10,000 per socket).
 //   - A pull that crosses its stream's end (the answer with the end is
 //     still on its way) is answered with the stream's status, which the
 //     server remembers for its last 1,024 streams per socket.

@@ -47,3 +47,18 @@ func NewClientConnNamesForTest(s *sock.Socket, target string, opts ...DialOption
 		return newClientConn(s, targets, opts), nil
 	})
 }
+
+// pullSetsForTest returns the pull sets of the server's listeners.
+func (s *Server) pullSetsForTest() []*pullSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var sets []*pullSet
+	for l := range s.listeners {
+		l.smu.Lock()
+		for _, ps := range l.pulls {
+			sets = append(sets, ps)
+		}
+		l.smu.Unlock()
+	}
+	return sets
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -253,11 +254,18 @@ type ServerStats struct {
 	// stream (answered as when alone: the server takes no more
 	// messages).
 	StaleFrames uint64
+	// PullSets counts the pull sets taken, Pulls the streams they
+	// listed; StalePulls counts those that named no open stream
+	// (answered with the stream's end), and BadPullSets the pull sets
+	// refused (more streams than the server runs at once), also counted
+	// in Malformed.
+	PullSets, Pulls, StalePulls, BadPullSets uint64
 }
 
 type serverCounters struct {
 	calls, malformed, unimplemented, dropped, abandoned atomic.Uint64
 	batches, batchFrames, badBatches, staleFrames       atomic.Uint64
+	pullSets, pulls, stalePulls, badPullSets            atomic.Uint64
 }
 
 // Stats returns the server's counters.
@@ -272,6 +280,10 @@ func (s *Server) Stats() ServerStats {
 		BatchFrames:   s.stats.batchFrames.Load(),
 		BadBatches:    s.stats.badBatches.Load(),
 		StaleFrames:   s.stats.staleFrames.Load(),
+		PullSets:      s.stats.pullSets.Load(),
+		Pulls:         s.stats.pulls.Load(),
+		StalePulls:    s.stats.stalePulls.Load(),
+		BadPullSets:   s.stats.badPullSets.Load(),
 	}
 }
 
@@ -302,6 +314,7 @@ type listener struct {
 	calls    map[streamKey]context.CancelCauseFunc // unary calls with an id
 	draining bool                                  // no new calls
 	sweeping bool                                  // sweep runs
+	pulls    map[netip.AddrPort]*pullSet           // by client socket
 	// ended remembers how the last endedMemory streams ended; endedOrder
 	// is a ring of their keys, endedNext counts them.
 	ended      map[streamKey]*status.Status

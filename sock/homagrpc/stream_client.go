@@ -20,7 +20,8 @@ import (
 
 // clientStream is one stream of a ClientConn: a sender goroutine sends
 // the open frame and then data frames (messages, half-close, credit),
-// one at a time; a puller keeps one pull frame at the server. The
+// one at a time; a puller keeps the stream pulled at the server, through
+// the ClientConn's pull sets (pullMux). The
 // answers to either bring the server's header, messages, credit and, at
 // the end, status and trailer, numbered so that they are taken in the
 // server's order.
@@ -273,14 +274,18 @@ func (cs *clientStream) pullLoop() {
 			cs.mu.Unlock()
 			return
 		}
-		frame := appendStreamReqHeader(make([]byte, 0, sreqHeaderLen), opPull, 0, cs.id, cs.in.tell())
+		credit := cs.in.tell()
 		cs.inFlight++
 		cs.mu.Unlock()
-		id, err := cs.c.s.SendOwned(cs.target, frame, 0)
-		var data []byte
-		var ref *frameRef
-		if err == nil {
-			data, ref, err = (&pending{id: id}).wait(cs.rpcCtx, cs.c.s)
+		// Through the ClientConn's pull set to the server, or alone
+		// when the server takes none.
+		data, ref, err := cs.c.pullsTo(cs.target).pull(cs.rpcCtx, cs.id, credit)
+		if errors.Is(err, errPullAlone) {
+			frame := appendStreamReqHeader(make([]byte, 0, sreqHeaderLen), opPull, 0, cs.id, credit)
+			var id uint64
+			if id, err = cs.c.s.SendOwned(cs.target, frame, 0); err == nil {
+				data, ref, err = (&pending{id: id}).wait(cs.rpcCtx, cs.c.s)
+			}
 		}
 		if err != nil {
 			cs.fail(err)

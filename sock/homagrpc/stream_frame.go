@@ -12,7 +12,7 @@ import (
 //	offset size field
 //	0      1    version (1)
 //	1      1    kind (3: stream frame)
-//	2      1    op: 1 open, 2 data, 3 pull, 4 cancel
+//	2      1    op: 1 open, 2 data, 3 pull, 4 cancel, 5 pull set
 //	3      1    flags: 1 half-close (open, data: the client sends no
 //	            more messages); 2 pull (open only: the open is also the
 //	            stream's first pull)
@@ -21,7 +21,22 @@ import (
 //	16     8    credit: how many message bytes the client accepts from
 //	            the server in all, counted from the stream's start
 //	24          open: a request frame (kind 1, as for a unary call) whose
-//	            payload is chunks; data: chunks; pull, cancel: nothing
+//	            payload is chunks; data: chunks; pull, cancel: nothing;
+//	            pull set: entries, below
+//
+// A pull set pulls several streams of the client's socket at once (its
+// stream id and credit are 0): each 16-byte entry names a stream (8
+// bytes) and its credit (8 bytes), as a pull frame would. Its answer
+// (kind 5) carries the answers of those of the socket's pulled streams
+// that have something to say:
+//
+//	offset size field
+//	0      1    version (1)
+//	1      1    kind (5: pull answers)
+//	2      2    reserved (0)
+//	4      4    count N
+//	8           N entries: stream id (8), length L (4), reserved (4),
+//	            and L bytes: the stream's response (kind 4)
 //
 // and the server's response to it (kind 4) is
 //
@@ -54,13 +69,15 @@ import (
 // A message longer than what one Homa message holds, or than the credit
 // left, is cut into several chunks in several frames.
 const (
-	kindStreamReq  = 3
-	kindStreamResp = 4
+	kindStreamReq   = 3
+	kindStreamResp  = 4
+	kindPullAnswers = 5
 
 	opOpen   = 1
 	opData   = 2
 	opPull   = 3
 	opCancel = 4
+	opPulls  = 5
 
 	sreqFlagHalfClose = 1
 	sreqFlagPull      = 2
@@ -78,6 +95,10 @@ const (
 	srespOffSeq    = 4
 	srespOffCredit = 8
 	srespHeaderLen = 16
+
+	pullEntryLen       = 16
+	pullAnswersHdrLen  = 8
+	pullAnswerEntryLen = 16
 
 	chunkFlagLast       = 1
 	chunkFlagCompressed = 2
@@ -97,6 +118,7 @@ type streamReq struct {
 	credit uint64
 	open   request // op open: the request frame; its payload is chunks
 	chunks []byte
+	pulls  []byte // op pull set: the entries (pullEntry)
 }
 
 // appendStreamReqHeader appends the fixed header of a client frame.
@@ -134,6 +156,15 @@ func parseStreamReq(msg []byte) (streamReq, error) {
 		if len(rest) != 0 {
 			return r, fmt.Errorf("%w: %d bytes after a pull or cancel frame", errMalformed, len(rest))
 		}
+	case opPulls:
+		if r.id != 0 || r.credit != 0 || len(rest)%pullEntryLen != 0 {
+			return r, fmt.Errorf("%w: a pull set with id %d, credit %d and %d bytes of entries", errMalformed, r.id, r.credit, len(rest))
+		}
+		if r.flags != 0 {
+			return r, fmt.Errorf("%w: stream flags %#x for op %d", errMalformed, r.flags, r.op)
+		}
+		r.pulls = rest
+		return r, nil
 	default:
 		return r, fmt.Errorf("%w: stream op %d", errMalformed, r.op)
 	}
@@ -222,6 +253,73 @@ func checkChunks(sec []byte) error {
 			return fmt.Errorf("%w: a chunk of %d bytes overruns its frame", errMalformed, n)
 		}
 		sec = sec[chunkHeaderLen+n:]
+	}
+	return nil
+}
+
+// appendPullEntry appends a pull set's entry: stream id pulls with
+// credit.
+func appendPullEntry(b []byte, id, credit uint64) []byte {
+	b = binary.BigEndian.AppendUint64(b, id)
+	return binary.BigEndian.AppendUint64(b, credit)
+}
+
+// pullEntry returns the i-th entry of a pull set's entries, checked by
+// parseStreamReq.
+func pullEntry(entries []byte, i int) (id, credit uint64) {
+	e := entries[i*pullEntryLen:]
+	return binary.BigEndian.Uint64(e), binary.BigEndian.Uint64(e[8:])
+}
+
+// appendPullAnswersHeader appends the header of the answer to a pull
+// set carrying n answers.
+func appendPullAnswersHeader(b []byte, n int) []byte {
+	b = append(b, frameVersion, kindPullAnswers, 0, 0)
+	return binary.BigEndian.AppendUint32(b, uint32(n))
+}
+
+// appendPullAnswer appends one answer, stream id's response frame.
+func appendPullAnswer(b []byte, id uint64, frame []byte) []byte {
+	b = binary.BigEndian.AppendUint64(b, id)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(frame)))
+	b = append(b, 0, 0, 0, 0)
+	return append(b, frame...)
+}
+
+// parsePullAnswers validates the answer to a pull set and calls each for
+// each of its answers in order; frame aliases msg. It checks the layout
+// only: each stream checks its own response (parseStreamResp).
+func parsePullAnswers(msg []byte, each func(id uint64, frame []byte)) error {
+	if err := checkHead(msg, kindPullAnswers, pullAnswersHdrLen); err != nil {
+		return err
+	}
+	if msg[2]|msg[3] != 0 {
+		return fmt.Errorf("%w: reserved bytes set", errMalformed)
+	}
+	n := uint64(binary.BigEndian.Uint32(msg[4:]))
+	rest := msg[pullAnswersHdrLen:]
+	if n*pullAnswerEntryLen > uint64(len(rest)) {
+		return fmt.Errorf("%w: %d pull answers cannot fit in %d bytes", errMalformed, n, len(rest))
+	}
+	// Check everything before handing anything over.
+	sec := rest
+	for range n {
+		if len(sec) < pullAnswerEntryLen || binary.BigEndian.Uint32(sec[12:]) != 0 {
+			return fmt.Errorf("%w: a pull answer's header", errMalformed)
+		}
+		l := uint64(binary.BigEndian.Uint32(sec[8:]))
+		if l > uint64(len(sec)-pullAnswerEntryLen) {
+			return fmt.Errorf("%w: a pull answer of %d bytes overruns the message", errMalformed, l)
+		}
+		sec = sec[pullAnswerEntryLen+l:]
+	}
+	if len(sec) != 0 {
+		return fmt.Errorf("%w: %d bytes after the pull answers", errMalformed, len(sec))
+	}
+	for range n {
+		l := binary.BigEndian.Uint32(rest[8:])
+		each(binary.BigEndian.Uint64(rest), rest[pullAnswerEntryLen:pullAnswerEntryLen+l])
+		rest = rest[pullAnswerEntryLen+l:]
 	}
 	return nil
 }

@@ -97,11 +97,23 @@ func FuzzParseStreamReq(f *testing.F) {
 	f.Add(append(b, 'x'))
 	o, _ := appendRequestHead(appendStreamReqHeader(nil, opOpen, 0, 1, 2), reqHead{method: "/a/b"})
 	f.Add(o)
+	f.Add(appendPullEntry(appendPullEntry(appendStreamReqHeader(nil, opPulls, 0, 0, 0), 7, 1<<20), 9, 0))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		r, err := parseStreamReq(msg)
 		if err != nil {
 			if !errors.Is(err, errMalformed) {
 				t.Fatalf("error %v is not errMalformed", err)
+			}
+			return
+		}
+		if r.op == opPulls {
+			again := appendStreamReqHeader(nil, opPulls, 0, 0, 0)
+			for i := range len(r.pulls) / pullEntryLen {
+				id, credit := pullEntry(r.pulls, i)
+				again = appendPullEntry(again, id, credit)
+			}
+			if !bytes.Equal(again, msg) || len(r.chunks) != 0 {
+				t.Fatalf("pull set rebuilt as %x, want %x", again, msg)
 			}
 			return
 		}

@@ -57,6 +57,11 @@ func testStreamLost(t *testing.T, code codes.Code) {
 				}
 				mu.Lock()
 				switch {
+				case r.op == opPulls:
+					// As a server before pull sets: the client's
+					// streams then pull alone.
+					_ = ss.ReplyOwned(m, endFrameBytes(status.New(codes.Internal, "stream op 5")))
+					m.Release()
 				case r.op == opOpen:
 					b := appendStreamRespHeader(nil, 0, 1, 1<<20)
 					b, _ = appendResponseHeader(b, 0, "", nil, nil, nil)

@@ -99,6 +99,8 @@ func (l *listener) handleStream(m *sock.Message) {
 	case opCancel:
 		l.cancelCall(key)
 		l.endFrame(m, nil)
+	case opPulls:
+		l.handlePulls(m, req)
 	default:
 		ss := l.stream(key)
 		switch {
@@ -407,7 +409,7 @@ func (a answer) reply(l *listener) bool {
 	if a.ref != nil {
 		a.ref.release()
 	} else {
-		a.to.m.Release()
+		a.to.release()
 	}
 	if a.settle {
 		l.holds.settle()

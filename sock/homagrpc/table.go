@@ -29,12 +29,17 @@ func (l *listener) addStream(ss *sstream) *status.Status {
 		l.streams = make(map[streamKey]*sstream)
 	}
 	l.streams[ss.key] = ss
+	l.startSweep()
+	return nil
+}
+
+// startSweep starts sweep unless it runs. The caller holds smu.
+func (l *listener) startSweep() {
 	if !l.sweeping {
 		l.sweeping = true
 		l.wg.Add(1)
 		go l.sweep()
 	}
-	return nil
 }
 
 func (l *listener) stream(key streamKey) *sstream {
@@ -149,9 +154,10 @@ func (l *listener) drain() {
 	}
 }
 
-// sweep runs while the listener has streams: it answers pulls held for
-// the keepalive interval, so that the clients' next pulls show they are
-// alive, and abandons the streams whose clients went silent.
+// sweep runs while the listener has streams or pull sets: it answers
+// pulls and pull sets held for the keepalive interval, so that the
+// clients' next pulls show they are alive, and abandons the streams
+// whose clients went silent.
 func (l *listener) sweep() {
 	defer l.wg.Done()
 	ka := l.srv.opts.keepalive
@@ -164,9 +170,14 @@ func (l *listener) sweep() {
 		case <-l.recvCtx.Done():
 		}
 		l.smu.Lock()
-		if len(l.streams) == 0 || l.recvCtx.Err() != nil {
+		if len(l.streams) == 0 && len(l.pulls) == 0 || l.recvCtx.Err() != nil {
 			l.sweeping = false
+			pulls := l.pulls
+			l.pulls = nil
 			l.smu.Unlock()
+			for _, ps := range pulls {
+				ps.drop() // the listener stops: nobody will answer
+			}
 			return
 		}
 		ss = ss[:0]
@@ -181,10 +192,13 @@ func (l *listener) sweep() {
 			if s.held.ok() && now.Sub(s.heldAt) >= ka {
 				as[0] = s.flushHeld()
 			}
-			if s.pull.ok() && now.Sub(s.pullAt) >= ka {
+			if s.pull.ok() && s.pull.ps == nil && now.Sub(s.pullAt) >= ka {
 				as[1] = s.flushPull(true)
 			}
-			silent := now.Sub(s.heard) >= 4*ka && !s.pull.ok() && !s.held.ok()
+			// A stream pulled through a pull set is alive while its
+			// client sends pull sets.
+			pulled := s.pull.ok() && (s.pull.ps == nil || !s.pull.ps.silent(now, ka))
+			silent := now.Sub(s.heard) >= 4*ka && !pulled && !s.held.ok()
 			s.mu.Unlock()
 			s.send(as[0])
 			s.send(as[1])
@@ -194,5 +208,6 @@ func (l *listener) sweep() {
 				l.removeStream(s)
 			}
 		}
+		l.sweepPulls(now, ka)
 	}
 }

@@ -1,0 +1,205 @@
+package homagrpc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/internal/testkit/socktest"
+)
+
+// A client's streams to a server are pulled through one pull set: 3,000
+// idle streams from one socket, past the 2,000 RPCs a server's socket
+// holds for one client host, all stay open and answer, and idling costs
+// the client a few RPCs a second, not one per stream.
+func TestPullSetManyIdleStreams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 3,000 streams")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		const streams = 3000
+		srv, sts, cs := echoWorldSock(t, &echoService{}, streams)
+		before := cs.Stats().RPCsStarted
+		const idle = 10 * time.Second // ten keepalive intervals
+		time.Sleep(idle)
+		synctest.Wait()
+		rpcs := cs.Stats().RPCsStarted - before
+		t.Logf("%d RPCs in %v of %d idle streams", rpcs, idle, streams)
+		if rpcs > 4*uint64(idle/time.Second) {
+			t.Errorf("%d idle streams cost %d RPCs in %v, want a few a keepalive interval", streams, rpcs, idle)
+		}
+		if st := srv.Stats(); st.Abandoned != 0 {
+			t.Errorf("%d streams abandoned while their client pulled", st.Abandoned)
+		}
+		for i := range sts {
+			send(t, sts, i, 1)
+		}
+		for i := range sts {
+			recvEcho(t, sts, i, 1)
+		}
+		closeStreams(t, sts)
+	})
+}
+
+// The answer to a pull set round-trips, and one that lies about its
+// lengths or count is refused before any answer is handed out.
+func TestPullAnswersFrame(t *testing.T) {
+	b := appendPullAnswersHeader(nil, 3)
+	frames := [][]byte{[]byte("one"), nil, bytes.Repeat([]byte{7}, 300)}
+	for i, f := range frames {
+		b = appendPullAnswer(b, uint64(10+i), f)
+	}
+	var ids []uint64
+	var got [][]byte
+	if err := parsePullAnswers(b, func(id uint64, f []byte) { ids, got = append(ids, id), append(got, f) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || ids[0] != 10 || ids[2] != 12 || !bytes.Equal(got[0], frames[0]) || len(got[1]) != 0 || !bytes.Equal(got[2], frames[2]) {
+		t.Fatalf("parsed ids %v, frames %q", ids, got)
+	}
+	for _, bad := range [][]byte{
+		b[:len(b)-1],                      // the last answer cut
+		append(append([]byte{}, b...), 0), // a byte after the answers
+		append(appendPullAnswersHeader(nil, 1<<30), b[pullAnswersHdrLen:]...), // a count beyond the bytes
+		appendPullAnswer(appendPullAnswersHeader(nil, 2), 1, []byte("x")),     // a count beyond the answers
+	} {
+		calls := 0
+		if err := parsePullAnswers(bad, func(uint64, []byte) { calls++ }); !errors.Is(err, errMalformed) || calls != 0 {
+			t.Errorf("%d bytes: %v after %d answers, want errMalformed before any", len(bad), err, calls)
+		}
+	}
+}
+
+// FuzzParsePullAnswers: parsing never panics, and what parses is
+// rebuilt into the same bytes.
+func FuzzParsePullAnswers(f *testing.F) {
+	b := appendPullAnswersHeader(nil, 2)
+	b = appendPullAnswer(b, 1, []byte("answer"))
+	f.Add(appendPullAnswer(b, 2, nil))
+	f.Add(appendPullAnswersHeader(nil, 0))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		var ids []uint64
+		var frames [][]byte
+		err := parsePullAnswers(msg, func(id uint64, f []byte) { ids, frames = append(ids, id), append(frames, f) })
+		if err != nil {
+			if !errors.Is(err, errMalformed) {
+				t.Fatalf("error %v is not errMalformed", err)
+			}
+			if len(ids) != 0 {
+				t.Fatalf("%d answers handed out before the error", len(ids))
+			}
+			return
+		}
+		again := appendPullAnswersHeader(nil, len(ids))
+		for i := range ids {
+			again = appendPullAnswer(again, ids[i], frames[i])
+		}
+		if !bytes.Equal(again, msg) {
+			t.Fatalf("rebuilt %x, want %x", again, msg)
+		}
+	})
+}
+
+// What a hostile client lists in pull sets is bounded: a pull set of
+// more streams than the server runs at once is refused, and the ends of
+// streams it does not know wait in the answers only up to that many,
+// however often it lists them.
+func TestPullSetHostile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxCalls = 50
+		nw := memnet.New(memnet.Config{})
+		defer nw.Close()
+		srvAddr := netip.MustParseAddrPort("10.0.0.1:4000")
+		ss, err := socktest.OpenMem(nw, srvAddr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := NewServer(MaxConcurrentCalls(maxCalls))
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = srv.Serve(ss) })
+		defer func() { srv.Stop(); wg.Wait() }()
+		cs, err := socktest.OpenMem(nw, netip.MustParseAddrPort("10.0.0.2:0"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		pulls := func(first, n int) []byte {
+			b := appendStreamReqHeader(nil, opPulls, 0, 0, 0)
+			for i := range n {
+				b = appendPullEntry(b, uint64(first+i), 1<<20)
+			}
+			return b
+		}
+		send := func(req []byte) uint64 {
+			t.Helper()
+			id, err := cs.Send(srvAddr, req, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+		recv := func(id uint64) []byte {
+			t.Helper()
+			m, err := cs.Recv(context.Background(), id)
+			if err != nil || m.Err != nil {
+				t.Fatalf("%v %v", err, m.Err)
+			}
+			defer m.Release()
+			return bytes.Clone(m.Data)
+		}
+		// Too many streams: refused.
+		r, err := parseStreamResp(recv(send(pulls(1, maxCalls+1))))
+		if err != nil || codes.Code(r.resp.code) != codes.ResourceExhausted || r.flags&srespFlagEnd == 0 {
+			t.Fatalf("a pull set of %d streams: code %v, flags %#x, %v; want its end with ResourceExhausted", maxCalls+1, codes.Code(r.resp.code), r.flags, err)
+		}
+		// Unknown streams, listed again and again while their answers
+		// wait for the next pull set: each pull set is answered (by the
+		// next) with what fits, and what waits stays bounded.
+		var ids []uint64
+		for range 20 {
+			ids = append(ids, send(pulls(1000, maxCalls)))
+		}
+		answered := 0
+		for _, id := range ids {
+			if err := parsePullAnswers(recv(id), func(uint64, []byte) { answered++ }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := srv.Stats()
+		if st.BadPullSets != 1 || st.PullSets != 20 || st.StalePulls != 20*maxCalls {
+			t.Errorf("stats %+v, want 1 bad pull set, 20 taken, %d stale pulls", st, 20*maxCalls)
+		}
+		if answered < maxCalls || answered > 20*maxCalls {
+			t.Errorf("%d ends answered", answered)
+		}
+		sets := srv.pullSetsForTest()
+		if len(sets) != 1 {
+			t.Fatalf("%d pull sets, want the client's", len(sets))
+		}
+		ps := sets[0]
+		ps.mu.Lock()
+		waiting := len(ps.ready)
+		ps.mu.Unlock()
+		if waiting > maxCalls {
+			t.Errorf("%d answers wait for the next pull set, want at most %d", waiting, maxCalls)
+		}
+		t.Logf("%d ends answered, %d waiting", answered, waiting)
+	})
+	// With no pull set held (a client that lists and never comes
+	// back), the ends wait, up to the bound.
+	ps := &pullSet{}
+	for i := range 100 {
+		ps.putStale(uint64(i), endFrameBytes(nil), 50)
+	}
+	if len(ps.ready) != 50 || ps.stale != 50 {
+		t.Errorf("%d ends wait (%d counted), want 50", len(ps.ready), ps.stale)
+	}
+}
