@@ -112,22 +112,7 @@ func batchOf(frames ...[]byte) []byte {
 // it; data frames in a valid batch that name no open stream are
 // answered as when alone (no more messages) and counted.
 func TestBatchHostile(t *testing.T) {
-	nw := memnet.New(memnet.Config{})
-	defer nw.Close()
-	srvAddr := netip.MustParseAddrPort("10.0.0.1:4000")
-	ss, err := socktest.OpenMem(nw, srvAddr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := NewServer()
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = srv.Serve(ss) })
-	defer func() { srv.Stop(); wg.Wait() }()
-	cs, err := socktest.OpenMem(nw, netip.MustParseAddrPort("10.0.0.2:0"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	srv, cs, srvAddr := rawWorld(t)
 	rpc := func(req []byte) []byte {
 		t.Helper()
 		id, err := cs.Send(srvAddr, req, 0)
@@ -212,6 +197,40 @@ func (e *echoService) FullDuplexCall(st testpb.TestService_FullDuplexCallServer)
 	}
 }
 
+// rawWorld serves a server with opts on an in-memory network and
+// returns it, a client socket to send it frames of the test's making,
+// and its address. Everything ends with the test.
+func rawWorld(t *testing.T, opts ...ServerOption) (*Server, *sock.Socket, netip.AddrPort) {
+	return memServer(t, nil, nil, opts...)
+}
+
+// memServer serves a server with opts, its services registered by
+// register (if set), on an in-memory network whose sockets have cfg, and
+// returns it, a client socket and the server's address. Everything ends
+// with the test.
+func memServer(t *testing.T, cfg *sock.Config, register func(*Server), opts ...ServerOption) (*Server, *sock.Socket, netip.AddrPort) {
+	nw := memnet.New(memnet.Config{})
+	t.Cleanup(func() { nw.Close() })
+	srvAddr := netip.MustParseAddrPort("10.0.0.1:4000")
+	ss, err := socktest.OpenMem(nw, srvAddr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(opts...)
+	if register != nil {
+		register(srv)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.Serve(ss) })
+	t.Cleanup(func() { srv.Stop(); wg.Wait() })
+	cs, err := socktest.OpenMem(nw, netip.MustParseAddrPort("10.0.0.2:0"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return srv, cs, srvAddr
+}
+
 // echoWorld serves svc on an in-memory network and opens n streams to
 // it from a client, each of which has sent message 0 and received its
 // echo. Everything ends with the test's bubble.
@@ -222,29 +241,13 @@ func echoWorld(t *testing.T, svc *echoService, n int) (*Server, []grpc.ClientStr
 
 // echoWorldSock is echoWorld that also returns the client's socket.
 func echoWorldSock(t *testing.T, svc *echoService, n int) (*Server, []grpc.ClientStream, *sock.Socket) {
-	nw := memnet.New(memnet.Config{})
-	t.Cleanup(func() { nw.Close() })
-	srvAddr := netip.MustParseAddrPort("10.0.0.1:4000")
-	cfg := &sock.Config{PollDuration: -1}
-	ss, err := socktest.OpenMem(nw, srvAddr, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := NewServer()
-	testpb.RegisterTestServiceServer(srv, svc)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = srv.Serve(ss) })
-	t.Cleanup(func() { srv.Stop(); wg.Wait() })
-	cs, err := socktest.OpenMem(nw, netip.MustParseAddrPort("10.0.0.2:0"), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	srv, cs, srvAddr := memServer(t, &sock.Config{PollDuration: -1}, func(s *Server) { testpb.RegisterTestServiceServer(s, svc) })
 	cc := NewClientConn(cs, srvAddr)
 	t.Cleanup(func() { cc.Close() })
 	desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
 	sts := make([]grpc.ClientStream, n)
 	for i := range sts {
+		var err error
 		if sts[i], err = cc.NewStream(context.Background(), desc, testpb.TestService_FullDuplexCall_FullMethodName); err != nil {
 			t.Fatal(err)
 		}

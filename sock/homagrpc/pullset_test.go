@@ -4,16 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/netip"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc/codes"
-
-	"github.com/homa-go/homa/homa/memnet"
-	"github.com/homa-go/homa/internal/testkit/socktest"
 )
 
 // A client's streams to a server are pulled through one pull set: 3,000
@@ -115,22 +110,7 @@ func FuzzParsePullAnswers(f *testing.F) {
 func TestPullSetHostile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const maxCalls = 50
-		nw := memnet.New(memnet.Config{})
-		defer nw.Close()
-		srvAddr := netip.MustParseAddrPort("10.0.0.1:4000")
-		ss, err := socktest.OpenMem(nw, srvAddr, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := NewServer(MaxConcurrentCalls(maxCalls))
-		var wg sync.WaitGroup
-		wg.Go(func() { _ = srv.Serve(ss) })
-		defer func() { srv.Stop(); wg.Wait() }()
-		cs, err := socktest.OpenMem(nw, netip.MustParseAddrPort("10.0.0.2:0"), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
+		srv, cs, srvAddr := rawWorld(t, MaxConcurrentCalls(maxCalls))
 		pulls := func(first, n int) []byte {
 			b := appendStreamReqHeader(nil, opPulls, 0, 0, 0)
 			for i := range n {
