@@ -8,7 +8,10 @@
 // receive goroutine takes it once per batch of packets, application
 // goroutines in Send, Reply, Recv and Abort. Packets are built under it
 // and written after it is released. One timer is armed at the core's
-// next deadline: an idle endpoint does no work and never wakes up.
+// next deadline: an idle endpoint does no work and never wakes up. On a
+// kernel socket on Linux it is a timerfd, as is the grace of a reader
+// that parked (see wakeTimer): such an endpoint holds three file
+// descriptors, its socket's and its two timers'.
 //
 // Applications use package sock, which wraps an Endpoint (or the Linux
 // kernel module) behind the same socket API.
