@@ -199,9 +199,11 @@ func (e *echoService) FullDuplexCall(st testpb.TestService_FullDuplexCallServer)
 
 // rawWorld serves a server with opts on an in-memory network and
 // returns it, a client socket to send it frames of the test's making,
-// and its address. Everything ends with the test.
+// and its address. Everything ends with the test. Its sockets do not
+// poll: a reader spinning in a testing/synctest bubble would keep the
+// bubble's clock from advancing.
 func rawWorld(t *testing.T, opts ...ServerOption) (*Server, *sock.Socket, netip.AddrPort) {
-	return memServer(t, nil, nil, opts...)
+	return memServer(t, &sock.Config{PollDuration: -1}, nil, opts...)
 }
 
 // memServer serves a server with opts, its services registered by

@@ -203,7 +203,7 @@
 //     and no data frame is held to say it in, and then answers it; the
 //     client pulls again. A ClientConn pulls all its streams to a server
 //     with one Homa RPC, a pull set: it lists the streams pulled anew,
-//     the server keeps the set of pulled streams per client socket,
+//     the server keeps the set of pulled streams per ClientConn,
 //     holds the one RPC until any of them has something to say, and
 //     answers it with the answers of all that have (as many as one
 //     message holds); the client sends the next pull set as the answer
@@ -294,7 +294,7 @@
 //     stream to the same server (one in flight per server, two while
 //     the first is slow), where HTTP/2 would write it at once on the
 //     connection.
-//   - The server holds one Homa RPC per client socket (the pull set),
+//   - The server holds one Homa RPC per ClientConn (the pull set),
 //     and one per stream whose data frame waits for its handler's
 //     reaction, so the socket's limit on pending replies
 //     (sock.Limits.PendingReplies, default 2,000 per client host)

@@ -19,6 +19,7 @@ import (
 type pullMux struct {
 	c      *ClientConn
 	target netip.AddrPort
+	id     uint64 // names the mux's pull set at the server
 
 	mu       sync.Mutex
 	waiting  map[uint64]*pending // by stream id: listed, or to be, and not yet answered
@@ -48,7 +49,7 @@ func (c *ClientConn) pullsTo(target netip.AddrPort) *pullMux {
 		if c.pulls == nil {
 			c.pulls = make(map[netip.AddrPort]*pullMux)
 		}
-		pm = &pullMux{c: c, target: target, waiting: make(map[uint64]*pending), credits: make(map[uint64]uint64)}
+		pm = &pullMux{c: c, target: target, id: c.newID(), waiting: make(map[uint64]*pending), credits: make(map[uint64]uint64)}
 		c.pulls[target] = pm
 	}
 	return pm
@@ -98,7 +99,7 @@ func (pm *pullMux) kick() {
 		return
 	}
 	n := min(len(pm.fresh), maxPullEntries)
-	frame := appendStreamReqHeader(sock.NewBuffer(sreqHeaderLen + n*pullEntryLen)[:0], opPulls, 0, 0, 0)
+	frame := appendStreamReqHeader(sock.NewBuffer(sreqHeaderLen + n*pullEntryLen)[:0], opPulls, 0, pm.id, 0)
 	for _, id := range pm.fresh[:n] {
 		frame = appendPullEntry(frame, id, pm.credits[id])
 		delete(pm.credits, id)

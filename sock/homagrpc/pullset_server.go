@@ -20,22 +20,25 @@ import (
 // that answer them, about 8 a second, plus an empty answer and a new
 // pull each keepalive interval. So a ClientConn pulls all its streams to
 // a server with one RPC, a pull set, which lists the streams it pulls
-// anew (each until its answer comes); the server keeps the set of
-// pulled streams per client socket (pullSet), holds the one RPC until
+// anew (each until its answer comes) and names the ClientConn (the
+// puller: a socket may serve several); the server keeps the set of
+// pulled streams per puller (pullSet), holds the one RPC until
 // any of them has something to say, and answers it with the answer of
 // every stream that has, as many as one message holds. The client sends
 // the next pull set as that answer arrives. A pull set that comes while
 // another is held makes the server answer the held one with what it has
 // (possibly nothing): that is how a client adds a stream to the set
-// while its pull set is held. Keepalive and abandonment count per client
-// socket: an idle client costs one small RPC per keepalive interval and
-// its RESENDs, however many streams it has open.
+// while its pull set is held. Keepalive and abandonment count per
+// puller: an idle client costs one small RPC per keepalive interval and
+// its RESENDs, however many streams it has open. A socket has at most
+// maxPullers pull sets at a listener.
 
-// pullSet is the set of a client socket's streams pulled through pull
-// sets, and its pull set held, if any.
+// pullSet is the set of streams a puller of a client socket (a
+// ClientConn, for this server) pulls through pull sets, and its pull set
+// held, if any.
 type pullSet struct {
-	l    *listener
-	peer netip.AddrPort
+	l   *listener
+	key streamKey // the client's socket, and the puller's id
 
 	mu     sync.Mutex
 	held   *sock.Message // the pull set held; nil: none
@@ -59,20 +62,41 @@ type pullAnswer struct {
 // takes: what one message holds, less the framing.
 const pullAnswerLimit = maxFrame - pullAnswersHdrLen - pullAnswerEntryLen
 
-// pullSetOf returns the pull set of the client socket peer.
-func (l *listener) pullSetOf(peer netip.AddrPort) *pullSet {
+// maxPullers bounds the pull sets a listener keeps per client socket:
+// one per ClientConn using the socket for this server.
+const maxPullers = 64
+
+// pullSetOf returns the pull set key names, or nil when its client
+// socket has maxPullers already.
+func (l *listener) pullSetOf(key streamKey) *pullSet {
 	l.smu.Lock()
 	defer l.smu.Unlock()
-	ps := l.pulls[peer]
+	ps := l.pulls[key]
 	if ps == nil {
-		if l.pulls == nil {
-			l.pulls = make(map[netip.AddrPort]*pullSet)
+		if l.pullers[key.peer] >= maxPullers {
+			return nil
 		}
-		ps = &pullSet{l: l, peer: peer}
-		l.pulls[peer] = ps
+		if l.pulls == nil {
+			l.pulls = make(map[streamKey]*pullSet)
+			l.pullers = make(map[netip.AddrPort]int)
+		}
+		ps = &pullSet{l: l, key: key}
+		l.pulls[key] = ps
+		l.pullers[key.peer]++
 		l.startSweep()
 	}
 	return ps
+}
+
+// forgetPullSet forgets ps. The caller holds smu.
+func (l *listener) forgetPullSet(ps *pullSet) {
+	if l.pulls[ps.key] != ps {
+		return
+	}
+	delete(l.pulls, ps.key)
+	if l.pullers[ps.key.peer]--; l.pullers[ps.key.peer] == 0 {
+		delete(l.pullers, ps.key.peer)
+	}
 }
 
 // handlePulls takes a pull set: the held one is answered with what is
@@ -88,15 +112,18 @@ func (l *listener) pullSetOf(peer netip.AddrPort) *pullSet {
 func (l *listener) handlePulls(m *sock.Message, req streamReq) {
 	s := l.srv
 	n := len(req.pulls) / pullEntryLen
-	if n > s.opts.maxHandlers {
+	var ps *pullSet
+	if n <= s.opts.maxHandlers {
+		ps = l.pullSetOf(streamKey{m.Peer, req.id})
+	}
+	if ps == nil {
 		s.stats.malformed.Add(1)
 		s.stats.badPullSets.Add(1)
-		l.endFrame(m, status.Newf(codes.ResourceExhausted, "homagrpc: a pull set of %d streams, beyond the %d the server runs at once", n, s.opts.maxHandlers))
+		l.endFrame(m, status.Newf(codes.ResourceExhausted, "homagrpc: a pull set of %d streams (at most %d), or beyond %d pull sets of a socket", n, s.opts.maxHandlers, maxPullers))
 		return
 	}
 	s.stats.pullSets.Add(1)
 	s.stats.pulls.Add(uint64(n))
-	ps := l.pullSetOf(m.Peer)
 	now := time.Now()
 	ps.mu.Lock()
 	ps.heard = now
@@ -223,9 +250,7 @@ func (l *listener) sweepPulls(now time.Time, ka time.Duration) bool {
 		ps.reply(m, resp)
 		if forget {
 			l.smu.Lock()
-			if l.pulls[ps.peer] == ps {
-				delete(l.pulls, ps.peer)
-			}
+			l.forgetPullSet(ps)
 			l.smu.Unlock()
 			ps.drop()
 		} else {

@@ -8,7 +8,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/homa-go/homa/sock"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 )
 
 // A client's streams to a server are pulled through one pull set: 3,000
@@ -111,13 +114,14 @@ func TestPullSetHostile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const maxCalls = 50
 		srv, cs, srvAddr := rawWorld(t, MaxConcurrentCalls(maxCalls))
-		pulls := func(first, n int) []byte {
-			b := appendStreamReqHeader(nil, opPulls, 0, 0, 0)
+		pullsOf := func(puller uint64, first, n int) []byte {
+			b := appendStreamReqHeader(nil, opPulls, 0, puller, 0)
 			for i := range n {
 				b = appendPullEntry(b, uint64(first+i), 1<<20)
 			}
 			return b
 		}
+		pulls := func(first, n int) []byte { return pullsOf(1, first, n) }
 		send := func(req []byte) uint64 {
 			t.Helper()
 			id, err := cs.Send(srvAddr, req, 0)
@@ -172,6 +176,25 @@ func TestPullSetHostile(t *testing.T) {
 			t.Errorf("%d answers wait for the next pull set, want at most %d", waiting, maxCalls)
 		}
 		t.Logf("%d ends answered, %d waiting", answered, waiting)
+		// Pull sets of more pullers than a socket may have (puller 1
+		// above is one of them): the one past the bound is refused at
+		// once; the others are held, and answered empty after the
+		// keepalive interval.
+		ids = ids[:0]
+		for p := range maxPullers {
+			ids = append(ids, send(pullsOf(uint64(100+p), 0, 0)))
+		}
+		if r, err := parseStreamResp(recv(ids[maxPullers-1])); err != nil || codes.Code(r.resp.code) != codes.ResourceExhausted {
+			t.Errorf("pull set of puller %d: code %v, %v; want ResourceExhausted", maxPullers+1, codes.Code(r.resp.code), err)
+		}
+		for _, id := range ids[:maxPullers-1] {
+			if err := parsePullAnswers(recv(id), func(uint64, []byte) {}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := srv.Stats(); st.BadPullSets != 2 {
+			t.Errorf("%d pull sets refused, want 2", st.BadPullSets)
+		}
 	})
 	// With no pull set held (a client that lists and never comes
 	// back), the ends wait, up to the bound.
@@ -182,4 +205,41 @@ func TestPullSetHostile(t *testing.T) {
 	if len(ps.ready) != 50 || ps.stale != 50 {
 		t.Errorf("%d ends wait (%d counted), want 50", len(ps.ready), ps.stale)
 	}
+}
+
+// Two ClientConns on one socket keep a pull set each at the server: one
+// does not answer the other's, which would make each send its next at
+// once, without end.
+func TestPullSetsOfTwoClientConns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, cs, srvAddr := memServer(t, &sock.Config{PollDuration: -1}, func(s *Server) { testpb.RegisterTestServiceServer(s, &echoService{}) })
+		var sts []grpc.ClientStream
+		for range 2 {
+			cc := NewClientConn(cs, srvAddr)
+			t.Cleanup(func() { cc.Close() })
+			desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
+			for range 3 {
+				st, err := cc.NewStream(context.Background(), desc, testpb.TestService_FullDuplexCall_FullMethodName)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sts = append(sts, st)
+				send(t, sts, len(sts)-1, 0)
+				recvEcho(t, sts, len(sts)-1, 0)
+			}
+		}
+		synctest.Wait()
+		before := cs.Stats().RPCsStarted
+		const idle = 10 * time.Second
+		time.Sleep(idle)
+		synctest.Wait()
+		if rpcs := cs.Stats().RPCsStarted - before; rpcs > 2*4*uint64(idle/time.Second) {
+			t.Errorf("two ClientConns' idle streams cost %d RPCs in %v, want a few a keepalive interval each", rpcs, idle)
+		}
+		for i := range sts {
+			send(t, sts, i, 1)
+			recvEcho(t, sts, i, 1)
+		}
+		closeStreams(t, sts)
+	})
 }

@@ -314,7 +314,8 @@ type listener struct {
 	calls    map[streamKey]context.CancelCauseFunc // unary calls with an id
 	draining bool                                  // no new calls
 	sweeping bool                                  // sweep runs
-	pulls    map[netip.AddrPort]*pullSet           // by client socket
+	pulls    map[streamKey]*pullSet                // by client socket and puller
+	pullers  map[netip.AddrPort]int                // pull sets per client socket
 	// ended remembers how the last endedMemory streams ended; endedOrder
 	// is a ring of their keys, endedNext counts them.
 	ended      map[streamKey]*status.Status

@@ -24,11 +24,12 @@ import (
 //	            payload is chunks; data: chunks; pull, cancel: nothing;
 //	            pull set: entries, below
 //
-// A pull set pulls several streams of the client's socket at once (its
-// stream id and credit are 0): each 16-byte entry names a stream (8
-// bytes) and its credit (8 bytes), as a pull frame would. Its answer
-// (kind 5) carries the answers of those of the socket's pulled streams
-// that have something to say:
+// A pull set pulls several streams of the client's socket at once: its
+// stream id names the puller (a ClientConn's, for each server; a
+// socket may have several), its credit is 0, and each 16-byte entry
+// names a stream (8 bytes) and its credit (8 bytes), as a pull frame
+// would. Its answer (kind 5) carries the answers of those of the
+// puller's pulled streams that have something to say:
 //
 //	offset size field
 //	0      1    version (1)
@@ -157,7 +158,7 @@ func parseStreamReq(msg []byte) (streamReq, error) {
 			return r, fmt.Errorf("%w: %d bytes after a pull or cancel frame", errMalformed, len(rest))
 		}
 	case opPulls:
-		if r.id != 0 || r.credit != 0 || len(rest)%pullEntryLen != 0 {
+		if r.id == 0 || r.credit != 0 || len(rest)%pullEntryLen != 0 {
 			return r, fmt.Errorf("%w: a pull set with id %d, credit %d and %d bytes of entries", errMalformed, r.id, r.credit, len(rest))
 		}
 		if r.flags != 0 {

@@ -97,7 +97,7 @@ func FuzzParseStreamReq(f *testing.F) {
 	f.Add(append(b, 'x'))
 	o, _ := appendRequestHead(appendStreamReqHeader(nil, opOpen, 0, 1, 2), reqHead{method: "/a/b"})
 	f.Add(o)
-	f.Add(appendPullEntry(appendPullEntry(appendStreamReqHeader(nil, opPulls, 0, 0, 0), 7, 1<<20), 9, 0))
+	f.Add(appendPullEntry(appendPullEntry(appendStreamReqHeader(nil, opPulls, 0, 5, 0), 7, 1<<20), 9, 0))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		r, err := parseStreamReq(msg)
 		if err != nil {
@@ -107,7 +107,7 @@ func FuzzParseStreamReq(f *testing.F) {
 			return
 		}
 		if r.op == opPulls {
-			again := appendStreamReqHeader(nil, opPulls, 0, 0, 0)
+			again := appendStreamReqHeader(nil, opPulls, 0, r.id, 0)
 			for i := range len(r.pulls) / pullEntryLen {
 				id, credit := pullEntry(r.pulls, i)
 				again = appendPullEntry(again, id, credit)

@@ -173,7 +173,7 @@ func (l *listener) sweep() {
 		if len(l.streams) == 0 && len(l.pulls) == 0 || l.recvCtx.Err() != nil {
 			l.sweeping = false
 			pulls := l.pulls
-			l.pulls = nil
+			l.pulls, l.pullers = nil, nil
 			l.smu.Unlock()
 			for _, ps := range pulls {
 				ps.drop() // the listener stops: nobody will answer
