@@ -268,8 +268,8 @@ func (ps *pullSet) silent(now time.Time, ka time.Duration) bool {
 	return now.Sub(ps.heard) >= 4*ka
 }
 
-// drop lets go of what the pull set holds: the listener stops, or the
-// client went silent.
+// drop lets go of what the pull set holds, answering the one held
+// empty: the listener stops, or the client went silent.
 func (ps *pullSet) drop() {
 	ps.mu.Lock()
 	m := ps.held
@@ -279,7 +279,5 @@ func (ps *pullSet) drop() {
 	}
 	ps.ready, ps.stale = nil, 0
 	ps.mu.Unlock()
-	if m != nil {
-		m.Release()
-	}
+	ps.reply(m, appendPullAnswersHeader(nil, 0))
 }
