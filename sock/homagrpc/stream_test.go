@@ -92,6 +92,7 @@ func (s *streamService) StreamingOutputCall(req *testpb.StreamingOutputCallReque
 		return err
 	}
 	for _, p := range req.GetResponseParameters() {
+		time.Sleep(time.Duration(p.GetIntervalUs()) * time.Microsecond)
 		if err := s.send(ss, p.GetSize(), req.GetResponseType()); err != nil {
 			return err
 		}
@@ -522,6 +523,52 @@ func TestStreamInterceptors(t *testing.T) {
 		m := testpb.TestService_FullDuplexCall_FullMethodName
 		if want := []string{"c1", "c2", "s1 " + m, "s2 " + m}; !slices.Equal(order, want) {
 			t.Errorf("interceptors ran %v, want %v", order, want)
+		}
+	})
+}
+
+// Many server streams of one client, their messages carried by the
+// answers to pull sets, over a network that loses, duplicates and
+// reorders packets: every stream gets all its messages, in order.
+func TestServerStreamsPulledOverLoss(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := serveMem(t, memnet.Config{Seed: 11, Loss: 0.05, Duplicate: 0.02, Reorder: 0.02}, func(r grpc.ServiceRegistrar) {
+			testpb.RegisterTestServiceServer(r, &streamService{})
+		})
+		defer w.close(t)
+		c := w.client(t)
+		const streams, msgs = 20, 30
+		var wg sync.WaitGroup
+		for s := range streams {
+			wg.Go(func() {
+				// A message a millisecond: each goes in an answer to a
+				// pull set, with those of other streams ready then.
+				var sizes []int32
+				ps := make([]*testpb.ResponseParameters, msgs)
+				for i := range ps {
+					sizes = append(sizes, int32(s*100+i))
+					ps[i] = &testpb.ResponseParameters{Size: sizes[i], IntervalUs: 1000}
+				}
+				st, err := c.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{ResponseParameters: ps})
+				if err != nil {
+					t.Errorf("stream %d: %v", s, err)
+					return
+				}
+				for i, n := range sizes {
+					resp, err := st.Recv()
+					if err != nil || len(resp.GetPayload().GetBody()) != int(n) {
+						t.Errorf("stream %d, message %d: %v", s, i, err)
+						return
+					}
+				}
+				if _, err := st.Recv(); err != io.EOF {
+					t.Errorf("stream %d ends with %v, want io.EOF", s, err)
+				}
+			})
+		}
+		wg.Wait()
+		if st := w.srv.Stats(); st.PullSets < msgs/2 || st.Pulls < 2*streams {
+			t.Errorf("%d pull sets listing %d streams, want the messages carried by their answers", st.PullSets, st.Pulls)
 		}
 	})
 }
