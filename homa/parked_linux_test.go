@@ -56,7 +56,17 @@ func TestParkedPathWakeups(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sleeps between RPCs (about 1 s)")
 	}
-	client, server, dst := udpEchoPair(t)
+	// The server asks for an acknowledgment 20 ms after its response
+	// rather than 2: the client's comes within microseconds when it
+	// acknowledges at once, as it must, but on a loaded machine (the
+	// suite's packages in parallel) its thread may wait a few
+	// milliseconds for a processor, and a NEED_ACK then is the protocol
+	// working, not the path. A client that waited to acknowledge would
+	// still show: its timer wakes (and its acknowledgments are not left
+	// to ackLoop).
+	var scfg homa.Config
+	scfg.Ack.RequestAckTicks = 20
+	client, server, dst := udpEchoPairWith(t, scfg)
 	call := func(i int) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -181,6 +191,11 @@ func TestCallArmsNoGrace(t *testing.T) {
 // udpEchoPair opens a client endpoint and an echo server endpoint on
 // UDP loopback, closed when the test ends; dst is the server's address.
 func udpEchoPair(t *testing.T) (client, server *homa.Endpoint, dst netip.AddrPort) {
+	return udpEchoPairWith(t, homa.Config{})
+}
+
+// udpEchoPairWith is udpEchoPair with a server of configuration scfg.
+func udpEchoPairWith(t *testing.T, scfg homa.Config) (client, server *homa.Endpoint, dst netip.AddrPort) {
 	t.Helper()
 	lo := netip.MustParseAddr("127.0.0.1")
 	sc, err := netio.OpenUDP(lo, 0, nil)
@@ -191,7 +206,7 @@ func udpEchoPair(t *testing.T) (client, server *homa.Endpoint, dst netip.AddrPor
 	if err != nil {
 		t.Fatal(err)
 	}
-	server = homa.NewEndpoint(sc, homa.Config{})
+	server = homa.NewEndpoint(sc, scfg)
 	t.Cleanup(func() { server.Close() })
 	client = homa.NewEndpoint(cc, homa.Config{})
 	t.Cleanup(func() { client.Close() })
