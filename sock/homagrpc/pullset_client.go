@@ -133,9 +133,10 @@ func (pm *pullMux) await(id uint64) {
 func (pm *pullMux) done(m *sock.Message, err error) {
 	defer pm.c.wg.Done()
 	if err == nil && len(m.Data) > 1 && m.Data[1] == kindStreamResp {
-		// A server of the version before pull sets: it refused the
-		// pull set as a frame it does not know. Each stream pulls
-		// alone from now on.
+		// A server of the version before pull sets refused the pull
+		// set as a frame it does not know (or this server refused it:
+		// its client socket has more pullers than it keeps). Each
+		// stream pulls alone from now on.
 		m.Release()
 		err = errPullAlone
 		pm.mu.Lock()
