@@ -8,10 +8,7 @@
 // receive goroutine takes it once per batch of packets, application
 // goroutines in Send, Reply, Recv and Abort. Packets are built under it
 // and written after it is released. One timer is armed at the core's
-// next deadline: an idle endpoint does no work and never wakes up. On a
-// kernel socket on Linux it is a timerfd, as is the grace of a reader
-// that parked (see wakeTimer): such an endpoint holds three file
-// descriptors, its socket's and its two timers'.
+// next deadline: an idle endpoint does no work and never wakes up.
 //
 // Applications use package sock, which wraps an Endpoint (or the Linux
 // kernel module) behind the same socket API.
@@ -52,12 +49,9 @@ type Endpoint struct {
 	out     core.Output     // what the current core call produced
 	rxSelf  *mailbox.Waiter // the waiter of the goroutine processing packets, if it polls from Recv
 	rxIn    []core.Inbound  // scratch for HandleBatch
-	timer   wakeTimer       // armed at timerAt when timerOn
+	timer   *time.Timer     // armed at timerAt when timerOn
 	timerAt time.Duration
 	timerOn bool
-	// staleTimer is how much later the next deadline must be for the
-	// timer to be re-armed: staleTimer or staleKernelTimer.
-	staleTimer time.Duration
 	// timerDirty says the timer is yet to be reset to timerAt: settle
 	// leaves that to the flush of its batch (applyTimer), after the
 	// packets are sent.
@@ -103,18 +97,14 @@ type Endpoint struct {
 	// through readerLeft when they have.
 	rxIdle     atomic.Bool
 	graceArmed atomic.Bool
-	// grace holds the grace timers: a runtime timer, and a kernel timer
-	// (nil where there is none) for a reader that leaves an idle
-	// endpoint (see armGrace); graceOn is the index of the one armed.
-	// Their expiries run graceEnded (graceLoop).
-	grace      [2]wakeTimer
-	graceOn    atomic.Int32
+	grace      *time.Timer
 	readerLeft chan struct{}
 	// readerWakeups counts the grace timer's firings: none while the
 	// endpoint is idle.
 	readerWakeups atomic.Uint64
-	// graceArms counts the armings of each grace timer.
-	graceArms [2]atomic.Uint64
+	// graceArms counts the grace timer's arming (each a runtime timer
+	// reset: a thread wake-up, see applyTimer).
+	graceArms atomic.Uint64
 	// cpuYields counts a spinning reader's yields of its thread's
 	// processor (see spinRead).
 	cpuYields atomic.Uint64
@@ -172,25 +162,14 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	e.readerLeft = make(chan struct{}, 1)
 	e.tokenFreed = make(chan struct{}, 1)
 	e.readTurn = make(chan struct{}, 1)
-	e.timer = newWakeTimer(conn)
-	e.staleTimer = staleTimer
-	if e.timer.Kernel() {
-		e.staleTimer = staleKernelTimer
-	}
-	e.grace[0] = newRuntimeTimer()
-	if e.timer.Kernel() {
-		e.grace[1] = newKernelTimer() // nil if the kernel gives none
-	}
+	e.grace = time.AfterFunc(time.Hour, e.graceEnded)
+	e.grace.Stop()
+	e.timer = time.NewTimer(time.Hour)
+	e.timer.Stop()
 	e.wg.Add(3)
 	go e.rxLoop()
 	go e.timerLoop()
 	go e.ackLoop()
-	for _, g := range e.grace {
-		if g != nil {
-			e.wg.Add(1)
-			go e.graceLoop(g)
-		}
-	}
 	return e
 }
 
@@ -534,40 +513,36 @@ func (e *Endpoint) settle(b *txBatch) {
 		// What the timer was armed for is gone (an acknowledgment freed
 		// the RPC whose NEED_ACK was due, a response ended the RPC whose
 		// RESEND was): it would wake the endpoint for nothing.
-		e.stopTimer(b)
-	case at > e.timerAt+e.staleTimer:
+		e.stopTimer()
+	case at > e.timerAt+staleTimer:
 		e.timerAt = at
 		e.dueAt.Store(int64(max(at, 1)))
 		e.timerDirty, b.rearm = true, true
 	}
 }
 
-// Arming or stopping the timer is a system call (a kernel timer), or
-// may wake a thread (a runtime timer: see wakeTimer): on a call's path,
-// before the request leaves or the response is handed over, either
-// delays it. So settle only notes the new deadline, or that there is
-// none, and the flush of its batch arms or stops the timer once the
-// packets are out (a reader whose message came leaves that to ackLoop).
+// Resetting a runtime timer wakes a thread (the one parked in the
+// netpoller, to shorten its sleep, or an idle one to take its place):
+// on a call's path, before the request leaves, that is a system call and
+// a wake-up of another processor's thread the request waits for. So
+// settle only notes the new deadline, and the flush of its batch resets
+// the timer once the packets are out.
 
-// applyTimer arms or stops the timer as settle noted, if that is still
-// to be done.
+// applyTimer resets the timer to the deadline settle noted, if it is
+// still to be done.
 func (e *Endpoint) applyTimer() {
 	e.mu.Lock()
-	if e.timerDirty && !e.closed {
-		if e.timerOn {
-			e.timer.Reset(max(e.timerAt-e.now(), 0))
-		} else {
-			e.timer.Stop()
-		}
+	if e.timerDirty && e.timerOn && !e.closed {
+		e.timer.Reset(max(e.timerAt-e.now(), 0))
 	}
 	e.timerDirty = false
 	e.mu.Unlock()
 }
 
-// stopTimer notes that the timer is to be stopped: b's flush stops it.
-// The caller holds mu.
-func (e *Endpoint) stopTimer(b *txBatch) {
-	e.timerOn, e.timerDirty, b.rearm = false, true, true
+// stopTimer disarms the timer. The caller holds mu.
+func (e *Endpoint) stopTimer() {
+	e.timer.Stop()
+	e.timerOn, e.timerDirty = false, false
 	e.dueAt.Store(0)
 }
 
@@ -575,16 +550,8 @@ func (e *Endpoint) stopTimer(b *txBatch) {
 // deadline must be for settle to re-arm the timer: a deadline that moves
 // a little (the oldest of many RPCs in flight completed) is not worth a
 // timer operation per message; one that moved by a tick or more (the
-// last RPC ended) is worth a wake-up saved. A kernel timer's operation
-// is a system call (several microseconds on a virtual machine), and a
-// busy endpoint's deadline moves later and back again about once per
-// RPC: there a firing in vain now and then costs less, and only a
-// deadline that moved far (the last RPC ended, and what is left is
-// housekeeping seconds away) is worth re-arming for.
-const (
-	staleTimer       = time.Millisecond
-	staleKernelTimer = 50 * time.Millisecond
-)
+// last RPC ended) is worth a wake-up saved.
+const staleTimer = time.Millisecond
 
 // noteQuiet records whether the endpoint is quiet: nothing in progress
 // in the core, and no goroutine waiting in Recv. If it is not while no
@@ -606,7 +573,7 @@ func (e *Endpoint) noteQuiet(b *txBatch) {
 // socket is still left alone.
 func (e *Endpoint) graceAfterFlush() {
 	if !e.quiet.Load() && e.rxIdle.Load() && !e.appReading.Load() {
-		e.armGrace(readerGrace, false)
+		e.armGrace(readerGrace)
 	}
 }
 
@@ -639,7 +606,7 @@ func (e *Endpoint) runDue(now time.Duration, b *txBatch) {
 		e.mu.Unlock()
 		return
 	}
-	e.stopTimer(b)
+	e.stopTimer()
 	e.trimDue(now)
 	e.core.Tick(now, &e.out)
 	e.settle(b)
@@ -677,7 +644,13 @@ func (e *Endpoint) wakeBlocked() {
 // the core has none.
 func (e *Endpoint) timerLoop() {
 	defer e.wg.Done()
-	for e.timer.Wait() {
+	for {
+		select {
+		case <-e.timer.C:
+		case <-e.done:
+			e.timer.Stop()
+			return
+		}
 		e.io.wakeups.Add(1)
 		b := e.getBatch()
 		e.mu.Lock()
@@ -720,12 +693,7 @@ func (e *Endpoint) Close() error {
 	e.mu.Unlock()
 	e.sendBatch(b)
 	close(e.done)
-	for _, g := range e.grace {
-		if g != nil {
-			g.Close()
-		}
-	}
-	e.timer.Close()
+	e.grace.Stop()
 	err := e.conn.Close()
 	e.wg.Wait()
 	return err

@@ -10,12 +10,7 @@ func ReaderWakeups(e *Endpoint) uint64 { return e.readerWakeups.Load() }
 func AcksLeft(e *Endpoint) uint64 { return e.acksLeft.Load() }
 
 // GraceArms is how often e armed its background reader's grace timer.
-func GraceArms(e *Endpoint) uint64 { return e.graceArms[0].Load() + e.graceArms[1].Load() }
-
-// RuntimeGraceArms is how often e armed its runtime grace timer, and
-// KernelTimers whether it has kernel timers (see wakeTimer).
-func RuntimeGraceArms(e *Endpoint) uint64 { return e.graceArms[0].Load() }
-func KernelTimers(e *Endpoint) bool       { return e.timer.Kernel() }
+func GraceArms(e *Endpoint) uint64 { return e.graceArms.Load() }
 
 // CPUYields is how often a spinning reader of e gave its thread's
 // processor up.

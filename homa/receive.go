@@ -183,14 +183,13 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 	e.appReading.Store(true)
 	e.disarmGrace()
 	b := e.getBatch()
-	parked := false // this reader parked: the endpoint was idle
 	defer func() {
 		e.putBatch(b)
 		e.lastRead.Store(int64(e.rxNow)) // the last clock reading of a reader: close enough for readerGrace
 		e.appReading.Store(false)
 		e.releaseToken()
 		if e.rxIdle.Load() && !e.quiet.Load() {
-			e.armGrace(readerGrace, parked)
+			e.armGrace(readerGrace)
 		}
 	}()
 	for {
@@ -216,7 +215,6 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 		e.idle(b)
 		e.allocRx()
 		e.io.parks.Add(1)
-		parked = true
 		n, err := e.readConn(e.rxPkts)
 		e.mu.Lock()
 		e.rxBlocked = nil
@@ -397,7 +395,7 @@ func (e *Endpoint) awaitReaders() bool {
 			return true
 		}
 		if !quiet && !e.appReading.Load() {
-			e.armGrace(max(wait, 0), false)
+			e.armGrace(max(wait, 0))
 		}
 		select {
 		case <-e.readerLeft:
@@ -416,23 +414,11 @@ func (e *Endpoint) pokeReader() {
 	}
 }
 
-// armGrace arms a grace timer to fire in d, unless one is armed. A
-// reader that leaves an endpoint it found idle (it parked: the way back
-// from a parked endpoint, a server's goroutine leaving with the request
-// that woke it) arms the kernel timer where there is one: arming a
-// runtime timer then wakes a thread, twice (see wakeTimer), and the
-// reader comes back to stop it microseconds later. Others arm the
-// runtime timer, which costs a busy process no wake-up and no system
-// call.
-func (e *Endpoint) armGrace(d time.Duration, idle bool) {
+// armGrace arms the grace timer to fire in d, unless it is armed.
+func (e *Endpoint) armGrace(d time.Duration) {
 	if !e.graceArmed.Load() && !e.graceArmed.Swap(true) {
-		i := int32(0)
-		if idle && e.grace[1] != nil {
-			i = 1
-		}
-		e.graceOn.Store(i)
-		e.graceArms[i].Add(1)
-		e.grace[i].Reset(d)
+		e.graceArms.Add(1)
+		e.grace.Reset(d)
 	}
 }
 
@@ -443,7 +429,7 @@ func (e *Endpoint) armGrace(d time.Duration, idle bool) {
 // are all busy spinning takes one from a spinner, maybe in the middle
 // of an RPC.
 func (e *Endpoint) disarmGrace() {
-	if e.graceArmed.Load() && e.grace[e.graceOn.Load()].Stop() {
+	if e.graceArmed.Load() && e.grace.Stop() {
 		e.graceArmed.Store(false)
 	}
 }
@@ -462,19 +448,10 @@ func (e *Endpoint) graceEnded() {
 		return // a firing that Close's Stop came too late for arms no other
 	}
 	if wait := e.readerWait(); wait > 0 {
-		e.armGrace(wait, false)
+		e.armGrace(wait)
 		return
 	}
 	e.pokeReader()
-}
-
-// graceLoop runs graceEnded at each expiry of grace timer g, until the
-// endpoint closes.
-func (e *Endpoint) graceLoop(g wakeTimer) {
-	defer e.wg.Done()
-	for g.Wait() {
-		e.graceEnded()
-	}
 }
 
 // readerGrace is how long the background reader leaves the socket to

@@ -12,7 +12,7 @@ import (
 type txBatch struct {
 	pkts  []netio.Packet
 	holds []*core.Hold
-	rearm bool // settle noted a new deadline, or none: flush arms or stops the timer
+	rearm bool // settle noted a timer deadline: flush resets the timer
 	grace bool // settle found the socket left alone: flush arms the grace
 }
 

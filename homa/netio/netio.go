@@ -250,15 +250,6 @@ type InProcess interface {
 	InProcess() bool
 }
 
-// KernelSocket is an optional Conn capability: it reports a socket of
-// the kernel's, read through the runtime's netpoller. An endpoint on one
-// may take other file descriptors for the netpoller to watch, such as
-// timers; a Conn that does not say so (a test's wrapper, whose clock
-// testing/synctest may fake) gets none.
-type KernelSocket interface {
-	KernelSocket() bool
-}
-
 // Lander is an optional Conn capability: Lands reports whether ReadBatch
 // and TryReadBatch honour Packet.Land.
 type Lander interface {

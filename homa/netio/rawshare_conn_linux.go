@@ -280,9 +280,6 @@ func (c *sharedConn) park() error {
 	return nil
 }
 
-// KernelSocket implements KernelSocket.
-func (c *sharedConn) KernelSocket() bool { return true }
-
 // Wake implements Waker.
 func (c *sharedConn) Wake() {
 	c.wake.set()

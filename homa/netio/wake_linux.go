@@ -28,6 +28,3 @@ func (c *sockConn) woken(err error) (error, bool) {
 	}
 	return nil, true
 }
-
-// KernelSocket implements KernelSocket.
-func (c *sockConn) KernelSocket() bool { return true }
