@@ -48,6 +48,9 @@ type pullSet struct {
 	// stale counts the answers in ready to pulls of streams the server
 	// does not know: at most as many as the server runs at once.
 	stale int
+	// gone: the listener forgot the pull set (forgetPullSet); a pull
+	// set that finds it so takes a new one.
+	gone bool
 }
 
 // pullAnswer is a stream's answer to its pull, waiting to go in the
@@ -88,11 +91,12 @@ func (l *listener) pullSetOf(key streamKey) *pullSet {
 	return ps
 }
 
-// forgetPullSet forgets ps. The caller holds smu.
+// forgetPullSet forgets ps. The caller holds smu and ps.mu.
 func (l *listener) forgetPullSet(ps *pullSet) {
 	if l.pulls[ps.key] != ps {
 		return
 	}
+	ps.gone = true
 	delete(l.pulls, ps.key)
 	if l.pullers[ps.key.peer]--; l.pullers[ps.key.peer] == 0 {
 		delete(l.pullers, ps.key.peer)
@@ -112,9 +116,18 @@ func (l *listener) forgetPullSet(ps *pullSet) {
 func (l *listener) handlePulls(m *sock.Message, req streamReq) {
 	s := l.srv
 	n := len(req.pulls) / pullEntryLen
+	now := time.Now()
 	var ps *pullSet
-	if n <= s.opts.maxHandlers {
-		ps = l.pullSetOf(streamKey{m.Peer, req.id})
+	for n <= s.opts.maxHandlers {
+		if ps = l.pullSetOf(streamKey{m.Peer, req.id}); ps == nil {
+			break
+		}
+		ps.mu.Lock()
+		if !ps.gone { // the sweep forgets only pull sets not heard of lately
+			ps.heard = now
+			break
+		}
+		ps.mu.Unlock()
 	}
 	if ps == nil {
 		s.stats.malformed.Add(1)
@@ -124,9 +137,6 @@ func (l *listener) handlePulls(m *sock.Message, req streamReq) {
 	}
 	s.stats.pullSets.Add(1)
 	s.stats.pulls.Add(uint64(n))
-	now := time.Now()
-	ps.mu.Lock()
-	ps.heard = now
 	prev, resp := ps.takeLocked(true)
 	ps.mu.Unlock()
 	ps.reply(prev, resp)
@@ -245,13 +255,19 @@ func (l *listener) sweepPulls(now time.Time, ka time.Duration) bool {
 		if ps.held != nil && now.Sub(ps.heldAt) >= ka {
 			m, resp = ps.takeLocked(true)
 		}
-		forget := ps.held == nil && now.Sub(ps.heard) >= 4*ka
 		ps.mu.Unlock()
 		ps.reply(m, resp)
+		// Forgotten under both locks, so that a pull set that comes
+		// meanwhile finds it either heard of or gone (handlePulls).
+		l.smu.Lock()
+		ps.mu.Lock()
+		forget := ps.held == nil && now.Sub(ps.heard) >= 4*ka
 		if forget {
-			l.smu.Lock()
 			l.forgetPullSet(ps)
-			l.smu.Unlock()
+		}
+		ps.mu.Unlock()
+		l.smu.Unlock()
+		if forget {
 			ps.drop()
 		} else {
 			left = true

@@ -253,3 +253,36 @@ func TestPullSetsOfTwoClientConns(t *testing.T) {
 		closeStreams(t, sts)
 	})
 }
+
+// A ClientConn whose pull set the server forgot (it had no stream for
+// four keepalive intervals) is served again through a new one when it
+// opens a stream: its messages come in the answers to the new pull set.
+func TestPullSetForgottenAndAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv, sts, _ := echoWorldSock(t, &echoService{}, 1)
+		closeStreams(t, sts)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if sets := srv.pullSetsForTest(); len(sets) != 0 {
+			t.Fatalf("%d pull sets kept for a client without streams for 10 s, want none", len(sets))
+		}
+		before := srv.Stats().PullSets
+		// A new stream of the same ClientConn: its echoes are answered
+		// through a pull set again.
+		cc := sts[0].(*clientStream).c
+		desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}
+		st, err := cc.NewStream(context.Background(), desc, testpb.TestService_FullDuplexCall_FullMethodName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := []grpc.ClientStream{st}
+		for i := range 3 {
+			send(t, again, 0, i)
+			recvEcho(t, again, 0, i)
+		}
+		if srv.Stats().PullSets == before {
+			t.Error("the new stream was pulled without a pull set")
+		}
+		closeStreams(t, again)
+	})
+}
