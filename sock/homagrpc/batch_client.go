@@ -72,20 +72,33 @@ const (
 	pendingAbandoned
 )
 
-// muxTo returns the mux of the server at target.
-func (c *ClientConn) muxTo(target netip.AddrPort) *mux {
+// toServer is what a ClientConn's streams to one server share: the mux
+// of their data frames and the pull mux of their pulls.
+type toServer struct {
+	mux   mux
+	pulls pullMux
+}
+
+// to returns what the streams to the server at target share.
+func (c *ClientConn) to(target netip.AddrPort) *toServer {
 	c.mmu.Lock()
 	defer c.mmu.Unlock()
-	mx := c.muxes[target]
-	if mx == nil {
-		if c.muxes == nil {
-			c.muxes = make(map[netip.AddrPort]*mux)
+	t := c.servers[target]
+	if t == nil {
+		if c.servers == nil {
+			c.servers = make(map[netip.AddrPort]*toServer)
 		}
-		mx = &mux{c: c, target: target}
-		c.muxes[target] = mx
+		t = &toServer{
+			mux:   mux{c: c, target: target},
+			pulls: pullMux{c: c, target: target, id: c.newID(), waiting: make(map[uint64]*pending), credits: make(map[uint64]uint64)},
+		}
+		c.servers[target] = t
 	}
-	return mx
+	return t
 }
+
+// muxTo returns the mux of the server at target.
+func (c *ClientConn) muxTo(target netip.AddrPort) *mux { return &c.to(target).mux }
 
 // send sends a data frame at once if the mux has no RPC in flight to
 // the server, or only a slow one, else queues it for the next batch. It

@@ -46,9 +46,8 @@ type ClientConn struct {
 	closeCancel context.CancelFunc
 	wg          sync.WaitGroup // cancel frames and batches in flight
 
-	mmu   sync.Mutex                  // guards muxes and pulls, and closed against wg.Add
-	muxes map[netip.AddrPort]*mux     // by server
-	pulls map[netip.AddrPort]*pullMux // by server
+	mmu     sync.Mutex                   // guards servers, and closed against wg.Add
+	servers map[netip.AddrPort]*toServer // what the streams share per server
 
 	closed atomic.Bool
 	once   sync.Once

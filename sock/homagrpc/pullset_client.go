@@ -41,19 +41,7 @@ const maxPullEntries = (maxFrame - sreqHeaderLen) / pullEntryLen
 var errPullAlone = errors.New("homagrpc: the server takes no pull sets")
 
 // pullsTo returns the pull mux of the server at target.
-func (c *ClientConn) pullsTo(target netip.AddrPort) *pullMux {
-	c.mmu.Lock()
-	defer c.mmu.Unlock()
-	pm := c.pulls[target]
-	if pm == nil {
-		if c.pulls == nil {
-			c.pulls = make(map[netip.AddrPort]*pullMux)
-		}
-		pm = &pullMux{c: c, target: target, id: c.newID(), waiting: make(map[uint64]*pending), credits: make(map[uint64]uint64)}
-		c.pulls[target] = pm
-	}
-	return pm
-}
+func (c *ClientConn) pullsTo(target netip.AddrPort) *pullMux { return &c.to(target).pulls }
 
 // pull pulls stream id, granting credit, and waits within ctx for its
 // answer, whose hold the caller owns. errPullAlone says the server takes
