@@ -225,7 +225,7 @@ func openStreams(t *testing.T, cc *ClientConn, n int) ([]grpc.ClientStream, []co
 }
 
 // send sends message k on stream i.
-func send(t *testing.T, sts []grpc.ClientStream, i, k int) {
+func send(t testing.TB, sts []grpc.ClientStream, i, k int) {
 	t.Helper()
 	if err := sts[i].SendMsg(payload(i, k)); err != nil {
 		t.Fatal(err)
@@ -250,7 +250,7 @@ func fillMux(t *testing.T, f *fakeStreamServer, sts []grpc.ClientStream) []*sock
 }
 
 // recvEcho receives the echoes of messages ks of stream i, in order.
-func recvEcho(t *testing.T, sts []grpc.ClientStream, i int, ks ...int) {
+func recvEcho(t testing.TB, sts []grpc.ClientStream, i int, ks ...int) {
 	t.Helper()
 	for _, k := range ks {
 		var got testpb.Payload

@@ -261,7 +261,7 @@ func echoWorldSock(t *testing.T, svc *echoService, n int) (*Server, []grpc.Clien
 }
 
 // closeStreams half-closes the streams and expects their ends.
-func closeStreams(t *testing.T, sts []grpc.ClientStream) {
+func closeStreams(t testing.TB, sts []grpc.ClientStream) {
 	for i := range sts {
 		if err := sts[i].CloseSend(); err != nil {
 			t.Fatal(err)
