@@ -25,6 +25,12 @@
 // made until enough of them arrive, so the scheduled part of total incoming
 // never exceeds MaxIncoming.
 //
+// SetLimit moves that bound while the Scheduler runs: a socket split into
+// several schedulers (one per shard) lends each a part of one budget, so
+// that together they keep within it, each granting its messages the
+// windows MaxIncoming gives them as far as its part allows; Best tells
+// the lender how close the scheduler's best message is to completion.
+//
 // # Priorities
 //
 // With M set members and S = SchedLevels scheduled levels (priorities

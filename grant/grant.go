@@ -38,8 +38,10 @@ type Stats struct {
 	Active    int
 	Grantable int
 	Granting  int
-	// Incoming is the current total incoming, as Incoming returns.
+	// Incoming is the current total incoming, as Incoming returns, and
+	// Limit the bound on it in force (MaxIncoming, or what SetLimit set).
 	Incoming int
+	Limit    int
 }
 
 // message is the state of one registered message.
@@ -90,6 +92,7 @@ type peerCount struct {
 // concurrent use. See the package documentation for the policy.
 type Scheduler struct {
 	cfg       Config
+	limit     int64 // bound on incoming: cfg.MaxIncoming unless SetLimit changed it
 	fifoEvery int64 // SRPT bytes per FIFO increment; 0: FIFO share off
 
 	slots map[ID]int32
@@ -121,6 +124,7 @@ func New(cfg Config) *Scheduler {
 	cfg = cfg.WithDefaults()
 	return &Scheduler{
 		cfg:       cfg,
+		limit:     int64(cfg.MaxIncoming),
 		fifoEvery: cfg.fifoEvery(),
 		slots:     make(map[ID]int32, initialSlots),
 		msgs:      make([]message, 0, initialSlots),
@@ -275,6 +279,27 @@ func (s *Scheduler) Priority(id ID) (prio uint8, ok bool) {
 // not yet received, over all registered messages.
 func (s *Scheduler) Incoming() int { return int(s.incoming) }
 
+// SetLimit replaces the bound on total incoming (initially MaxIncoming)
+// from the next Decide on, as a socket split into several schedulers
+// lends them parts of one budget. A bound below the current incoming
+// grants nothing until enough bytes arrive; nothing granted is taken
+// back. The window of each message stays what MaxIncoming makes it: a
+// scheduler bounded below MaxIncoming grants its messages as one with
+// all of it would, as far as its bound allows. n below 1 counts as 1.
+func (s *Scheduler) SetLimit(n int) { s.limit = int64(max(n, 1)) }
+
+// Limit returns the bound on total incoming in force.
+func (s *Scheduler) Limit() int { return int(s.limit) }
+
+// Best returns the remaining bytes (length less bytes received) of the
+// best-ranked message that still needs grants, and false when none does.
+func (s *Scheduler) Best() (remaining uint32, ok bool) {
+	if len(s.rank) == 0 {
+		return 0, false
+	}
+	return s.rank[0].remaining, true
+}
+
 // AppendGranting appends to dst the IDs of the granted set chosen by the
 // last Decide, best first (less any message removed since), and returns
 // the extended slice.
@@ -292,6 +317,7 @@ func (s *Scheduler) Stats() Stats {
 	st.Grantable = len(s.rank)
 	st.Granting = len(s.set)
 	st.Incoming = int(s.incoming)
+	st.Limit = int(s.limit)
 	st.FIFODue = int(s.fifoDue)
 	return st
 }
@@ -378,7 +404,7 @@ func (s *Scheduler) dropAt(i int) {
 }
 
 // room is how many more bytes may be granted now.
-func (s *Scheduler) room() int64 { return int64(s.cfg.MaxIncoming) - s.incoming }
+func (s *Scheduler) room() int64 { return s.limit - s.incoming }
 
 // raise grants n more bytes to the message in slot.
 func (s *Scheduler) raise(slot int32, n int64) {

@@ -539,3 +539,38 @@ func TestEdges(t *testing.T) {
 		t.Fatalf("after an overrun to the end: granted %d, %+v", s.Granted(1), st)
 	}
 }
+
+func TestSetLimit(t *testing.T) {
+	s := grant.New(grant.Config{MaxIncoming: 100_000, Window: 1 << 30, FIFOPerMille: -1})
+	if _, ok := s.Best(); ok {
+		t.Fatal("Best of an empty scheduler is ok")
+	}
+	addAll(s, []msg{{id: 1, length: 1_000_000, unsched: 10_000}})
+	if rem, ok := s.Best(); !ok || rem != 1_000_000 {
+		t.Fatalf("Best = %d, %v; want 1000000, true", rem, ok)
+	}
+	decide(t, s)
+	if got := s.Granted(1); got != 100_000 {
+		t.Fatalf("granted %d under MaxIncoming 100000", got)
+	}
+	s.SetLimit(300_000)
+	decide(t, s)
+	if got, st := s.Granted(1), s.Stats(); got != 300_000 || st.Limit != 300_000 || st.Incoming != 300_000 {
+		t.Fatalf("after SetLimit(300000): granted %d, stats %+v", got, st)
+	}
+	// A bound below incoming takes nothing back and grants nothing
+	// until the bytes above it have arrived.
+	s.SetLimit(50_000)
+	s.Received(1, 200_000)
+	if g := decide(t, s); len(g) != 0 {
+		t.Fatalf("grants %v with incoming 100000 over limit 50000", g)
+	}
+	s.Received(1, 260_000)
+	decide(t, s)
+	if got := s.Granted(1); got != 310_000 {
+		t.Fatalf("granted %d, want received 260000 + limit 50000", got)
+	}
+	if rem, _ := s.Best(); rem != 740_000 {
+		t.Fatalf("Best = %d, want 740000", rem)
+	}
+}

@@ -26,11 +26,14 @@ import (
 // the shard's index XOR-ed into their top 16 bits (the port's), which
 // makes them unique per socket and tells Recv and Abort the shard.
 type shards struct {
-	eps   []*homa.Endpoint
-	port  uint64 // the port, where ids carry it
-	slots []shardSlot
-	spill spill
-	done  atomic.Bool
+	eps  []*homa.Endpoint
+	port uint64 // the port, where ids carry it
+	// incoming is the budget of bytes granted and not yet received
+	// that the shards' grant schedulers share (shareIncoming).
+	incoming *homa.GrantBudget
+	slots    []shardSlot
+	spill    spill
+	done     atomic.Bool
 }
 
 // shardSlot is what the goroutines in Recv(Any) know of one shard.
@@ -69,12 +72,25 @@ func openShards(addr netip.AddrPort, cfg *Config, opt *netio.Options) (*Socket, 
 	}
 	g := &shards{port: uint64(conns[0].Port()), slots: make([]shardSlot, len(conns))}
 	ecfg := engineConfig(cfg)
+	budget := shareIncoming(ecfg.Grant.WithDefaults().MaxIncoming, len(conns))
+	g.incoming = budget
 	for i, c := range conns {
+		ecfg.Budget = budget.Shard(i)
 		g.eps = append(g.eps, homa.NewEndpoint(c, ecfg))
 		g.slots[i].cover = time.AfterFunc(time.Hour, func() { g.covered(i) })
 		g.slots[i].cover.Stop()
 	}
 	return &Socket{b: g, kind: Engine}, nil
+}
+
+// shareIncoming splits the incoming budget of one socket, total bytes
+// granted and not yet received, among n shards: each has a floor of
+// total/2n of its own, and borrows beyond it from a pool of the rest
+// (homa.GrantBudget), so that one busy shard may use most of the
+// socket's budget, and the shards together never more than all of it.
+func shareIncoming(total, n int) *homa.GrantBudget {
+	floor := max(total/(2*n), 1)
+	return homa.NewGrantBudget(floor, max(total-n*floor, 0), n)
 }
 
 var (

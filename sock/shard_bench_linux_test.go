@@ -25,13 +25,24 @@ import (
 func BenchmarkShardsThroughput(b *testing.B) {
 	for _, n := range []int{1, 2} {
 		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
-			benchShards(b, n)
+			benchShards(b, n, 100, 32)
 		})
 	}
 }
 
-func benchShards(b *testing.B, n int) {
-	const clients, outstanding, size, workers = 4, 32, 100, 4
+// BenchmarkShardsLarge is the same with messages of 500,000 bytes, 2 in
+// flight from each client: requests that need grants, from the shards'
+// shared incoming budget when there are two.
+func BenchmarkShardsLarge(b *testing.B) {
+	for _, n := range []int{1, 2} {
+		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
+			benchShards(b, n, 500_000, 2)
+		})
+	}
+}
+
+func benchShards(b *testing.B, n, size, outstanding int) {
+	const clients, workers = 4, 4
 	var srv *Socket
 	var err error
 	for port := uint16(24000); port < 24100; port++ {

@@ -8,9 +8,11 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/homa-go/homa/grant"
 	"github.com/homa-go/homa/homa/netio"
 )
 
@@ -324,5 +326,53 @@ func TestShardsNoListener(t *testing.T) {
 		if _, err := cli.Call(ctx, netip.AddrPortFrom(loopback, p), []byte("x")); !errors.Is(err, ErrNoListener) {
 			t.Fatalf("call to closed port %d: %v, want ErrNoListener", p, err)
 		}
+	}
+}
+
+// TestShardsIncomingBudget checks that the shards of a socket grant
+// from one budget: while clients of every shard send messages that need
+// grants, the bounds of the shards' schedulers never add up past one
+// engine's, and every byte borrowed comes back.
+func TestShardsIncomingBudget(t *testing.T) {
+	const n = 2
+	srv, g := openSharded(t, 26000, n)
+	echo(t, srv, 4)
+	total := grant.DefaultMaxIncoming
+	if got := srv.Stats().Grants.Limit; got != n*(total/(2*n)) {
+		t.Fatalf("an idle socket's shards are bound to %d in all, want their floors, %d", got, n*(total/(2*n)))
+	}
+	var sampler, calls sync.WaitGroup
+	var stop atomic.Bool
+	peak := 0
+	sampler.Go(func() {
+		for !stop.Load() {
+			peak = max(peak, srv.Stats().Grants.Limit)
+			time.Sleep(100 * time.Microsecond)
+		}
+	})
+	req := make([]byte, 1_000_000)
+	for _, c := range clientsCovering(t, n) {
+		calls.Go(func() {
+			for range 5 {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				m, err := c.Call(ctx, srv.LocalAddr(), req)
+				cancel()
+				if err != nil {
+					t.Errorf("call: %v", err)
+					return
+				}
+				m.Release()
+			}
+		})
+	}
+	calls.Wait()
+	stop.Store(true)
+	sampler.Wait()
+	t.Logf("the shards' bounds added up to %d at most (one engine's: %d)", peak, total)
+	if peak > total {
+		t.Errorf("the shards' bounds added up to %d, past one engine's %d", peak, total)
+	}
+	if lent := g.incoming.Lent(); lent != 0 {
+		t.Errorf("%d bytes still lent once every message arrived", lent)
 	}
 }

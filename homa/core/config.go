@@ -49,6 +49,12 @@ type Config struct {
 
 	// Limits bound what peers can make the core hold.
 	Limits contract.Limits
+
+	// Budget, when set, bounds the grant scheduler's incoming bytes by
+	// a floor and what it lends out of a budget shared with other cores
+	// (the shards of one socket; see Budget), within Grant.MaxIncoming.
+	// Nil: Grant.MaxIncoming alone.
+	Budget Budget
 }
 
 // Defaults.

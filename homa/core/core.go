@@ -106,6 +106,11 @@ type Core struct {
 	granting map[grant.ID]*rpc
 	lastGID  grant.ID
 	grants   []grant.Grant
+	// incomingLoan is what Config.Budget lends the scheduler beyond
+	// its floor, and incomingBest the best remaining bytes the
+	// core last told it (budget.go).
+	incomingLoan int
+	incomingBest uint32
 	// pacer orders and throttles outgoing DATA when LinkMbps is set
 	// (nil otherwise); pacing maps its handles back to RPCs; pacerAt is
 	// when it may send what it holds back (0: nothing waits).
@@ -160,6 +165,10 @@ func New(local Local, cfg Config) *Core {
 		c.bufs = c.shared
 	}
 	c.sched = grant.New(c.cfg.Grant)
+	c.incomingBest = noBest
+	if c.cfg.Budget != nil {
+		c.sched.SetLimit(c.cfg.Budget.Floor())
+	}
 	if c.cfg.LinkMbps > 0 {
 		c.pacer = pacer.New(pacer.Config{RateMbps: c.cfg.LinkMbps})
 		c.pacing = make(map[pacer.ID]*rpc)
@@ -410,6 +419,7 @@ func (c *Core) Close(now time.Duration, out *Output) {
 	}
 	c.landHint = landHint{}
 	c.endLoan()
+	c.returnIncoming()
 }
 
 // Next returns the earliest time the core has something to do, if any:

@@ -59,6 +59,10 @@ func (c *Core) grantRoom(r *rpc, offset uint32) bool {
 // RecvMemory, the worst-ranked newly granted messages are parked rather
 // than granted, and so is a message whose peer's share has no room.
 func (c *Core) decideGrants() {
+	if c.cfg.Budget != nil {
+		c.borrowIncoming()
+		defer c.repayIncoming()
+	}
 	c.grants = c.sched.Decide(c.grants[:0])
 	if len(c.grants) == 0 {
 		return

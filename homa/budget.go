@@ -1,0 +1,108 @@
+package homa
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/homa-go/homa/homa/core"
+)
+
+// GrantBudget is one budget of incoming bytes shared by the cores of
+// several endpoints: the shards of one socket, each granting its own
+// messages, which together keep the bytes granted and not yet received
+// within what one endpoint would allow. Each shard has a floor of its
+// own, which it never waits for, and borrows
+// beyond it from the budget's pool through one atomic counter, once per
+// grant pass while it has messages needing grants, and gives back what
+// no byte in flight uses once the pass is done.
+//
+// The pool favours the shard closest to completing a message, as SRPT
+// would across the socket: each shard publishes the remaining bytes of
+// its best message needing grants, and a shard that some other shard
+// beats may borrow at most half of what is free, leaving the rest for
+// the better one. A shard reads every other shard's figure when it
+// borrows (N loads of cache lines the others write), which is cheap for
+// the few shards of one host's cores.
+type GrantBudget struct {
+	floor int
+	pool  int64
+	used  atomic.Int64
+	best  []paddedBest
+}
+
+// paddedBest is one shard's best remaining bytes, on a cache line of
+// its own.
+type paddedBest struct {
+	v atomic.Uint32
+	_ [60]byte
+}
+
+// NewGrantBudget returns the budget of n shards, each with floor bytes
+// of its own, lending up to pool bytes in all beyond the floors.
+func NewGrantBudget(floor, pool, n int) *GrantBudget {
+	b := &GrantBudget{floor: max(floor, 1), pool: int64(max(pool, 0)), best: make([]paddedBest, n)}
+	for i := range b.best {
+		b.best[i].v.Store(^uint32(0))
+	}
+	return b
+}
+
+// Shard returns the Budget of shard k, for its core's Config.Budget.
+func (b *GrantBudget) Shard(k int) core.Budget {
+	if k < 0 || k >= len(b.best) {
+		panic(fmt.Sprintf("homa: shard %d of a grant budget of %d", k, len(b.best)))
+	}
+	return &shardBudget{b: b, k: k}
+}
+
+// Lent returns the bytes lent now, over all shards.
+func (b *GrantBudget) Lent() int { return int(b.used.Load()) }
+
+// shardBudget is one shard's view of a GrantBudget.
+type shardBudget struct {
+	b *GrantBudget
+	k int
+}
+
+func (s *shardBudget) Floor() int { return s.b.floor }
+func (s *shardBudget) Pool() int  { return int(s.b.pool) }
+
+func (s *shardBudget) Settle(loan, want int, best uint32) int {
+	b := s.b
+	if mine := &b.best[s.k].v; mine.Load() != best {
+		mine.Store(best)
+	}
+	if want <= loan {
+		b.used.Add(int64(want - loan))
+		return want
+	}
+	beaten := s.beaten(best)
+	for {
+		used := b.used.Load()
+		free := b.pool - used
+		if beaten {
+			free /= 2
+		}
+		take := min(int64(want-loan), free)
+		if take <= 0 {
+			return loan
+		}
+		if b.used.CompareAndSwap(used, used+take) {
+			return loan + int(take)
+		}
+	}
+}
+
+// beaten reports whether another shard's best message is closer to
+// completion than best (or as close, from a lower-numbered shard).
+func (s *shardBudget) beaten(best uint32) bool {
+	for j := range s.b.best {
+		if j == s.k {
+			continue
+		}
+		if o := s.b.best[j].v.Load(); o < best || o == best && j < s.k {
+			return true
+		}
+	}
+	return false
+}
