@@ -93,8 +93,11 @@ type Config struct {
 	// packets of one peer (address and port) to one shard, and the
 	// socket sends to a peer from that peer's shard. Goroutines in
 	// Recv(Any) spread over the shards; run at least as many as there
-	// are shards. UDP only (up to 256 shards); Limits and the grant
-	// window apply per shard. 0 and 1 mean one engine, as always. See
+	// are shards. Up to 256 shards, over UDP or raw IP (where each
+	// shard's raw socket costs the host's Homa packets a clone each;
+	// see netio.OpenRawGroup); the engine backend only. Limits apply
+	// per shard; the shards grant from one budget of incoming bytes,
+	// one engine's. 0 and 1 mean one engine, as always. See
 	// docs/design.md, "Sharding".
 	Shards int
 	// Network, when set, carries the socket's packets on an in-memory

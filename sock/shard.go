@@ -3,6 +3,7 @@ package sock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -64,9 +65,20 @@ type anyCall struct{ cancel context.CancelFunc }
 // wake-up.
 const coverDelay = 500 * time.Microsecond
 
-// openShards opens a sharded engine socket over UDP.
+// openShards opens a sharded engine socket over raw IP or UDP.
 func openShards(addr netip.AddrPort, cfg *Config, opt *netio.Options) (*Socket, error) {
-	conns, err := netio.OpenUDPGroup(addr.Addr(), addr.Port(), cfg.Shards, opt)
+	var (
+		conns []netio.Conn
+		err   error
+	)
+	switch cfg.Transport {
+	case Raw:
+		conns, err = netio.OpenRawGroup(addr.Addr(), addr.Port(), cfg.Shards, opt)
+	case UDP:
+		conns, err = netio.OpenUDPGroup(addr.Addr(), addr.Port(), cfg.Shards, opt)
+	default:
+		err = fmt.Errorf("unknown transport %v", cfg.Transport)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package sock
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -23,10 +24,12 @@ import (
 // --size 100 --clients 4 --outstanding 32, in one process). b.N is the
 // number of RPCs.
 func BenchmarkShardsThroughput(b *testing.B) {
-	for _, n := range []int{1, 2} {
-		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
-			benchShards(b, n, 100, 32)
-		})
+	for _, tr := range []Transport{UDP, Raw} {
+		for _, n := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%v/shards=%d", tr, n), func(b *testing.B) {
+				benchShards(b, tr, n, 100, 32)
+			})
+		}
 	}
 }
 
@@ -36,19 +39,22 @@ func BenchmarkShardsThroughput(b *testing.B) {
 func BenchmarkShardsLarge(b *testing.B) {
 	for _, n := range []int{1, 2} {
 		b.Run(fmt.Sprintf("shards=%d", n), func(b *testing.B) {
-			benchShards(b, n, 500_000, 2)
+			benchShards(b, UDP, n, 500_000, 2)
 		})
 	}
 }
 
-func benchShards(b *testing.B, n, size, outstanding int) {
+func benchShards(b *testing.B, tr Transport, n, size, outstanding int) {
 	const clients, workers = 4, 4
 	var srv *Socket
 	var err error
 	for port := uint16(24000); port < 24100; port++ {
-		if srv, err = Open(netip.AddrPortFrom(loopback, port), &Config{Transport: UDP, Shards: n}); err == nil {
+		if srv, err = Open(netip.AddrPortFrom(loopback, port), &Config{Transport: tr, Backend: Engine, Shards: n}); err == nil {
 			break
 		}
+	}
+	if errors.Is(err, ErrPermission) {
+		b.Skipf("skipping: raw sockets need CAP_NET_RAW: %v", err)
 	}
 	if err != nil {
 		b.Fatal(err)
@@ -72,7 +78,7 @@ func benchShards(b *testing.B, n, size, outstanding int) {
 	}()
 	var cs []*Socket
 	for range clients {
-		c, err := Open(netip.AddrPortFrom(loopback, 0), &Config{Transport: UDP})
+		c, err := Open(netip.AddrPortFrom(loopback, 0), &Config{Transport: tr, Backend: Engine})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -140,7 +146,7 @@ func benchShards(b *testing.B, n, size, outstanding int) {
 
 // TestShardsServe is a server for measurements, not a test: with
 // HOMA_SHARDS_SERVE=ADDR:PORT/SHARDS it serves echo on a UDP socket of
-// that many shards, with 4 goroutines in Recv(Any) as homa serve has,
+// that many shards (raw IP with HOMA_SHARDS_SERVE_TRANSPORT=raw), with 4 goroutines in Recv(Any) as homa serve has,
 // for HOMA_SHARDS_SERVE_FOR (default 1m) or until SIGTERM, so that homa bench --target
 // measures it from another process (see docs/design.md, "Sharding").
 // Without the variable it skips.
@@ -158,7 +164,11 @@ func TestShardsServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(netip.MustParseAddrPort(addr), &Config{Transport: UDP, Shards: n})
+	tr := UDP
+	if os.Getenv("HOMA_SHARDS_SERVE_TRANSPORT") == "raw" {
+		tr = Raw
+	}
+	s, err := Open(netip.MustParseAddrPort(addr), &Config{Transport: tr, Backend: Engine, Shards: n})
 	if err != nil {
 		t.Fatal(err)
 	}

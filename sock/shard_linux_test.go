@@ -21,15 +21,24 @@ var loopback = netip.MustParseAddr("127.0.0.1")
 // openSharded opens a UDP socket of n shards on port (0: a client
 // port; otherwise a free server port is looked for from port on).
 func openSharded(t *testing.T, port uint16, n int) (*Socket, *shards) {
+	return openShardedOver(t, UDP, port, n)
+}
+
+// openShardedOver is openSharded over transport tr; over raw IP it
+// skips the test when the process may not open raw sockets.
+func openShardedOver(t *testing.T, tr Transport, port uint16, n int) (*Socket, *shards) {
 	t.Helper()
 	for try := range 200 {
 		p := port
 		if p != 0 {
 			p += uint16(try)
 		}
-		s, err := Open(netip.AddrPortFrom(loopback, p), &Config{Transport: UDP, Shards: n})
+		s, err := Open(netip.AddrPortFrom(loopback, p), &Config{Transport: tr, Backend: Engine, Shards: n})
 		if errors.Is(err, netio.ErrPortInUse) && port != 0 {
 			continue
+		}
+		if errors.Is(err, ErrPermission) {
+			t.Skipf("skipping: raw sockets need CAP_NET_RAW: %v", err)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -41,17 +50,21 @@ func openSharded(t *testing.T, port uint16, n int) (*Socket, *shards) {
 	return nil, nil
 }
 
-// openPlain opens a one-engine UDP socket, a server's when server is set.
-func openPlain(t *testing.T, server bool) *Socket {
+// openPlainOver opens a one-engine socket over transport tr, a server's
+// when server is set.
+func openPlainOver(t *testing.T, tr Transport, server bool) *Socket {
 	t.Helper()
 	for range 200 {
 		var p uint16
 		if server {
 			p = uint16(20000 + rand.IntN(10000))
 		}
-		s, err := Open(netip.AddrPortFrom(loopback, p), &Config{Transport: UDP})
+		s, err := Open(netip.AddrPortFrom(loopback, p), &Config{Transport: tr, Backend: Engine})
 		if errors.Is(err, netio.ErrPortInUse) {
 			continue
+		}
+		if errors.Is(err, ErrPermission) {
+			t.Skipf("skipping: raw sockets need CAP_NET_RAW: %v", err)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -101,13 +114,16 @@ func callEcho(t *testing.T, c *Socket, dst netip.AddrPort, seq int) {
 	m.Release()
 }
 
-// clientsCovering opens one-engine clients until every shard of n owns
-// at least one of them.
-func clientsCovering(t *testing.T, n int) []*Socket {
+// clientsCovering opens one-engine UDP clients until every shard of n
+// owns at least one of them.
+func clientsCovering(t *testing.T, n int) []*Socket { return clientsCoveringOver(t, UDP, n) }
+
+// clientsCoveringOver is clientsCovering over transport tr.
+func clientsCoveringOver(t *testing.T, tr Transport, n int) []*Socket {
 	var cs []*Socket
 	covered := map[int]bool{}
 	for len(covered) < n {
-		c := openPlain(t, false)
+		c := openPlainOver(t, tr, false)
 		cs = append(cs, c)
 		covered[netio.ShardOf(c.LocalAddr(), n)] = true
 	}
@@ -119,10 +135,16 @@ func clientsCovering(t *testing.T, n int) []*Socket {
 // starts and answers exactly the server RPCs of its own clients, and
 // drops nothing.
 func TestShardsPeerOneShard(t *testing.T) {
+	for _, tr := range []Transport{UDP, Raw} {
+		t.Run(tr.String(), func(t *testing.T) { testShardsPeerOneShard(t, tr) })
+	}
+}
+
+func testShardsPeerOneShard(t *testing.T, tr Transport) {
 	const n = 3
-	srv, g := openSharded(t, 21000, n)
+	srv, g := openShardedOver(t, tr, 21000, n)
 	echo(t, srv, 4)
-	clients := clientsCovering(t, n)
+	clients := clientsCoveringOver(t, tr, n)
 	want := make([]uint64, n)
 	for i, c := range clients {
 		for j := range i + 2 {
@@ -161,12 +183,18 @@ func TestShardsPeerOneShard(t *testing.T) {
 // are unique per socket and name their shard, and that Recv(id),
 // Recv(Any) and Abort take the socket's ids.
 func TestShardsClientResponse(t *testing.T) {
+	for _, tr := range []Transport{UDP, Raw} {
+		t.Run(tr.String(), func(t *testing.T) { testShardsClientResponse(t, tr) })
+	}
+}
+
+func testShardsClientResponse(t *testing.T, tr Transport) {
 	const n = 3
-	cli, g := openSharded(t, 0, n)
+	cli, g := openShardedOver(t, tr, 0, n)
 	var servers []*Socket
 	covered := map[int]bool{}
 	for len(covered) < n {
-		s := openPlain(t, true)
+		s := openPlainOver(t, tr, true)
 		echo(t, s, 1)
 		servers = append(servers, s)
 		covered[netio.ShardOf(s.LocalAddr(), n)] = true
@@ -304,7 +332,7 @@ func TestShardsClose(t *testing.T) {
 // TestShardsConfig checks what Shards refuses.
 func TestShardsConfig(t *testing.T) {
 	for _, cfg := range []*Config{
-		{Transport: Raw, Shards: 2},
+		{Transport: Raw, Backend: Kernel, Shards: 2},
 		{Transport: UDP, Shards: -1},
 		{Transport: UDP, Shards: netio.MaxShards + 1},
 	} {

@@ -41,12 +41,13 @@
 // # Many cores
 //
 // One engine socket does its protocol work on one CPU at a time.
-// Config.Shards splits a UDP socket into that many engines on one port,
-// which as many CPUs run at once with nothing shared between them: the
-// kernel hands all the packets of one peer to one shard, and the socket
-// sends to a peer from that shard. Run at least as many goroutines in
-// Recv(Any) as there are shards. Ids stay unique per socket; Limits
-// apply per shard.
+// Config.Shards splits a UDP or raw IP socket into that many engines on
+// one port, which as many CPUs run at once with nothing shared between
+// them on the path of a packet: the kernel hands all the packets of one
+// peer to one shard, and the socket sends to a peer from that shard.
+// Run at least as many goroutines in Recv(Any) as there are shards. Ids
+// stay unique per socket; Limits apply per shard; the shards grant from
+// one budget of incoming bytes, one engine's.
 //
 // # Batches
 //
@@ -128,10 +129,14 @@ func Open(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 	case Engine:
 		return openEngine(addr, cfg)
 	case Kernel:
+		if cfg.Shards > 1 {
+			return nil, fmt.Errorf("sock: %d shards: sharding needs the engine backend", cfg.Shards)
+		}
 		return openKernel(addr)
 	case Auto:
-		if cfg.Transport != Raw {
-			// Peers speaking Homa in UDP need the engine.
+		if cfg.Transport != Raw || cfg.Shards > 1 {
+			// Peers speaking Homa in UDP need the engine, and so
+			// does a socket of several shards.
 			return openEngine(addr, cfg)
 		}
 		s, err := openKernel(addr)
@@ -157,12 +162,12 @@ func openEngine(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 		opt.DisableGRO = true
 	}
 	if cfg.Shards > 1 || cfg.Shards < 0 {
-		if cfg.Shards < 0 || cfg.Shards > netio.MaxShards || cfg.Network != nil || cfg.Transport != UDP {
-			return nil, fmt.Errorf("sock: %d shards: sharding needs Transport UDP and 2..%d shards", cfg.Shards, netio.MaxShards)
+		if cfg.Shards < 0 || cfg.Shards > netio.MaxShards || cfg.Network != nil {
+			return nil, fmt.Errorf("sock: %d shards: sharding needs the host's network (raw IP or UDP) and 2..%d shards", cfg.Shards, netio.MaxShards)
 		}
 		s, err := openShards(addr, cfg, &opt)
 		if err != nil {
-			return nil, fmt.Errorf("sock: open %d UDP sockets on local address %v: %w", cfg.Shards, addr, err)
+			return nil, fmt.Errorf("sock: open %d %s sockets on local address %v: %w", cfg.Shards, cfg.Transport, addr, err)
 		}
 		return s, nil
 	}
