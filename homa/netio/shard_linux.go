@@ -155,13 +155,36 @@ const skfNetOff = 0xfff00000
 // begins with the Homa source port, and reads the source address from
 // the IP header (IPv4 or IPv6, by the version in its first byte).
 func shardProgram(n int) []bpf.Instruction {
-	return []bpf.Instruction{
+	fold := sourceV6Folded()
+	prog := []bpf.Instruction{
 		bpf.LoadAbsolute{Off: skfNetOff, Size: 1},
 		bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 4},
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 6, SkipTrue: 2},
-		bpf.LoadAbsolute{Off: skfNetOff + 12, Size: 4}, // IPv4 source
-		bpf.Jump{Skip: 10},
-		bpf.LoadAbsolute{Off: skfNetOff + 8, Size: 4}, // IPv6 source, folded
+		sourceV4(),
+		bpf.Jump{Skip: uint32(len(fold))},
+	}
+	prog = append(prog, fold...)
+	return append(prog,
+		bpf.TAX{},                         // X = address
+		bpf.LoadAbsolute{Off: 0, Size: 2}, // Homa source port
+		bpf.ALUOpX{Op: bpf.ALUOpXor},
+		bpf.TAX{},
+		bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 16},
+		bpf.ALUOpX{Op: bpf.ALUOpXor},
+		bpf.ALUOpConstant{Op: bpf.ALUOpMod, Val: uint32(n)},
+		bpf.RetA{},
+	)
+}
+
+// sourceV4 loads an IPv4 packet's source address into A.
+func sourceV4() bpf.Instruction { return bpf.LoadAbsolute{Off: skfNetOff + 12, Size: 4} }
+
+// sourceV6Folded loads an IPv6 packet's source address into A, folded
+// to 32 bits by XOR of its four words, as ShardOf folds it (X is
+// clobbered).
+func sourceV6Folded() []bpf.Instruction {
+	return []bpf.Instruction{
+		bpf.LoadAbsolute{Off: skfNetOff + 8, Size: 4},
 		bpf.TAX{},
 		bpf.LoadAbsolute{Off: skfNetOff + 12, Size: 4},
 		bpf.ALUOpX{Op: bpf.ALUOpXor},
@@ -171,14 +194,6 @@ func shardProgram(n int) []bpf.Instruction {
 		bpf.TAX{},
 		bpf.LoadAbsolute{Off: skfNetOff + 20, Size: 4},
 		bpf.ALUOpX{Op: bpf.ALUOpXor},
-		bpf.TAX{},                         // X = address
-		bpf.LoadAbsolute{Off: 0, Size: 2}, // Homa source port
-		bpf.ALUOpX{Op: bpf.ALUOpXor},
-		bpf.TAX{},
-		bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 16},
-		bpf.ALUOpX{Op: bpf.ALUOpXor},
-		bpf.ALUOpConstant{Op: bpf.ALUOpMod, Val: uint32(n)},
-		bpf.RetA{},
 	}
 }
 

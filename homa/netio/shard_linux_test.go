@@ -14,12 +14,22 @@ import (
 
 func openGroup(t *testing.T, laddr netip.Addr, port uint16, n int) []Conn {
 	t.Helper()
-	cs, err := OpenUDPGroup(laddr, port, n, nil)
+	return openGroupWith(t, OpenUDPGroup, laddr, port, n, nil)
+}
+
+// openGroupWith opens a group with open (OpenUDPGroup or OpenRawGroup),
+// closed when t ends, or skips t when the host or the process cannot.
+func openGroupWith(t *testing.T, open func(netip.Addr, uint16, int, *Options) ([]Conn, error), laddr netip.Addr, port uint16, n int, opt *Options) []Conn {
+	t.Helper()
+	cs, err := open(laddr, port, n, opt)
 	if laddr.Is6() && errors.Is(err, unix.EADDRNOTAVAIL) {
 		t.Skipf("no IPv6 loopback: %v", err)
 	}
+	if errors.Is(err, ErrPermission) {
+		t.Skipf("skipping: raw sockets need CAP_NET_RAW: %v", err)
+	}
 	if err != nil {
-		t.Fatalf("OpenUDPGroup(%v, %d, %d): %v", laddr, port, n, err)
+		t.Fatalf("opening a group of %d on %v, port %d: %v", n, laddr, port, err)
 	}
 	t.Cleanup(func() {
 		for _, c := range cs {
@@ -33,42 +43,52 @@ func openGroup(t *testing.T, laddr netip.Addr, port uint16, n int) []Conn {
 // and checks that every packet reaches the Conn ShardOf names for its
 // sender, and nothing else does.
 func TestUDPGroupShards(t *testing.T) {
-	const n, senders, each = 3, 8, 3
 	for _, fam := range families {
 		t.Run(fam.name, func(t *testing.T) {
-			group := openGroup(t, fam.lo, 0, n)
-			port := group[0].Port()
-			for _, c := range group {
-				if c.Port() != port {
-					t.Fatalf("ports %d and %d in one group", c.Port(), port)
-				}
-			}
-			want := make([]int, n)
-			used := map[int]bool{}
-			for range senders {
-				s := openUDP(t, fam.lo, 0, nil)
-				k := ShardOf(netip.AddrPortFrom(fam.lo, s.Port()), n)
-				want[k] += each
-				used[k] = true
-				for i := range each {
-					writeAll(t, s, fam.lo, 0, testPacket(s.Port(), port, homaHeaderLen+10, uint64(i+1)))
-				}
-			}
-			if len(used) < 2 {
-				t.Fatalf("%d client ports all hash to one shard", senders)
-			}
-			for k, c := range group {
-				for _, p := range readN(t, c, want[k]) {
-					src := binary.BigEndian.Uint16(p.data)
-					if got := ShardOf(netip.AddrPortFrom(p.addr, src), n); got != k {
-						t.Errorf("shard %d got a packet of port %d, which belongs to shard %d", k, src, got)
-					}
-				}
-			}
-			for _, c := range group {
-				expectNothing(t, c)
-			}
+			checkGroupShards(t, openGroup(t, fam.lo, 0, 3), fam.lo, func() Conn { return openUDP(t, fam.lo, 0, nil) })
 		})
+	}
+}
+
+// checkGroupShards sends from 8 Conns that sender opens to group, 3
+// packets each (and one too short for a Homa header, and one for the
+// next port, which no Conn of the group takes), and checks that each
+// packet reaches the Conn ShardOf names for its sender, and nothing else
+// does.
+func checkGroupShards(t *testing.T, group []Conn, lo netip.Addr, sender func() Conn) {
+	const senders, each = 8, 3
+	n := len(group)
+	port := group[0].Port()
+	for _, c := range group {
+		if c.Port() != port {
+			t.Fatalf("ports %d and %d in one group", c.Port(), port)
+		}
+	}
+	want := make([]int, n)
+	used := map[int]bool{}
+	for range senders {
+		s := sender()
+		k := ShardOf(netip.AddrPortFrom(lo, s.Port()), n)
+		want[k] += each
+		used[k] = true
+		for i := range each {
+			writeAll(t, s, lo, 0, testPacket(s.Port(), port, homaHeaderLen+10, uint64(i+1)))
+		}
+		writeAll(t, s, lo, 0, testPacket(s.Port(), port, 8, 99), testPacket(s.Port(), port+1, homaHeaderLen, 98))
+	}
+	if len(used) < 2 {
+		t.Fatalf("%d client ports all hash to one shard", senders)
+	}
+	for k, c := range group {
+		for _, p := range readN(t, c, want[k]) {
+			src := binary.BigEndian.Uint16(p.data)
+			if got := ShardOf(netip.AddrPortFrom(p.addr, src), n); got != k || len(p.data) != homaHeaderLen+10 {
+				t.Errorf("shard %d got %d bytes from port %d, which belongs to shard %d", k, len(p.data), src, got)
+			}
+		}
+	}
+	for _, c := range group {
+		expectNothing(t, c)
 	}
 }
 

@@ -93,20 +93,9 @@ func shardFilter(v6 bool, port uint16, n, k int) ([]unix.SockFilter, error) {
 		bpf.StoreScratch{Src: bpf.RegA, N: 0},
 	)
 	if v6 {
-		prog = append(prog,
-			bpf.LoadAbsolute{Off: skfNetOff + 8, Size: 4},
-			bpf.TAX{},
-			bpf.LoadAbsolute{Off: skfNetOff + 12, Size: 4},
-			bpf.ALUOpX{Op: bpf.ALUOpXor},
-			bpf.TAX{},
-			bpf.LoadAbsolute{Off: skfNetOff + 16, Size: 4},
-			bpf.ALUOpX{Op: bpf.ALUOpXor},
-			bpf.TAX{},
-			bpf.LoadAbsolute{Off: skfNetOff + 20, Size: 4},
-			bpf.ALUOpX{Op: bpf.ALUOpXor},
-		)
+		prog = append(prog, sourceV6Folded()...)
 	} else {
-		prog = append(prog, bpf.LoadAbsolute{Off: skfNetOff + 12, Size: 4})
+		prog = append(prog, sourceV4())
 	}
 	prog = append(prog,
 		bpf.TAX{}, // X = the address

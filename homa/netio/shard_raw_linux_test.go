@@ -2,7 +2,6 @@ package netio
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"net/netip"
 	"testing"
@@ -10,19 +9,7 @@ import (
 
 func openRawGroup(t *testing.T, laddr netip.Addr, port uint16, n int, opt *Options) []Conn {
 	t.Helper()
-	cs, err := OpenRawGroup(laddr, port, n, opt)
-	if errors.Is(err, ErrPermission) {
-		t.Skipf("skipping: raw sockets need CAP_NET_RAW: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("OpenRawGroup(%v, %d, %d): %v", laddr, port, n, err)
-	}
-	t.Cleanup(func() {
-		for _, c := range cs {
-			c.Close()
-		}
-	})
-	return cs
+	return openGroupWith(t, OpenRawGroup, laddr, port, n, opt)
 }
 
 // TestRawGroupShards sends from many client ports to a raw group of
@@ -30,44 +17,9 @@ func openRawGroup(t *testing.T, laddr netip.Addr, port uint16, n int, opt *Optio
 // its sender, and nothing else does: the sockets' filters compute
 // ShardOf as the UDP group's kernel program does.
 func TestRawGroupShards(t *testing.T) {
-	const n, senders, each = 3, 8, 3
 	for _, fam := range families {
 		t.Run(fam.name, func(t *testing.T) {
-			group := openRawGroup(t, fam.lo, 0, n, nil)
-			port := group[0].Port()
-			for _, c := range group {
-				if c.Port() != port {
-					t.Fatalf("ports %d and %d in one group", c.Port(), port)
-				}
-			}
-			want := make([]int, n)
-			used := map[int]bool{}
-			for range senders {
-				s := openRaw(t, fam.lo, 0, nil)
-				k := ShardOf(netip.AddrPortFrom(fam.lo, s.Port()), n)
-				want[k] += each
-				used[k] = true
-				for i := range each {
-					writeAll(t, s, fam.lo, 0, testPacket(s.Port(), port, homaHeaderLen+10, uint64(i+1)))
-				}
-				// Too short for a Homa header, or for another port:
-				// no shard takes it.
-				writeAll(t, s, fam.lo, 0, testPacket(s.Port(), port, 8, 99), testPacket(s.Port(), port+1, homaHeaderLen, 98))
-			}
-			if len(used) < 2 {
-				t.Fatalf("%d client ports all hash to one shard", senders)
-			}
-			for k, c := range group {
-				for _, p := range readN(t, c, want[k]) {
-					src := binary.BigEndian.Uint16(p.data)
-					if got := ShardOf(netip.AddrPortFrom(p.addr, src), n); got != k || len(p.data) != homaHeaderLen+10 {
-						t.Errorf("shard %d got %d bytes from port %d, which belongs to shard %d", k, len(p.data), src, got)
-					}
-				}
-			}
-			for _, c := range group {
-				expectNothing(t, c)
-			}
+			checkGroupShards(t, openRawGroup(t, fam.lo, 0, 3, nil), fam.lo, func() Conn { return openRaw(t, fam.lo, 0, nil) })
 		})
 	}
 }
