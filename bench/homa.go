@@ -70,7 +70,9 @@ func startEcho(ctx context.Context, s *sock.Socket) *echoServer {
 func startEchoReply(ctx context.Context, s *sock.Socket, replySize int) *echoServer {
 	ctx, cancel := context.WithCancel(ctx)
 	e := &echoServer{s: s, replySize: replySize, cancel: cancel}
-	for range echoWorkers {
+	// At least two goroutines in Recv(Any) per shard, so that each
+	// shard has one reading while another answers.
+	for range max(echoWorkers, 2*s.Shards()) {
 		e.wg.Go(func() { e.serve(ctx) })
 	}
 	return e

@@ -95,6 +95,18 @@ func openShards(addr netip.AddrPort, cfg *Config, opt *netio.Options) (*Socket, 
 	return &Socket{b: g, kind: Engine}, nil
 }
 
+// MaxShards is the most engines one socket may have (Config.Shards).
+const MaxShards = netio.MaxShards
+
+// Shards returns how many engines the socket runs (Config.Shards): 1
+// for one engine and for the kernel backend.
+func (s *Socket) Shards() int {
+	if g, ok := s.b.(*shards); ok {
+		return len(g.eps)
+	}
+	return 1
+}
+
 // shareIncoming splits the incoming budget of one socket, total bytes
 // granted and not yet received, among n shards: each has a floor of
 // total/2n of its own, and borrows beyond it from a pool of the rest

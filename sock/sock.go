@@ -162,8 +162,8 @@ func openEngine(addr netip.AddrPort, cfg *Config) (*Socket, error) {
 		opt.DisableGRO = true
 	}
 	if cfg.Shards > 1 || cfg.Shards < 0 {
-		if cfg.Shards < 0 || cfg.Shards > netio.MaxShards || cfg.Network != nil {
-			return nil, fmt.Errorf("sock: %d shards: sharding needs the host's network (raw IP or UDP) and 2..%d shards", cfg.Shards, netio.MaxShards)
+		if cfg.Shards < 0 || cfg.Shards > MaxShards || cfg.Network != nil {
+			return nil, fmt.Errorf("sock: %d shards: sharding needs the host's network (raw IP or UDP) and 2..%d shards", cfg.Shards, MaxShards)
 		}
 		s, err := openShards(addr, cfg, &opt)
 		if err != nil {

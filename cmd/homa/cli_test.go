@@ -299,12 +299,19 @@ func (w *watchedBuffer) waitFor(ctx context.Context, cond func(string) bool) boo
 
 // servePing runs serve in a goroutine and ping against it.
 func servePing(t *testing.T, transport string, flags ...string) {
+	servePingWith(t, transport, transport, nil, flags...)
+}
+
+// servePingWith is servePing with flags of serve's own (serveOnly) too,
+// and what serve says of its server after the transport (announced).
+func servePingWith(t *testing.T, transport, announced string, serveOnly []string, flags ...string) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{written: make(chan struct{})}
 	var errOut bytes.Buffer
 	done := make(chan int)
-	go func() { done <- run(ctx, append([]string{"serve", "--addr", addr}, flags...), out, &errOut) }()
+	serveArgs := append(append([]string{"serve", "--addr", addr}, serveOnly...), flags...)
+	go func() { done <- run(ctx, serveArgs, out, &errOut) }()
 	select {
 	case <-out.written:
 	case code := <-done:
@@ -318,7 +325,7 @@ func servePing(t *testing.T, transport string, flags ...string) {
 		t.Errorf("ping exited %d: %s", code, pingErr)
 	}
 	checkReport(t, pingOut, 50, transport)
-	want := fmt.Sprintf("homa: echo server on %s (%s)\nhoma: echo server stopped after 55 requests\n", addr, transport)
+	want := fmt.Sprintf("homa: echo server on %s (%s)\nhoma: echo server stopped after 55 requests\n", addr, announced)
 	if serveCode != 0 || out.String() != want {
 		t.Errorf("serve: exit %d, output %q, stderr %q; want 0 and %q", serveCode, out.String(), errOut.String(), want)
 	}
@@ -329,6 +336,25 @@ func TestServePingUDP(t *testing.T) { servePing(t, "UDP encapsulation", "--udp")
 func TestServePingRaw(t *testing.T) {
 	requireRaw(t)
 	servePing(t, "raw IP protocol 146")
+}
+
+// TestServeShards serves on a socket of three shards, over UDP and raw
+// IP, and refuses shards to a server that has no Homa socket.
+func TestServeShards(t *testing.T) {
+	servePingWith(t, "UDP encapsulation", "UDP encapsulation, 3 shards", []string{"--shards", "3"}, "--udp")
+	if rawPermitted(t) {
+		servePingWith(t, "raw IP protocol 146", "raw IP protocol 146, 2 shards", []string{"--shards", "2"})
+	}
+	for _, args := range [][]string{
+		{"serve", "--proto", "tcp", "--shards", "2"},
+		{"serve", "--shards", "-1"},
+		{"serve", "--udp", "--shards", "257"},
+	} {
+		code, _, errOut := runHoma(context.Background(), args...)
+		if code != 2 || !strings.Contains(errOut, "--shards") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and the flag named", args, code, errOut)
+		}
+	}
 }
 
 func TestBench(t *testing.T) {

@@ -36,7 +36,7 @@ Homa is a receiver-driven datacenter RPC transport (IP protocol 146).
 
 commands:
   serve  --addr HOST:PORT [--proto homa|homa-udp|tcp|grpc|erpc|erpc-udp|stub-homa|stub-homa-udp|stub-tcp]
-         [--udp] [--reply-size N] [--link-mbps M] [--metrics HOST:PORT]
+         [--udp] [--reply-size N] [--shards N] [--link-mbps M] [--metrics HOST:PORT]
          run an echo server (or one replying N bytes) until interrupted; port 0 picks a free one
   ping   --addr HOST:PORT [--size N] [--count N] [--warmup N] [--udp] [--metrics HOST:PORT]
          send requests one at a time, check each echo, report RTT percentiles

@@ -34,6 +34,7 @@ type serveFlags struct {
 	proto     string
 	udp       bool
 	replySize int
+	shards    int
 	parent    bool
 	engine    engineFlags
 	p         bench.Protocol // chosen by check
@@ -44,6 +45,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 		" (default homa, or homa-udp with --udp)")
 	fs.BoolVar(&f.udp, "udp", false, "carry Homa in UDP datagrams (no CAP_NET_RAW needed; clients must use --udp too); the same as --proto homa-udp")
 	fs.IntVar(&f.replySize, "reply-size", 0, "reply with `N` bytes: the first N of the request, zero-padded (0 echoes the request)")
+	fs.IntVar(&f.shards, "shards", 0, fmt.Sprintf("Homa: split the server's socket into `N` engines on one port, each with a kernel socket of its own, so that N CPUs serve it at once (the socket's Shards; 0 or 1: one engine, at most %d); homa and homa-udp only", sock.MaxShards))
 	fs.BoolVar(&f.parent, "parent", false, "serve a parent process (homa bench) over standard input and output: stop when standard input closes, answer \"cpu\" lines with the CPU time used")
 	hide(fs, "parent")
 	f.engine.register(fs)
@@ -67,6 +69,10 @@ func (f *serveFlags) check() error {
 	switch {
 	case f.replySize < 0 || f.replySize > p.MaxSize():
 		return fmt.Errorf("--reply-size %d: must be 0..%d", f.replySize, p.MaxSize())
+	case f.shards < 0 || f.shards > sock.MaxShards:
+		return fmt.Errorf("--shards %d: must be 0..%d", f.shards, sock.MaxShards)
+	case f.shards > 1 && name != "homa" && name != "homa-udp":
+		return fmt.Errorf("--shards %d: only the homa and homa-udp servers have shards, not %s", f.shards, name)
 	}
 	return f.engine.check()
 }
@@ -97,7 +103,7 @@ func (f *serveFlags) announce() (name, suffix string) {
 // (SIGINT or SIGTERM).
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("serve", "[--proto "+strings.ReplaceAll(bench.ProtocolNames(remote), ",", "|")+
-		"] [--addr HOST:PORT] [--udp] [--reply-size N] [--link-mbps M] [--poll D] [--metrics HOST:PORT]", stderr)
+		"] [--addr HOST:PORT] [--udp] [--reply-size N] [--shards N] [--link-mbps M] [--poll D] [--metrics HOST:PORT]", stderr)
 	addr := fs.String("addr", "127.0.0.1:4000", fmt.Sprintf("local `HOST:PORT` to serve on (Homa server ports 1..32767; port 0 picks a free one, of %d..%d for Homa)", bench.FreePortFirst, bench.FreePortLast))
 	var sf serveFlags
 	sf.register(fs)
@@ -110,7 +116,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return fail(stderr, "serve", bench.OpenError(*addr, err))
 	}
-	srv, err := bench.Serve(ctx, sf.p, local, bench.ServerOptions{ReplySize: sf.replySize, Engine: sf.engine.config()})
+	eng := sf.engine.config()
+	eng.Shards = sf.shards
+	srv, err := bench.Serve(ctx, sf.p, local, bench.ServerOptions{ReplySize: sf.replySize, Engine: eng})
 	if err != nil {
 		return fail(stderr, "serve", bench.OpenError(local, err))
 	}
@@ -120,6 +128,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return fail(stderr, "serve", err)
 	}
 	name, suffix := sf.announce()
+	if s := bench.ServerSocket(srv); s != nil && s.Shards() > 1 {
+		if suffix == "" {
+			suffix = fmt.Sprintf(" (%d shards)", s.Shards())
+		} else {
+			suffix = fmt.Sprintf("%s, %d shards)", strings.TrimSuffix(suffix, ")"), s.Shards())
+		}
+	}
 	out := &lockedWriter{w: stdout}
 	fmt.Fprintf(out, "homa: %s server on %v%s\n", name, srv.Addr(), suffix)
 	if sf.parent {
