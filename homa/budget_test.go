@@ -11,7 +11,12 @@ import (
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/core"
 	"github.com/homa-go/homa/homa/sim"
+	"github.com/homa-go/homa/resend"
 )
+
+// resendPatient gives RPCs 40 RESENDs before their peer counts as
+// silent, so that loss alone does not end them.
+var resendPatient = resend.Config{TimeoutResends: 40}
 
 func TestGrantBudgetLends(t *testing.T) {
 	b := homa.NewGrantBudget(100, 1000, 2)
@@ -96,9 +101,14 @@ const (
 )
 
 func newShardedHost(budget *homa.GrantBudget, clients int) *shardedHost {
-	h := &shardedHost{net: sim.New(sim.Config{Seed: 1, Delay: 5 * time.Microsecond})}
+	return newShardedHostOn(sim.Config{Seed: 1, Delay: 5 * time.Microsecond}, budget, clients)
+}
+
+// newShardedHostOn is newShardedHost on a network of cfg.
+func newShardedHostOn(cfg sim.Config, budget *homa.GrantBudget, clients int) *shardedHost {
+	h := &shardedHost{net: sim.New(cfg)}
 	for k := range h.servers {
-		cfg := core.Config{UnschedBytes: simUnsched, Grant: grant.Config{MaxIncoming: hostIncoming}}
+		cfg := core.Config{UnschedBytes: simUnsched, Grant: grant.Config{MaxIncoming: hostIncoming}, Resend: resendPatient}
 		if budget != nil {
 			cfg.Budget = budget.Shard(k)
 		}
@@ -112,7 +122,7 @@ func newShardedHost(budget *homa.GrantBudget, clients int) *shardedHost {
 	}
 	for i := range clients {
 		c := h.net.Listen(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)}), 40000),
-			core.Config{UnschedBytes: simUnsched, LinkMbps: 10_000})
+			core.Config{UnschedBytes: simUnsched, LinkMbps: 10_000, Resend: resendPatient})
 		c.OnMessage = func(_ *sim.Endpoint, m *contract.Message) {
 			if m.Err == nil {
 				h.done++
@@ -206,5 +216,29 @@ func TestGrantBudgetLoneShard(t *testing.T) {
 	// other shard, with however long a message, is lent all of the pool.
 	if got := budget.Shard(1).Settle(0, hostIncoming, 1<<30); got != hostIncoming/2 {
 		t.Errorf("the other shard was lent %d of the free pool %d: the idle shard still counts as better", got, hostIncoming/2)
+	}
+}
+
+// TestGrantBudgetLoss: over a network that loses and reorders packets,
+// every message still arrives, the shards' bounds stay within the
+// socket's budget, and the loans of bytes that were lost come back.
+func TestGrantBudgetLoss(t *testing.T) {
+	for seed := range uint64(4) {
+		budget := homa.NewGrantBudget(hostIncoming/4, hostIncoming/2, 2)
+		h := newShardedHostOn(sim.Config{Seed: seed, Delay: 5 * time.Microsecond, Jitter: 5 * time.Microsecond, Loss: 0.05}, budget, 4)
+		for i := range 8 {
+			h.send(t, i%4, i%2, 300_000+i*50_000)
+		}
+		limit := 0
+		h.run(t, 8, func() { limit = max(limit, h.grants(0).Limit+h.grants(1).Limit) })
+		if limit > hostIncoming {
+			t.Errorf("seed %d: the shards' bounds added up to %d, past %d", seed, limit, hostIncoming)
+		}
+		// The servers forget the RPCs once acknowledged; their loans
+		// are back by then.
+		h.net.RunUntil(func() bool { return budget.Lent() == 0 && h.grants(0).Active+h.grants(1).Active == 0 }, h.net.Now()+time.Second)
+		if budget.Lent() != 0 {
+			t.Errorf("seed %d: %d bytes still lent after every message arrived", seed, budget.Lent())
+		}
 	}
 }
