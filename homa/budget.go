@@ -47,6 +47,17 @@ func NewGrantBudget(floor, pool, n int) *GrantBudget {
 	return b
 }
 
+// SplitIncoming returns the budget that n shards share in place of one
+// endpoint's total bytes granted and not yet received (its
+// Grant.MaxIncoming): each has a floor of total/2n of its own, and
+// borrows beyond it from a pool of the rest, so that one busy shard
+// may use most of the total, and the shards together never more than
+// all of it.
+func SplitIncoming(total, n int) *GrantBudget {
+	floor := max(total/(2*n), 1)
+	return NewGrantBudget(floor, max(total-n*floor, 0), n)
+}
+
 // Shard returns the Budget of shard k, for its core's Config.Budget.
 func (b *GrantBudget) Shard(k int) core.Budget {
 	if k < 0 || k >= len(b.best) {

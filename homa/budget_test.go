@@ -174,7 +174,7 @@ func TestGrantBudgetBoundsShards(t *testing.T) {
 	// Unscheduled bytes are not the scheduler's to bound: each message
 	// may add its own beyond it.
 	bound := hostIncoming + 4*simUnsched
-	incoming, limit := peak(homa.NewGrantBudget(hostIncoming/4, hostIncoming/2, 2))
+	incoming, limit := peak(homa.SplitIncoming(hostIncoming, 2))
 	t.Logf("shared budget: peak incoming %d, peak limits %d", incoming, limit)
 	if limit > hostIncoming || incoming > bound {
 		t.Errorf("shards together: limits up to %d, incoming up to %d, past the socket's %d (+%d unscheduled)",
@@ -191,7 +191,7 @@ func TestGrantBudgetBoundsShards(t *testing.T) {
 // borrows from the pool what its messages' windows take, and gives it
 // back as their bytes arrive.
 func TestGrantBudgetLoneShard(t *testing.T) {
-	budget := homa.NewGrantBudget(hostIncoming/4, hostIncoming/2, 2)
+	budget := homa.SplitIncoming(hostIncoming, 2)
 	h := newShardedHost(budget, 3)
 	for i := range 3 {
 		h.send(t, i, 0, 1_000_000)
@@ -224,7 +224,7 @@ func TestGrantBudgetLoneShard(t *testing.T) {
 // socket's budget, and the loans of bytes that were lost come back.
 func TestGrantBudgetLoss(t *testing.T) {
 	for seed := range uint64(4) {
-		budget := homa.NewGrantBudget(hostIncoming/4, hostIncoming/2, 2)
+		budget := homa.SplitIncoming(hostIncoming, 2)
 		h := newShardedHostOn(sim.Config{Seed: seed, Delay: 5 * time.Microsecond, Jitter: 5 * time.Microsecond, Loss: 0.05}, budget, 4)
 		for i := range 8 {
 			h.send(t, i%4, i%2, 300_000+i*50_000)

@@ -30,7 +30,7 @@ type shards struct {
 	eps  []*homa.Endpoint
 	port uint64 // the port, where ids carry it
 	// incoming is the budget of bytes granted and not yet received
-	// that the shards' grant schedulers share (shareIncoming).
+	// that the shards' grant schedulers share (homa.SplitIncoming).
 	incoming *homa.GrantBudget
 	slots    []shardSlot
 	spill    spill
@@ -84,7 +84,7 @@ func openShards(addr netip.AddrPort, cfg *Config, opt *netio.Options) (*Socket, 
 	}
 	g := &shards{port: uint64(conns[0].Port()), slots: make([]shardSlot, len(conns))}
 	ecfg := engineConfig(cfg)
-	budget := shareIncoming(ecfg.Grant.WithDefaults().MaxIncoming, len(conns))
+	budget := homa.SplitIncoming(ecfg.Grant.WithDefaults().MaxIncoming, len(conns))
 	g.incoming = budget
 	for i, c := range conns {
 		ecfg.Budget = budget.Shard(i)
@@ -105,16 +105,6 @@ func (s *Socket) Shards() int {
 		return len(g.eps)
 	}
 	return 1
-}
-
-// shareIncoming splits the incoming budget of one socket, total bytes
-// granted and not yet received, among n shards: each has a floor of
-// total/2n of its own, and borrows beyond it from a pool of the rest
-// (homa.GrantBudget), so that one busy shard may use most of the
-// socket's budget, and the shards together never more than all of it.
-func shareIncoming(total, n int) *homa.GrantBudget {
-	floor := max(total/(2*n), 1)
-	return homa.NewGrantBudget(floor, max(total-n*floor, 0), n)
 }
 
 var (
