@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/homa-go/homa/homa/netio"
 )
 
 // Config describes a simulation: the fabric, the hosts' delays, the
@@ -82,6 +84,17 @@ type Config struct {
 	// core.Config.UnschedBytes (default: the engine's, 40,000); the
 	// paper's simulator used one round trip of bytes, about 10,000.
 	UnschedBytes int
+	// Shards, when above 1, runs each host's Homa socket as that many
+	// cores, as a sharded socket of package sock runs that many
+	// engines (Config.Shards there): a host handles a peer's packets,
+	// and sends to the peer, in the core netio.ShardOf names for the
+	// peer. The shards of a host grant from one budget of incoming
+	// bytes, one core's (homa.SplitIncoming), and their pacers share
+	// the host's link (homa.SharedLink), unless ShardsShareNothing gives
+	// every shard one core's budget and a pacer of its own at the link's
+	// rate, as sharded sockets had before.
+	Shards             int
+	ShardsShareNothing bool
 	// PaceFraction is the core's pacer rate (core.Config.LinkMbps) as a
 	// fraction of HostMbps: the engine's documentation asks for slightly
 	// below the link's rate. Default 0.97; negative turns pacing off.
@@ -177,6 +190,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: load %g (want 0 to 1.5)", ErrConfig, c.Load)
 	case c.MTU < 576 || c.MTU > 65535:
 		return c, fmt.Errorf("%w: MTU %d", ErrConfig, c.MTU)
+	case c.Shards < 0 || c.Shards > netio.MaxShards:
+		return c, fmt.Errorf("%w: %d shards (want 0 to %d)", ErrConfig, c.Shards, netio.MaxShards)
 	case c.Warmup < 0 || c.Warmup >= c.Duration:
 		return c, fmt.Errorf("%w: warmup %v of a %v run", ErrConfig, c.Warmup, c.Duration)
 	}

@@ -5,12 +5,14 @@ import (
 	"time"
 
 	"github.com/homa-go/homa/contract"
+	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/core"
+	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
 )
 
-// homaPort is every host's Homa port: one core per host serves and
-// sends.
+// homaPort is every host's Homa port: one core per host (or one per
+// shard, Config.Shards) serves and sends.
 const homaPort = 4000
 
 // ipHeader is the IPv4 header in front of every Homa packet.
@@ -19,11 +21,14 @@ const ipHeader = 20
 // offType is where a Homa header keeps the packet type (spec/WIRE.md).
 const offType = 11
 
-// homaNet runs one real core per host over the fabric.
+// homaNet runs one real core per host (or per shard of a host) over
+// the fabric.
 type homaNet struct {
 	f         *fabric
 	g         *generator
 	hosts     []homaHost
+	shards    int     // cores per host
+	shardOf   []int32 // by host: the shard that serves it on every other host
 	bufs      *pool
 	out       core.Output
 	msgs      []*contract.Message
@@ -37,13 +42,18 @@ type homaNet struct {
 }
 
 type homaHost struct {
+	cores []hostCore // one, or one per shard
+	// rpcs maps the id of an RPC this host started to the workload
+	// message its request carries.
+	rpcs map[uint64]int32
+}
+
+// hostCore is a core of a host, with the timer of its next deadline.
+type hostCore struct {
 	core     *core.Core
 	timerAt  int64
 	timerGen uint32
 	timerSet bool
-	// rpcs maps the id of an RPC this host started to the workload
-	// message its request carries.
-	rpcs map[uint64]int32
 }
 
 // coreConfig is the engine's default configuration, paced at the host
@@ -69,15 +79,38 @@ func newHomaNet(f *fabric, cfg *Config) *homaNet {
 	n := &homaNet{f: f, bufs: new(pool), maxPacket: cfg.MTU - ipHeader, frame: cfg.FrameOverhead,
 		pk: homaPacketizer(cfg), answers: make(map[uint64]int32)}
 	n.hosts = make([]homaHost, cfg.Hosts)
+	n.shards = max(cfg.Shards, 1)
+	n.shardOf = make([]int32, cfg.Hosts)
+	for h := range n.shardOf {
+		n.shardOf[h] = int32(netio.ShardOf(netip.AddrPortFrom(addr(int32(h)), homaPort), n.shards))
+	}
 	cc := coreConfig(cfg)
 	for i := range n.hosts {
-		n.hosts[i] = homaHost{
-			core: core.New(core.Local{Port: homaPort, FirstID: uint64(i+1) << 24, Buffers: n.bufs}, cc),
-			rpcs: make(map[uint64]int32),
+		var budget *homa.GrantBudget
+		var link *homa.SharedLink
+		if n.shards > 1 && !cfg.ShardsShareNothing {
+			budget = homa.SplitIncoming(cc.Grant.WithDefaults().MaxIncoming, n.shards)
+			link = homa.NewSharedLink(n.shards)
 		}
+		h := homaHost{cores: make([]hostCore, n.shards), rpcs: make(map[uint64]int32)}
+		for k := range h.cores {
+			c := cc
+			if budget != nil {
+				c.Budget, c.Link = budget.Shard(k), link.Shard(k)
+			}
+			first := uint64(i*n.shards+k+1) << 24
+			h.cores[k].core = core.New(core.Local{Port: homaPort, FirstID: first, Buffers: n.bufs}, c)
+		}
+		n.hosts[i] = h
 	}
 	f.ep = n
 	return n
+}
+
+// coreFor is the core of host h that serves peer (the shard of peer).
+func (n *homaNet) coreFor(h, peer int32) (int32, *core.Core) {
+	k := n.shardOf[peer]
+	return k, n.hosts[h].cores[k].core
 }
 
 // addr is host h's IPv4 address: 10.0.0.0 plus h+1.
@@ -109,7 +142,8 @@ const longWindow = 2
 // reply.
 func (n *homaNet) start(i int32) {
 	n.startParts(i)
-	n.settle(n.g.msgs[i].src)
+	m := &n.g.msgs[i]
+	n.settle(m.src, n.shardOf[m.dst])
 }
 
 // startParts sends message i's first parts; the caller settles.
@@ -134,30 +168,34 @@ func (n *homaNet) sendPart(i int32) {
 		size = int(m.size)
 	}
 	m.unsent--
-	h := &n.hosts[m.src]
-	id, err := h.core.Send(netip.AddrPortFrom(addr(m.dst), homaPort), n.bufs.Get(size), uint64(i), n.maxPacket, now(n.f), &n.out)
+	_, c := n.coreFor(m.src, m.dst)
+	id, err := c.Send(netip.AddrPortFrom(addr(m.dst), homaPort), n.bufs.Get(size), uint64(i), n.maxPacket, now(n.f), &n.out)
 	if err != nil {
 		n.failed++
 		return
 	}
-	h.rpcs[id] = i
+	n.hosts[m.src].rpcs[id] = i
 }
 
 func (n *homaNet) deliver(h int32, p *Packet) {
-	n.hosts[h].core.Handle(p.data, addr(p.Src), now(n.f), &n.out)
+	k, c := n.coreFor(h, p.Src)
+	c.Handle(p.data, addr(p.Src), now(n.f), &n.out)
 	n.bufs.Put(p.data)
 	n.f.freePacket(p)
-	n.settle(h)
+	n.settle(h, k)
 }
 
-func (n *homaNet) timer(h int32, gen uint32) {
-	hh := &n.hosts[h]
-	if !hh.timerSet || gen != hh.timerGen {
+// timer runs the deadlines of core idx: host idx/shards, its shard
+// idx%shards.
+func (n *homaNet) timer(idx int32, gen uint32) {
+	h, k := idx/int32(n.shards), idx%int32(n.shards)
+	hc := &n.hosts[h].cores[k]
+	if !hc.timerSet || gen != hc.timerGen {
 		return // superseded
 	}
-	hh.timerSet = false
-	hh.core.Tick(now(n.f), &n.out)
-	n.settle(h)
+	hc.timerSet = false
+	hc.core.Tick(now(n.f), &n.out)
+	n.settle(h, k)
 }
 
 func (n *homaNet) flowTimer(int32, uint32) {}
@@ -167,19 +205,21 @@ func (n *homaNet) bind(g *generator) { n.g = g }
 // counters adds the cores' counters to r.
 func (n *homaNet) counters(r *Result) {
 	for i := range n.hosts {
-		s := n.hosts[i].core.Stats()
-		r.Grants += s.GrantsSent
-		r.Resends += s.ResendsSent
-		r.Retransmits += s.ResentPackets
+		for k := range n.hosts[i].cores {
+			s := n.hosts[i].cores[k].core.Stats()
+			r.Grants += s.GrantsSent
+			r.Resends += s.ResendsSent
+			r.Retransmits += s.ResentPackets
+		}
 	}
 	r.Failed = n.failed
 }
 
-// settle puts what host h's last core call produced on the fabric, hands
-// its messages to the application, and keeps one timer at the core's
-// next deadline.
-func (n *homaNet) settle(h int32) {
-	hh := &n.hosts[h]
+// settle puts what the last call of host h's core k produced on the
+// fabric, hands its messages to the application, and keeps one timer at
+// the core's next deadline.
+func (n *homaNet) settle(h, k int32) {
+	hc := &n.hosts[h].cores[k]
 	for {
 		// The application first: its replies add to the packets.
 		n.msgs = append(n.msgs[:0], n.out.Messages...)
@@ -206,15 +246,15 @@ func (n *homaNet) settle(h int32) {
 			hold.Release()
 		}
 		n.out.Reset()
-		if !hh.core.IdleWork() {
+		if !hc.core.IdleWork() {
 			break
 		}
-		hh.core.Idle(now(n.f), &n.out)
+		hc.core.Idle(now(n.f), &n.out)
 	}
-	if at, ok := hh.core.Next(); ok && (!hh.timerSet || int64(at) < hh.timerAt) {
-		hh.timerAt, hh.timerSet = max(int64(at), n.f.now), true
-		hh.timerGen++
-		n.f.schedule(hh.timerAt, evTimer, h, hh.timerGen, nil)
+	if at, ok := hc.core.Next(); ok && (!hc.timerSet || int64(at) < hc.timerAt) {
+		hc.timerAt, hc.timerSet = max(int64(at), n.f.now), true
+		hc.timerGen++
+		n.f.schedule(hc.timerAt, evTimer, h*int32(n.shards)+k, hc.timerGen, nil)
 	}
 }
 
@@ -243,7 +283,8 @@ func (n *homaNet) message(h int32, m *contract.Message) {
 		return
 	}
 	peer := m.Peer.Addr()
-	hh.core.Delivered(peer, m.ID)
+	_, c := n.coreFor(h, hostOf(peer))
+	c.Delivered(peer, m.ID)
 	i, ok := n.hosts[hostOf(peer)].rpcs[m.ID&^1]
 	if !ok {
 		return
@@ -263,7 +304,7 @@ func (n *homaNet) message(h int32, m *contract.Message) {
 			}
 		}
 	}
-	if err := hh.core.Reply(peer, m.ID, reply, n.maxPacket, now(n.f), &n.out); err != nil {
+	if err := c.Reply(peer, m.ID, reply, n.maxPacket, now(n.f), &n.out); err != nil {
 		n.failed++
 	}
 }

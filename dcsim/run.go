@@ -80,6 +80,12 @@ func Run(cfg Config, proto string) (*Result, error) {
 		if cfg.UnschedBytes > 0 {
 			r.Label += fmt.Sprintf(" unsched %d", cfg.UnschedBytes)
 		}
+		if cfg.Shards > 1 {
+			r.Label += fmt.Sprintf(" shards %d", cfg.Shards)
+			if cfg.ShardsShareNothing {
+				r.Label += " sharing nothing"
+			}
+		}
 	}
 	summarize(r, g, pk)
 	ls := f.layerStats()

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/homa-go/homa/homa/core"
+	"github.com/homa-go/homa/pacer"
 )
 
 // GrantBudget is one budget of incoming bytes shared by the cores of
@@ -117,3 +118,67 @@ func (s *shardBudget) beaten(best uint32) bool {
 	}
 	return false
 }
+
+// SharedLink is the account of transmit time of one link that the
+// pacers of several endpoints share (the shards of one socket, sending
+// through one NIC; core.Config.Link): when the link drains what was
+// handed down to it, in the endpoints' clock, so they must share an
+// origin (Config.Epoch), and how many of them wait for room (see
+// pacer.Link). Each endpoint's pacer still orders its own messages;
+// together they keep what waits in the NIC within one pacer's bound, as
+// one endpoint would, each with its share while several wait.
+type SharedLink struct {
+	busy    atomic.Int64
+	waiting atomic.Int32
+	n       int
+}
+
+// NewSharedLink returns the account of a link that n pacers share.
+func NewSharedLink(n int) *SharedLink { return &SharedLink{n: max(n, 1)} }
+
+// Shard returns sharer k's view of the link, for its core's Config.Link.
+func (l *SharedLink) Shard(k int) pacer.Link {
+	if k < 0 || k >= l.n {
+		panic(fmt.Sprintf("homa: sharer %d of a link of %d", k, l.n))
+	}
+	return &linkShare{l: l}
+}
+
+// linkShare is one sharer's view of a SharedLink.
+type linkShare struct {
+	l       *SharedLink
+	waiting bool
+}
+
+func (s *linkShare) Busy() int64 { return s.l.busy.Load() }
+
+func (s *linkShare) Add(now, tx int64) int64 {
+	for {
+		b := s.l.busy.Load()
+		if end := max(b, now) + tx; s.l.busy.CompareAndSwap(b, end) {
+			return end
+		}
+	}
+}
+
+func (s *linkShare) Wait(waiting bool) {
+	if s.waiting == waiting {
+		return
+	}
+	s.waiting = waiting
+	if waiting {
+		s.l.waiting.Add(1)
+	} else {
+		s.l.waiting.Add(-1)
+	}
+}
+
+func (s *linkShare) Contended() bool {
+	others := s.l.waiting.Load()
+	if s.waiting {
+		others--
+	}
+	return others > 0
+}
+
+func (s *linkShare) Sharers() int { return s.l.n }

@@ -17,6 +17,10 @@ type Config struct {
 	// MaxPacket, when positive, caps the size of every Homa packet
 	// (header included), overriding the path MTU the Conn reports.
 	MaxPacket int
+	// Epoch is the origin of the endpoint's clock, which its core's
+	// times count from; zero: when NewEndpoint runs. Endpoints whose
+	// cores share a pacer's link (core.Config.Link) share it.
+	Epoch time.Time
 	// PollDuration is the longest a goroutine waiting in Recv spins on
 	// the socket after the last packet before it parks in the netpoller.
 	// Default 50 µs, Linux Homa's poll time; negative never spins.

@@ -128,12 +128,16 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	cfg = cfg.withDefaults()
 	is4 := conn.LocalAddr().Unmap().Is4()
 	now := time.Now()
+	epoch := cfg.Epoch
+	if epoch.IsZero() || epoch.After(now) {
+		epoch = now
+	}
 	e := &Endpoint{
 		conn:   conn,
 		cfg:    cfg,
 		port:   conn.Port(),
 		is4:    is4,
-		epoch:  now,
+		epoch:  epoch,
 		mb:     mailbox.New(),
 		done:   make(chan struct{}),
 		acks:   make(chan *txBatch, 4),

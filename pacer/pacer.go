@@ -36,7 +36,9 @@
 // A Pacer is pure: time is an argument (nanoseconds, from any fixed
 // origin, never decreasing), it starts no goroutines, takes no locks (the
 // engine calls it under its own) and, once its tables have grown to the
-// largest number of messages queued at once, allocates nothing.
+// largest number of messages queued at once, allocates nothing. Pacers
+// that share a link (Config.Link) learn of each other's transmissions
+// through it alone.
 package pacer
 
 import "time"
@@ -75,6 +77,14 @@ type Config struct {
 	// DefaultFIFOPerMille (50); negative means none (pure SRPT); 1000 or
 	// more means all (pure FIFO).
 	FIFOPerMille int
+	// Link, when set, keeps the account of transmit time handed below
+	// for this Pacer and the others that share it (one NIC under several
+	// endpoints): Admit counts what all of them handed down, Sent adds
+	// to it. Each sharer picks its own packets in SRPT order; together
+	// they keep the time queued below within MaxQueue, and share it
+	// fairly while several wait (see Link). Nil: the Pacer's own
+	// account. Ignored when RateMbps is unlimited.
+	Link Link
 }
 
 // WithDefaults returns c with every unset field replaced by its default
@@ -120,8 +130,13 @@ type Pacer struct {
 	fifo     int64 // FIFOPerMille, 0..1000
 
 	queue
-	share fifoShare
-	link  budget
+	share  fifoShare
+	link   budget
+	shared Link // Config.Link, nil for the Pacer's own account (link)
+	// mine are the packets this Pacer handed down to the shared link;
+	// waiting is what it last told shared: it waits for room.
+	mine    spans
+	waiting bool
 
 	stats Stats
 }
@@ -134,6 +149,7 @@ func New(cfg Config) *Pacer {
 		rate:     int64(cfg.RateMbps),
 		maxQueue: cfg.MaxQueue.Nanoseconds(),
 		fifo:     int64(cfg.FIFOPerMille),
+		shared:   cfg.Link,
 	}
 	p.queue.init()
 	return p

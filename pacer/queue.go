@@ -112,6 +112,9 @@ func (p *Pacer) Idle(id ID) {
 func (p *Pacer) Next() (id ID, ok bool) {
 	if len(p.srpt.s) == 0 {
 		p.share.pending = pickNone
+		if p.waiting {
+			p.wait(false) // nothing to send: others need not make room
+		}
 		return 0, false
 	}
 	p.stats.Picks++

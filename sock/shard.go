@@ -86,8 +86,17 @@ func openShards(addr netip.AddrPort, cfg *Config, opt *netio.Options) (*Socket, 
 	ecfg := engineConfig(cfg)
 	budget := homa.SplitIncoming(ecfg.Grant.WithDefaults().MaxIncoming, len(conns))
 	g.incoming = budget
+	var link *homa.SharedLink
+	if ecfg.LinkMbps > 0 {
+		// The shards send through one link: their pacers share its
+		// account, in one clock.
+		link, ecfg.Epoch = homa.NewSharedLink(len(conns)), time.Now()
+	}
 	for i, c := range conns {
 		ecfg.Budget = budget.Shard(i)
+		if link != nil {
+			ecfg.Link = link.Shard(i)
+		}
 		g.eps = append(g.eps, homa.NewEndpoint(c, ecfg))
 		g.slots[i].cover = time.AfterFunc(time.Hour, func() { g.covered(i) })
 		g.slots[i].cover.Stop()

@@ -404,3 +404,50 @@ func TestShardsIncomingBudget(t *testing.T) {
 		t.Errorf("%d bytes still lent once every message arrived", lent)
 	}
 }
+
+// TestShardsPacedLink checks a sharded socket whose engines pace one
+// link (LinkMbps): they share its account, and large echoes to a
+// client of every shard all complete.
+func TestShardsPacedLink(t *testing.T) {
+	const n = 2
+	var srv *Socket
+	for try := range 200 {
+		s, err := Open(netip.AddrPortFrom(loopback, uint16(27000+try)), &Config{Transport: UDP, Shards: n, LinkMbps: 5000})
+		if errors.Is(err, netio.ErrPortInUse) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv = s
+		break
+	}
+	if srv == nil {
+		t.Fatal("no free server port")
+	}
+	t.Cleanup(func() { srv.Close() })
+	echo(t, srv, 4)
+	var calls sync.WaitGroup
+	req := make([]byte, 300_000)
+	for _, c := range clientsCovering(t, n) {
+		calls.Go(func() {
+			for range 3 {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				m, err := c.Call(ctx, srv.LocalAddr(), req)
+				cancel()
+				if err != nil {
+					t.Errorf("call: %v", err)
+					return
+				}
+				m.Release()
+			}
+		})
+	}
+	calls.Wait()
+	g := srv.b.(*shards)
+	for k, e := range g.eps {
+		if st := e.Stats(); st.Pacer.SentBytes == 0 || st.ServerRPCsCompleted == 0 {
+			t.Errorf("shard %d: paced %d bytes, answered %d RPCs", k, st.Pacer.SentBytes, st.ServerRPCsCompleted)
+		}
+	}
+}

@@ -17,7 +17,7 @@ import (
 // dcsim. Lists (--workload, --load, --proto, --overcommit) run every
 // combination.
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("sim", "[--workload w1..w5] [--load 0.8] [--duration 10ms] [--hosts 144] [--proto homa,dctcp,srpt] [--seed N] [--json] [--plot F.svg|F.png]", stderr)
+	fs := newFlags("sim", "[--workload w1..w5] [--load 0.8] [--duration 10ms] [--hosts 144] [--proto homa,dctcp,srpt] [--shards N] [--seed N] [--json] [--plot F.svg|F.png]", stderr)
 	var cfg dcsim.Config
 	var workloads, loads, protos, overcommits, plot string
 	var asJSON, quiet bool
@@ -33,6 +33,8 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&overcommits, "overcommit", "0", "Homa's overcommitment degree, 0 for the engine's default (a list runs each)")
 	fs.IntVar(&cfg.SchedLevels, "sched-levels", 0, "Homa's scheduled priority levels (0: the engine's default)")
 	fs.IntVar(&cfg.UnschedBytes, "unsched", 0, "Homa's unscheduled bytes per message (0: the engine's default)")
+	fs.IntVar(&cfg.Shards, "shards", 0, "Homa: run each host's socket as `N` cores, a sharded socket's engines, which share one incoming budget and the pacing of the host's link (0 or 1: one core a host)")
+	fs.BoolVar(&cfg.ShardsShareNothing, "shards-share-nothing", false, "Homa: with --shards, give every shard one core's incoming budget and a pacer at the link's rate of its own")
 	fs.IntVar(&cfg.Incast, "incast", 0, "hosts sending to one at once in each incast burst (0: none)")
 	fs.IntVar(&cfg.BufferBytes, "buffer", 0, "bytes of queue per switch port (0: 1 MiB)")
 	fs.BoolVar(&cfg.StoreAndForward, "store-and-forward", false, "switches receive whole packets before sending them")

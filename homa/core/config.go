@@ -6,6 +6,7 @@ import (
 	"github.com/homa-go/homa/ack"
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/grant"
+	"github.com/homa-go/homa/pacer"
 	"github.com/homa-go/homa/priority"
 	"github.com/homa-go/homa/resend"
 )
@@ -27,6 +28,11 @@ type Config struct {
 	// LinkMbps, when positive, paces outgoing DATA to this rate in SRPT
 	// order (see package pacer). Zero sends at once.
 	LinkMbps int
+	// Link, when set with LinkMbps, is the account of transmit time the
+	// core's pacer shares with the other cores sending through the same
+	// link (the shards of one socket; see pacer.Config.Link), in the
+	// core's clock, which they must share.
+	Link pacer.Link
 	// Cutoffs configures how the core learns the unscheduled priority
 	// cutoffs it tells its senders.
 	Cutoffs priority.EstimatorConfig

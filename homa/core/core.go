@@ -170,7 +170,7 @@ func New(local Local, cfg Config) *Core {
 		c.sched.SetLimit(c.cfg.Budget.Floor())
 	}
 	if c.cfg.LinkMbps > 0 {
-		c.pacer = pacer.New(pacer.Config{RateMbps: c.cfg.LinkMbps})
+		c.pacer = pacer.New(pacer.Config{RateMbps: c.cfg.LinkMbps, Link: c.cfg.Link})
 		c.pacing = make(map[pacer.ID]*rpc)
 	}
 	c.est = priority.NewEstimator(c.cfg.Cutoffs)
