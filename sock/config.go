@@ -97,8 +97,8 @@ type Config struct {
 	// shard's raw socket costs the host's Homa packets a clone each;
 	// see netio.OpenRawGroup); the engine backend only. Limits apply
 	// per shard; the shards grant from one budget of incoming bytes,
-	// one engine's. 0 and 1 mean one engine, as always. See
-	// docs/design.md, "Sharding".
+	// one engine's, and with LinkMbps pace one link between them. 0
+	// and 1 mean one engine, as always. See docs/design.md, "Sharding".
 	Shards int
 	// Network, when set, carries the socket's packets on an in-memory
 	// network instead of the host's (package memnet: for tests, with
