@@ -123,62 +123,59 @@ func (s *shardBudget) beaten(best uint32) bool {
 // pacers of several endpoints share (the shards of one socket, sending
 // through one NIC; core.Config.Link): when the link drains what was
 // handed down to it, in the endpoints' clock, so they must share an
-// origin (Config.Epoch), and how many of them wait for room (see
-// pacer.Link). Each endpoint's pacer still orders its own messages;
-// together they keep what waits in the NIC within one pacer's bound, as
-// one endpoint would, each with its share while several wait.
+// origin (Config.Epoch), and what each sharer waits to send (see
+// pacer.Link). Each endpoint's pacer orders its own messages; together
+// they keep what waits in the NIC within one pacer's bound, the
+// shortest waiting message first, as one endpoint would.
 type SharedLink struct {
-	busy    atomic.Int64
-	waiting atomic.Int32
-	n       int
+	busy atomic.Int64
+	best []paddedBest // by sharer: the bytes left of what it waits to send
 }
 
 // NewSharedLink returns the account of a link that n pacers share.
-func NewSharedLink(n int) *SharedLink { return &SharedLink{n: max(n, 1)} }
+func NewSharedLink(n int) *SharedLink {
+	l := &SharedLink{best: make([]paddedBest, max(n, 1))}
+	for i := range l.best {
+		l.best[i].v.Store(pacer.NotWaiting)
+	}
+	return l
+}
 
 // Shard returns sharer k's view of the link, for its core's Config.Link.
 func (l *SharedLink) Shard(k int) pacer.Link {
-	if k < 0 || k >= l.n {
-		panic(fmt.Sprintf("homa: sharer %d of a link of %d", k, l.n))
+	if k < 0 || k >= len(l.best) {
+		panic(fmt.Sprintf("homa: sharer %d of a link of %d", k, len(l.best)))
 	}
-	return &linkShare{l: l}
+	return &linkShare{l: l, k: k}
 }
 
 // linkShare is one sharer's view of a SharedLink.
 type linkShare struct {
-	l       *SharedLink
-	waiting bool
+	l *SharedLink
+	k int
 }
 
 func (s *linkShare) Busy() int64 { return s.l.busy.Load() }
 
-func (s *linkShare) Add(now, tx int64) int64 {
+func (s *linkShare) Add(now, tx int64) {
 	for {
 		b := s.l.busy.Load()
-		if end := max(b, now) + tx; s.l.busy.CompareAndSwap(b, end) {
-			return end
+		if s.l.busy.CompareAndSwap(b, max(b, now)+tx) {
+			return
 		}
 	}
 }
 
-func (s *linkShare) Wait(waiting bool) {
-	if s.waiting == waiting {
-		return
-	}
-	s.waiting = waiting
-	if waiting {
-		s.l.waiting.Add(1)
-	} else {
-		s.l.waiting.Add(-1)
-	}
-}
+func (s *linkShare) Wait(best uint32) { s.l.best[s.k].v.Store(best) }
 
-func (s *linkShare) Contended() bool {
-	others := s.l.waiting.Load()
-	if s.waiting {
-		others--
+func (s *linkShare) Beaten(best uint32) bool {
+	for j := range s.l.best {
+		if j == s.k {
+			continue
+		}
+		if o := s.l.best[j].v.Load(); o < best || o == best && o != pacer.NotWaiting && j < s.k {
+			return true
+		}
 	}
-	return others > 0
+	return false
 }
-
-func (s *linkShare) Sharers() int { return s.l.n }

@@ -19,26 +19,31 @@ const bitsPerByteNs = 8000
 // (Config.Link). Times are nanoseconds from an origin the sharers agree
 // on.
 //
-// Sharing is fair, not SRPT across the sharers: while another sharer
-// waits for room below, a Pacer admits a packet only while the transmit
-// time of its own packets below stays within its share of MaxQueue
-// (MaxQueue over Sharers), so that every sharer with packets to send
-// gets about as much of the link as the others, whoever's timer or
-// packets come first. Each orders its own messages SRPT.
+// The sharers keep SRPT between them: a Pacer that finds no room below
+// says so with the bytes left of its best message (Wait), and while a
+// sharer waits whose message beats that of another (fewer bytes left;
+// on a tie, the lower-numbered sharer), the other admits nothing, so
+// the shortest waiting message takes the next room, whoever's timer or
+// packets come first. As the FIFO share does within one Pacer, a Pacer
+// refused for MaxQueue without a break goes before every other sharer
+// for one packet: a sharer whose messages are all long, or whose timer
+// always comes second, is slowed, never starved.
 type Link interface {
 	// Busy returns when the transmit time handed down so far drains.
 	Busy() int64
 	// Add hands down tx nanoseconds of transmit time at now: the link
 	// drains it after what it holds, or from now if it is idle by then.
-	// It returns when the link will have drained it.
-	Add(now, tx int64) int64
-	// Wait records whether this sharer waits for room; Contended
-	// reports whether another sharer does; Sharers is how many Pacers
-	// share the link.
-	Wait(waiting bool)
-	Contended() bool
-	Sharers() int
+	Add(now, tx int64)
+	// Wait records that this sharer waits for room to send a message
+	// with best bytes left, or, with NotWaiting, that it does not wait.
+	Wait(best uint32)
+	// Beaten reports whether another sharer waits with a message that
+	// goes before one with best bytes left from this sharer.
+	Beaten(best uint32) bool
 }
+
+// NotWaiting is what Link.Wait is told by a sharer that does not wait.
+const NotWaiting = ^uint32(0)
 
 // outstanding returns the transmit time handed below and not drained at
 // now, rounded up to a nanosecond: all the sharers' when the link is
@@ -90,32 +95,42 @@ func (p *Pacer) Admit(n int, now int64) (ok bool, wait time.Duration) {
 	return false, time.Duration(out - max(p.maxQueue-tx, 0))
 }
 
-// admitShared is Admit on a shared link: the link's bound, then, while
-// another sharer waits, this Pacer's share of it (see Link).
+// admitShared is Admit on a shared link: the link's bound, then SRPT
+// between the sharers (see Link). A Pacer refused for MaxQueue without
+// a break is owed a packet: it waits as if its message had no bytes
+// left, ahead of every other sharer.
 func (p *Pacer) admitShared(out, tx, now int64) (ok bool, wait time.Duration) {
-	if out > 0 && out+tx > p.maxQueue {
-		p.wait(true)
-		p.stats.Throttled++
-		return false, time.Duration(out - max(p.maxQueue-tx, 0))
+	best := NotWaiting - 1
+	if len(p.srpt.s) > 0 {
+		best = min(p.entries[p.srpt.s[0]].remaining, NotWaiting-1)
 	}
-	if p.shared.Contended() {
-		share := p.maxQueue / int64(max(p.shared.Sharers(), 1))
-		if own := p.mine.below(now); own > 0 && own+tx > share {
-			p.wait(true)
-			p.stats.Throttled++
-			return false, time.Duration(max(p.mine.drainedBy(own+tx-share)-now, 0))
-		}
+	if p.refusedSince >= 0 && now-p.refusedSince >= p.maxQueue {
+		best = 0
 	}
-	p.wait(false)
-	return true, 0
+	switch {
+	case out > 0 && out+tx > p.maxQueue:
+		wait = time.Duration(out - max(p.maxQueue-tx, 0))
+	case p.shared.Beaten(best):
+		wait = time.Duration(max(tx, 1000)) // the winner goes meanwhile
+	default:
+		p.refusedSince = -1
+		p.wait(NotWaiting)
+		return true, 0
+	}
+	if p.refusedSince < 0 {
+		p.refusedSince = now
+	}
+	p.wait(best)
+	p.stats.Throttled++
+	return false, wait
 }
 
-// wait tells the shared link whether this Pacer waits for room, when
-// that changes.
-func (p *Pacer) wait(waiting bool) {
-	if p.waiting != waiting {
-		p.waiting = waiting
-		p.shared.Wait(waiting)
+// wait tells the shared link what this Pacer waits for, when that
+// changes.
+func (p *Pacer) wait(best uint32) {
+	if p.waitBest != best {
+		p.waitBest = best
+		p.shared.Wait(best)
 	}
 }
 
@@ -134,8 +149,7 @@ func (p *Pacer) Sent(n int, now int64) {
 		return
 	}
 	if p.shared != nil {
-		tx := (b*bitsPerByteNs + p.rate - 1) / p.rate
-		p.mine.add(p.shared.Add(now, tx), tx)
+		p.shared.Add(now, (b*bitsPerByteNs+p.rate-1)/p.rate)
 		return
 	}
 	if p.link.busy < now {
@@ -144,50 +158,4 @@ func (p *Pacer) Sent(n int, now int64) {
 	units := b*bitsPerByteNs + p.link.frac
 	p.link.busy += units / p.rate
 	p.link.frac = units % p.rate
-}
-
-// spans are the packets a Pacer handed down to a shared link and that
-// have not drained: when each drains (ascending) and its transmit time.
-// Its packets drain among the other sharers', so what it has below is
-// the sum of their transmit times, not the time until its last drains.
-type spans struct {
-	end, tx []int64
-	head    int
-	sum     int64 // transmit time of the spans from head on
-}
-
-// add records a packet of transmit time tx that drains at end.
-func (s *spans) add(end, tx int64) {
-	if s.head > 0 && s.head == len(s.end) {
-		s.end, s.tx, s.head = s.end[:0], s.tx[:0], 0
-	}
-	s.end, s.tx = append(s.end, end), append(s.tx, tx)
-	s.sum += tx
-}
-
-// below drops the packets drained at now and returns the transmit time
-// of the others.
-func (s *spans) below(now int64) int64 {
-	for s.head < len(s.end) && s.end[s.head] <= now {
-		s.sum -= s.tx[s.head]
-		s.head++
-	}
-	if s.head > 64 && 2*s.head > len(s.end) {
-		n := copy(s.end, s.end[s.head:])
-		copy(s.tx, s.tx[s.head:])
-		s.end, s.tx, s.head = s.end[:n], s.tx[:n], 0
-	}
-	return s.sum
-}
-
-// drainedBy returns when d of the transmit time below (d <= sum) will
-// have drained: when the packet that takes the sum below sum-d does.
-func (s *spans) drainedBy(d int64) int64 {
-	var done int64
-	for i := s.head; i < len(s.end); i++ {
-		if done += s.tx[i]; done >= d {
-			return s.end[i]
-		}
-	}
-	return s.end[len(s.end)-1]
 }

@@ -81,8 +81,8 @@ type Config struct {
 	// for this Pacer and the others that share it (one NIC under several
 	// endpoints): Admit counts what all of them handed down, Sent adds
 	// to it. Each sharer picks its own packets in SRPT order; together
-	// they keep the time queued below within MaxQueue, and share it
-	// fairly while several wait (see Link). Nil: the Pacer's own
+	// they keep the time queued below within MaxQueue, and the shortest
+	// waiting message goes first (see Link). Nil: the Pacer's own
 	// account. Ignored when RateMbps is unlimited.
 	Link Link
 }
@@ -133,10 +133,11 @@ type Pacer struct {
 	share  fifoShare
 	link   budget
 	shared Link // Config.Link, nil for the Pacer's own account (link)
-	// mine are the packets this Pacer handed down to the shared link;
-	// waiting is what it last told shared: it waits for room.
-	mine    spans
-	waiting bool
+	// waitBest is what this Pacer last told shared (Link.Wait), and
+	// refusedSince when Admit began to refuse it without a break (-1:
+	// it does not).
+	waitBest     uint32
+	refusedSince int64
 
 	stats Stats
 }
@@ -145,11 +146,13 @@ type Pacer struct {
 func New(cfg Config) *Pacer {
 	cfg = cfg.WithDefaults()
 	p := &Pacer{
-		cfg:      cfg,
-		rate:     int64(cfg.RateMbps),
-		maxQueue: cfg.MaxQueue.Nanoseconds(),
-		fifo:     int64(cfg.FIFOPerMille),
-		shared:   cfg.Link,
+		cfg:          cfg,
+		rate:         int64(cfg.RateMbps),
+		maxQueue:     cfg.MaxQueue.Nanoseconds(),
+		fifo:         int64(cfg.FIFOPerMille),
+		shared:       cfg.Link,
+		waitBest:     NotWaiting,
+		refusedSince: -1,
 	}
 	p.queue.init()
 	return p

@@ -112,8 +112,11 @@ func (p *Pacer) Idle(id ID) {
 func (p *Pacer) Next() (id ID, ok bool) {
 	if len(p.srpt.s) == 0 {
 		p.share.pending = pickNone
-		if p.waiting {
-			p.wait(false) // nothing to send: others need not make room
+		if p.shared != nil {
+			p.refusedSince = -1
+			if p.waitBest != NotWaiting {
+				p.wait(NotWaiting) // nothing to send: others need not give way
+			}
 		}
 		return 0, false
 	}

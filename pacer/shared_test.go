@@ -7,63 +7,62 @@ import (
 
 // testLink is a Link shared by n Pacers, one view per sharer.
 type testLink struct {
-	busy    int64
-	waiting int
-	n       int
+	busy int64
+	best []uint32
+}
+
+func newTestLink(n int) *testLink {
+	l := &testLink{best: make([]uint32, n)}
+	for i := range l.best {
+		l.best[i] = NotWaiting
+	}
+	return l
 }
 
 type testShare struct {
-	l       *testLink
-	waiting bool
+	l *testLink
+	k int
 }
 
-func (s *testShare) Busy() int64 { return s.l.busy }
+func (s *testShare) Busy() int64             { return s.l.busy }
+func (s *testShare) Add(now, tx int64)       { s.l.busy = max(s.l.busy, now) + tx }
+func (s *testShare) Wait(best uint32)        { s.l.best[s.k] = best }
+func (s *testShare) Beaten(best uint32) bool { return beaten(s.l.best, s.k, best) }
 
-func (s *testShare) Add(now, tx int64) int64 {
-	s.l.busy = max(s.l.busy, now) + tx
-	return s.l.busy
-}
-
-func (s *testShare) Wait(w bool) {
-	if s.waiting != w {
-		s.waiting = w
-		if w {
-			s.l.waiting++
-		} else {
-			s.l.waiting--
+// beaten is the order of Link: fewer bytes left, then the lower sharer.
+func beaten(bests []uint32, k int, best uint32) bool {
+	for j, o := range bests {
+		if j != k && (o < best || o == best && o != NotWaiting && j < k) {
+			return true
 		}
 	}
+	return false
 }
-
-func (s *testShare) Contended() bool {
-	others := s.l.waiting
-	if s.waiting {
-		others--
-	}
-	return others > 0
-}
-
-func (s *testShare) Sharers() int { return s.l.n }
 
 // sharedRun drives pacers that share one link of 10 Gbit/s for d: every
-// 100 ns, in a fixed order (the first always first, which without the
-// fair share starved the others), each pumps what its Admit lets
-// through, 1,500-byte packets. backlog says which have a message to
-// send. It returns the packets each sent and the most transmit time
-// ever waiting below.
-func sharedRun(t *testing.T, backlog []bool, d time.Duration) (sent []int, peak int64) {
-	t.Helper()
+// 100 ns, in a fixed order (the first always first), each pumps what
+// its Admit lets through, 1,500-byte packets, of the messages ready
+// holds for it (bytes left, by pacer, 0 for none) and those that arrive
+// (by time). It returns the packets each sent, when each sent its last,
+// and the most transmit time ever waiting below.
+func sharedRun(ready []uint32, arrive map[int64][2]uint32, d time.Duration) (sent []int, last []int64, peak int64) {
 	const rate, size = 10_000, 1500
-	link := &testLink{n: len(backlog)}
-	ps := make([]*Pacer, len(backlog))
-	for i, b := range backlog {
-		ps[i] = New(Config{RateMbps: rate, Link: &testShare{l: link}})
-		if b {
-			ps[i].Ready(1, 1<<30, 1)
+	link := newTestLink(len(ready))
+	ps := make([]*Pacer, len(ready))
+	left := make([]uint32, len(ready))
+	for i, r := range ready {
+		ps[i] = New(Config{RateMbps: rate, Link: &testShare{l: link, k: i}})
+		if r > 0 {
+			ps[i].Ready(ID(i+1), r, 1)
+			left[i] = r
 		}
 	}
-	sent = make([]int, len(ps))
+	sent, last = make([]int, len(ps)), make([]int64, len(ps))
 	for now := int64(0); now < d.Nanoseconds(); now += 100 {
+		if a, ok := arrive[now]; ok {
+			ps[a[0]].Ready(ID(a[0]+1), a[1], 2)
+			left[a[0]] = a[1]
+		}
 		for i, p := range ps {
 			for {
 				if _, ok := p.Next(); !ok {
@@ -74,44 +73,64 @@ func sharedRun(t *testing.T, backlog []bool, d time.Duration) (sent []int, peak 
 				}
 				p.Sent(size, now)
 				sent[i]++
+				last[i] = now
 				peak = max(peak, link.busy-now)
+				if left[i] = left[i] - min(left[i], 1400); left[i] == 0 {
+					p.Idle(ID(i + 1))
+				} else {
+					p.Update(ID(i+1), left[i])
+				}
 			}
 		}
 	}
-	return sent, peak
+	return sent, last, peak
 }
 
-// TestSharedLinkFair: two Pacers that both have packets to send share a
-// link about evenly, and keep what waits below within one MaxQueue (and
-// a packet); the link stays busy.
-func TestSharedLinkFair(t *testing.T) {
-	const d = 2 * time.Millisecond
-	sent, peak := sharedRun(t, []bool{true, true}, d)
-	full := int(d.Nanoseconds() / 1200) // 1,500 bytes at 10 Gbit/s: 1.2 µs
-	t.Logf("sent %v of %d that fit, peak %v below", sent, full, time.Duration(peak))
-	if sent[0]+sent[1] < full*95/100 {
-		t.Errorf("the link carried %d packets of %d", sent[0]+sent[1], full)
-	}
-	if sent[0] < full*40/100 || sent[1] < full*40/100 {
-		t.Errorf("sharers sent %v of %d: not about even", sent, full)
+// TestSharedLinkSRPT: a short message of one sharer goes ahead of a
+// long one another sharer is sending, as soon as the queue below has
+// room, though the other pumps first; what waits below stays within
+// MaxQueue and a packet.
+func TestSharedLinkSRPT(t *testing.T) {
+	const at = 200_000 // ns: the short message arrives
+	sent, last, peak := sharedRun([]uint32{1 << 30, 0}, map[int64][2]uint32{at: {1, 14_000}}, time.Millisecond)
+	// Ten packets: the queue below (20 µs) drains 1.2 µs a packet
+	// before the first, then one more packet time each.
+	if took := time.Duration(last[1] - at); sent[1] != 10 || took > DefaultMaxQueue+12*1200*time.Nanosecond {
+		t.Errorf("the short message sent %d packets, the last %v after it arrived", sent[1], took)
 	}
 	if max := DefaultMaxQueue.Nanoseconds() + 1200; peak > max {
 		t.Errorf("%v waited below, more than MaxQueue and a packet", time.Duration(peak))
 	}
+	if full := int(time.Millisecond / (1200 * time.Nanosecond)); sent[0]+sent[1] < full*95/100 {
+		t.Errorf("the link carried %d packets of %d", sent[0]+sent[1], full)
+	}
+}
+
+// TestSharedLinkNoStarvation: two sharers with equally long messages,
+// the lower-numbered one winning every tie: the other still sends a
+// packet about every MaxQueue.
+func TestSharedLinkNoStarvation(t *testing.T) {
+	const d = 2 * time.Millisecond
+	sent, _, _ := sharedRun([]uint32{1 << 30, 1 << 30}, nil, d)
+	floor := int(d / (DefaultMaxQueue + 2400*time.Nanosecond))
+	t.Logf("sent %v", sent)
+	if sent[1] < floor {
+		t.Errorf("the beaten sharer sent %d packets in %v, fewer than one per MaxQueue (%d)", sent[1], d, floor)
+	}
 }
 
 // TestSharedLinkAlone: a Pacer whose sharers have nothing to send uses
-// the whole link and the whole MaxQueue, and one that waited and ran out
-// of packets stops holding the others to their share.
+// the whole link and the whole MaxQueue; one that waited and ran out of
+// packets stops holding the others back.
 func TestSharedLinkAlone(t *testing.T) {
 	const d = time.Millisecond
-	sent, peak := sharedRun(t, []bool{false, true, false}, d)
+	sent, _, peak := sharedRun([]uint32{0, 1 << 30, 0}, nil, d)
 	full := int(d.Nanoseconds() / 1200)
 	if sent[1] < full*95/100 || peak < DefaultMaxQueue.Nanoseconds()-1200 {
 		t.Errorf("alone on the link: sent %d of %d, at most %v below", sent[1], full, time.Duration(peak))
 	}
-	link := &testLink{n: 2}
-	a, b := New(Config{RateMbps: 10_000, Link: &testShare{l: link}}), New(Config{RateMbps: 10_000, Link: &testShare{l: link}})
+	link := newTestLink(2)
+	a, b := New(Config{RateMbps: 10_000, Link: &testShare{l: link, k: 0}}), New(Config{RateMbps: 10_000, Link: &testShare{l: link, k: 1}})
 	a.Ready(1, 1<<30, 1)
 	b.Ready(2, 1500, 1)
 	for a.Next(); ; a.Sent(1500, 0) { // a fills the link
@@ -119,14 +138,11 @@ func TestSharedLinkAlone(t *testing.T) {
 			break
 		}
 	}
-	if ok, _ := b.Admit(1500, 0); ok {
-		t.Fatal("b admitted onto a full link")
-	}
-	if link.waiting != 2 {
-		t.Fatalf("%d sharers waiting, want both", link.waiting)
+	if ok, _ := b.Admit(1500, 0); ok || link.best[1] != 1500 {
+		t.Fatalf("b admitted onto a full link, or not waiting (%d)", link.best[1])
 	}
 	b.Idle(2)
-	if _, ok := b.Next(); ok || link.waiting != 1 {
-		t.Fatalf("b, with nothing left to send, still counts as waiting (%d waiting)", link.waiting)
+	if _, ok := b.Next(); ok || link.best[1] != NotWaiting {
+		t.Fatalf("b, with nothing left to send, still waits (%d)", link.best[1])
 	}
 }
