@@ -7,9 +7,10 @@ import (
 
 // TestHomaShards runs hosts whose sockets are 8 shards: sharing one
 // incoming budget and one paced link, they keep the queues at their
-// NICs and at their top-of-rack downlinks what one core a host keeps
-// them; sharing nothing, each shard's pacer and grants act as if it
-// had the host alone, and the queues grow several-fold.
+// NICs and at their top-of-rack downlinks, and the tail of the
+// slowdowns, what one core a host keeps them; sharing nothing, each
+// shard's pacer and grants act as if it had the host alone, and the
+// queues grow several-fold.
 func TestHomaShards(t *testing.T) {
 	cfg := Config{Racks: 2, HostsPerRack: 8, Spines: 2, Workload: "w4", Load: 0.8, Duration: 2 * time.Millisecond, Seed: 3}
 	run := func(shards int, nothing bool) *Result {
@@ -32,6 +33,11 @@ func TestHomaShards(t *testing.T) {
 	if nic(shared) > 2*nic(one) || tor(shared) > tor(one)*3/2 || shared.Drops != 0 {
 		t.Errorf("shards sharing budget and link: NIC peak %d, ToR downlink peak %d, %d drops; one core a host: %d, %d",
 			nic(shared), tor(shared), shared.Drops, nic(one), tor(one))
+	}
+	// Ranked among the other shards' messages, each shard's grants
+	// keep the priorities one core's would have.
+	if shared.P99 > one.P99*5/4 {
+		t.Errorf("shards sharing budget and link: p99 slowdown %.2f, one core a host %.2f", shared.P99, one.P99)
 	}
 	if nic(nothing) < 4*nic(shared) || tor(nothing) <= tor(shared) {
 		t.Errorf("shards sharing nothing: NIC peak %d, ToR downlink peak %d, not above the sharing shards' %d, %d: this test shows nothing",

@@ -93,6 +93,7 @@ type peerCount struct {
 type Scheduler struct {
 	cfg       Config
 	limit     int64 // bound on incoming: cfg.MaxIncoming unless SetLimit changed it
+	ahead     func(remaining uint32) (ahead, active int) // see SetAhead
 	fifoEvery int64 // SRPT bytes per FIFO increment; 0: FIFO share off
 
 	slots map[ID]int32
@@ -287,6 +288,19 @@ func (s *Scheduler) Incoming() int { return int(s.incoming) }
 // scheduler bounded below MaxIncoming grants its messages as one with
 // all of it would, as far as its bound allows. n below 1 counts as 1.
 func (s *Scheduler) SetLimit(n int) { s.limit = int64(max(n, 1)) }
+
+// SetAhead makes the priorities of the granted set count the messages
+// that other schedulers grant to the same host (the shards of one
+// socket): ahead(remaining) returns how many of the others' best
+// messages rank before a message of this one with remaining bytes left
+// (ahead), and how many others have a message needing grants (active).
+// A member of rank r then takes the level of rank r+ahead in a set of
+// the set's size plus active: with two schedulers granting one message
+// each, the shorter one's grants go at a higher level than the longer
+// one's, as one scheduler granting both would place them, where each
+// alone would give its own the lowest. nil ranks within this scheduler
+// only.
+func (s *Scheduler) SetAhead(ahead func(remaining uint32) (ahead, active int)) { s.ahead = ahead }
 
 // Limit returns the bound on total incoming in force.
 func (s *Scheduler) Limit() int { return int(s.limit) }
@@ -522,7 +536,13 @@ func (s *Scheduler) grantSet() {
 func (s *Scheduler) emit(dst []Grant) []Grant {
 	levels := min(len(s.set), s.cfg.SchedLevels)
 	for r, slot := range s.set {
-		dst = s.announce(dst, slot, uint8(max(levels-1-r, 0)))
+		level := levels - 1 - r
+		if s.ahead != nil {
+			// Ranked among the other schedulers' best messages too.
+			a, active := s.ahead(s.msgs[slot].remaining())
+			level = min(len(s.set)+active, s.cfg.SchedLevels) - 1 - (r + a)
+		}
+		dst = s.announce(dst, slot, uint8(max(level, 0)))
 	}
 	for _, slot := range s.paid {
 		if s.msgs[slot].inSet != s.epoch {

@@ -574,3 +574,29 @@ func TestSetLimit(t *testing.T) {
 		t.Fatalf("Best = %d, want 740000", rem)
 	}
 }
+
+// TestSetAhead: a scheduler told of another's messages ranks its own
+// among them: alone in its set, its message takes the higher of two
+// levels when the other's best is longer, the lower when shorter.
+func TestSetAhead(t *testing.T) {
+	for _, tc := range []struct {
+		other uint32 // the other scheduler's best, 0 for none
+		want  uint8
+	}{{0, 0}, {2_000_000, 1}, {500_000, 0}} {
+		s := grant.New(grant.Config{FIFOPerMille: -1})
+		s.SetAhead(func(remaining uint32) (ahead, active int) {
+			if tc.other == 0 {
+				return 0, 0
+			}
+			if tc.other < remaining {
+				return 1, 1
+			}
+			return 0, 1
+		})
+		addAll(s, []msg{{id: 1, length: 1_000_000, unsched: 10_000}})
+		g := decide(t, s)[1]
+		if g.Priority != tc.want {
+			t.Errorf("the other's best %d: priority %d, want %d", tc.other, g.Priority, tc.want)
+		}
+	}
+}

@@ -105,6 +105,21 @@ func (s *shardBudget) Settle(loan, want int, best uint32) int {
 	}
 }
 
+func (s *shardBudget) Ahead(remaining uint32) (ahead, active int) {
+	for j := range s.b.best {
+		if j == s.k {
+			continue
+		}
+		if o := s.b.best[j].v.Load(); o != ^uint32(0) {
+			active++
+			if o < remaining || o == remaining && j < s.k {
+				ahead++
+			}
+		}
+	}
+	return ahead, active
+}
+
 // beaten reports whether another shard's best message is closer to
 // completion than best (or as close, from a lower-numbered shard).
 func (s *shardBudget) beaten(best uint32) bool {

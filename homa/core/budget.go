@@ -25,6 +25,11 @@ type Budget interface {
 	// and Pool the most the Budget lends it.
 	Floor() int
 	Pool() int
+	// Ahead returns how many of the other cores' best messages needing
+	// grants (as they last told Settle) rank before a message of this
+	// core with remaining bytes left, and how many other cores have
+	// one: the core's grant priorities count them (grant.SetAhead).
+	Ahead(remaining uint32) (ahead, active int)
 }
 
 // noBest is the best remaining bytes of a core with no message needing

@@ -168,6 +168,7 @@ func New(local Local, cfg Config) *Core {
 	c.incomingBest = noBest
 	if c.cfg.Budget != nil {
 		c.sched.SetLimit(c.cfg.Budget.Floor())
+		c.sched.SetAhead(c.cfg.Budget.Ahead)
 	}
 	if c.cfg.LinkMbps > 0 {
 		c.pacer = pacer.New(pacer.Config{RateMbps: c.cfg.LinkMbps, Link: c.cfg.Link})
