@@ -93,8 +93,10 @@ type peerCount struct {
 type Scheduler struct {
 	cfg       Config
 	limit     int64 // bound on incoming: cfg.MaxIncoming unless SetLimit changed it
-	ahead     func(remaining uint32) (ahead, active int) // see SetAhead
 	fifoEvery int64 // SRPT bytes per FIFO increment; 0: FIFO share off
+
+	// ahead ranks messages among other schedulers' (see SetAhead).
+	ahead func(remaining uint32) (ahead, active int)
 
 	slots map[ID]int32
 	msgs  []message // slab indexed by slot
