@@ -12,40 +12,77 @@ import (
 // several endpoints: the shards of one socket, each granting its own
 // messages, which together keep the bytes granted and not yet received
 // within what one endpoint would allow. Each shard has a floor of its
-// own, which it never waits for, and borrows
-// beyond it from the budget's pool through one atomic counter, once per
-// grant pass while it has messages needing grants, and gives back what
-// no byte in flight uses once the pass is done.
+// own, which it never waits for, and borrows beyond it from the
+// budget's pool through one atomic counter, once per grant pass while
+// it has messages needing grants, and gives back what no byte in flight
+// uses once the pass is done.
 //
 // The pool favours the shard closest to completing a message, as SRPT
 // would across the socket: each shard publishes the remaining bytes of
 // its best message needing grants, and a shard that some other shard
 // beats may borrow at most half of what is free, leaving the rest for
-// the better one. A shard reads every other shard's figure when it
-// borrows (N loads of cache lines the others write), which is cheap for
-// the few shards of one host's cores.
+// the better one. The same figures rank each shard's grant priorities
+// among the others' (core.Budget.Ahead). A shard reads every other
+// shard's figure when it borrows or ranks (N loads of cache lines the
+// others write), which is cheap for the few shards of one host's cores.
 type GrantBudget struct {
 	floor int
 	pool  int64
 	used  atomic.Int64
-	best  []paddedBest
+	best  bests
 }
 
-// paddedBest is one shard's best remaining bytes, on a cache line of
-// its own.
+// bests are the sharers' best messages: the bytes each has left, none
+// for a sharer without one (^uint32(0)), each on a cache line of its
+// own.
+type bests []paddedBest
+
 type paddedBest struct {
 	v atomic.Uint32
 	_ [60]byte
 }
 
+// none is the best of a sharer without a message.
+const none = ^uint32(0)
+
+func newBests(n int) bests {
+	b := make(bests, max(n, 1))
+	for i := range b {
+		b[i].v.Store(none)
+	}
+	return b
+}
+
+// ahead returns how many of the others' best messages go before best
+// of sharer k (fewer bytes left; on a tie, a lower-numbered sharer),
+// and how many others have one.
+func (b bests) ahead(k int, best uint32) (ahead, active int) {
+	for j := range b {
+		if o := b[j].v.Load(); j != k && o != none {
+			active++
+			if o < best || o == best && j < k {
+				ahead++
+			}
+		}
+	}
+	return ahead, active
+}
+
+// beaten reports whether another's best message goes before best of
+// sharer k.
+func (b bests) beaten(k int, best uint32) bool {
+	for j := range b {
+		if o := b[j].v.Load(); j != k && o != none && (o < best || o == best && j < k) {
+			return true
+		}
+	}
+	return false
+}
+
 // NewGrantBudget returns the budget of n shards, each with floor bytes
 // of its own, lending up to pool bytes in all beyond the floors.
 func NewGrantBudget(floor, pool, n int) *GrantBudget {
-	b := &GrantBudget{floor: max(floor, 1), pool: int64(max(pool, 0)), best: make([]paddedBest, n)}
-	for i := range b.best {
-		b.best[i].v.Store(^uint32(0))
-	}
-	return b
+	return &GrantBudget{floor: max(floor, 1), pool: int64(max(pool, 0)), best: newBests(n)}
 }
 
 // SplitIncoming returns the budget that n shards share in place of one
@@ -88,7 +125,7 @@ func (s *shardBudget) Settle(loan, want int, best uint32) int {
 		b.used.Add(int64(want - loan))
 		return want
 	}
-	beaten := s.beaten(best)
+	beaten := b.best.beaten(s.k, best)
 	for {
 		used := b.used.Load()
 		free := b.pool - used
@@ -106,33 +143,11 @@ func (s *shardBudget) Settle(loan, want int, best uint32) int {
 }
 
 func (s *shardBudget) Ahead(remaining uint32) (ahead, active int) {
-	for j := range s.b.best {
-		if j == s.k {
-			continue
-		}
-		if o := s.b.best[j].v.Load(); o != ^uint32(0) {
-			active++
-			if o < remaining || o == remaining && j < s.k {
-				ahead++
-			}
-		}
-	}
-	return ahead, active
+	return s.b.best.ahead(s.k, remaining)
 }
 
-// beaten reports whether another shard's best message is closer to
-// completion than best (or as close, from a lower-numbered shard).
-func (s *shardBudget) beaten(best uint32) bool {
-	for j := range s.b.best {
-		if j == s.k {
-			continue
-		}
-		if o := s.b.best[j].v.Load(); o < best || o == best && j < s.k {
-			return true
-		}
-	}
-	return false
-}
+// The link's NotWaiting is the bests' none.
+var _ = [1]struct{}{}[pacer.NotWaiting-none]
 
 // SharedLink is the account of transmit time of one link that the
 // pacers of several endpoints share (the shards of one socket, sending
@@ -144,17 +159,11 @@ func (s *shardBudget) beaten(best uint32) bool {
 // shortest waiting message first, as one endpoint would.
 type SharedLink struct {
 	busy atomic.Int64
-	best []paddedBest // by sharer: the bytes left of what it waits to send
+	best bests // by sharer: the bytes left of what it waits to send
 }
 
 // NewSharedLink returns the account of a link that n pacers share.
-func NewSharedLink(n int) *SharedLink {
-	l := &SharedLink{best: make([]paddedBest, max(n, 1))}
-	for i := range l.best {
-		l.best[i].v.Store(pacer.NotWaiting)
-	}
-	return l
-}
+func NewSharedLink(n int) *SharedLink { return &SharedLink{best: newBests(n)} }
 
 // Shard returns sharer k's view of the link, for its core's Config.Link.
 func (l *SharedLink) Shard(k int) pacer.Link {
@@ -183,14 +192,4 @@ func (s *linkShare) Add(now, tx int64) {
 
 func (s *linkShare) Wait(best uint32) { s.l.best[s.k].v.Store(best) }
 
-func (s *linkShare) Beaten(best uint32) bool {
-	for j := range s.l.best {
-		if j == s.k {
-			continue
-		}
-		if o := s.l.best[j].v.Load(); o < best || o == best && o != pacer.NotWaiting && j < s.k {
-			return true
-		}
-	}
-	return false
-}
+func (s *linkShare) Beaten(best uint32) bool { return s.l.best.beaten(s.k, best) }

@@ -111,7 +111,7 @@ func (p *Pacer) admitShared(out, tx, now int64) (ok bool, wait time.Duration) {
 	case out > 0 && out+tx > p.maxQueue:
 		wait = time.Duration(out - max(p.maxQueue-tx, 0))
 	case p.shared.Beaten(best):
-		wait = time.Duration(max(tx, 1000)) // the winner goes meanwhile
+		wait = time.Duration(tx) // the winner goes meanwhile
 	default:
 		p.refusedSince = -1
 		p.wait(NotWaiting)
