@@ -27,13 +27,19 @@ func openSharded(t *testing.T, port uint16, n int) (*Socket, *shards) {
 // openShardedOver is openSharded over transport tr; over raw IP it
 // skips the test when the process may not open raw sockets.
 func openShardedOver(t *testing.T, tr Transport, port uint16, n int) (*Socket, *shards) {
+	return openShardedWith(t, Config{Transport: tr, Shards: n}, port)
+}
+
+// openShardedWith is openSharded with cfg, on the engine backend.
+func openShardedWith(t *testing.T, cfg Config, port uint16) (*Socket, *shards) {
 	t.Helper()
+	cfg.Backend = Engine
 	for try := range 200 {
 		p := port
 		if p != 0 {
 			p += uint16(try)
 		}
-		s, err := Open(netip.AddrPortFrom(loopback, p), &Config{Transport: tr, Backend: Engine, Shards: n})
+		s, err := Open(netip.AddrPortFrom(loopback, p), &cfg)
 		if errors.Is(err, netio.ErrPortInUse) && port != 0 {
 			continue
 		}
@@ -369,7 +375,7 @@ func TestShardsIncomingBudget(t *testing.T) {
 	if got := srv.Stats().Grants.Limit; got != n*(total/(2*n)) {
 		t.Fatalf("an idle socket's shards are bound to %d in all, want their floors, %d", got, n*(total/(2*n)))
 	}
-	var sampler, calls sync.WaitGroup
+	var sampler sync.WaitGroup
 	var stop atomic.Bool
 	peak := 0
 	sampler.Go(func() {
@@ -378,22 +384,7 @@ func TestShardsIncomingBudget(t *testing.T) {
 			time.Sleep(100 * time.Microsecond)
 		}
 	})
-	req := make([]byte, 1_000_000)
-	for _, c := range clientsCovering(t, n) {
-		calls.Go(func() {
-			for range 5 {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				m, err := c.Call(ctx, srv.LocalAddr(), req)
-				cancel()
-				if err != nil {
-					t.Errorf("call: %v", err)
-					return
-				}
-				m.Release()
-			}
-		})
-	}
-	calls.Wait()
+	callsFrom(t, clientsCovering(t, n), srv.LocalAddr(), make([]byte, 1_000_000), 5)
 	stop.Store(true)
 	sampler.Wait()
 	t.Logf("the shards' bounds added up to %d at most (one engine's: %d)", peak, total)
@@ -410,30 +401,25 @@ func TestShardsIncomingBudget(t *testing.T) {
 // client of every shard all complete.
 func TestShardsPacedLink(t *testing.T) {
 	const n = 2
-	var srv *Socket
-	for try := range 200 {
-		s, err := Open(netip.AddrPortFrom(loopback, uint16(27000+try)), &Config{Transport: UDP, Shards: n, LinkMbps: 5000})
-		if errors.Is(err, netio.ErrPortInUse) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv = s
-		break
-	}
-	if srv == nil {
-		t.Fatal("no free server port")
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv, g := openShardedWith(t, Config{Transport: UDP, Shards: n, LinkMbps: 5000}, 27000)
 	echo(t, srv, 4)
+	callsFrom(t, clientsCovering(t, n), srv.LocalAddr(), make([]byte, 300_000), 3)
+	for k, e := range g.eps {
+		if st := e.Stats(); st.Pacer.SentBytes == 0 || st.ServerRPCsCompleted == 0 {
+			t.Errorf("shard %d: paced %d bytes, answered %d RPCs", k, st.Pacer.SentBytes, st.ServerRPCsCompleted)
+		}
+	}
+}
+
+// callsFrom has every client call dst with req times times, the clients
+// at once, and waits for them.
+func callsFrom(t *testing.T, clients []*Socket, dst netip.AddrPort, req []byte, times int) {
 	var calls sync.WaitGroup
-	req := make([]byte, 300_000)
-	for _, c := range clientsCovering(t, n) {
+	for _, c := range clients {
 		calls.Go(func() {
-			for range 3 {
+			for range times {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				m, err := c.Call(ctx, srv.LocalAddr(), req)
+				m, err := c.Call(ctx, dst, req)
 				cancel()
 				if err != nil {
 					t.Errorf("call: %v", err)
@@ -444,10 +430,4 @@ func TestShardsPacedLink(t *testing.T) {
 		})
 	}
 	calls.Wait()
-	g := srv.b.(*shards)
-	for k, e := range g.eps {
-		if st := e.Stats(); st.Pacer.SentBytes == 0 || st.ServerRPCsCompleted == 0 {
-			t.Errorf("shard %d: paced %d bytes, answered %d RPCs", k, st.Pacer.SentBytes, st.ServerRPCsCompleted)
-		}
-	}
 }
