@@ -320,6 +320,8 @@ var definitions = []definition{
 		func(s *sock.Stats) float64 { return float64(s.Grants.Grantable) }),
 	gauge("incoming_bytes", "Bytes granted or sent unscheduled but not yet received, over all incoming messages.",
 		func(s *sock.Stats) float64 { return float64(s.Grants.Incoming) }),
+	gauge("incoming_limit_bytes", "The bound on incoming_bytes that grants keep to now: the grant scheduler's MaxIncoming, or, for a sharded socket, the shards' floors and what their shared budget lends them.",
+		func(s *sock.Stats) float64 { return float64(s.Grants.Limit) }),
 
 	// Pacer (sender side; zero unless the socket paces).
 	gauge("pacer_queue_messages", "Outgoing messages waiting in the pacer's queue.",
