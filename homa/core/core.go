@@ -72,7 +72,7 @@ type Core struct {
 	seen       seenTable // finished ids by client port (seen.go)
 	solicited  map[serverKey]solicitation
 	rc         recallState // refused requests, to ask for again (recall.go)
-	timers     timerHeap
+	timers     timerWheel
 	rxPkt      wire.Packet
 	rx         rxPacket
 	rxRanks    []rank // the order of the batch being handled (rxorder.go)
@@ -152,6 +152,7 @@ func New(local Local, cfg Config) *Core {
 		heavyRPCs: newHeavy(func(p *peer) *links[peer] { return &p.rpcLinks },
 			func(p *peer) *int8 { return &p.rpcBucket }),
 	}
+	c.timers.init(c.cfg.Tick)
 	c.loopUnsched = c.cfg.UnschedBytes
 	if cfg.UnschedBytes <= 0 {
 		c.loopUnsched = loopbackUnschedBytes

@@ -65,7 +65,7 @@ func (g *thinkGap) done(now time.Duration) bool {
 // peers), which is housekeeping a minute away. Work put off until Idle
 // does not count: it waits for the next reader with nothing to read.
 func (c *Core) Quiet() bool {
-	return !c.closed && len(c.clients) == 0 && c.servers.len() == 0 && len(c.timers) == c.expiries() && c.pacerAt == 0
+	return !c.closed && len(c.clients) == 0 && c.servers.len() == 0 && c.timers.len() == c.expiries() && c.pacerAt == 0
 }
 
 // expiries is the number of armed expiry timers.

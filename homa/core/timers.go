@@ -3,25 +3,30 @@ package core
 import "time"
 
 // The core's timers. Every RPC and every peer has one timer, set to the
-// earliest time it may have something to do; the timers live in one
-// binary heap, so the next deadline of the whole core is its top.
+// earliest tick it may have something to do; the timers live in a
+// wheel of one-tick slots (wheel.go), whose earliest busy slot is the
+// next deadline of the whole core.
 //
 // Timers are lazy: an event that moves an owner's work later (a DATA
 // packet that shows progress) leaves its timer alone, and the timer,
 // when it fires, finds nothing due yet and sets itself again. Only an
 // event that makes work due earlier moves a timer, so the per-packet
-// path does no heap work.
+// path does no timer work.
 
-// timer is one entry of the heap: an RPC's, a peer's, or (neither set)
-// the core's RESEND pump.
+// timer is one timer: an RPC's, a peer's, or (neither set) one of the
+// core's own.
 type timer struct {
 	at   time.Duration
-	idx  int // position in the heap; -1 when not in it
+	idx  int // its slot in the wheel, or, far, its place in the heap; -1 when not set
+	far  bool
+	prev *timer // its neighbours in its wheel slot
+	next *timer
 	rpc  *rpc
 	peer *peer
 }
 
-// timerHeap is a min-heap of timers by at.
+// timerHeap is a min-heap of timers by at: the timers the wheel does
+// not reach yet (see timerWheel).
 type timerHeap []*timer
 
 // arm makes t fire no later than at.
@@ -56,16 +61,6 @@ func (h *timerHeap) disarm(t *timer) {
 		h.down(i)
 		h.up(i)
 	}
-}
-
-// popDue removes and returns the earliest timer if it is due at now.
-func (h *timerHeap) popDue(now time.Duration) *timer {
-	if len(*h) == 0 || (*h)[0].at > now {
-		return nil
-	}
-	t := (*h)[0]
-	h.disarm(t)
-	return t
 }
 
 // next is the earliest deadline, if any timer is set.
