@@ -304,6 +304,48 @@ func (s *Scheduler) SetLimit(n int) { s.limit = int64(max(n, 1)) }
 // only.
 func (s *Scheduler) SetAhead(ahead func(remaining uint32) (ahead, active int)) { s.ahead = ahead }
 
+// Demand returns the total incoming a grant pass now would aim at under
+// no bound: the bytes incoming now, plus what it would grant each
+// member of the set it would choose (up to its window), plus the FIFO
+// bytes due. A lender of bound (SetLimit) lends what Demand asks beyond
+// it, not more. It changes nothing the scheduler reports.
+func (s *Scheduler) Demand() int {
+	if len(s.rank) == 0 {
+		return int(s.incoming)
+	}
+	members := s.walkSet(nil)
+	window := int64(s.cfg.Window)
+	if window == 0 {
+		window = int64(s.cfg.MaxIncoming) / int64(members+1)
+	}
+	d := s.incoming + s.fifoDue
+	s.walkSet(func(m *message) {
+		d += max(min(int64(m.length), int64(m.received)+window)-int64(m.granted), 0)
+	})
+	return int(d)
+}
+
+// walkSet calls f for each message choose would put in the granted set
+// now, best first, without choosing it, and returns how many there are.
+func (s *Scheduler) walkSet(f func(*message)) int {
+	s.peers = s.peers[:0]
+	n := 0
+	for _, e := range s.rank {
+		if n == s.cfg.MaxOvercommit {
+			break
+		}
+		m := &s.msgs[e.slot]
+		if !s.admitPeer(m.peer) {
+			continue
+		}
+		n++
+		if f != nil {
+			f(m)
+		}
+	}
+	return n
+}
+
 // Limit returns the bound on total incoming in force.
 func (s *Scheduler) Limit() int { return int(s.limit) }
 

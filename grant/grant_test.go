@@ -600,3 +600,30 @@ func TestSetAhead(t *testing.T) {
 		}
 	}
 }
+
+// TestDemand: Demand is what a pass would have incoming under no bound
+// (each member of the set to its window), and asking it changes nothing.
+func TestDemand(t *testing.T) {
+	s := grant.New(grant.Config{MaxIncoming: 100_000, Window: 30_000, FIFOPerMille: -1})
+	if got := s.Demand(); got != 0 {
+		t.Fatalf("an empty scheduler demands %d", got)
+	}
+	addAll(s, []msg{
+		{id: 1, peer: 1, length: 1_000_000, unsched: 10_000},
+		{id: 2, peer: 2, length: 25_000, unsched: 10_000},
+		{id: 3, peer: 2, length: 500_000, unsched: 10_000}, // its peer has a member already
+	})
+	// Incoming 30,000 (unscheduled); message 1 up to 30,000 (+20,000),
+	// message 2 to its length (+15,000); message 3 waits for its peer.
+	if got := s.Demand(); got != 65_000 {
+		t.Fatalf("Demand = %d, want 65000", got)
+	}
+	if g := granting(s); len(g) != 0 {
+		t.Fatalf("Demand chose a set: %v", g)
+	}
+	s.SetLimit(1 << 30)
+	decide(t, s)
+	if got := s.Incoming(); got != 65_000 {
+		t.Fatalf("a pass under no bound left %d incoming, Demand said 65000", got)
+	}
+}

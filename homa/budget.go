@@ -14,8 +14,9 @@ import (
 // within what one endpoint would allow. Each shard has a floor of its
 // own, which it never waits for, and borrows beyond it from the
 // budget's pool through one atomic counter, once per grant pass while
-// it has messages needing grants, and gives back what no byte in flight
-// uses once the pass is done.
+// it has messages needing grants, what the pass would grant (not the
+// whole pool), and gives back what no byte in flight uses once the
+// pass is done.
 //
 // The pool favours the shard closest to completing a message, as SRPT
 // would across the socket: each shard publishes the remaining bytes of

@@ -242,3 +242,43 @@ func TestGrantBudgetLoss(t *testing.T) {
 		}
 	}
 }
+
+// recordingBudget is a shard's budget that notes the most it was asked
+// to lend.
+type recordingBudget struct {
+	core.Budget
+	maxWant int
+}
+
+func (r *recordingBudget) Settle(loan, want int, best uint32) int {
+	r.maxWant = max(r.maxWant, want)
+	return r.Budget.Settle(loan, want, best)
+}
+
+// TestGrantBudgetAsksWhatItUses: a shard asks the pool for what its
+// grant pass would use beyond its floor, not for the whole pool, which
+// it would hold through the pass while other shards find none: with
+// windows of 20,000 bytes it never asks at all.
+func TestGrantBudgetAsksWhatItUses(t *testing.T) {
+	net := sim.New(sim.Config{Seed: 1, Delay: 5 * time.Microsecond})
+	rb := &recordingBudget{Budget: homa.SplitIncoming(hostIncoming, 2).Shard(0)}
+	srv := net.Listen(netip.MustParseAddrPort("10.0.0.1:500"), core.Config{
+		UnschedBytes: simUnsched, Grant: grant.Config{MaxIncoming: hostIncoming, Window: 20_000}, Budget: rb})
+	srv.OnMessage = func(e *sim.Endpoint, m *contract.Message) {
+		if m.IsRequest() {
+			_ = e.Reply(m, m.Data[:8])
+		}
+	}
+	cli := net.Listen(netip.MustParseAddrPort("10.0.1.1:40000"), core.Config{UnschedBytes: simUnsched, LinkMbps: 10_000})
+	done := false
+	cli.OnMessage = func(_ *sim.Endpoint, m *contract.Message) { done = m.Err == nil }
+	if _, err := cli.Send(srv.Addr(), make([]byte, 1_000_000), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !net.RunUntil(func() bool { return done }, time.Second) {
+		t.Fatal("the RPC did not complete")
+	}
+	if rb.maxWant != 0 {
+		t.Errorf("a shard whose messages' windows stay within its floor asked for %d bytes", rb.maxWant)
+	}
+}

@@ -36,15 +36,20 @@ type Budget interface {
 // grants.
 const noBest = math.MaxUint32
 
-// borrowIncoming raises the scheduler's bound before a grant pass by
-// what the budget lends, when a message needs grants. A core whose last
+// borrowIncoming raises (or lowers) the scheduler's bound before a grant
+// pass to what the pass would use, as far as the budget lends it, when
+// a message needs grants. A core whose last
 // such message went tells the budget, which else would go on favouring
 // it.
 func (c *Core) borrowIncoming() {
 	best, ok := c.sched.Best()
 	switch {
 	case ok:
-		c.settleIncoming(c.cfg.Budget.Pool(), best)
+		// What the pass would grant beyond the floor, and no more: a
+		// shard holding the whole pool through its pass would leave
+		// none to the others passing meanwhile.
+		want := min(max(c.sched.Demand()-c.cfg.Budget.Floor(), 0), c.cfg.Budget.Pool())
+		c.settleIncoming(want, best)
 	case c.incomingBest != noBest:
 		c.settleIncoming(c.incomingLoan, noBest)
 	}
