@@ -210,8 +210,10 @@
 //     arrives, and another at once, while one is held, to list a stream
 //     that wants its next answer (the server then answers the held one
 //     with what it has). A server of the version before pull sets
-//     answers one as a frame it does not know: the streams then pull
-//     each with its own RPC.
+//     answers one as a frame it does not know, and a server refuses
+//     one beyond its bounds (64 pull sets a client socket, and as many
+//     in all as MaxConcurrentCalls): the streams then pull each with
+//     its own RPC.
 //     The server numbers its answers, whichever frame they answer, and
 //     the client takes them in that order; it sends no frame while an
 //     answer is missing, so at most one waits out of order, and no

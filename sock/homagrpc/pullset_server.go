@@ -31,7 +31,8 @@ import (
 // while its pull set is held. Keepalive and abandonment count per
 // puller: an idle client costs one small RPC per keepalive interval and
 // its RESENDs, however many streams it has open. A socket has at most
-// maxPullers pull sets at a listener.
+// maxPullers pull sets at a listener, all sockets together at most
+// MaxConcurrentCalls.
 
 // pullSet is the set of streams a puller of a client socket (a
 // ClientConn, for this server) pulls through pull sets, and its pull set
@@ -66,17 +67,22 @@ type pullAnswer struct {
 const pullAnswerLimit = maxFrame - pullAnswersHdrLen - pullAnswerEntryLen
 
 // maxPullers bounds the pull sets a listener keeps per client socket:
-// one per ClientConn using the socket for this server.
+// one per ClientConn using the socket for this server. All the client
+// sockets together have at most as many as the streams the listener
+// runs at once (MaxConcurrentCalls): a client has a pull set only to
+// pull streams, so many more are a peer making them up, one per port
+// and puller, each a little memory until the sweep forgets it.
 const maxPullers = 64
 
 // pullSetOf returns the pull set key names, or nil when its client
-// socket has maxPullers already.
+// socket has maxPullers already, or the listener as many as it runs
+// streams.
 func (l *listener) pullSetOf(key streamKey) *pullSet {
 	l.smu.Lock()
 	defer l.smu.Unlock()
 	ps := l.pulls[key]
 	if ps == nil {
-		if l.pullers[key.peer] >= maxPullers {
+		if l.pullers[key.peer] >= maxPullers || len(l.pulls) >= l.srv.opts.maxHandlers {
 			return nil
 		}
 		if l.pulls == nil {
@@ -132,7 +138,7 @@ func (l *listener) handlePulls(m *sock.Message, req streamReq) {
 	if ps == nil {
 		s.stats.malformed.Add(1)
 		s.stats.badPullSets.Add(1)
-		l.endFrame(m, status.Newf(codes.ResourceExhausted, "homagrpc: a pull set of %d streams (at most %d), or beyond %d pull sets of a socket", n, s.opts.maxHandlers, maxPullers))
+		l.endFrame(m, status.Newf(codes.ResourceExhausted, "homagrpc: a pull set of %d streams (at most %d), or beyond %d pull sets of a socket or %d of all sockets", n, s.opts.maxHandlers, maxPullers, s.opts.maxHandlers))
 		return
 	}
 	s.stats.pullSets.Add(1)

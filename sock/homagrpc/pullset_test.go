@@ -112,7 +112,7 @@ func FuzzParsePullAnswers(f *testing.F) {
 // however often it lists them.
 func TestPullSetHostile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const maxCalls = 50
+		const maxCalls = 100 // above maxPullers: a socket's own bound comes first
 		srv, cs, srvAddr := rawWorld(t, MaxConcurrentCalls(maxCalls))
 		pullsOf := func(puller uint64, first, n int) []byte {
 			b := appendStreamReqHeader(nil, opPulls, 0, puller, 0)
@@ -215,6 +215,41 @@ func TestPullSetHostile(t *testing.T) {
 	if len(ps.ready) != 50 || ps.stale != 50 {
 		t.Errorf("%d ends wait (%d counted), want 50", len(ps.ready), ps.stale)
 	}
+}
+
+// TestPullSetsBoundedPerListener: the client sockets together keep at
+// most as many pull sets at a listener as it runs streams at once, however
+// many pullers they name within their own bound.
+func TestPullSetsBoundedPerListener(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const maxCalls = 3
+		srv, cs, srvAddr := rawWorld(t, MaxConcurrentCalls(maxCalls))
+		var ids []uint64
+		for p := range maxCalls + 1 {
+			id, err := cs.Send(srvAddr, appendStreamReqHeader(nil, opPulls, 0, uint64(100+p), 0), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		refused := 0
+		for _, id := range ids {
+			m, err := cs.Recv(context.Background(), id)
+			if err != nil || m.Err != nil {
+				t.Fatalf("%v %v", err, m.Err)
+			}
+			if m.Data[1] == kindStreamResp {
+				if r, err := parseStreamResp(m.Data); err != nil || codes.Code(r.resp.code) != codes.ResourceExhausted {
+					t.Errorf("a pull set refused with code %v, %v; want ResourceExhausted", codes.Code(r.resp.code), err)
+				}
+				refused++
+			}
+			m.Release()
+		}
+		if st := srv.Stats(); refused != 1 || st.BadPullSets != 1 || len(srv.pullSetsForTest()) != maxCalls {
+			t.Errorf("%d of %d pull sets refused (%d counted), %d kept; want 1, 1 and %d", refused, maxCalls+1, st.BadPullSets, len(srv.pullSetsForTest()), maxCalls)
+		}
+	})
 }
 
 // Two ClientConns on one socket keep a pull set each at the server: one
