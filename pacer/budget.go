@@ -45,6 +45,10 @@ type Link interface {
 // NotWaiting is what Link.Wait is told by a sharer that does not wait.
 const NotWaiting = ^uint32(0)
 
+// txTime is the transmit time of n bytes at the rate, rounded up to a
+// nanosecond.
+func (p *Pacer) txTime(n int64) int64 { return (n*bitsPerByteNs + p.rate - 1) / p.rate }
+
 // outstanding returns the transmit time handed below and not drained at
 // now, rounded up to a nanosecond: all the sharers' when the link is
 // shared.
@@ -84,7 +88,7 @@ func (p *Pacer) Admit(n int, now int64) (ok bool, wait time.Duration) {
 		return true, 0
 	}
 	out := p.outstanding(now)
-	tx := (int64(max(n, 0))*bitsPerByteNs + p.rate - 1) / p.rate
+	tx := p.txTime(int64(max(n, 0)))
 	if p.shared != nil {
 		return p.admitShared(out, tx, now)
 	}
@@ -149,7 +153,7 @@ func (p *Pacer) Sent(n int, now int64) {
 		return
 	}
 	if p.shared != nil {
-		p.shared.Add(now, (b*bitsPerByteNs+p.rate-1)/p.rate)
+		p.shared.Add(now, p.txTime(b))
 		return
 	}
 	if p.link.busy < now {
