@@ -34,8 +34,7 @@ type GrantBudget struct {
 }
 
 // bests are the sharers' best messages: the bytes each has left, none
-// for a sharer without one (^uint32(0)), each on a cache line of its
-// own.
+// for a sharer without one, each on a cache line of its own.
 type bests []paddedBest
 
 type paddedBest struct {
@@ -43,8 +42,9 @@ type paddedBest struct {
 	_ [60]byte
 }
 
-// none is the best of a sharer without a message.
-const none = ^uint32(0)
+// none is the best of a sharer without a message: the pacer's
+// NotWaiting, and the core's best when no message needs grants.
+const none = pacer.NotWaiting
 
 func newBests(n int) bests {
 	b := make(bests, max(n, 1))
@@ -146,9 +146,6 @@ func (s *shardBudget) Settle(loan, want int, best uint32) int {
 func (s *shardBudget) Ahead(remaining uint32) (ahead, active int) {
 	return s.b.best.ahead(s.k, remaining)
 }
-
-// The link's NotWaiting is the bests' none.
-var _ = [1]struct{}{}[pacer.NotWaiting-none]
 
 // SharedLink is the account of transmit time of one link that the
 // pacers of several endpoints share (the shards of one socket, sending
