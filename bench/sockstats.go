@@ -31,6 +31,7 @@ type SocketStats struct {
 	Handoffs        uint64            `json:"handoffs"`
 	TimerWakeups    uint64            `json:"timer_wakeups"`
 	TimerVain       uint64            `json:"timer_wakeups_vain"`
+	TimerArms       uint64            `json:"timer_arms"`
 }
 
 // socketOf is a client that runs over a Homa socket.
@@ -74,6 +75,7 @@ func (t *SocketStats) add(s sock.Stats) {
 	t.Handoffs += s.Handoffs
 	t.TimerWakeups += s.TimerWakeups
 	t.TimerVain += s.TimerWakeupsVain
+	t.TimerArms += s.TimerArms
 }
 
 // write prints t in a few lines, per RPC where that reads better (rpcs:
@@ -88,8 +90,8 @@ func (t *SocketStats) write(w io.Writer, name string, rpcs int) {
 	fmt.Fprintf(w, "%s: %d client sockets; sent %s; received %s; Homa RPCs %s\n", name, t.Sockets, counts(t.Sent), counts(t.Received), per(t.RPCsStarted))
 	fmt.Fprintf(w, "  RESENDs issued %s (unneeded %d), retransmissions %d, RPCs timed out %d, drops %s\n",
 		per(t.ResendsIssued), t.ResendsUnneeded, t.Retransmissions, t.RPCTimeouts, counts(t.Drops))
-	fmt.Fprintf(w, "  receive path: parks %s, steals %s, hand-offs %s, timer wake-ups %s (vain %d)\n",
-		per(t.ReaderParks), per(t.ReaderSteals), per(t.Handoffs), per(t.TimerWakeups), t.TimerVain)
+	fmt.Fprintf(w, "  receive path: parks %s, steals %s, hand-offs %s, timer wake-ups %s (vain %d), timers set %s\n",
+		per(t.ReaderParks), per(t.ReaderSteals), per(t.Handoffs), per(t.TimerWakeups), t.TimerVain, per(t.TimerArms))
 }
 
 // counts prints a map of counts in name order ("none" when empty).

@@ -211,8 +211,14 @@ type Stats struct {
 	ReaderSteals     uint64
 	Handoffs         uint64
 	TimerWakeupsVain uint64
-	ResendsSent      uint64 // RESEND packets this endpoint issued
-	NeedAcksSent     uint64
+	// TimerArms counts the runtime timers the endpoint set: its timer
+	// reset to the core's next deadline, and the background reader's
+	// grace armed. Setting one in an idle process wakes a thread (the
+	// runtime's, to watch the new deadline), so a quiet RPC should set
+	// none.
+	TimerArms    uint64
+	ResendsSent  uint64 // RESEND packets this endpoint issued
+	NeedAcksSent uint64
 	// NeedAcksDeferred counts the NEED_ACKs that waited for a turn
 	// because their peer's budget for the tick was spent.
 	NeedAcksDeferred uint64

@@ -52,12 +52,22 @@ type Endpoint struct {
 	timer   *time.Timer     // armed at timerAt when timerOn
 	timerAt time.Duration
 	timerOn bool
+	// timerSet is the deadline the runtime timer is set for (0: none,
+	// stopped or fired): a reset to it would be a thread wake-up for
+	// nothing (see applyTimer).
+	timerSet time.Duration
 	// timerDirty says the timer is yet to be reset to timerAt: settle
 	// leaves that to the flush of its batch (applyTimer), after the
-	// packets are sent.
+	// packets are sent, or, for a caller's request, to whoever waits
+	// first without reading the socket (timerLazy; see Lazy arming).
 	timerDirty bool
+	// timerLazy says a reset of the timer waits for a goroutine that
+	// stops reading or parks (see Lazy arming); set under mu, read
+	// without it.
+	timerLazy atomic.Bool
 	// calling is set while SendBorrowed settles: its caller reads the
-	// socket next, so the background reader's grace is not armed.
+	// socket next, so the background reader's grace is not armed, nor
+	// the timer reset (see Lazy arming).
 	calling bool
 	dueAt   atomic.Int64 // timerAt while timerOn, else 0: read by spinning readers (runDue)
 	// trimAt is when the endpoint next trims the process's buffer pool
@@ -511,7 +521,7 @@ func (e *Endpoint) settle(b *txBatch) {
 	case ok && (!e.timerOn || at < e.timerAt):
 		e.timerOn, e.timerAt = true, at
 		e.dueAt.Store(int64(max(at, 1)))
-		e.timerDirty, b.rearm = true, true
+		e.noteReset(b)
 	case !e.timerOn:
 	case !ok:
 		// What the timer was armed for is gone (an acknowledgment freed
@@ -521,8 +531,20 @@ func (e *Endpoint) settle(b *txBatch) {
 	case at > e.timerAt+staleTimer:
 		e.timerAt = at
 		e.dueAt.Store(int64(max(at, 1)))
-		e.timerDirty, b.rearm = true, true
+		e.noteReset(b)
 	}
+}
+
+// noteReset notes that the timer is to be reset to timerAt: by b's
+// flush, or lazily for a caller's request (see Lazy arming). The caller
+// holds mu.
+func (e *Endpoint) noteReset(b *txBatch) {
+	e.timerDirty = true
+	if e.calling {
+		e.timerLazy.Store(true)
+		return
+	}
+	b.rearm = true
 }
 
 // Resetting a runtime timer wakes a thread (the one parked in the
@@ -532,21 +554,45 @@ func (e *Endpoint) settle(b *txBatch) {
 // settle only notes the new deadline, and the flush of its batch resets
 // the timer once the packets are out.
 
+// Lazy arming. A caller's request sets a deadline (its RESEND), but the
+// caller goes on to read the socket itself, spinning, and a spinning
+// reader runs the core's due timers on its own (runDue): the timer is
+// needed only once nobody spins. So the request's flush leaves the
+// reset pending (timerLazy), and the first goroutine that parks on the
+// socket, waits without reading it, or stops reading it, makes it
+// (applyLazy). A response that comes within the caller's spin ends the
+// deadline first, and the RPC costs no timer operation at all: the
+// reset and the stop microseconds later used to wake a thread of the
+// caller's process, which on two processors took the processor that
+// the server's thread, woken by the request, was about to run on.
+
 // applyTimer resets the timer to the deadline settle noted, if it is
 // still to be done.
 func (e *Endpoint) applyTimer() {
 	e.mu.Lock()
-	if e.timerDirty && e.timerOn && !e.closed {
+	if e.timerDirty && e.timerOn && !e.closed && e.timerAt != e.timerSet {
+		e.io.timerArms.Add(1)
+		e.timerSet = e.timerAt
 		e.timer.Reset(max(e.timerAt-e.now(), 0))
 	}
 	e.timerDirty = false
+	e.timerLazy.Store(false)
 	e.mu.Unlock()
+}
+
+// applyLazy makes a reset left pending for a caller (see Lazy arming).
+func (e *Endpoint) applyLazy() {
+	if e.timerLazy.Load() {
+		e.applyTimer()
+	}
 }
 
 // stopTimer disarms the timer. The caller holds mu.
 func (e *Endpoint) stopTimer() {
 	e.timer.Stop()
+	e.timerSet = 0
 	e.timerOn, e.timerDirty = false, false
+	e.timerLazy.Store(false)
 	e.dueAt.Store(0)
 }
 
@@ -659,11 +705,13 @@ func (e *Endpoint) timerLoop() {
 		b := e.getBatch()
 		e.mu.Lock()
 		if !e.closed && e.postpone(e.now()) {
+			e.timerSet = e.now() + postponeStep
 			e.timer.Reset(postponeStep)
 			e.mu.Unlock()
 			e.putBatch(b)
 			continue
 		}
+		e.timerSet = 0
 		if !e.closed {
 			e.timerOn, e.timerDirty = false, false
 			e.dueAt.Store(0)

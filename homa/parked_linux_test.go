@@ -16,25 +16,25 @@ import (
 // wakeCounts is what an endpoint spent on the way of its messages from
 // the socket to the application.
 type wakeCounts struct {
-	timer, vain, grace, parks, steals, handoffs uint64
+	timer, vain, grace, parks, steals, handoffs, arms uint64
 }
 
 func wakesOf(e *homa.Endpoint) wakeCounts {
 	s := e.Stats()
 	return wakeCounts{
 		timer: s.TimerWakeups, vain: s.TimerWakeupsVain, grace: homa.ReaderWakeups(e),
-		parks: s.ReaderParks, steals: s.ReaderSteals, handoffs: s.Handoffs,
+		parks: s.ReaderParks, steals: s.ReaderSteals, handoffs: s.Handoffs, arms: s.TimerArms,
 	}
 }
 
 func (a wakeCounts) minus(b wakeCounts) wakeCounts {
-	return wakeCounts{a.timer - b.timer, a.vain - b.vain, a.grace - b.grace, a.parks - b.parks, a.steals - b.steals, a.handoffs - b.handoffs}
+	return wakeCounts{a.timer - b.timer, a.vain - b.vain, a.grace - b.grace, a.parks - b.parks, a.steals - b.steals, a.handoffs - b.handoffs, a.arms - b.arms}
 }
 
 func (a wakeCounts) perRPC(n int) string {
 	f := func(v uint64) float64 { return float64(v) / float64(n) }
-	return fmt.Sprintf("timer %.2f (vain %.2f), grace %.2f, parks %.2f, steals %.2f, hand-offs %.2f",
-		f(a.timer), f(a.vain), f(a.grace), f(a.parks), f(a.steals), f(a.handoffs))
+	return fmt.Sprintf("timer %.2f (vain %.2f), grace %.2f, parks %.2f, steals %.2f, hand-offs %.2f, timers set %.2f",
+		f(a.timer), f(a.vain), f(a.grace), f(a.parks), f(a.steals), f(a.handoffs), f(a.arms))
 }
 
 // TestParkedPathWakeups counts, per RPC, what an RPC that finds both
@@ -63,7 +63,18 @@ func TestParkedPathWakeups(t *testing.T) {
 	// milliseconds for a processor, and a NEED_ACK then is the protocol
 	// working, not the path. A client that waited to acknowledge would
 	// still show: its timer wakes (and its acknowledgments are not left
-	// to ackLoop).
+	// to ackLoop). Requests go with Send, and with SendBorrowed as
+	// sock's Call sends them (its caller reads next).
+	for _, borrowed := range []bool{false, true} {
+		name := "Send"
+		if borrowed {
+			name = "SendBorrowed"
+		}
+		t.Run(name, func(t *testing.T) { testParkedPath(t, borrowed) })
+	}
+}
+
+func testParkedPath(t *testing.T, borrowed bool) {
 	var scfg homa.Config
 	scfg.Ack.RequestAckTicks = 20
 	client, server, dst := udpEchoPairWith(t, scfg)
@@ -71,7 +82,14 @@ func TestParkedPathWakeups(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		id, err := client.Send(dst, []byte(fmt.Sprintf("request %d", i)), 0)
+		req := []byte(fmt.Sprintf("request %d", i))
+		var id uint64
+		var err error
+		if borrowed {
+			id, _, err = client.SendBorrowed(dst, req, 0)
+		} else {
+			id, err = client.Send(dst, req, 0)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,6 +142,17 @@ func TestParkedPathWakeups(t *testing.T) {
 	check("client", "steals", c.steals, 0.1)
 	check("client", "hand-offs", c.handoffs, 0.1)
 	check("client", "parks", c.parks, 1.2)
+	// A caller's request leaves its deadline to the caller's spin, and
+	// a response that comes within it ends the deadline: no runtime
+	// timer set (each wakes a thread of the process), where a request
+	// sent for a later Recv sets the timer for its deadline and the
+	// grace for the socket (3 a RPC). A caller that parks sets the
+	// timer before it does, and moves it once the response ends the
+	// deadline: two a park, which a loaded machine makes more frequent.
+	if borrowed && float64(c.arms) > 2*float64(c.parks)+0.1*rpcs {
+		t.Errorf("client: %.2f timers set per RPC with %.2f parks, want at most two a park (and 0.1)",
+			float64(c.arms)/rpcs, float64(c.parks)/rpcs)
+	}
 	// The acknowledgment is not on the response's way to the caller:
 	// the reader leaves it to be sent after it returns.
 	if left := homa.AcksLeft(client) - acks0; left < rpcs*9/10 {

@@ -72,7 +72,9 @@ func (e *Endpoint) wait(ctx context.Context, w *mailbox.Waiter, due bool, reques
 	// Someone else reads and hands the message over (or ctx ended, or
 	// this reader could not park): if no goroutine in Recv reads, the
 	// background reader, which may be waiting for the endpoint to stop
-	// being quiet, must look again.
+	// being quiet, must look again; and a reset of the timer left to
+	// this caller is made now (see Lazy arming).
+	e.applyLazy()
 	if e.poller != nil && !e.appReading.Load() {
 		e.pokeReader()
 	}
@@ -188,6 +190,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 		e.lastRead.Store(int64(e.rxNow)) // the last clock reading of a reader: close enough for readerGrace
 		e.appReading.Store(false)
 		e.releaseToken()
+		e.applyLazy()
 		if e.rxIdle.Load() && !e.quiet.Load() {
 			e.armGrace(readerGrace)
 		}
@@ -214,6 +217,7 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 		}
 		e.idle(b)
 		e.allocRx()
+		e.applyLazy() // nobody spins now (see Lazy arming)
 		e.io.parks.Add(1)
 		n, err := e.readConn(e.rxPkts)
 		e.mu.Lock()
@@ -348,6 +352,7 @@ func (e *Endpoint) rxLoop() {
 				continue
 			}
 			e.idle(b)
+			e.applyLazy()
 			e.rxParked.Store(true)
 			e.io.parks.Add(1)
 			err = e.poller.WaitReadable()
@@ -418,6 +423,7 @@ func (e *Endpoint) pokeReader() {
 func (e *Endpoint) armGrace(d time.Duration) {
 	if !e.graceArmed.Load() && !e.graceArmed.Swap(true) {
 		e.graceArms.Add(1)
+		e.io.timerArms.Add(1)
 		e.grace.Reset(d)
 	}
 }

@@ -25,6 +25,7 @@ type ioCounters struct {
 	parks       atomic.Uint64 // a reader parked on the socket
 	steals      atomic.Uint64 // a goroutine in Recv woke the background reader for rxTok
 	handoffs    atomic.Uint64 // a message went to a goroutine other than its reader
+	timerArms   atomic.Uint64 // a runtime timer set: the core's, or the grace
 }
 
 // countTx counts a packet to be written (k = 1), or takes back one the
@@ -75,6 +76,7 @@ func (e *Endpoint) Stats() contract.Stats {
 	s.ReaderParks = c.parks.Load()
 	s.ReaderSteals = c.steals.Load()
 	s.Handoffs = c.handoffs.Load()
+	s.TimerArms = c.timerArms.Load()
 	s.WriteErrors = c.writeErrors.Load()
 	s.Writes = c.writes.Load()
 	if sc, ok := e.conn.(netio.StatsConn); ok {

@@ -217,13 +217,14 @@ var definitions = []definition{
 		func(s *sock.Stats) uint64 { return s.ResendsIgnored }),
 	counter("timer_wakeups_total", "Times the endpoint's timer woke it to run protocol deadlines (none while idle).",
 		func(s *sock.Stats) uint64 { return s.TimerWakeups }),
-	{name: "receive_path_events_total", help: "The way of messages from the socket to the application: readers that parked on the socket (a thread wake-up each), goroutines in Recv that took the socket from the background reader, messages handed to another goroutine, and timer wake-ups that found nothing due.",
+	{name: "receive_path_events_total", help: "The way of messages from the socket to the application: readers that parked on the socket (a thread wake-up each), goroutines in Recv that took the socket from the background reader, messages handed to another goroutine, timer wake-ups that found nothing due, and runtime timers set (each may wake a thread of an idle process).",
 		typ: prometheus.CounterValue, labels: []string{"event"},
 		read: func(s *sock.Stats, emit emitFunc) {
 			emit(u(s.ReaderParks), "park")
 			emit(u(s.ReaderSteals), "steal")
 			emit(u(s.Handoffs), "handoff")
 			emit(u(s.TimerWakeupsVain), "timer_vain")
+			emit(u(s.TimerArms), "timer_set")
 		}},
 	counter("socket_writes_total", "Writes of packets to the socket: a system call each (sendmmsg where the transport batches).",
 		func(s *sock.Stats) uint64 { return s.Writes }),

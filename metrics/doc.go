@@ -32,7 +32,7 @@
 //	homa_peer_timeouts_total                   RPCs ended because their peer said nothing about them through a timeout's RESENDs
 //	homa_resends_ignored_total                 RESENDs unanswered: retransmitted less than a resend interval before, or budget spent
 //	homa_timer_wakeups_total                   times the endpoint's timer woke it (none while idle)
-//	homa_receive_path_events_total{event}      park (a reader parked on the socket), steal, handoff, timer_vain
+//	homa_receive_path_events_total{event}      park (a reader parked on the socket), steal, handoff, timer_vain, timer_set
 //	homa_socket_writes_total                   writes of packets to the socket (a system call each, sendmmsg where batched)
 //	homa_io_errors_total{op}                   errors reading ("read") or writing ("write") the socket
 //	homa_rpcs_started_total{role}              client: requests sent; server: requests whose first packet arrived
