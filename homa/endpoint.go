@@ -69,6 +69,14 @@ type Endpoint struct {
 	// socket next, so the background reader's grace is not armed, nor
 	// the timer reset (see Lazy arming).
 	calling bool
+	// replying is set while a response settles: its NEED_ACK deadline
+	// is left to a reader that waits for the acknowledgment (see Lazy
+	// arming).
+	replying bool
+	// ackWait is core.AwaitsAcks as of the last settle: a reader
+	// waiting for any message spins for the acknowledgments (see
+	// Awaiting acknowledgments in poll.go).
+	ackWait atomic.Bool
 	dueAt   atomic.Int64 // timerAt while timerOn, else 0: read by spinning readers (runDue)
 	// trimAt is when the endpoint next trims the process's buffer pool
 	// (0: not until it is busy again; see trimPool).
@@ -118,7 +126,11 @@ type Endpoint struct {
 	// cpuYields counts a spinning reader's yields of its thread's
 	// processor (see spinRead).
 	cpuYields atomic.Uint64
-	spin      spinBudget
+	// ackSpins counts the spins of readers waiting only for
+	// acknowledgments, ackCaught those that saw them come (see Awaiting
+	// acknowledgments in poll.go).
+	ackSpins, ackCaught atomic.Uint64
+	spin                spinBudget
 
 	io      ioCounters
 	batches recycler[txBatch]
@@ -340,7 +352,9 @@ func (e *Endpoint) replyInto(b *txBatch, peer netip.Addr, id uint64, data []byte
 		buf = e.ownLocked(buf, owned)
 		err = e.core.Reply(peer, id, buf, maxPkt, e.now(), &e.out)
 	}
+	e.replying = err == nil
 	e.settle(b)
+	e.replying = false
 	e.mu.Unlock()
 	if err != nil {
 		e.disown(buf, data, owned)
@@ -540,7 +554,7 @@ func (e *Endpoint) settle(b *txBatch) {
 // holds mu.
 func (e *Endpoint) noteReset(b *txBatch) {
 	e.timerDirty = true
-	if e.calling {
+	if e.calling || e.replying && e.socketLeft() {
 		e.timerLazy.Store(true)
 		return
 	}
@@ -564,7 +578,15 @@ func (e *Endpoint) noteReset(b *txBatch) {
 // deadline first, and the RPC costs no timer operation at all: the
 // reset and the stop microseconds later used to wake a thread of the
 // caller's process, which on two processors took the processor that
-// the server's thread, woken by the request, was about to run on.
+// the server's thread, woken by the request, was about to run on. A
+// response's NEED_ACK deadline is left pending the same way: the
+// server's reader spins for the acknowledgment (see Awaiting
+// acknowledgments in poll.go), and one that comes within the spin ends
+// the deadline first. That only while nobody reads the socket or is
+// parked on it (a reader parked already would not wake for the reset:
+// the acknowledgment lost, nothing would ever ask for it); should nobody
+// come to read, the background reader takes the socket after its grace
+// (armed by the response's flush) and makes the reset when it parks.
 
 // applyTimer resets the timer to the deadline settle noted, if it is
 // still to be done.
@@ -578,6 +600,13 @@ func (e *Endpoint) applyTimer() {
 	e.timerDirty = false
 	e.timerLazy.Store(false)
 	e.mu.Unlock()
+}
+
+// socketLeft reports whether no goroutine reads the socket or is parked
+// on it: the next to come makes a reset left pending (see Lazy arming).
+// One parked now would not wake for it.
+func (e *Endpoint) socketLeft() bool {
+	return e.poller != nil && !e.appReading.Load() && !e.rxParked.Load()
 }
 
 // applyLazy makes a reset left pending for a caller (see Lazy arming).
@@ -613,6 +642,9 @@ func (e *Endpoint) noteQuiet(b *txBatch) {
 	q := e.core.Quiet() && e.mb.Waiting() == 0 && !e.shared
 	if e.quiet.Load() != q {
 		e.quiet.Store(q)
+	}
+	if a := e.core.AwaitsAcks(); e.ackWait.Load() != a {
+		e.ackWait.Store(a)
 	}
 	if !q && !e.calling && e.rxIdle.Load() && !e.appReading.Load() {
 		b.grace = true

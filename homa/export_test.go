@@ -16,6 +16,10 @@ func GraceArms(e *Endpoint) uint64 { return e.graceArms.Load() }
 // processor up.
 func CPUYields(e *Endpoint) uint64 { return e.cpuYields.Load() }
 
+// AckSpins is how often a reader of e spun for acknowledgments only, and
+// how often they came meanwhile.
+func AckSpins(e *Endpoint) (spins, caught uint64) { return e.ackSpins.Load(), e.ackCaught.Load() }
+
 // Pooled reports whether the process's buffer pool, or the cache of one
 // of the endpoints in, holds b's memory.
 func Pooled(b []byte, in ...*Endpoint) bool {

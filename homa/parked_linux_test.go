@@ -108,6 +108,7 @@ func testParkedPath(t *testing.T, borrowed bool) {
 	time.Sleep(pause)
 	const rpcs = 100
 	c0, s0 := wakesOf(client), wakesOf(server)
+	spins0, caught0 := homa.AckSpins(server)
 	// Thread wake-ups, for the log: each ends in a voluntary context
 	// switch when the thread sleeps again (the runtime's own count too,
 	// and both endpoints' and the test's).
@@ -166,6 +167,16 @@ func testParkedPath(t *testing.T, borrowed bool) {
 	check("server", "timer wake-ups", s.timer, 0.1)
 	check("server", "hand-offs", s.handoffs, 0.1)
 	check("server", "parks", s.parks, 2.2)
+	// Its goroutine, back in Recv after each response, spins for the
+	// acknowledgment of a client that acknowledges at once, and sees it
+	// come: nearly always on a quiet machine (each then costs no park),
+	// about half the time under two busy loops; never would be a bug.
+	spins, caught := homa.AckSpins(server)
+	spins, caught = spins-spins0, caught-caught0
+	t.Logf("server: %d spins for acknowledgments, %d saw them come", spins, caught)
+	if caught < rpcs/10 {
+		t.Errorf("server: %d of %d RPCs' acknowledgments came while it spun for them, want at least %d", caught, rpcs, rpcs/10)
+	}
 	if n := server.Stats().TxPackets[wire.TypeNeedAck]; n > rpcs/10 {
 		t.Errorf("server sent %d NEED_ACKs in %d RPCs, want at most %d", n, rpcs, rpcs/10)
 	}

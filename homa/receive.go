@@ -253,6 +253,11 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 // packets goroutines of this process deliver, it yields at every turn.
 func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, request int, b *txBatch) (*contract.Message, bool) {
 	budget := e.spin.budget(due, request)
+	acks := false // spinning only for acknowledgments (see Awaiting acknowledgments)
+	if budget <= 0 && !due && e.spin.mode == PollAdaptive && e.ackWait.Load() {
+		budget, acks = e.spin.max, true
+		e.ackSpins.Add(1)
+	}
 	if budget <= 0 {
 		return nil, false
 	}
@@ -271,6 +276,10 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 		case n > 0:
 			now := e.now()
 			e.process(e.rxPkts[:n], now, b, w)
+			if acks && !e.ackWait.Load() {
+				e.ackCaught.Add(1)
+				return nil, false // acknowledged (a request would have come on w.C)
+			}
 			deadline, quiet = now+budget, now
 			if e.yieldDue(now) {
 				runtime.Gosched()
@@ -293,7 +302,8 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 			e.rxYielded = now
 			runtime.Gosched()
 		}
-		if turn%yieldRarely == 0 && e.spin.yieldCPU && now-quiet >= e.spin.max {
+		if e.spin.yieldCPU && (acks && (turn == 1 || turn%yieldRarely == 0) ||
+			turn%yieldRarely == 0 && now-quiet >= e.spin.max) {
 			e.cpuYields.Add(1)
 			yieldCPU()
 		}

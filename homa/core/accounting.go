@@ -19,6 +19,21 @@ func (c *Core) setState(r *rpc, s rpcState) {
 			c.pending++
 			r.peer.pending++
 		}
+		if r.state == stateReplying {
+			c.replying--
+			if r.prompt {
+				c.prompt--
+				r.prompt = false
+			}
+		}
+		if s == stateReplying {
+			c.replying++
+			r.replied = c.now
+			if !r.peer.lateAcks {
+				c.prompt++
+				r.prompt = true
+			}
+		}
 	}
 	r.state = s
 }

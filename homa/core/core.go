@@ -67,6 +67,8 @@ type Core struct {
 	mem        int
 	incoming   int
 	pending    int
+	replying   int // server RPCs in stateReplying
+	prompt     int // of those, the ones whose host acknowledges promptly (AwaitsAcks)
 	heavyMem   heavy
 	heavyRPCs  heavy
 	seen       seenTable // finished ids by client port (seen.go)

@@ -346,6 +346,11 @@ func (c *Core) acked(src netip.Addr, a wire.AckEntry) {
 	}
 	// Whatever the server RPC's state: the client needs nothing more of
 	// it (it has the response, or closed its socket), as with Linux.
+	if r.state == stateReplying && r.out.unsched >= r.out.length {
+		// A response sent whole at once: its acknowledgment's delay is
+		// the client's (see AwaitsAcks).
+		r.peer.lateAcks = c.now-r.replied > promptAck
+	}
 	c.stats.ServerRPCsFreed++
 	c.freeServer(r, true)
 }

@@ -28,6 +28,9 @@ type peer struct {
 	// acks are completed client RPCs to this host whose acknowledgment
 	// has not been sent yet, oldest first; one rides in each DATA header.
 	acks []pendingAck
+	// lateAcks says the host's last acknowledgment of a response of ours
+	// came more than promptAck after it (see AwaitsAcks).
+	lateAcks bool
 
 	// What the peer makes the core hold.
 	rpcs     int // RPCs with this peer, client and server

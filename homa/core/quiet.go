@@ -68,6 +68,34 @@ func (c *Core) Quiet() bool {
 	return !c.closed && len(c.clients) == 0 && c.servers.len() == 0 && c.timers.len() == c.expiries() && c.pacerAt == 0
 }
 
+// Awaiting acknowledgments. A client that acknowledges at once (see
+// above) sends the acknowledgment within microseconds of a small
+// response's arrival; a server reader that stays on the socket that long
+// catches it, and is spared a wake-up for it and a NEED_ACK deadline
+// (the engine's shell leaves that deadline to such a reader). Other
+// clients acknowledge with their next request or on a timer, a tick or
+// more later (Linux's do), and a reader waiting for them would spin in
+// vain. So the core learns, per host, whether its last acknowledgment of
+// a response came within promptAck (a parked server's wake-up included),
+// and AwaitsAcks reports whether all the core has in progress is
+// responses waiting for acknowledgments from hosts that acknowledge
+// promptly: server RPCs that replied, and no client RPC or request
+// still arriving or with the application. A host is taken to be prompt
+// until it is seen not to be.
+
+// promptAck is the most an acknowledgment may come after its response
+// for its host to count as acknowledging promptly: well over a client's
+// microseconds and a parked server's wake-up, well under the tick an
+// acknowledgment left to a timer waits.
+const promptAck = 250 * time.Microsecond
+
+// AwaitsAcks reports whether all the core has in progress is responses
+// waiting for acknowledgments that should come promptly (see Awaiting
+// acknowledgments).
+func (c *Core) AwaitsAcks() bool {
+	return c.replying > 0 && c.prompt == c.replying && len(c.clients) == 0 && c.servers.len() == c.replying
+}
+
 // expiries is the number of armed expiry timers.
 func (c *Core) expiries() int {
 	n := 0

@@ -38,10 +38,14 @@ type rpc struct {
 	inInit bool   // in has seen its first DATA packet
 	start  time.Duration
 
-	rs  resend.Tracker // loss detection while data is owed to us
-	ak  ack.Pending    // server: the answered RPC awaits its acknowledgment
-	gid grant.ID       // the incoming message's handle in the grant scheduler (0: none)
-	pid pacer.ID       // the outgoing message's handle in the pacer (0: none)
+	rs resend.Tracker // loss detection while data is owed to us
+	ak ack.Pending    // server: the answered RPC awaits its acknowledgment
+	// replied is when the server answered; prompt says its client's host
+	// acknowledged its last response promptly (see AwaitsAcks).
+	replied time.Duration
+	prompt  bool
+	gid     grant.ID // the incoming message's handle in the grant scheduler (0: none)
+	pid     pacer.ID // the outgoing message's handle in the pacer (0: none)
 
 	// progressTick is the tick bytes of the incoming message last
 	// arrived (or it started); parked means it lost its place in the
