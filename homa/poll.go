@@ -147,7 +147,7 @@ const (
 // after the spin every time. Idle UDP server, a request every 8 ms
 // (TestParkedPathWakeups): the server's parks per RPC 2.0 -> 1.0, its
 // timers set 3.0 -> 1.1 (the grace its goroutine arms when it takes a
-// request), the process's voluntary context switches 10.6 -> 7.8.
+// request), the process's voluntary context switches 10.2-10.8 -> 7.8.
 
 // dueSpinPerByte is how much longer a client spins for a response per
 // byte of its request: 1 ms for a 1 MB request, a few times what the
