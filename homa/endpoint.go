@@ -550,11 +550,12 @@ func (e *Endpoint) settle(b *txBatch) {
 }
 
 // noteReset notes that the timer is to be reset to timerAt: by b's
-// flush, or lazily for a caller's request (see Lazy arming). The caller
-// holds mu.
+// flush, or lazily for a caller's request (see Lazy arming). A reset to
+// a later deadline than the timer is set for is never left: the timer
+// would fire in vain at the earlier one. The caller holds mu.
 func (e *Endpoint) noteReset(b *txBatch) {
 	e.timerDirty = true
-	if e.calling || e.replying && e.socketLeft() {
+	if (e.calling || e.replying && e.socketLeft()) && (e.timerSet == 0 || e.timerAt < e.timerSet) {
 		e.timerLazy.Store(true)
 		return
 	}
