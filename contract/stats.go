@@ -299,6 +299,10 @@ type Stats struct {
 	// Grants is the receiver's SRPT scheduler: GRANT decisions, granted
 	// bytes, FIFO grants, messages needing grants and total incoming.
 	Grants grant.Stats
+	// IncomingLent is, for a socket of several shards, the bytes the
+	// shards' shared incoming budget lends them now beyond their floors
+	// (Grants.Limit adds the floors and the loans); zero otherwise.
+	IncomingLent int
 	// Pacer is the transmit queue (zero when LinkMbps is 0): queued
 	// messages and bytes, packets sent, FIFO picks, throttled waits.
 	Pacer pacer.Stats

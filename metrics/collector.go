@@ -323,6 +323,8 @@ var definitions = []definition{
 		func(s *sock.Stats) float64 { return float64(s.Grants.Incoming) }),
 	gauge("incoming_limit_bytes", "The bound on incoming_bytes that grants keep to now: the grant scheduler's MaxIncoming, or, for a sharded socket, the shards' floors and what their shared budget lends them.",
 		func(s *sock.Stats) float64 { return float64(s.Grants.Limit) }),
+	gauge("incoming_lent_bytes", "For a sharded socket, the bytes the shards' shared incoming budget lends them now beyond their floors (0 for one engine).",
+		func(s *sock.Stats) float64 { return float64(s.IncomingLent) }),
 
 	// Pacer (sender side; zero unless the socket paces).
 	gauge("pacer_queue_messages", "Outgoing messages waiting in the pacer's queue.",

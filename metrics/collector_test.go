@@ -236,6 +236,7 @@ func fakeStats() contract.Stats {
 	}
 	s.Grants.GrantedBytes, s.Grants.FIFOGrants, s.Grants.FIFOBytes, s.Grants.Grantable, s.Grants.Incoming = 39, 40, 41, 42, 43
 	s.Grants.Limit = 95
+	s.IncomingLent = 96
 	s.Pacer.Queued, s.Pacer.QueuedBytes, s.Pacer.Sends, s.Pacer.SentBytes, s.Pacer.Throttled, s.Pacer.FIFOPicks = 44, 45, 46, 47, 48, 49
 	for c := range s.Latency {
 		s.Latency[c] = h(uint64(c) + 50)
@@ -312,6 +313,7 @@ func TestEveryField(t *testing.T) {
 		{"homa_grantable_messages", ``, 42},
 		{"homa_incoming_bytes", ``, 43},
 		{"homa_incoming_limit_bytes", ``, 95},
+		{"homa_incoming_lent_bytes", ``, 96},
 		{"homa_pacer_queue_messages", ``, 44},
 		{"homa_pacer_queue_bytes", ``, 45},
 		{"homa_pacer_packets_total", ``, 46},

@@ -76,6 +76,7 @@
 //	homa_grantable_messages                    incoming messages that still need grants
 //	homa_incoming_bytes                        bytes granted (or unscheduled) and not yet received
 //	homa_incoming_limit_bytes                  the bound grants keep those to now (a sharded socket's: its shards' floors and loans)
+//	homa_incoming_lent_bytes                   a sharded socket's loans from its shared budget
 //	homa_pacer_queue_messages                  outgoing messages waiting in the pacer's queue
 //	homa_pacer_queue_bytes                     bytes left to send in them
 //	homa_receive_memory_bytes                  receive storage committed for incoming messages

@@ -229,6 +229,7 @@ func (g *shards) Stats() Stats {
 	for _, e := range g.eps[1:] {
 		addStats(&s, e.Stats())
 	}
+	s.IncomingLent = g.incoming.Lent()
 	return s
 }
 

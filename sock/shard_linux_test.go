@@ -377,22 +377,32 @@ func TestShardsIncomingBudget(t *testing.T) {
 	}
 	var sampler sync.WaitGroup
 	var stop atomic.Bool
-	peak := 0
+	peak, peakLent, borrowing := 0, 0, 0 // borrowing: samples of bounds past the floors
 	sampler.Go(func() {
 		for !stop.Load() {
-			peak = max(peak, srv.Stats().Grants.Limit)
+			st := srv.Stats()
+			peak, peakLent = max(peak, st.Grants.Limit), max(peakLent, st.IncomingLent)
+			if st.Grants.Limit > n*(total/(2*n)) {
+				borrowing++
+			}
 			time.Sleep(100 * time.Microsecond)
 		}
 	})
 	callsFrom(t, clientsCovering(t, n), srv.LocalAddr(), make([]byte, 1_000_000), 5)
 	stop.Store(true)
 	sampler.Wait()
-	t.Logf("the shards' bounds added up to %d at most (one engine's: %d)", peak, total)
+	t.Logf("the shards' bounds added up to %d at most (one engine's: %d); %d bytes lent at most", peak, total, peakLent)
 	if peak > total {
 		t.Errorf("the shards' bounds added up to %d, past one engine's %d", peak, total)
 	}
-	if lent := g.incoming.Lent(); lent != 0 {
-		t.Errorf("%d bytes still lent once every message arrived", lent)
+	// Stats reads the shards' bounds and then the budget's loans: a
+	// loan the bounds showed may be repaid in between, but not in every
+	// sample that saw one.
+	if borrowing > 0 && peakLent == 0 {
+		t.Errorf("%d samples showed bounds past the floors, none any bytes lent (IncomingLent)", borrowing)
+	}
+	if lent := g.incoming.Lent(); lent != 0 || srv.Stats().IncomingLent != 0 {
+		t.Errorf("%d bytes still lent once every message arrived (Stats: %d)", lent, srv.Stats().IncomingLent)
 	}
 }
 
