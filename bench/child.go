@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,8 @@ import (
 //	child:  homa: P server on ADDR          when it serves
 //	bench:  cpu                             (a line on the child's stdin)
 //	child:  homa: cpu ns N                  its user+system CPU time so far
+//	bench:  stats                           (with --stats)
+//	child:  homa: stats JSON                its Homa socket's counters (SocketStats; null: none)
 //	bench:  (closes the child's stdin)      to stop it
 //	child:  homa: P server stopped after N requests
 //
@@ -51,23 +54,35 @@ const (
 var (
 	childServesRE  = regexp.MustCompile(`^homa: \S+ server on (\S+)$`)
 	childCPURE     = regexp.MustCompile(`^homa: cpu ns (\d+)$`)
+	childStatsRE   = regexp.MustCompile(`^homa: stats (.*)$`)
 	childStoppedRE = regexp.MustCompile(`^homa: \S+ server stopped after (\d+) requests$`)
 )
 
-// cpuCommand is the line that asks a child for its CPU time.
-const cpuCommand = "cpu"
+// cpuCommand is the line that asks a child for its CPU time, and
+// statsCommand the one that asks for its Homa socket's counters.
+const (
+	cpuCommand   = "cpu"
+	statsCommand = "stats"
+)
 
 // AnswerParent is the child's side of the exchange, for the program
 // that serves a run as "serve --parent" once it has said where it
 // serves: it answers the parent's queries on in, on out, until in ends;
-// then it calls stop.
-func AnswerParent(in io.Reader, out io.Writer, stop func()) {
+// then it calls stop. srv is the server it runs (its Homa socket's
+// counters answer a stats query).
+func AnswerParent(in io.Reader, out io.Writer, srv Server, stop func()) {
 	defer stop()
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		switch line := strings.TrimSpace(sc.Text()); line {
 		case cpuCommand:
 			fmt.Fprintf(out, "homa: cpu ns %d\n", cpuTime().Nanoseconds())
+		case statsCommand:
+			b, err := json.Marshal(serverStats(ServerSocket(srv))) // "null" without a Homa socket
+			if err != nil {
+				b = []byte("null")
+			}
+			fmt.Fprintf(out, "homa: stats %s\n", b)
 		default:
 			fmt.Fprintf(out, "homa: unknown query %q\n", line)
 		}
@@ -252,6 +267,29 @@ func (c *childServer) cpu() (time.Duration, error) {
 		return 0, fmt.Errorf("server process %d: CPU time %q: %w", c.pid, m[1], err)
 	}
 	return time.Duration(ns), nil
+}
+
+// stats asks the child for its Homa socket's counters (nil when it has
+// no Homa socket).
+func (c *childServer) stats() (*SocketStats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := io.WriteString(c.stdin, statsCommand+"\n"); err != nil {
+		return nil, fmt.Errorf("server process %d: asking its counters: %w", c.pid, err)
+	}
+	line, err := c.next(context.Background(), childReplyTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("server process %d: asking its counters: %w", c.pid, err)
+	}
+	m := childStatsRE.FindStringSubmatch(line)
+	if m == nil {
+		return nil, fmt.Errorf("server process %d: it answered %q to %q", c.pid, line, statsCommand)
+	}
+	var s *SocketStats
+	if err := json.Unmarshal([]byte(m[1]), &s); err != nil {
+		return nil, fmt.Errorf("server process %d: counters %q: %w", c.pid, m[1], err)
+	}
+	return s, nil
 }
 
 // close stops the child: it closes its standard input, waits for it to

@@ -87,7 +87,8 @@ func TestRunnerCountsServerCPU(t *testing.T) {
 
 // TestRunChildren: a run starts each protocol's server in a child
 // process (this test binary, see TestMain), counts the child's CPU time,
-// and stops it at the end; a protocol measured in this process has none.
+// asks a Homa server's for its socket's counters (--stats), and stops it
+// at the end; a protocol measured in this process has none.
 func TestRunChildren(t *testing.T) {
 	var pids []int
 	var protos []Protocol
@@ -96,7 +97,7 @@ func TestRunChildren(t *testing.T) {
 		protos = append(protos, p)
 	}
 	cfg := &Config{Mode: Latency, Protocols: protos, Host: netip.MustParseAddr("127.0.0.1"), Size: 64, Count: 20,
-		Clients: 1, Conns: 1, ReplySize: 10, Timeout: time.Minute, ChildStarted: func(pid int) { pids = append(pids, pid) }}
+		Clients: 1, Conns: 1, ReplySize: 10, Timeout: time.Minute, Stats: true, ChildStarted: func(pid int) { pids = append(pids, pid) }}
 	var stderr strings.Builder
 	rep, err := Run(context.Background(), cfg, &stderr)
 	if err != nil {
@@ -109,6 +110,16 @@ func TestRunChildren(t *testing.T) {
 	for _, r := range rep.Results {
 		if r.Count != 20 || r.Failed != 0 || r.Server == "" || r.CPUPerRPCUS <= 0 {
 			t.Errorf("row %+v", r)
+		}
+		switch s := r.ServerStats; r.Protocol {
+		case "tcp":
+			if s != nil {
+				t.Errorf("tcp server has socket stats %+v", s)
+			}
+		case "homa-udp":
+			if s == nil || s.Sockets != 1 || s.Received["DATA"] < uint64(r.StatsRPCs) || s.Sent["DATA"] < uint64(r.StatsRPCs) {
+				t.Errorf("homa-udp server in a child: stats %+v for %d RPCs, want one socket that received and sent a DATA each", s, r.StatsRPCs)
+			}
 		}
 	}
 	if rep.Servers != ServersChild || len(pids) != 2 {

@@ -87,6 +87,10 @@ type Result struct {
 	// StatsRPCs is how many RPCs that run made, warmup and calibration
 	// included.
 	ClientStats *SocketStats `json:"client_stats,omitempty"`
+	// ServerStats is the same for the server's socket, wherever it runs
+	// (a child process reports it over its pipe); absent against a
+	// remote target and for servers not over a Homa socket.
+	ServerStats *SocketStats `json:"server_stats,omitempty"`
 	StatsRPCs   int          `json:"stats_rpcs,omitempty"`
 
 	buckets []workload.Bucket // for the plot
@@ -265,7 +269,10 @@ func (r *Report) Write(w io.Writer, asJSON bool) error {
 	}
 	for _, b := range r.Results {
 		if b.ClientStats != nil {
-			b.ClientStats.write(w, b.Protocol, b.StatsRPCs)
+			b.ClientStats.write(w, b.Protocol, "client", b.StatsRPCs)
+		}
+		if b.ServerStats != nil {
+			b.ServerStats.write(w, b.Protocol, "server", b.StatsRPCs)
 		}
 	}
 	return nil

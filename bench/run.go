@@ -90,6 +90,18 @@ func openRig(ctx context.Context, p Protocol, cfg *Config, stderr io.Writer) (*r
 	return r, nil
 }
 
+// serverStats is what the server's Homa socket counted, wherever it
+// runs (nil when it has none, or runs elsewhere).
+func (r *rig) serverStats() (*SocketStats, error) {
+	if r.child != nil {
+		return r.child.stats()
+	}
+	if r.srv != nil {
+		return serverStats(ServerSocket(r.srv)), nil
+	}
+	return nil, nil
+}
+
 // close closes the clients, then the server.
 func (r *rig) Close() error {
 	var err error
@@ -232,6 +244,9 @@ func benchProtocol(ctx context.Context, p Protocol, cfg *Config, stderr io.Write
 	}
 	if cfg.Stats {
 		res.ClientStats = clientStats(rg.clients)
+		if res.ServerStats, err = rg.serverStats(); err != nil {
+			return Result{}, err
+		}
 		res.StatsRPCs = res.Count + res.Failed + cfg.Warmup
 		if cfg.Mode != Latency {
 			res.StatsRPCs += cfg.Calibrate

@@ -10,12 +10,11 @@ import (
 	"github.com/homa-go/homa/sock"
 )
 
-// SocketStats is what the Homa sockets of a protocol's clients counted
-// over its whole run (warmup and calibration included), with Config.Stats
-// (homa bench --stats): what the protocol did besides the RPCs, and the
-// way of its messages from the socket to the application. Sockets is how
-// many client sockets were added up (the server's, in a child process,
-// are not here: `homa serve --metrics` shows them).
+// SocketStats is what the Homa sockets of a protocol's clients, or its
+// server's, counted over its whole run (warmup and calibration included),
+// with Config.Stats (homa bench --stats): what the protocol did besides
+// the RPCs, and the way of its messages from the socket to the
+// application. Sockets is how many sockets were added up.
 type SocketStats struct {
 	Sockets         int               `json:"sockets"`
 	RPCsStarted     uint64            `json:"rpcs_started"`
@@ -36,6 +35,17 @@ type SocketStats struct {
 
 // socketOf is a client that runs over a Homa socket.
 type socketOf interface{ Socket() *sock.Socket }
+
+// serverStats is the Stats of the server's Homa socket, or nil when it
+// has none.
+func serverStats(s *sock.Socket) *SocketStats {
+	if s == nil {
+		return nil
+	}
+	t := &SocketStats{Sent: map[string]uint64{}, Received: map[string]uint64{}, Drops: map[string]uint64{}}
+	t.add(s.Stats())
+	return t
+}
 
 // clientStats adds up the Stats of the clients' Homa sockets, or returns
 // nil when none has one.
@@ -79,15 +89,19 @@ func (t *SocketStats) add(s sock.Stats) {
 }
 
 // write prints t in a few lines, per RPC where that reads better (rpcs:
-// the RPCs of the whole run).
-func (t *SocketStats) write(w io.Writer, name string, rpcs int) {
+// the RPCs of the whole run); side is "client" or "server".
+func (t *SocketStats) write(w io.Writer, name, side string, rpcs int) {
 	per := func(v uint64) string {
 		if rpcs <= 0 {
 			return fmt.Sprint(v)
 		}
 		return fmt.Sprintf("%d (%.2f/RPC)", v, float64(v)/float64(rpcs))
 	}
-	fmt.Fprintf(w, "%s: %d client sockets; sent %s; received %s; Homa RPCs %s\n", name, t.Sockets, counts(t.Sent), counts(t.Received), per(t.RPCsStarted))
+	if side == "server" {
+		fmt.Fprintf(w, "%s server: sent %s; received %s\n", name, counts(t.Sent), counts(t.Received))
+	} else {
+		fmt.Fprintf(w, "%s: %d client sockets; sent %s; received %s; Homa RPCs %s\n", name, t.Sockets, counts(t.Sent), counts(t.Received), per(t.RPCsStarted))
+	}
 	fmt.Fprintf(w, "  RESENDs issued %s (unneeded %d), retransmissions %d, RPCs timed out %d, drops %s\n",
 		per(t.ResendsIssued), t.ResendsUnneeded, t.Retransmissions, t.RPCTimeouts, counts(t.Drops))
 	fmt.Fprintf(w, "  receive path: parks %s, steals %s, hand-offs %s, timer wake-ups %s (vain %d), timers set %s\n",

@@ -79,7 +79,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.family, "addr-family", 4, "IP version of the loopback address: 4 or 6")
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&f.progress, "progress", false, "print progress to stderr even with --json, and the process id of each server")
-	fs.BoolVar(&f.stats, "stats", false, "report what each Homa protocol's client sockets counted over the run: packets by type, RESENDs, retransmissions, drops, the receive path's parks, steals, hand-offs and timer wake-ups")
+	fs.BoolVar(&f.stats, "stats", false, "report what each Homa protocol's client sockets and its server's counted over the run: packets by type, RESENDs, retransmissions, drops, the receive path's parks, steals, hand-offs, timer wake-ups and timers set")
 	fs.DurationVar(&f.progressEvery, "progress-interval", time.Second, "time between progress lines")
 	fs.StringVar(&f.benchfmt, "benchfmt", "", "append the rows to `FILE` in the Go benchmark format, for benchstat: alternate two builds' runs into two files, then benchstat old new")
 	fs.StringVar(&f.plot, "plot", "", "draw into `FILE` (.svg or .png): in latency mode the RTT distribution (CDF) per protocol, otherwise slowdown against message size")

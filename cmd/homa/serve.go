@@ -143,7 +143,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer cancel()
 		// The goroutine ends when the parent closes the pipe, which it
 		// does to stop the server, or with the process.
-		go bench.AnswerParent(serveInput, out, cancel)
+		go bench.AnswerParent(serveInput, out, srv, cancel)
 	}
 	<-ctx.Done()
 	if err := errors.Join(srv.Close(), ms.close()); err != nil {
