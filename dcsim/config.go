@@ -89,10 +89,11 @@ type Config struct {
 	// engines (Config.Shards there): a host handles a peer's packets,
 	// and sends to the peer, in the core netio.ShardOf names for the
 	// peer. The shards of a host grant from one budget of incoming
-	// bytes, one core's (homa.SplitIncoming), and their pacers share
-	// the host's link (homa.SharedLink), unless ShardsShareNothing gives
-	// every shard one core's budget and a pacer of its own at the link's
-	// rate, as sharded sockets had before.
+	// bytes, one core's (homa.SplitIncoming), their pacers share the
+	// host's link (homa.SharedLink), and they learn one set of priority
+	// cutoffs (homa.SharedCutoffs), unless ShardsShareNothing gives every
+	// shard one core's budget, a pacer of its own at the link's rate and
+	// cutoffs of its own, as sharded sockets had before.
 	Shards             int
 	ShardsShareNothing bool
 	// PaceFraction is the core's pacer rate (core.Config.LinkMbps) as a

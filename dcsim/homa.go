@@ -88,15 +88,17 @@ func newHomaNet(f *fabric, cfg *Config) *homaNet {
 	for i := range n.hosts {
 		var budget *homa.GrantBudget
 		var link *homa.SharedLink
+		var cutoffs *homa.SharedCutoffs
 		if n.shards > 1 && !cfg.ShardsShareNothing {
 			budget = homa.SplitIncoming(cc.Grant.WithDefaults().MaxIncoming, n.shards)
 			link = homa.NewSharedLink(n.shards)
+			cutoffs = homa.NewSharedCutoffs(cc.Cutoffs)
 		}
 		h := homaHost{cores: make([]hostCore, n.shards), rpcs: make(map[uint64]int32)}
 		for k := range h.cores {
 			c := cc
 			if budget != nil {
-				c.Budget, c.Link = budget.Shard(k), link.Shard(k)
+				c.Budget, c.Link, c.Estimator = budget.Shard(k), link.Shard(k), cutoffs.Shard()
 			}
 			first := uint64(i*n.shards+k+1) << 24
 			h.cores[k].core = core.New(core.Local{Port: homaPort, FirstID: first, Buffers: n.bufs}, c)

@@ -86,6 +86,9 @@ func openShards(addr netip.AddrPort, cfg *Config, opt *netio.Options) (*Socket, 
 	ecfg := engineConfig(cfg)
 	budget := homa.SplitIncoming(ecfg.Grant.WithDefaults().MaxIncoming, len(conns))
 	g.incoming = budget
+	// The shards learn one set of priority cutoffs from all the
+	// socket's traffic.
+	cutoffs := homa.NewSharedCutoffs(ecfg.Cutoffs)
 	var link *homa.SharedLink
 	if ecfg.LinkMbps > 0 {
 		// The shards send through one link: their pacers share its
@@ -94,6 +97,7 @@ func openShards(addr netip.AddrPort, cfg *Config, opt *netio.Options) (*Socket, 
 	}
 	for i, c := range conns {
 		ecfg.Budget = budget.Shard(i)
+		ecfg.Estimator = cutoffs.Shard()
 		if link != nil {
 			ecfg.Link = link.Shard(i)
 		}

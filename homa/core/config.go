@@ -36,6 +36,10 @@ type Config struct {
 	// Cutoffs configures how the core learns the unscheduled priority
 	// cutoffs it tells its senders.
 	Cutoffs priority.EstimatorConfig
+	// Estimator, when set, learns the cutoffs in the core's stead: one
+	// shared by several cores (the shards of one socket; see
+	// Estimator). Nil: a priority.Estimator of Cutoffs, the core's own.
+	Estimator Estimator
 
 	// Tick is the unit of time of Resend and Ack, and the granularity
 	// of the core's timers. Default 1 ms, as Linux.

@@ -121,7 +121,7 @@ type Core struct {
 	lastPID pacer.ID
 	pacerAt time.Duration
 	// est learns our unscheduled cutoffs from incoming traffic.
-	est *priority.Estimator
+	est Estimator
 
 	// loopUnsched is the unscheduled bytes of messages to loopback
 	// peers (Config.UnschedBytes).
@@ -177,7 +177,10 @@ func New(local Local, cfg Config) *Core {
 		c.pacer = pacer.New(pacer.Config{RateMbps: c.cfg.LinkMbps, Link: c.cfg.Link})
 		c.pacing = make(map[pacer.ID]*rpc)
 	}
-	c.est = priority.NewEstimator(c.cfg.Cutoffs)
+	c.est = c.cfg.Estimator
+	if c.est == nil {
+		c.est = priority.NewEstimator(c.cfg.Cutoffs)
+	}
 	c.stats.init()
 	return c
 }

@@ -22,6 +22,23 @@ import (
 // are kept for that port, for up to MaxPortCutoffs ports of a host, and
 // the last announced by any port of the host serve the others.
 
+// An Estimator learns the unscheduled priority cutoffs from the
+// messages the core receives (priority.Estimator is the core's own). The
+// shards of one socket share one (Config.Estimator), so that they learn
+// from all of the socket's traffic, as one core would, rather than each
+// from its share, N times slower, and announce the same cutoffs under
+// the same versions. Record is called once per incoming message, under
+// the core's caller's lock; Cutoffs at every DATA packet and grant pass:
+// a shared Estimator answers it without a lock. Whatever it answers, the
+// core's decisions follow from it alone.
+type Estimator interface {
+	// Record counts one incoming message (see priority.Estimator.Record).
+	Record(length, unschedBytes uint32)
+	// Cutoffs returns the cutoffs in force and the number of scheduled
+	// levels (see priority.Estimator.Cutoffs).
+	Cutoffs() (priority.Cutoffs, int)
+}
+
 // MaxPortCutoffs bounds the ports of one host whose cutoffs are kept:
 // past it the oldest entry gives way, so a host cannot make a peer hold
 // more (40 bytes an entry: with the default table of 16,384 peers, 5
