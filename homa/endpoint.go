@@ -58,8 +58,9 @@ type Endpoint struct {
 	timerSet time.Duration
 	// timerDirty says the timer is yet to be reset to timerAt: settle
 	// leaves that to the flush of its batch (applyTimer), after the
-	// packets are sent, or, for a caller's request, to whoever waits
-	// first without reading the socket (timerLazy; see Lazy arming).
+	// packets are sent, or, for a caller's request or a response, to
+	// the goroutine that parks or stops reading next (timerLazy; see
+	// Lazy arming).
 	timerDirty bool
 	// timerLazy says a reset of the timer waits for a goroutine that
 	// stops reading or parks (see Lazy arming); set under mu, read
@@ -550,9 +551,10 @@ func (e *Endpoint) settle(b *txBatch) {
 }
 
 // noteReset notes that the timer is to be reset to timerAt: by b's
-// flush, or lazily for a caller's request (see Lazy arming). A reset to
-// a later deadline than the timer is set for is never left: the timer
-// would fire in vain at the earlier one. The caller holds mu.
+// flush, or lazily for a caller's request or a response (see Lazy
+// arming). A reset to a later deadline than the timer is set for is
+// never left: the timer would fire in vain at the earlier one. The
+// caller holds mu.
 func (e *Endpoint) noteReset(b *txBatch) {
 	e.timerDirty = true
 	if (e.calling || e.replying && e.socketLeft()) && (e.timerSet == 0 || e.timerAt < e.timerSet) {
