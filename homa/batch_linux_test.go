@@ -26,9 +26,15 @@ func batchPair(t *testing.T) (client, server *homa.Endpoint, cc, sc netio.Conn, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	server = homa.NewEndpoint(sc, homa.Config{PollDuration: -1})
+	// The tests count the system calls that sent something: no RESEND
+	// (of a client whose test goroutine a loaded machine delays for
+	// milliseconds), BUSY in answer or NEED_ACK may come in between.
+	cfg := homa.Config{PollDuration: -1}
+	cfg.Resend.ResendTicks = 1000
+	cfg.Ack.RequestAckTicks = 1000
+	server = homa.NewEndpoint(sc, cfg)
 	t.Cleanup(func() { server.Close() })
-	client = homa.NewEndpoint(cc, homa.Config{PollDuration: -1})
+	client = homa.NewEndpoint(cc, cfg)
 	t.Cleanup(func() { client.Close() })
 	return client, server, cc, sc, netip.AddrPortFrom(lo, server.Port())
 }
