@@ -179,14 +179,16 @@ type linkShare struct {
 
 func (s *linkShare) Busy() int64 { return s.l.busy.Load() }
 
-func (s *linkShare) Add(now, tx int64) {
+func (s *linkShare) Add(now, tx int64) int64 {
 	for {
 		b := s.l.busy.Load()
-		if s.l.busy.CompareAndSwap(b, max(b, now)+tx) {
-			return
+		if n := max(b, now) + tx; s.l.busy.CompareAndSwap(b, n) {
+			return n
 		}
 	}
 }
+
+func (s *linkShare) Return(end, tx int64) { s.l.busy.CompareAndSwap(end, end-tx) }
 
 func (s *linkShare) Wait(best uint32) { s.l.best[s.k].v.Store(best) }
 

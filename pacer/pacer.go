@@ -85,6 +85,12 @@ type Config struct {
 	// waiting message goes first (see Link). Nil: the Pacer's own
 	// account. Ignored when RateMbps is unlimited.
 	Link Link
+	// LinkSlice is how much transmit time a Pacer takes from a shared
+	// Link at once, spent packet by packet on its own account (see
+	// Slices in Link). Zero means a quarter of MaxQueue (5 µs by
+	// default); negative means none: each packet is added to the Link as
+	// it goes. At most MaxQueue. Ignored without Link.
+	LinkSlice time.Duration
 }
 
 // WithDefaults returns c with every unset field replaced by its default
@@ -102,6 +108,13 @@ func (c Config) WithDefaults() Config {
 		c.FIFOPerMille = 0
 	}
 	c.FIFOPerMille = min(c.FIFOPerMille, 1000)
+	switch {
+	case c.LinkSlice == 0:
+		c.LinkSlice = c.MaxQueue / 4
+	case c.LinkSlice < 0:
+		c.LinkSlice = 0
+	}
+	c.LinkSlice = min(c.LinkSlice, c.MaxQueue)
 	return c
 }
 
@@ -119,6 +132,12 @@ type Stats struct {
 	Sends       uint64 // packets accounted by Sent
 	SentBytes   uint64 // bytes accounted by Sent
 	Throttled   uint64 // Admit calls that answered wait
+	// On a shared Link, its words written: slices taken, packets added
+	// one by one (beyond a slice, or with no slices), and slices given
+	// back in part.
+	Slices   uint64
+	LinkAdds uint64
+	Returns  uint64
 }
 
 // Pacer is the transmit queue and link budget of one endpoint. Create it
@@ -138,6 +157,11 @@ type Pacer struct {
 	// it does not).
 	waitBest     uint32
 	refusedSince int64
+	// slice is Config.LinkSlice (ns, 0 for none); sliceEnd when the link
+	// drains the slice taken last, and sliceLeft what is not spent of it.
+	slice     int64
+	sliceEnd  int64
+	sliceLeft int64
 
 	stats Stats
 }
@@ -153,6 +177,7 @@ func New(cfg Config) *Pacer {
 		shared:       cfg.Link,
 		waitBest:     NotWaiting,
 		refusedSince: -1,
+		slice:        cfg.LinkSlice.Nanoseconds(),
 	}
 	p.queue.init()
 	return p

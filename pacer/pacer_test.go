@@ -292,10 +292,12 @@ func TestUnlimited(t *testing.T) {
 
 func TestConfigDefaults(t *testing.T) {
 	tests := []struct{ in, want Config }{
-		{Config{}, Config{MaxQueue: DefaultMaxQueue, FIFOPerMille: DefaultFIFOPerMille}},
-		{Config{RateMbps: -5, MaxQueue: -1, FIFOPerMille: -1}, Config{MaxQueue: DefaultMaxQueue}},
+		{Config{}, Config{MaxQueue: DefaultMaxQueue, FIFOPerMille: DefaultFIFOPerMille, LinkSlice: DefaultMaxQueue / 4}},
+		{Config{RateMbps: -5, MaxQueue: -1, FIFOPerMille: -1, LinkSlice: -1}, Config{MaxQueue: DefaultMaxQueue}},
 		{Config{RateMbps: 25_000, MaxQueue: time.Microsecond, FIFOPerMille: 5000},
-			Config{RateMbps: 25_000, MaxQueue: time.Microsecond, FIFOPerMille: 1000}},
+			Config{RateMbps: 25_000, MaxQueue: time.Microsecond, FIFOPerMille: 1000, LinkSlice: 250 * time.Nanosecond}},
+		{Config{MaxQueue: time.Microsecond, LinkSlice: time.Second},
+			Config{MaxQueue: time.Microsecond, FIFOPerMille: DefaultFIFOPerMille, LinkSlice: time.Microsecond}},
 	}
 	for _, tt := range tests {
 		if got := New(tt.in).Config(); got != tt.want {

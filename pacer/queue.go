@@ -117,6 +117,7 @@ func (p *Pacer) Next() (id ID, ok bool) {
 			if p.waitBest != NotWaiting {
 				p.wait(NotWaiting) // nothing to send: others need not give way
 			}
+			p.giveBack()
 		}
 		return 0, false
 	}
