@@ -177,3 +177,72 @@ func TestRapidRate(t *testing.T) {
 		}
 	})
 }
+
+// TestRapidSharedLink drives 1-4 Pacers sharing one Link with random
+// messages, packets and times, each taking the link's time in slices of
+// a random size or a packet at a time, and checks what sharing promises:
+// no packet leaves without its time on the link's account (the time
+// added, less what was given back, covers every packet sent), and the
+// NIC's queue (the packets handed down, sent one after the other at the
+// rate) stays within MaxQueue and two packets: one longer than the room
+// left below, and one sent from the end of a slice just before the link
+// would have drained it. (A bound of one packet failed once in some
+// 45,000 runs, by 3 ns.)
+func TestRapidSharedLink(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		rate := rapid.IntRange(1_000, 100_000).Draw(t, "Mbps")
+		maxQueue := time.Duration(rapid.Int64Range(1_000, 50_000).Draw(t, "MaxQueue"))
+		slice := time.Duration(rapid.Int64Range(-1, int64(maxQueue)).Draw(t, "LinkSlice"))
+		n := rapid.IntRange(1, 4).Draw(t, "sharers")
+		link := newTestLink(n)
+		ps := make([]*Pacer, n)
+		for k := range ps {
+			ps[k] = New(Config{RateMbps: rate, MaxQueue: maxQueue, LinkSlice: slice, Link: &countingShare{testShare{l: link, k: k}}})
+		}
+		txOf := func(b int) int64 { return (int64(b)*8000 + int64(rate) - 1) / int64(rate) }
+		var now, nic, sent, maxTx int64
+		for range rapid.IntRange(1, 300).Draw(t, "steps") {
+			now += rapid.Int64Range(0, 5_000).Draw(t, "gap")
+			k := rapid.IntRange(0, n-1).Draw(t, "sharer")
+			p := ps[k]
+			id := ID(rapid.Uint64Range(1, 3).Draw(t, "id"))
+			switch rapid.IntRange(0, 4).Draw(t, "op") {
+			case 0:
+				p.Ready(id, rapid.Uint32Range(1, 1<<20).Draw(t, "remaining"), rapid.Uint64Range(0, 9).Draw(t, "seq"))
+			case 1:
+				p.Idle(id)
+			default:
+				if _, ok := p.Next(); !ok {
+					continue
+				}
+				b := rapid.IntRange(64, 9000).Draw(t, "bytes")
+				if ok, _ := p.Admit(b, now); !ok {
+					continue
+				}
+				p.Sent(b, now)
+				tx := txOf(b)
+				nic = max(nic, now) + tx
+				sent += tx
+				maxTx = max(maxTx, tx)
+			}
+			if sent > link.added {
+				t.Fatalf("%d ns of packets sent, %d ns on the link's account", sent, link.added)
+			}
+			if q, bound := nic-now, maxQueue.Nanoseconds()+2*maxTx; q > bound {
+				t.Fatalf("%d ns wait in the NIC, more than MaxQueue %v and two packets of %d ns", q, maxQueue, maxTx)
+			}
+		}
+	})
+}
+
+// countingShare keeps the net time a testShare added to its link.
+type countingShare struct{ testShare }
+
+func (s *countingShare) Add(now, tx int64) int64 { s.l.added += tx; return s.testShare.Add(now, tx) }
+
+func (s *countingShare) Return(end, tx int64) {
+	if s.l.busy == end {
+		s.l.added -= tx
+	}
+	s.testShare.Return(end, tx)
+}

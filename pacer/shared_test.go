@@ -9,8 +9,9 @@ import (
 type testLink struct {
 	busy    int64
 	best    []uint32
-	adds    int // Add calls: writes of the shared account
-	returns int // Return calls that took time back
+	adds    int   // Add calls: writes of the shared account
+	returns int   // Return calls that took time back
+	added   int64 // the net time added (countingShare)
 }
 
 func newTestLink(n int) *testLink {
