@@ -339,6 +339,10 @@ var definitions = []definition{
 		func(s *sock.Stats) uint64 { return s.Pacer.Throttled }),
 	counter("pacer_fifo_picks_total", "Packets the pacer sent from the oldest message for its FIFO share.",
 		func(s *sock.Stats) uint64 { return s.Pacer.FIFOPicks }),
+	counter("pacer_link_slices_total", "For a sharded socket, slices of the shared link's transmit time its shards' pacers took (zero for one engine).",
+		func(s *sock.Stats) uint64 { return s.Pacer.Slices }),
+	counter("pacer_link_writes_total", "For a sharded socket, writes of the shared link's account by its shards' pacers: slices taken, packets added one by one, slices given back in part (zero for one engine).",
+		func(s *sock.Stats) uint64 { return s.Pacer.Slices + s.Pacer.LinkAdds + s.Pacer.Returns }),
 }
 
 // BufferCollector exports the statistics of the process's message buffer

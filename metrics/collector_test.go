@@ -238,6 +238,7 @@ func fakeStats() contract.Stats {
 	s.Grants.Limit = 95
 	s.IncomingLent = 96
 	s.Pacer.Queued, s.Pacer.QueuedBytes, s.Pacer.Sends, s.Pacer.SentBytes, s.Pacer.Throttled, s.Pacer.FIFOPicks = 44, 45, 46, 47, 48, 49
+	s.Pacer.Slices, s.Pacer.LinkAdds, s.Pacer.Returns = 97, 98, 99
 	for c := range s.Latency {
 		s.Latency[c] = h(uint64(c) + 50)
 	}
@@ -320,6 +321,8 @@ func TestEveryField(t *testing.T) {
 		{"homa_pacer_bytes_total", ``, 47},
 		{"homa_pacer_throttled_total", ``, 48},
 		{"homa_pacer_fifo_picks_total", ``, 49},
+		{"homa_pacer_link_slices_total", ``, 97},
+		{"homa_pacer_link_writes_total", ``, 97 + 98 + 99},
 	} {
 		ms := find(mfs, tc.name)
 		if _, ok := ms[tc.labels]; !ok {

@@ -59,6 +59,8 @@
 //	homa_pacer_bytes_total                     bytes (IP header included) charged to the pacer's budget
 //	homa_pacer_throttled_total                 times the pacer held a packet back for its budget
 //	homa_pacer_fifo_picks_total                packets the pacer sent from the oldest message (FIFO share)
+//	homa_pacer_link_slices_total               a sharded socket's slices of its shared link's transmit time
+//	homa_pacer_link_writes_total               a sharded socket's writes of its shared link's account (per slice, not per packet)
 //	homa_requests_recalled_total{outcome}      refused requests asked for again as replies made room (recalled), not sent again in time (lapsed)
 //	homa_messages_shed_total                   incoming messages discarded to make room (the heaviest peer's least active first)
 //	homa_grants_revoked_total                  incoming messages that lost their grant: their sender left granted bytes unsent
