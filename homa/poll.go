@@ -138,7 +138,7 @@ const (
 // seldom) spins for it instead, for up to PollDuration, and stops as
 // soon as it came: the acknowledgment then costs no thread wake-up, and
 // the response's NEED_ACK deadline, left pending for this reader (see
-// Lazy arming in endpoint.go), is gone before any timer was set for it.
+// Lazy arming in timer.go), is gone before any timer was set for it.
 // The client's thread that sends the acknowledgment was woken by the
 // response, which the kernel tends to queue on the server's processor
 // (see Yielding the CPU): so this spin yields its processor from its
