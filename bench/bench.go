@@ -54,6 +54,14 @@ type Config struct {
 	Engine         sock.Config    // Homa's engine tuning (its transport is set per protocol)
 	Buckets        int            // message-size buckets of the slowdown table (default 1)
 	Timeout        time.Duration  // of each protocol's run, besides Duration (default 1 minute)
+	// Rounds, above 1, splits the measured phase (Count, or Duration in
+	// workload mode) into that many rounds and runs the protocols in
+	// turn, round by round, each round a run of its own (a fresh server
+	// and clients, warmup and calibration), so that a machine whose load
+	// drifts during the run weighs on every protocol alike; each row is
+	// then all its rounds together, and reports each round's rate
+	// (Result.RoundRates).
+	Rounds int
 
 	// Progress prints a line to the run's stderr every Every (default 1
 	// second) while a phase runs; Verbose also names each server child's
@@ -83,6 +91,7 @@ func (c Config) withDefaults() Config {
 		c.Host = netip.AddrFrom4([4]byte{127, 0, 0, 1})
 	}
 	c.Clients, c.Outstanding, c.Conns, c.Buckets = max(c.Clients, 1), max(c.Outstanding, 1), max(c.Conns, 1), max(c.Buckets, 1)
+	c.Rounds = max(c.Rounds, 1)
 	if c.MaxOutstanding <= 0 {
 		c.MaxOutstanding = 2000
 	}
@@ -222,12 +231,25 @@ func (c *Config) checkRaw(rep *Report, stderr io.Writer) error {
 	return nil
 }
 
-// benchAll measures each protocol in turn, adding its row to rep.
+// benchAll measures each protocol in turn, adding its row to rep; with
+// Config.Rounds, round by round (see benchRounds).
 func benchAll(ctx context.Context, cfg *Config, rep *Report, stderr io.Writer) error {
+	var protos []Protocol
 	for _, p := range cfg.Protocols {
 		if reason := cfg.unsupported(p); reason != "" {
 			rep.skip(stderr, p, reason)
 			continue
+		}
+		protos = append(protos, p)
+	}
+	if cfg.Rounds > 1 {
+		if err := benchRounds(ctx, cfg, protos, rep, stderr); err != nil {
+			return err
+		}
+	}
+	for _, p := range protos {
+		if cfg.Rounds > 1 {
+			break
 		}
 		res, err := benchProtocol(ctx, p, cfg, stderr)
 		if notPermitted(err) {
@@ -243,6 +265,65 @@ func benchAll(ctx context.Context, cfg *Config, rep *Report, stderr io.Writer) e
 	rep.compareLayers()
 	return nil
 }
+
+// benchRounds runs the protocols in turn, Config.Rounds times, each run
+// a round's share of the measured phase (Count, or Duration), and adds
+// to rep a row for each protocol with all its rounds together and each
+// round's rate. Each round draws its own sizes and arrivals, the same
+// for every protocol.
+func benchRounds(ctx context.Context, cfg *Config, protos []Protocol, rep *Report, stderr io.Writer) error {
+	round := *cfg
+	round.Count = (cfg.Count + cfg.Rounds - 1) / cfg.Rounds
+	round.Duration = cfg.Duration / time.Duration(cfg.Rounds)
+	runs := make([]*protoRun, len(protos))
+	rates := make([][]float64, len(protos))
+	skipped := make([]bool, len(protos))
+	for k := range cfg.Rounds {
+		round.Seed = cfg.Seed + uint64(k)
+		for i, p := range protos {
+			if skipped[i] {
+				continue
+			}
+			if roundStarted != nil {
+				roundStarted(k, p.name)
+			}
+			run, err := runProtocol(ctx, p, &round, stderr)
+			if notPermitted(err) && k == 0 {
+				rep.skip(stderr, p, NoRaw)
+				skipped[i] = true
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("measuring %s, round %d of %d: %w", p.name, k+1, cfg.Rounds, err)
+			}
+			rate := 0.0
+			if secs := run.m.elapsed.Seconds(); secs > 0 {
+				rate = float64(len(run.m.samples)) / secs
+			}
+			rates[i] = append(rates[i], rate)
+			if runs[i] == nil {
+				runs[i] = &run
+			} else {
+				runs[i].join(run)
+			}
+		}
+	}
+	for i, p := range protos {
+		if runs[i] == nil {
+			continue
+		}
+		res, err := runs[i].result(p, cfg)
+		if err != nil {
+			return err
+		}
+		res.RoundRates = rates[i]
+		rep.Results = append(rep.Results, res)
+	}
+	return nil
+}
+
+// roundStarted, if set (by tests), is told of each run of benchRounds.
+var roundStarted func(round int, protocol string)
 
 // unsupported says why p cannot run this configuration, or "".
 func (c *Config) unsupported(p Protocol) string {

@@ -79,6 +79,11 @@ type Result struct {
 	CPUPerRPCUS float64  `json:"cpu_us_per_rpc"`
 	MedianVsTCP *float64 `json:"median_vs_tcp,omitempty"` // over the TCP baseline's (see compareToTCP); absent without it
 	RateVsTCP   *float64 `json:"rate_vs_tcp,omitempty"`
+	// RoundRates, with Config.Rounds, is the rate (RPCs/s) of each
+	// round, and RoundRatesVsTCP each over its TCP baseline's in the
+	// same round.
+	RoundRates      []float64 `json:"round_rates,omitempty"`
+	RoundRatesVsTCP []float64 `json:"round_rates_vs_tcp,omitempty"`
 	// Buckets are by request size; slowdown is RTT over the unloaded
 	// RTT of the size (latency mode: of this run itself).
 	Buckets []BucketResult `json:"buckets"`
@@ -220,7 +225,58 @@ func (r *Report) compareToTCP() {
 			ratio := b.RPCsPerSec / tcp.RPCsPerSec
 			b.RateVsTCP = &ratio
 		}
+		b.RoundRatesVsTCP = roundRatios(b.RoundRates, tcp.RoundRates)
 	}
+}
+
+// roundRatios is each round's rate over den's of the same round; nil
+// unless both have every round.
+func roundRatios(num, den []float64) []float64 {
+	if len(num) == 0 || len(num) != len(den) {
+		return nil
+	}
+	out := make([]float64, len(num))
+	for k := range num {
+		if den[k] > 0 {
+			out[k] = num[k] / den[k]
+		}
+	}
+	return out
+}
+
+// writeRounds prints each row's rate by round, and its ratio to its TCP
+// baseline's round by round, with the median of those.
+func (r *Report) writeRounds(w io.Writer) {
+	fmt.Fprintln(w, "by round (RPCs/s; over the TCP baseline's of the same round):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, b := range r.Results {
+		fmt.Fprintf(tw, "  %s\t%s", b.Protocol, joinFloats(b.RoundRates, "%.0f"))
+		if len(b.RoundRatesVsTCP) > 0 && b.Protocol != tcpBaseline(b.Protocol) {
+			fmt.Fprintf(tw, "\t%s\t(median %.2f)", joinFloats(b.RoundRatesVsTCP, "%.2f"), median(b.RoundRatesVsTCP))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+// joinFloats prints vs in format, separated by spaces.
+func joinFloats(vs []float64, format string) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = fmt.Sprintf(format, v)
+	}
+	return strings.Join(s, " ")
+}
+
+// median is the middle of vs (the mean of the two middle ones for an
+// even count).
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // tcpBaseline is the protocol over TCP that protocol is compared with.
@@ -251,6 +307,10 @@ func (r *Report) Write(w io.Writer, asJSON bool) error {
 	}
 	fmt.Fprintln(w)
 	r.writeTable(w)
+	if len(r.Results) > 0 && len(r.Results[0].RoundRates) > 1 {
+		fmt.Fprintln(w)
+		r.writeRounds(w)
+	}
 	if len(r.Layers) > 0 {
 		fmt.Fprintln(w)
 		r.writeLayers(w)

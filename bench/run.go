@@ -198,12 +198,34 @@ func (m *measured) merge(o *measured) {
 
 // benchProtocol runs every phase of one protocol: warmup, calibration,
 // and the measurement of the mode.
-func benchProtocol(ctx context.Context, p Protocol, cfg *Config, stderr io.Writer) (res Result, err error) {
+func benchProtocol(ctx context.Context, p Protocol, cfg *Config, stderr io.Writer) (Result, error) {
+	run, err := runProtocol(ctx, p, cfg, stderr)
+	if err != nil {
+		return Result{}, err
+	}
+	return run.result(p, cfg)
+}
+
+// A protoRun is one run of a protocol, before its row is made: what its
+// measured phase saw, the unloaded RPCs of its calibration, and, with
+// Config.Stats, what its sockets counted over the run (statsRPCs: the
+// RPCs the run made, warmup and calibration included).
+type protoRun struct {
+	m              measured
+	calib          []workload.Sample
+	server         string
+	client, served *SocketStats
+	statsRPCs      int
+}
+
+// runProtocol runs one protocol's server and clients through warmup,
+// calibration and the measured phase.
+func runProtocol(ctx context.Context, p Protocol, cfg *Config, stderr io.Writer) (run protoRun, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout+cfg.Duration)
 	defer cancel()
 	rg, err := openRig(ctx, p, cfg, stderr)
 	if err != nil {
-		return Result{}, err
+		return run, err
 	}
 	defer func() { err = errors.Join(err, rg.Close()) }()
 	r := &runner{cfg: cfg, p: p, clients: rg.clients, pattern: makePattern(cfg.Dist.Max())}
@@ -215,42 +237,63 @@ func benchProtocol(ctx context.Context, p Protocol, cfg *Config, stderr io.Write
 	}
 	defer watchStuck(ctx, stderr, p.name, rg.clients)()
 	if _, err := r.serial(ctx, "warmup", streamWarmup, cfg.Warmup); err != nil {
-		return Result{}, err
+		return run, err
 	}
-	var base *workload.Baseline
+	run.statsRPCs = cfg.Warmup
 	if cfg.Mode != Latency && cfg.Calibrate > 0 {
 		calib, err := r.serial(ctx, "calibration", streamCalibrate, cfg.Calibrate)
 		if err != nil {
-			return Result{}, err
+			return run, err
 		}
-		if err := writeSamples(cfg.samplesPath(p, ".calib"), calib.samples); err != nil {
-			return Result{}, err
-		}
-		base = workload.NewBaseline(calib.samples)
+		run.calib = calib.samples
+		run.statsRPCs += cfg.Calibrate
 	}
-	m, err := r.measure(ctx)
-	if err != nil {
-		return Result{}, err
+	if run.m, err = r.measure(ctx); err != nil {
+		return run, err
 	}
-	if cfg.Mode == Latency {
-		base = workload.NewBaseline(m.samples) // unloaded by definition
-	}
-	if err := writeSamples(cfg.samplesPath(p, ""), m.samples); err != nil {
-		return Result{}, err
-	}
-	res = summarize(p, cfg, m, base)
+	run.statsRPCs += len(run.m.samples) + run.m.failed
 	if rg.addr.IsValid() {
-		res.Server = rg.addr.String()
+		run.server = rg.addr.String()
 	}
 	if cfg.Stats {
-		res.ClientStats = clientStats(rg.clients)
-		if res.ServerStats, err = rg.serverStats(); err != nil {
+		run.client = clientStats(rg.clients)
+		if run.served, err = rg.serverStats(); err != nil {
+			return run, err
+		}
+	}
+	return run, nil
+}
+
+// join adds the run o, another round of the same protocol, to run.
+func (run *protoRun) join(o protoRun) {
+	run.m.merge(&o.m)
+	run.m.elapsed += o.m.elapsed
+	run.m.cpu += o.m.cpu
+	run.calib = append(run.calib, o.calib...)
+	run.client = run.client.join(o.client)
+	run.served = run.served.join(o.served)
+	run.statsRPCs += o.statsRPCs
+}
+
+// result writes the run's samples (Config.Samples) and makes its row.
+func (run *protoRun) result(p Protocol, cfg *Config) (Result, error) {
+	var base *workload.Baseline
+	if run.calib != nil {
+		if err := writeSamples(cfg.samplesPath(p, ".calib"), run.calib); err != nil {
 			return Result{}, err
 		}
-		res.StatsRPCs = res.Count + res.Failed + cfg.Warmup
-		if cfg.Mode != Latency {
-			res.StatsRPCs += cfg.Calibrate
-		}
+		base = workload.NewBaseline(run.calib)
+	}
+	if cfg.Mode == Latency {
+		base = workload.NewBaseline(run.m.samples) // unloaded by definition
+	}
+	if err := writeSamples(cfg.samplesPath(p, ""), run.m.samples); err != nil {
+		return Result{}, err
+	}
+	res := summarize(p, cfg, run.m, base)
+	res.Server = run.server
+	if cfg.Stats {
+		res.ClientStats, res.ServerStats, res.StatsRPCs = run.client, run.served, run.statsRPCs
 	}
 	return res, nil
 }

@@ -121,3 +121,40 @@ func counts(m map[string]uint64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// join adds o, the counts of another run, to t, either possibly nil.
+func (t *SocketStats) join(o *SocketStats) *SocketStats {
+	switch {
+	case o == nil:
+		return t
+	case t == nil:
+		c := *o
+		c.Sent, c.Received, c.Drops = maps.Clone(o.Sent), maps.Clone(o.Received), maps.Clone(o.Drops)
+		return &c // the maps its own: later rounds add to them
+	}
+	t.Sockets += o.Sockets
+	t.RPCsStarted += o.RPCsStarted
+	t.Sent, t.Received, t.Drops = addCounts(t.Sent, o.Sent), addCounts(t.Received, o.Received), addCounts(t.Drops, o.Drops)
+	t.ResendsIssued += o.ResendsIssued
+	t.ResendsUnneeded += o.ResendsUnneeded
+	t.Retransmissions += o.Retransmissions
+	t.RPCTimeouts += o.RPCTimeouts
+	t.ReaderParks += o.ReaderParks
+	t.ReaderSteals += o.ReaderSteals
+	t.Handoffs += o.Handoffs
+	t.TimerWakeups += o.TimerWakeups
+	t.TimerVain += o.TimerVain
+	t.TimerArms += o.TimerArms
+	return t
+}
+
+// addCounts adds the counts of o to m, which it makes if nil.
+func addCounts(m, o map[string]uint64) map[string]uint64 {
+	if m == nil && len(o) > 0 {
+		m = make(map[string]uint64, len(o))
+	}
+	for k, n := range o {
+		m[k] += n
+	}
+	return m
+}

@@ -33,7 +33,7 @@ const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST] [--ta
 	"       [--size N | --workload w1..w5] [--count N] [--warmup N] [--clients M] [--outstanding N]\n" +
 	"       [--load-mbps X] [--duration D] [--max-outstanding N] [--calibrate N] [--samples FILE] [--seed S]\n" +
 	"       [--reply-size N] [--conns N] [--link-mbps M] [--unsched-bytes N] [--poll D] [--peer-timeout D] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
-	"       [--json] [--progress] [--plot FILE.svg|FILE.png]"
+	"       [--rounds N] [--json] [--progress] [--plot FILE.svg|FILE.png]"
 
 // defaultTargetProto is the protocol of a --target without --proto:
 // what homa serve serves without --proto.
@@ -46,6 +46,7 @@ type benchFlags struct {
 	samples, plot, benchfmt              string
 	family, clients, outstanding, maxOut int
 	calibrate, replySize, conns, buckets int
+	rounds                               int
 	loadMbps                             float64
 	duration, progressEvery              time.Duration
 	seed                                 uint64
@@ -70,6 +71,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.duration, "duration", 0, "workload mode: length of the loaded phase (default 5s; 0 skips it); throughput mode: stop after this long (default: at --count)")
 	fs.IntVar(&f.maxOut, "max-outstanding", defaultMaxOutstanding, "workload mode: arrivals beyond this many RPCs in flight are dropped and counted")
 	fs.IntVar(&f.calibrate, "calibrate", defaultCalibrate, "unloaded RPCs, one at a time, whose RTTs slowdowns are relative to (throughput and workload modes; 0 skips)")
+	fs.IntVar(&f.rounds, "rounds", 1, "split the measured phase (--count, or --duration in workload mode) into `N` rounds and run the protocols in turn round by round, so that a machine whose load drifts weighs on each alike; prints each round's rate and its ratio to TCP's")
 	fs.StringVar(&f.samples, "samples", "", "write every measured RPC's size,rtt_ns to `FILE`, and the calibration's to FILE.calib")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of the request sizes and arrival times")
 	fs.IntVar(&f.replySize, "reply-size", 0, "replies are `N` bytes (the first N of the request, zero-padded); 0 echoes; must match a remote server's")
@@ -99,7 +101,10 @@ func (f *benchFlags) check(fs *flag.FlagSet) (*bench.Config, error) {
 	if err := f.load.check(); err != nil {
 		return nil, err
 	}
-	c := &bench.Config{Mode: f.mode, Count: f.load.count, Warmup: f.load.warmup, Timeout: f.load.timeout,
+	if f.rounds < 1 {
+		return nil, fmt.Errorf("--rounds %d: must be at least 1", f.rounds)
+	}
+	c := &bench.Config{Mode: f.mode, Count: f.load.count, Warmup: f.load.warmup, Timeout: f.load.timeout, Rounds: f.rounds,
 		Target: f.target, InProcess: f.inProcess, Samples: f.samples, Seed: f.seed, ReplySize: f.replySize, Conns: f.conns, Engine: f.engine.config(),
 		MaxOutstanding: f.maxOut, Calibrate: f.calibrate, LoadMbps: f.loadMbps, Executable: serverExecutable, ChildStarted: childStarted}
 	for _, step := range []func(*bench.Config) error{f.checkMode, f.checkSizes, f.checkProtocols, f.checkLimits, f.checkOutput} {
