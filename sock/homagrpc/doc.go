@@ -336,10 +336,11 @@
 // streams keep every processor busy does better parking at once: give
 // Dial (or DialTarget) and the server's sock.Open
 // &sock.Config{Polling: sock.PollNever}. On two processors, 1 KB
-// messages on bidirectional streams went at 1.80-2.05 times grpc-go's
-// rate that way against 1.49-1.62 with the default, three alternated
-// pairs (docs/performance.md, 2026-11-29, 09:00): a spinner takes the
-// processor from goroutines and threads with work to do.
+// messages on bidirectional streams went at 1.76-1.79 times grpc-go's
+// rate that way against 1.50 with the default (the rounds of two
+// alternated pairs of runs, docs/performance.md, 2026-11-29, 09:00),
+// for 11.1-11.4 µs of CPU per message against 13.0-15.1: a spinner
+// takes the processor from goroutines and threads with work to do.
 //
 // # Wire framing
 //
