@@ -242,15 +242,22 @@ func benchAll(ctx context.Context, cfg *Config, rep *Report, stderr io.Writer) e
 		}
 		protos = append(protos, p)
 	}
+	run := benchEach
 	if cfg.Rounds > 1 {
-		if err := benchRounds(ctx, cfg, protos, rep, stderr); err != nil {
-			return err
-		}
+		run = benchRounds
 	}
+	if err := run(ctx, cfg, protos, rep, stderr); err != nil {
+		return err
+	}
+	rep.compareToTCP()
+	rep.compareLayers()
+	return nil
+}
+
+// benchEach measures the protocols one after the other, adding a row for
+// each to rep.
+func benchEach(ctx context.Context, cfg *Config, protos []Protocol, rep *Report, stderr io.Writer) error {
 	for _, p := range protos {
-		if cfg.Rounds > 1 {
-			break
-		}
 		res, err := benchProtocol(ctx, p, cfg, stderr)
 		if notPermitted(err) {
 			rep.skip(stderr, p, NoRaw)
@@ -261,8 +268,6 @@ func benchAll(ctx context.Context, cfg *Config, rep *Report, stderr io.Writer) e
 		}
 		rep.Results = append(rep.Results, res)
 	}
-	rep.compareToTCP()
-	rep.compareLayers()
 	return nil
 }
 
