@@ -12,6 +12,7 @@
 //	go run ./scripts/perf                       # about three minutes on two cores
 //	go run ./scripts/perf --out perf.md --note "quiet machine"
 //	go run ./scripts/perf --repeat 1 --lat-count 2000 --rate-count 20000 ...   # a quick look
+//	go run ./scripts/perf --rounds 4           # each bench run's protocols in turn, four rounds
 //
 // Raw IP needs root (or CAP_NET_RAW); without it bench skips the raw
 // protocols and their rows read "-".
@@ -29,6 +30,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,6 +43,7 @@ import (
 type options struct {
 	homa      string // the homa binary; "" builds ./cmd/homa
 	repeat    int
+	rounds    int // of each homa bench run (--rounds), 1 for none
 	mbCount   int
 	latCount  int
 	rateCount int
@@ -103,6 +106,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs.StringVar(&o.homa, "homa", "", "the homa `binary` to measure (default: go build ./cmd/homa)")
 	fs.IntVar(&o.repeat, "repeat", 3, "runs of the whole plan; each figure is the best of them")
+	fs.IntVar(&o.rounds, "rounds", 1, "rounds of each homa bench run (homa bench --rounds): its protocols measured in turn, round by round")
 	fs.IntVar(&o.mbCount, "mb-count", 300, "1 MB messages per protocol, one at a time")
 	fs.IntVar(&o.latCount, "lat-count", 20000, "100-byte RPCs per protocol, one at a time")
 	fs.IntVar(&o.rateCount, "rate-count", 200000, "100-byte RPCs per protocol, 4 clients x 32 outstanding")
@@ -115,7 +119,7 @@ func parse(args []string, stderr io.Writer) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	for name, v := range map[string]int{"repeat": o.repeat, "mb-count": o.mbCount, "lat-count": o.latCount,
+	for name, v := range map[string]int{"repeat": o.repeat, "rounds": o.rounds, "mb-count": o.mbCount, "lat-count": o.latCount,
 		"rate-count": o.rateCount, "layer-count": o.layerRate, "stub-count": o.stubCount, "clients": o.clients} {
 		if v < 1 {
 			return nil, fmt.Errorf("--%s %d: must be at least 1", name, v)
@@ -274,7 +278,11 @@ func measure(ctx context.Context, homa string, plan []measurement, o *options, s
 	for i := range runs {
 		for _, m := range plan {
 			t0 := time.Now()
-			rep, err := bench(ctx, homa, m.args, o.timeout, stderr)
+			args := m.args
+			if o.rounds > 1 {
+				args = append(slices.Clip(args), "--rounds", strconv.Itoa(o.rounds))
+			}
+			rep, err := bench(ctx, homa, args, o.timeout, stderr)
 			if err != nil {
 				return nil, fmt.Errorf("%s (run %d of %d): %w", m.title, i+1, o.repeat, err)
 			}

@@ -124,7 +124,7 @@ func TestPlan(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range [][]string{{"--repeat", "0"}, {"--lat-count", "-1"}, {"--timeout", "0s"}, {"extra"}} {
+	for _, bad := range [][]string{{"--repeat", "0"}, {"--rounds", "0"}, {"--lat-count", "-1"}, {"--timeout", "0s"}, {"extra"}} {
 		if _, err := parse(bad, io.Discard); err == nil {
 			t.Errorf("parse(%q) accepted", bad)
 		}
@@ -156,7 +156,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	args := []string{"--homa", homa, "--repeat", "2", "--mb-count", "3", "--lat-count", "50", "--rate-count", "300",
+	args := []string{"--homa", homa, "--repeat", "2", "--rounds", "2", "--mb-count", "3", "--lat-count", "50", "--rate-count", "300",
 		"--layer-count", "300", "--stub-count", "50", "--out", out, "--note", "test"}
 	err = run(ctx, args, &stdout, &stderr)
 	if err != nil {
@@ -191,7 +191,7 @@ func TestRun(t *testing.T) {
 	if want := 39; n != want || len(lines) != want {
 		t.Errorf("%d figures planned, %d in the table, want %d:\n%s", n, len(lines), want, table)
 	}
-	if !strings.Contains(table, "best of 2") || !strings.Contains(table, ". test.") || strings.Count(stderr.String(), "perf: run ") != 10 {
+	if !strings.Contains(table, "best of 2") || !strings.Contains(table, ". test.") || !strings.Contains(table, "in 2 rounds") || strings.Count(stderr.String(), "perf: run ") != 10 {
 		t.Errorf("table:\n%s\nstderr:\n%s", table, stderr.String())
 	}
 }

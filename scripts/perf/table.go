@@ -160,6 +160,10 @@ func header(o *options, start time.Time, took time.Duration) string {
 		"from the lowest of the runs' own ratios to the highest. A figure has no value if any call it reads failed, in any run. Counts: %d x 1 MB, %d x 100 B one at a time, %d x 100 B outstanding, "+
 		"%d x 32 B for erpc, %d x 32 B for the stub, per protocol and run.\n",
 		o.repeat, o.mbCount, o.latCount, o.rateCount, o.layerRate, o.stubCount)
+	if o.rounds > 1 {
+		fmt.Fprintf(&b, "Every `homa bench` run measured its protocols in %d rounds, in turn (`--rounds %d`), its counts split among them.\n",
+			o.rounds, o.rounds)
+	}
 	return b.String()
 }
 
