@@ -22,7 +22,9 @@ import (
 // tenth, with the default ten buckets). The slowdowns divide by the
 // size's unloaded RTT, measured in the same run one RPC at a time, whose
 // own noise they carry: compare builds by the RTTs, and protocols by
-// either.
+// either. A run in rounds (Config.Rounds) adds a line per round, named
+// .../PROTOCOL/round, with that round's RPCs/s and its rate over tcp's
+// of the same round: benchstat then gives one run's spread of rounds.
 func (r *Report) WriteBenchfmt(w io.Writer) error {
 	var b strings.Builder
 	goos, goarch := platform(r.Go)
@@ -39,6 +41,15 @@ func (r *Report) WriteBenchfmt(w io.Writer) error {
 				s.P50US, s.P99US, s.Slowdown50, s.Slowdown99)
 		}
 		b.WriteByte('\n')
+		// With rounds, each round is a sample of its own, so that
+		// benchstat reads the spread of one run's rounds.
+		for k, rate := range res.RoundRates {
+			fmt.Fprintf(&b, "Benchmark%s/%s/round %d %.0f RPCs/s", r.benchName(), res.Protocol, res.Count/len(res.RoundRates), rate)
+			if k < len(res.RoundRatesVsTCP) {
+				fmt.Fprintf(&b, " %.3f rate/tcp", res.RoundRatesVsTCP[k])
+			}
+			b.WriteByte('\n')
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

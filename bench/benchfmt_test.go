@@ -105,3 +105,30 @@ func TestCompareToTCP(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteBenchfmtRounds: a run in rounds adds a line per round, each a
+// sample of the same benchmark, with its rate and ratio to tcp's.
+func TestWriteBenchfmtRounds(t *testing.T) {
+	r := &Report{Mode: Throughput, Size: 1000, Clients: 4, Outstanding: 32, Go: "go1.26.8 linux/amd64", Results: []Result{
+		{Protocol: "stream-homa", Count: 300, RPCsPerSec: 110, RoundRates: []float64{100, 120, 110}, RoundRatesVsTCP: []float64{2, 1.5, 2.2}},
+		{Protocol: "stream-tcp", Count: 300, RPCsPerSec: 60, RoundRates: []float64{50, 80, 50}, RoundRatesVsTCP: []float64{1, 1, 1}},
+	}}
+	var b strings.Builder
+	if err := r.WriteBenchfmt(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"BenchmarkThroughput/1000B/4x32/stream-homa/round 100 100 RPCs/s 2.000 rate/tcp\n",
+		"BenchmarkThroughput/1000B/4x32/stream-homa/round 100 120 RPCs/s 1.500 rate/tcp\n",
+		"BenchmarkThroughput/1000B/4x32/stream-homa/round 100 110 RPCs/s 2.200 rate/tcp\n",
+		"BenchmarkThroughput/1000B/4x32/stream-tcp/round 100 80 RPCs/s 1.000 rate/tcp\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no line %q in:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "/round "); n != 6 {
+		t.Errorf("%d round lines, want 6:\n%s", n, out)
+	}
+}
