@@ -313,37 +313,46 @@ func (s *Scheduler) Demand() int {
 	if len(s.rank) == 0 {
 		return int(s.incoming)
 	}
-	members := s.walkSet(nil)
-	window := int64(s.cfg.Window)
-	if window == 0 {
-		window = int64(s.cfg.MaxIncoming) / int64(members+1)
-	}
+	window := s.window(s.walkSet(nil))
 	d := s.incoming + s.fifoDue
-	s.walkSet(func(m *message) {
-		d += max(min(int64(m.length), int64(m.received)+window)-int64(m.granted), 0)
-	})
+	s.walkSet(func(slot int32) { d += max(s.want(slot, window), 0) })
 	return int(d)
 }
 
 // walkSet calls f for each message choose would put in the granted set
 // now, best first, without choosing it, and returns how many there are.
-func (s *Scheduler) walkSet(f func(*message)) int {
+func (s *Scheduler) walkSet(f func(slot int32)) int {
 	s.peers = s.peers[:0]
 	n := 0
 	for _, e := range s.rank {
 		if n == s.cfg.MaxOvercommit {
 			break
 		}
-		m := &s.msgs[e.slot]
-		if !s.admitPeer(m.peer) {
+		if !s.admitPeer(s.msgs[e.slot].peer) {
 			continue
 		}
 		n++
 		if f != nil {
-			f(m)
+			f(e.slot)
 		}
 	}
 	return n
+}
+
+// window is how far past its received bytes a member of a set of
+// members is granted: Config.Window, or a fair share of MaxIncoming.
+func (s *Scheduler) window(members int) int64 {
+	if s.cfg.Window != 0 {
+		return int64(s.cfg.Window)
+	}
+	return int64(s.cfg.MaxIncoming) / int64(members+1)
+}
+
+// want is how many bytes the message in slot lacks to be granted
+// window past what it received (at most to its end); <= 0 for none.
+func (s *Scheduler) want(slot int32, window int64) int64 {
+	m := &s.msgs[slot]
+	return min(int64(m.length), int64(m.received)+window) - int64(m.granted)
 }
 
 // Limit returns the bound on total incoming in force.
@@ -507,18 +516,10 @@ func (s *Scheduler) payFIFO() {
 // at most MaxOvercommit of them and PerPeer from any one peer.
 func (s *Scheduler) choose() {
 	s.set = s.set[:0]
-	s.peers = s.peers[:0]
-	for _, e := range s.rank {
-		if len(s.set) == s.cfg.MaxOvercommit {
-			break
-		}
-		m := &s.msgs[e.slot]
-		if !s.admitPeer(m.peer) {
-			continue
-		}
-		m.inSet = s.epoch
-		s.set = append(s.set, e.slot)
-	}
+	s.walkSet(func(slot int32) {
+		s.msgs[slot].inSet = s.epoch
+		s.set = append(s.set, slot)
+	})
 }
 
 // admitPeer counts one more member from peer, unless it already has
@@ -545,19 +546,14 @@ func (s *Scheduler) admitPeer(peer netip.Addr) bool {
 // due for every fifoEvery bytes it granted (at most one is due at a
 // time).
 func (s *Scheduler) grantSet() {
-	window := int64(s.cfg.Window)
-	if window == 0 {
-		window = int64(s.cfg.MaxIncoming) / int64(len(s.set)+1)
-	}
+	window := s.window(len(s.set))
 	var granted int64
 	for _, slot := range s.set {
 		room := s.room()
 		if room <= 0 {
 			break
 		}
-		m := &s.msgs[slot]
-		want := min(int64(m.length), int64(m.received)+window) - int64(m.granted)
-		if want > 0 {
+		if want := s.want(slot, window); want > 0 {
 			n := min(want, room)
 			s.raise(slot, n)
 			granted += n
