@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -55,5 +56,45 @@ func TestRounds(t *testing.T) {
 	if !strings.Contains(out.String(), "by round (RPCs/s; over the TCP baseline's of the same round):\n  homa-udp") ||
 		!strings.Contains(out.String(), "(median ") {
 		t.Errorf("report without the rounds:\n%s", out.String())
+	}
+}
+
+// TestSocketStatsJoin: joining two runs' counts adds every field, maps
+// key by key, and the first run's maps are the sum's own.
+func TestSocketStatsJoin(t *testing.T) {
+	one := func() *SocketStats {
+		s := &SocketStats{}
+		v := reflect.ValueOf(s).Elem()
+		for i := range v.NumField() {
+			switch f := v.Field(i); f.Kind() {
+			case reflect.Int:
+				f.SetInt(1)
+			case reflect.Uint64:
+				f.SetUint(1)
+			case reflect.Map:
+				f.Set(reflect.ValueOf(map[string]uint64{"DATA": 1}))
+			}
+		}
+		return s
+	}
+	first := one()
+	sum := (*SocketStats)(nil).join(first).join(one())
+	sum.join(nil)
+	v := reflect.ValueOf(sum).Elem()
+	for i := range v.NumField() {
+		f, name := v.Field(i), v.Type().Field(i).Name
+		switch f.Kind() {
+		case reflect.Int, reflect.Uint64:
+			if f.Convert(reflect.TypeFor[uint64]()).Uint() != 2 {
+				t.Errorf("%s = %v, want 2", name, f)
+			}
+		case reflect.Map:
+			if n := f.Interface().(map[string]uint64)["DATA"]; n != 2 {
+				t.Errorf("%s[DATA] = %d, want 2", name, n)
+			}
+		}
+	}
+	if first.Sent["DATA"] != 1 {
+		t.Errorf("the first run's map was added to: %v", first.Sent)
 	}
 }

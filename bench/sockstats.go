@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -122,29 +123,28 @@ func counts(m map[string]uint64) string {
 	return strings.Join(parts, ", ")
 }
 
-// join adds o, the counts of another run, to t, either possibly nil.
+// join adds o, the counts of another run, to t, either possibly nil,
+// field by field (every field of SocketStats is a count).
 func (t *SocketStats) join(o *SocketStats) *SocketStats {
-	switch {
-	case o == nil:
+	if o == nil {
 		return t
-	case t == nil:
-		c := *o
-		c.Sent, c.Received, c.Drops = maps.Clone(o.Sent), maps.Clone(o.Received), maps.Clone(o.Drops)
-		return &c // the maps its own: later rounds add to them
 	}
-	t.Sockets += o.Sockets
-	t.RPCsStarted += o.RPCsStarted
-	t.Sent, t.Received, t.Drops = addCounts(t.Sent, o.Sent), addCounts(t.Received, o.Received), addCounts(t.Drops, o.Drops)
-	t.ResendsIssued += o.ResendsIssued
-	t.ResendsUnneeded += o.ResendsUnneeded
-	t.Retransmissions += o.Retransmissions
-	t.RPCTimeouts += o.RPCTimeouts
-	t.ReaderParks += o.ReaderParks
-	t.ReaderSteals += o.ReaderSteals
-	t.Handoffs += o.Handoffs
-	t.TimerWakeups += o.TimerWakeups
-	t.TimerVain += o.TimerVain
-	t.TimerArms += o.TimerArms
+	if t == nil {
+		t = &SocketStats{}
+	}
+	tv, ov := reflect.ValueOf(t).Elem(), reflect.ValueOf(o).Elem()
+	for i := range tv.NumField() {
+		switch f, g := tv.Field(i), ov.Field(i); f.Kind() {
+		case reflect.Int:
+			f.SetInt(f.Int() + g.Int())
+		case reflect.Uint64:
+			f.SetUint(f.Uint() + g.Uint())
+		case reflect.Map:
+			f.Set(reflect.ValueOf(addCounts(f.Interface().(map[string]uint64), g.Interface().(map[string]uint64))))
+		default:
+			panic(fmt.Sprintf("bench: SocketStats.%s is not a count", tv.Type().Field(i).Name))
+		}
+	}
 	return t
 }
 
