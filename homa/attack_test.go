@@ -56,12 +56,7 @@ func TestForgedClaimsHeap(t *testing.T) {
 // (raw IP and UDP: "socket") or the core does ("short").
 func TestShortPacketsCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := memnet.New(memnet.Config{Seed: 16})
-		sc, _ := nw.Open(serverAddr, 500)
-		e := homa.NewEndpoint(sc, homa.Config{PollDuration: -1})
-		defer e.Close()
-		cc, _ := nw.Open(clientAddr, 0)
-		defer cc.Close()
+		e, cc := serverAndConn(t, memnet.New(memnet.Config{Seed: 16}), 0)
 		short := []byte{0x9c, 0x40, 0x01, 0xf4, 0, 0, 0, 0, 0, 0} // ports 40000 -> 500, then nothing
 		if _, err := cc.WriteBatch([]netio.Packet{{Buf: short, N: len(short), Addr: serverAddr}}); err != nil {
 			t.Fatal(err)

@@ -16,12 +16,32 @@ import (
 	"github.com/homa-go/homa/contract"
 	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/memnet"
+	"github.com/homa-go/homa/homa/netio"
 )
 
 var (
 	serverAddr = netip.MustParseAddr("10.0.0.1")
 	clientAddr = netip.MustParseAddr("10.0.0.2")
 )
+
+// serverAndConn opens, on nw, an endpoint at serverAddr:500 that parks
+// at once (for testing/synctest bubbles) and a bare Conn at clientAddr
+// and port (0: any), with which a test plays the client packet by
+// packet; both close when the test ends.
+func serverAndConn(t testing.TB, nw *memnet.Network, port uint16) (*homa.Endpoint, netio.Conn) {
+	sc, err := nw.Open(serverAddr, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := homa.NewEndpoint(sc, homa.Config{PollDuration: -1})
+	t.Cleanup(func() { server.Close() })
+	cc, err := nw.Open(clientAddr, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return server, cc
+}
 
 // Sizes every transport must carry: around the unscheduled limit, across
 // packet boundaries, and the largest message.

@@ -6,7 +6,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/homa-go/homa/homa"
 	"github.com/homa-go/homa/homa/memnet"
 	"github.com/homa-go/homa/homa/netio"
 	"github.com/homa-go/homa/homa/wire"
@@ -23,12 +22,7 @@ import (
 // (the trim of its buffer pool, a second later) would send it.
 func TestLazyNeedAckAlone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		nw := memnet.New(memnet.Config{Seed: 3})
-		sc, _ := nw.Open(serverAddr, 500)
-		server := homa.NewEndpoint(sc, homa.Config{PollDuration: -1})
-		defer server.Close()
-		cc, _ := nw.Open(clientAddr, 40000)
-		defer cc.Close()
+		server, cc := serverAndConn(t, memnet.New(memnet.Config{Seed: 3}), 40000)
 
 		req := wire.Data{Common: wire.Common{SrcPort: cc.Port(), DstPort: server.Port(), SenderID: 2},
 			MessageLength: 100, Incoming: 100, SegOffset: wire.OffsetNone, Payload: make([]byte, 100)}
