@@ -249,6 +249,7 @@ func benchAll(ctx context.Context, cfg *Config, rep *Report, stderr io.Writer) e
 	if err := run(ctx, cfg, protos, rep, stderr); err != nil {
 		return err
 	}
+	rep.compareToFastest(cfg)
 	rep.compareToTCP()
 	rep.compareLayers()
 	return nil

@@ -19,10 +19,11 @@ import (
 // RTT in µs, RPCs/s, CPU µs per RPC, the median and rate over tcp's in
 // the same run (when it ran), and, with a workload, the p50 and p99 RTT
 // and slowdown of the requests of the first size bucket (the shortest
-// tenth, with the default ten buckets). The slowdowns divide by the
-// size's unloaded RTT, measured in the same run one RPC at a time, whose
-// own noise they carry: compare builds by the RTTs, and protocols by
-// either. A run in rounds (Config.Rounds) adds a line per round, named
+// tenth, with the default ten buckets), over the protocol's own
+// unloaded RTT of the size and over the fastest of all the run's
+// protocols (BucketResult). The unloaded RTTs are measured in the same
+// run one RPC at a time, and the slowdowns carry their noise: compare
+// builds by the RTTs, and protocols by either. A run in rounds (Config.Rounds) adds a line per round, named
 // .../PROTOCOL/round, with that round's RPCs/s and its rate over tcp's
 // of the same round: benchstat then gives one run's spread of rounds.
 func (r *Report) WriteBenchfmt(w io.Writer) error {
@@ -37,8 +38,8 @@ func (r *Report) WriteBenchfmt(w io.Writer) error {
 		}
 		if r.Workload != "" && len(res.Buckets) > 0 && res.Buckets[0].Count > 0 {
 			s := res.Buckets[0]
-			fmt.Fprintf(&b, " %.1f short-p50-µs %.1f short-p99-µs %.2f short-slowdown-p50 %.2f short-slowdown-p99",
-				s.P50US, s.P99US, s.Slowdown50, s.Slowdown99)
+			fmt.Fprintf(&b, " %.1f short-p50-µs %.1f short-p99-µs %.2f short-slowdown-p50 %.2f short-slowdown-p99 %.2f short-fastest-slowdown-p50 %.2f short-fastest-slowdown-p99",
+				s.P50US, s.P99US, s.Slowdown50, s.Slowdown99, s.Fastest50, s.Fastest99)
 		}
 		b.WriteByte('\n')
 		// With rounds, each round is a sample of its own, so that

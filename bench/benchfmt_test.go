@@ -5,6 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/homa-go/homa/internal/tools/workload"
 )
 
 // TestWriteBenchfmt: each row becomes one line of the Go benchmark
@@ -15,7 +18,7 @@ func TestWriteBenchfmt(t *testing.T) {
 	ratio := func(v float64) *float64 { return &v }
 	r := &Report{Mode: Workload, Workload: "w4", LoadMbps: 500, Go: "go1.26.8 linux/amd64", Results: []Result{
 		{Protocol: "homa", Count: 4143, MedianUS: 180.2, P99US: 1364.7, P999US: 2000, RPCsPerSec: 1036, CPUPerRPCUS: 356.8,
-			MedianVsTCP: ratio(1.54), RateVsTCP: ratio(1), Buckets: []BucketResult{{MaxSize: 315, Fraction: 0.099, Count: 411, P50US: 120.5, P99US: 900.1, Slowdown50: 10.95, Slowdown99: 49.58}}},
+			MedianVsTCP: ratio(1.54), RateVsTCP: ratio(1), Buckets: []BucketResult{{MaxSize: 315, Fraction: 0.099, Count: 411, P50US: 120.5, P99US: 900.1, Slowdown50: 10.95, Slowdown99: 49.58, Fastest50: 10.95, Fastest99: 49.58}}},
 		{Protocol: "tcp", Count: 4143, MedianUS: 117.2, P99US: 1001.9, P999US: 1500, RPCsPerSec: 1036, CPUPerRPCUS: 240.4,
 			MedianVsTCP: ratio(1), RateVsTCP: ratio(1)},
 	}}
@@ -47,7 +50,7 @@ func TestWriteBenchfmt(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"BenchmarkWorkload/w4/500Mbps/homa": "median-µs p99-µs p99.9-µs RPCs/s CPU-µs/RPC median/tcp rate/tcp short-p50-µs short-p99-µs short-slowdown-p50 short-slowdown-p99",
+		"BenchmarkWorkload/w4/500Mbps/homa": "median-µs p99-µs p99.9-µs RPCs/s CPU-µs/RPC median/tcp rate/tcp short-p50-µs short-p99-µs short-slowdown-p50 short-slowdown-p99 short-fastest-slowdown-p50 short-fastest-slowdown-p99",
 		"BenchmarkWorkload/w4/500Mbps/tcp":  "median-µs p99-µs p99.9-µs RPCs/s CPU-µs/RPC median/tcp rate/tcp",
 	}
 	if len(units) != len(want) {
@@ -130,5 +133,30 @@ func TestWriteBenchfmtRounds(t *testing.T) {
 	}
 	if n := strings.Count(out, "/round "); n != 6 {
 		t.Errorf("%d round lines, want 6:\n%s", n, out)
+	}
+}
+
+// TestCompareToFastest: every row's slowdowns over the fastest divide
+// by the shortest unloaded RTT of the run's rows at each size, so the
+// faster row's equal its own and the slower row's compare as its RTTs.
+func TestCompareToFastest(t *testing.T) {
+	const us = time.Microsecond
+	fast := []workload.Sample{{Size: 100, RTT: 10 * us}}
+	slow := []workload.Sample{{Size: 100, RTT: 40 * us}}
+	cfg := &Config{Dist: workload.Fixed(100), Buckets: 1}
+	loaded := measured{samples: []workload.Sample{{Size: 100, RTT: 80 * us}}}
+	r := &Report{Results: []Result{
+		summarize(Protocol{name: "homa"}, cfg, loaded, workload.NewBaseline(fast)),
+		summarize(Protocol{name: "tcp"}, cfg, loaded, workload.NewBaseline(slow)),
+	}}
+	r.compareToFastest(cfg)
+	for i, want := range []struct{ own, fastest float64 }{{8, 8}, {2, 8}} {
+		b := r.Results[i].Buckets[0]
+		if b.Slowdown50 != want.own || b.Fastest50 != want.fastest || b.Fastest99 != want.fastest {
+			t.Errorf("%s: slowdown %v, over the fastest %v/%v; want %v, %v", r.Results[i].Protocol, b.Slowdown50, b.Fastest50, b.Fastest99, want.own, want.fastest)
+		}
+		if r.Results[i].samples != nil {
+			t.Errorf("%s keeps its samples", r.Results[i].Protocol)
+		}
 	}
 }

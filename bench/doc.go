@@ -29,8 +29,10 @@
 //     counted.
 //
 // A row has RTT percentiles, RPCs/s, Gbit/s of request payload, CPU time
-// per RPC, ratios to the tcp row, and percentiles and slowdowns (RTT over
-// the unloaded RTT of the size) by request size; the Report also has the
+// per RPC, ratios to the tcp row, and percentiles and slowdowns by
+// request size: RTT over the protocol's own unloaded RTT of the size, and
+// over the fastest unloaded RTT of the size among the run's protocols,
+// one denominator for every row (workload.Fastest); the Report also has the
 // ratios the RPC layers aim at. Report.Write prints it as tables or JSON,
 // Report.Plot draws slowdown against size.
 //

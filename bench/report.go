@@ -84,8 +84,10 @@ type Result struct {
 	// same round.
 	RoundRates      []float64 `json:"round_rates,omitempty"`
 	RoundRatesVsTCP []float64 `json:"round_rates_vs_tcp,omitempty"`
-	// Buckets are by request size; slowdown is RTT over the unloaded
-	// RTT of the size (latency mode: of this run itself).
+	// Buckets are by request size; slowdown is RTT over the protocol's
+	// own unloaded RTT of the size (latency mode: of this run itself),
+	// and the slowdown over the fastest is over the shortest unloaded
+	// RTT of the size among the run's protocols (workload.Fastest).
 	Buckets []BucketResult `json:"buckets"`
 	// ClientStats, with Config.Stats, is what the client sockets counted
 	// over the whole run (absent for protocols not over a Homa socket);
@@ -98,8 +100,10 @@ type Result struct {
 	ServerStats *SocketStats `json:"server_stats,omitempty"`
 	StatsRPCs   int          `json:"stats_rpcs,omitempty"`
 
-	buckets []workload.Bucket // for the plot
-	rtts    []time.Duration   // latency mode: every RTT, for the plot
+	buckets []workload.Bucket  // for the plot
+	rtts    []time.Duration    // latency mode: every RTT, for the plot
+	samples []workload.Sample  // for compareToFastest, which drops them
+	base    *workload.Baseline // the unloaded RTTs of the row's run
 }
 
 // BucketResult is one size bucket of a row.
@@ -113,6 +117,12 @@ type BucketResult struct {
 	Slowdown50  float64 `json:"slowdown_p50"`
 	Slowdown99  float64 `json:"slowdown_p99"`
 	Slowdown999 float64 `json:"slowdown_p99_9"`
+	// The slowdowns over the fastest unloaded RTT of the run's protocols
+	// at each size: one denominator for every row, so that rows compare
+	// at a size as their RTTs do.
+	Fastest50  float64 `json:"slowdown_vs_fastest_p50"`
+	Fastest99  float64 `json:"slowdown_vs_fastest_p99"`
+	Fastest999 float64 `json:"slowdown_vs_fastest_p99_9"`
 }
 
 func newBenchReport(cfg *Config) *Report {
@@ -193,6 +203,7 @@ func summarize(p Protocol, cfg *Config, m measured, base *workload.Baseline) Res
 			res.rtts[i] = s.RTT
 		}
 	}
+	res.samples, res.base = m.samples, base
 	res.buckets = workload.Summarize(m.samples, workload.Bounds(cfg.Dist, cfg.Buckets), base)
 	res.Buckets = make([]BucketResult, len(res.buckets))
 	for i, b := range res.buckets {
@@ -203,6 +214,32 @@ func summarize(p Protocol, cfg *Config, m measured, base *workload.Baseline) Res
 		}
 	}
 	return res
+}
+
+// compareToFastest sets every bucket's slowdowns over the fastest
+// unloaded RTT of the run's rows at each size (workload.Fastest), as
+// the Linux Homa module's cluster benchmarks compute slowdowns: over one
+// best-case time for every protocol. A row's own slowdowns divide by
+// its own unloaded RTTs, so a transport that is faster unloaded reads a
+// larger slowdown than another at the same latency.
+func (r *Report) compareToFastest(cfg *Config) {
+	var bases []*workload.Baseline
+	for _, res := range r.Results {
+		if res.base != nil {
+			bases = append(bases, res.base)
+		}
+	}
+	fastest := workload.Fastest(bases...)
+	bounds := workload.Bounds(cfg.Dist, cfg.Buckets)
+	for j := range r.Results {
+		res := &r.Results[j]
+		for i, b := range workload.Summarize(res.samples, bounds, fastest) {
+			if i < len(res.Buckets) {
+				res.Buckets[i].Fastest50, res.Buckets[i].Fastest99, res.Buckets[i].Fastest999 = b.Slowdown50, b.Slowdown99, b.Slowdown999
+			}
+		}
+		res.samples = nil
+	}
 }
 
 // compareToTCP sets every row's median and rate relative to its TCP
@@ -416,14 +453,27 @@ func (r *Report) writeBuckets(w io.Writer) {
 	if r.Mode != Latency {
 		base = fmt.Sprintf("%d RPCs one at a time", r.Calibrate)
 	}
-	fmt.Fprintf(w, "by request size (slowdown: RTT / unloaded RTT of the size, from %s):\n", base)
+	fmt.Fprintf(w, "by request size (slowdown: RTT / the protocol's own unloaded RTT of the size, from %s", base)
+	fastest := len(r.Results) > 1
+	if fastest {
+		fmt.Fprint(w, "; over the fastest: RTT / the shortest unloaded RTT of the size of all the protocols, one denominator for every row")
+	}
+	fmt.Fprintln(w, "):")
 	width := r.protocolWidth()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tsize ≤\tcum. %%\tRPCs\tp50 µs\tp99 µs\tp99.9 µs\tslowdown p50\tp99\tp99.9\t\n", width, "protocol")
+	fmt.Fprintf(tw, "%-*s\tsize ≤\tcum. %%\tRPCs\tp50 µs\tp99 µs\tp99.9 µs\tslowdown p50\tp99\tp99.9\t", width, "protocol")
+	if fastest {
+		fmt.Fprint(tw, "over the fastest p50\tp99\t")
+	}
+	fmt.Fprintln(tw)
 	for _, res := range r.Results {
 		for _, b := range res.Buckets {
-			fmt.Fprintf(tw, "%-*s\t%d\t%.1f\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t\n", width, res.Protocol,
+			fmt.Fprintf(tw, "%-*s\t%d\t%.1f\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t", width, res.Protocol,
 				b.MaxSize, 100*b.Fraction, b.Count, b.P50US, b.P99US, b.P999US, b.Slowdown50, b.Slowdown99, b.Slowdown999)
+			if fastest {
+				fmt.Fprintf(tw, "%.2f\t%.2f\t", b.Fastest50, b.Fastest99)
+			}
+			fmt.Fprintln(tw)
 		}
 	}
 	tw.Flush()

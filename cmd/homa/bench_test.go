@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -185,15 +186,27 @@ func TestBenchWorkloadTable(t *testing.T) {
 	}
 	for _, want := range []string{
 		"homa bench: workload, sizes from w3 at 2 Mbit/s",
-		"by request size (slowdown: RTT / unloaded RTT of the size, from 30 RPCs one at a time):",
+		"by request size (slowdown: RTT / the protocol's own unloaded RTT of the size, from 30 RPCs one at a time; over the fastest:",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
 	}
-	rows := regexp.MustCompile(`(?m)^ *(tcp|grpc) +\d+ +[\d.]+ +\d+( +[\d.]+){6} *$`).FindAllString(out, -1)
+	rows := regexp.MustCompile(`(?m)^ *(tcp|grpc) +\d+ +[\d.]+ +\d+( +[\d.]+){8} *$`).FindAllString(out, -1)
 	if len(rows) != 10 {
 		t.Errorf("%d bucket rows, want 5 per protocol, in:\n%s", len(rows), out)
+	}
+	// The fastest unloaded RTT of a size is at most a row's own, so each
+	// of its slowdowns over the fastest is at least its own.
+	for _, row := range rows {
+		f := strings.Fields(row)
+		own50, _ := strconv.ParseFloat(f[7], 64)
+		own99, _ := strconv.ParseFloat(f[8], 64)
+		fast50, _ := strconv.ParseFloat(f[10], 64)
+		fast99, _ := strconv.ParseFloat(f[11], 64)
+		if fast50 < own50 || fast99 < own99 {
+			t.Errorf("row %q: slowdowns over the fastest below its own", row)
+		}
 	}
 	svg, err := os.ReadFile(plot)
 	if err != nil || !bytes.Contains(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("Slowdown")) {

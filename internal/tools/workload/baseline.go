@@ -17,6 +17,33 @@ type Sample struct {
 // uses per factor of ten in size.
 const BaselineBinsPerDecade = 5
 
+// Unloaded is an unloaded RTT as a function of message size: a
+// [Baseline], or the [Fastest] of several. RTT returns 0 where it has no
+// data.
+type Unloaded interface {
+	RTT(size int) time.Duration
+}
+
+// Fastest is, at each size, the shortest unloaded RTT of the baselines
+// (those with data there): the best any of the transports measured
+// achieves. Slowdowns of several transports over one Fastest share their
+// denominator, so at a size they compare as their RTTs do; over each
+// transport's own Baseline, a transport that is faster unloaded reads a
+// larger slowdown at equal latency.
+func Fastest(bases ...*Baseline) Unloaded { return fastest(bases) }
+
+type fastest []*Baseline
+
+func (f fastest) RTT(size int) time.Duration {
+	var best time.Duration
+	for _, b := range f {
+		if r := b.RTT(size); r > 0 && (best == 0 || r < best) {
+			best = r
+		}
+	}
+	return best
+}
+
 // Baseline is the unloaded RTT as a function of message size, built from
 // samples taken one RPC at a time. See the package documentation for how
 // it interpolates. The zero value and nil have no data: RTT returns 0.

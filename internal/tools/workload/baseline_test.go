@@ -99,3 +99,33 @@ func TestBaselineMonotone(t *testing.T) {
 		}
 	})
 }
+
+// TestFastest: at each size, the shortest RTT of the baselines that have
+// data there; slowdowns over it share one denominator.
+func TestFastest(t *testing.T) {
+	small := NewBaseline([]Sample{{100, 10 * us}, {10000, 40 * us}}) // fast for short messages
+	large := NewBaseline([]Sample{{100, 20 * us}, {10000, 30 * us}}) // fast for long ones
+	f := Fastest(small, nil, NewBaseline(nil), large)
+	for _, c := range []struct {
+		size int
+		want time.Duration
+	}{{50, 10 * us}, {100, 10 * us}, {10000, 30 * us}, {20000, large.RTT(20000)}} {
+		if got := f.RTT(c.size); got != c.want {
+			t.Errorf("Fastest RTT(%d) = %v, want %v", c.size, got, c.want)
+		}
+	}
+	if got := Fastest().RTT(100); got != 0 {
+		t.Errorf("Fastest of none = %v, want 0", got)
+	}
+	// The same RTTs over small's own baseline and over the fastest:
+	// equal where small is the fastest, larger where it is not.
+	samples := []Sample{{100, 20 * us}, {10000, 60 * us}}
+	own := Summarize(samples, []int{100, 10000}, small)
+	over := Summarize(samples, []int{100, 10000}, f)
+	if own[0].Slowdown50 != 2 || over[0].Slowdown50 != 2 || own[1].Slowdown50 != 1.5 || over[1].Slowdown50 != 2 {
+		t.Errorf("slowdowns own %v, over the fastest %v; want 2, 1.5 and 2, 2", own, over)
+	}
+	if got := Summarize(samples, nil, nil); got[0].Slowdown50 != 0 || got[0].Count != 2 {
+		t.Errorf("Summarize without a baseline = %+v", got)
+	}
+}

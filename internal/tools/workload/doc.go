@@ -37,6 +37,12 @@
 // transmission time. When every bin's median rises with size the baseline
 // is monotone.
 //
+// Over its own Baseline, a transport's slowdown says what load costs it;
+// a transport that is faster unloaded reads a larger slowdown than a slower
+// one at the same latency. [Fastest] takes the shortest unloaded RTT of
+// several baselines at each size, one denominator for every transport, so
+// that their slowdowns compare as their RTTs do.
+//
 // # Buckets
 //
 // [Summarize] groups RPCs by size into buckets whose upper bounds

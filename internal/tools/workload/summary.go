@@ -46,9 +46,13 @@ func Bounds(d *Dist, n int) []int {
 // its size (a size above every bound goes in the last bucket) and
 // summarizes each bucket. bounds is read as a set: it is sorted and
 // deduplicated first; if it is empty there is one bucket bounded by the
-// largest sample size. base may be nil, in which case slowdowns are 0, as
-// they are for a sample whose baseline RTT is 0.
-func Summarize(samples []Sample, bounds []int, base *Baseline) []Bucket {
+// largest sample size. Slowdowns divide by base's RTT of each sample's
+// size; base may be nil, in which case slowdowns are 0, as they are for a
+// sample whose baseline RTT is 0.
+func Summarize(samples []Sample, bounds []int, base Unloaded) []Bucket {
+	if base == nil {
+		base = (*Baseline)(nil)
+	}
 	bounds = slices.Compact(slices.Sorted(slices.Values(bounds)))
 	if len(bounds) == 0 {
 		largest := 0
