@@ -241,9 +241,10 @@ func echoWorld(t *testing.T, svc *echoService, n int) (*Server, []grpc.ClientStr
 	return srv, sts
 }
 
-// echoWorldSock is echoWorld that also returns the client's socket.
-func echoWorldSock(t *testing.T, svc *echoService, n int) (*Server, []grpc.ClientStream, *sock.Socket) {
-	srv, cs, srvAddr := memServer(t, &sock.Config{PollDuration: -1}, func(s *Server) { testpb.RegisterTestServiceServer(s, svc) })
+// echoWorldSock is echoWorld that also returns the client's socket, its
+// server made with opts.
+func echoWorldSock(t *testing.T, svc *echoService, n int, opts ...ServerOption) (*Server, []grpc.ClientStream, *sock.Socket) {
+	srv, cs, srvAddr := memServer(t, &sock.Config{PollDuration: -1}, func(s *Server) { testpb.RegisterTestServiceServer(s, svc) }, opts...)
 	cc := NewClientConn(cs, srvAddr)
 	t.Cleanup(func() { cc.Close() })
 	desc := &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}

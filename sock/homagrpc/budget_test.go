@@ -14,11 +14,13 @@ import (
 
 // MaxStreamMemory bounds what all the streams hold unread together: a
 // stream that would pass it fails with ResourceExhausted, and what the
-// streams held goes back to the budget when they end.
+// streams held goes back to the budget when they end. (The client
+// host's share is the whole budget here: TestStreamMemoryPerHost tests
+// the shares.)
 func TestStreamMemoryBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const window, budget, size = 200_000, 300_000, 50_000
-		w := newStreamWorld(t, &streamService{}, homagrpc.InitialWindowSize(window), homagrpc.MaxStreamMemory(budget))
+		w := newStreamWorld(t, &streamService{}, homagrpc.InitialWindowSize(window), homagrpc.MaxStreamMemory(budget), homagrpc.MaxStreamMemoryPerHost(budget))
 		defer w.close(t)
 		c := w.client(t)
 		msg := &testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: make([]byte, size)}}

@@ -255,8 +255,9 @@
 // credit lets go plus one message. A reader that stops thus bounds its
 // peer's memory and its own: a stream holds at most a window and one
 // message each way, on either side, and a server's streams together at
-// most MaxStreamMemory (default 256 MiB) unread, past which a stream
-// fails with ResourceExhausted. Credit travels in every frame and
+// most MaxStreamMemory (default 256 MiB) unread, those of one client
+// host at most MaxStreamMemoryPerHost (default a quarter of it), past
+// which a stream fails with ResourceExhausted. Credit travels in every frame and
 // response; a reader that frees half its window, or an eighth while its
 // peer has less than an eighth left, tells the other side at once (the
 // client in a data frame, the server in its answer to the pull).
@@ -302,7 +303,13 @@
 //     (sock.Limits.PendingReplies, default 2,000 per client host)
 //     bounds a host's streams that are sending at once, not those open;
 //     the server's bound on open streams is MaxConcurrentCalls'
-//     (default 10,000 per socket).
+//     (default 10,000 per socket), and one client host's, whatever its
+//     ports, MaxStreamsPerHost (default a fifth of that): grpc-go bounds
+//     the streams of a connection (MaxConcurrentStreams, unbounded by
+//     default), and there is no connection here, only hosts and ports,
+//     so one host that opens streams and keeps them alive, or fills
+//     them, leaves the other hosts room, as the engine shares its own
+//     bounds among hosts (sock.Limits).
 //   - A pull that crosses its stream's end (the answer with the end is
 //     still on its way) is answered with the stream's status, which the
 //     server remembers for its last 1,024 streams per socket.
@@ -318,8 +325,9 @@
 // answers the request as it would a pull, with the header metadata and
 // the first chunks; the client pulls the rest. Until it is pulled (or
 // its client is taken as gone) the response counts against the server's
-// MaxStreamMemory, with what its streams hold unread: one that does not
-// fit fails the call with ResourceExhausted. (It is still encoded whole
+// MaxStreamMemory and its client host's share of it, with what its
+// streams hold unread, and is one of the host's streams: one that does
+// not fit fails the call with ResourceExhausted. (It is still encoded whole
 // first, within MaxSendMsgSize, as grpc-go encodes a message.) Either way the receiver
 // commits memory only for bytes that arrived, within its message limit
 // and the credit it gave; no length a peer announces reserves anything

@@ -62,3 +62,17 @@ func (s *Server) pullSetsForTest() []*pullSet {
 	}
 	return sets
 }
+
+// HostSharesForTest is how many client hosts the server's listeners keep
+// a share for.
+func HostSharesForTest(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for l := range s.listeners {
+		l.smu.Lock()
+		n += len(l.hosts)
+		l.smu.Unlock()
+	}
+	return n
+}

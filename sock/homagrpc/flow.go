@@ -57,28 +57,47 @@ func (r *frameRef) release() {
 }
 
 // memBudget bounds the bytes that the streams of a server hold received
-// and not yet read, whatever their windows and number add up to.
+// and not yet read, whatever their windows and number add up to: those
+// of one client host (a budget whose parent is the server's), and of
+// all of them.
 type memBudget struct {
-	limit int64
-	used  atomic.Int64
+	limit  int64
+	used   atomic.Int64
+	parent *memBudget // also taken from, when set
+	// what names the bound in errors: "MaxStreamMemory", or
+	// "MaxStreamMemoryPerHost".
+	what string
 }
 
-// take reserves n bytes, or reports that they do not fit.
-func (b *memBudget) take(n int) bool {
+// take reserves n bytes, or returns the budget they do not fit in.
+func (b *memBudget) take(n int) (full *memBudget) {
 	if b == nil {
-		return true
+		return nil
 	}
 	if b.used.Add(int64(n)) > b.limit {
 		b.used.Add(-int64(n))
-		return false
+		return b
 	}
-	return true
+	if full := b.parent.take(n); full != nil {
+		b.used.Add(-int64(n))
+		return full
+	}
+	return nil
 }
 
 func (b *memBudget) give(n int) {
 	if b != nil && n != 0 {
 		b.used.Add(-int64(n))
+		b.parent.give(n)
 	}
+}
+
+// exhausted is the error of a stream whose bytes do not fit in b.
+func (b *memBudget) exhausted() error {
+	if b.parent != nil {
+		return status.Errorf(codes.ResourceExhausted, "homagrpc: the streams of this client host hold %d bytes unread, its share of the server's (%s)", b.limit, b.what)
+	}
+	return status.Errorf(codes.ResourceExhausted, "homagrpc: the server's streams hold %d bytes unread, its bound (%s)", b.limit, b.what)
 }
 
 // inQueue is the receiving half of a stream. Its owner guards it.
@@ -120,8 +139,8 @@ func (q *inQueue) add(sec []byte, ref *frameRef) error {
 		if len(q.partial)+len(data) > q.maxMsg {
 			return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(q.partial)+len(data), q.maxMsg)
 		}
-		if !q.budget.take(len(data)) {
-			return status.Errorf(codes.ResourceExhausted, "homagrpc: the server's streams hold %d bytes unread, its bound (MaxStreamMemory)", q.budget.limit)
+		if full := q.budget.take(len(data)); full != nil {
+			return full.exhausted()
 		}
 		q.held += len(data)
 		if flags&chunkFlagLast != 0 && !q.inPart {

@@ -107,8 +107,10 @@ func transportErrorOrStatus(err error) error {
 // continueAsStream keeps a unary response too long for one Homa message
 // (frame, a response frame with status OK) as a stream that has ended,
 // and answers the request m with its first part. Until the client has
-// pulled it, the response counts against the server's MaxStreamMemory;
-// one that does not fit is refused with st (ResourceExhausted). It
+// pulled it, the response counts against its client host's share of
+// the server's MaxStreamMemory, and is one of the host's streams; one
+// that does not fit, or finds no room in the table, is refused with st
+// (ResourceExhausted, naming the bound). It
 // reports whether it took m; when it did not, the caller answers m (with
 // st when set).
 func (l *listener) continueAsStream(m *sock.Message, callID uint64, frame []byte) (taken bool, st *status.Status) {
@@ -116,24 +118,30 @@ func (l *listener) continueAsStream(m *sock.Message, callID uint64, frame []byte
 	if err != nil || r.code != 0 || callID == 0 {
 		return false, nil
 	}
-	budget := &l.srv.streamMem
-	if !budget.take(len(r.payload)) {
-		return false, status.Newf(codes.ResourceExhausted, "homagrpc: a response of %d bytes does not fit in what the server's streams may hold (MaxStreamMemory, %d bytes)", len(r.payload), budget.limit)
-	}
 	ss := &sstream{l: l, key: streamKey{m.Peer, callID}, heard: time.Now(),
-		out:     outQueue{limit: maxFrame, budget: budget},
+		out:     outQueue{limit: maxFrame},
 		recvSig: make(chan struct{}, 1), sendSig: make(chan struct{}, 1),
 		header: parseMD(r.header, r.nHeader), headerSent: true, headerDue: true,
-		trailer: parseMD(r.trailer, r.nTrailer), end: status.New(codes.OK, ""),
+		trailer:    parseMD(r.trailer, r.nTrailer),
 		halfClosed: true,
 	}
 	ss.ctx, ss.cancel = context.WithCancelCause(l.srv.handlerCtx)
-	ss.out.push(append([]byte(nil), r.payload...), r.flags&respFlagCompressed != 0, nil)
-	if l.addStream(ss) != nil {
-		ss.out.drop()
+	if st := l.addStream(ss); st != nil {
 		ss.cancel(nil)
-		return false, nil
+		return false, st
 	}
+	// Held against the client host's share of MaxStreamMemory, and the
+	// server's, until pulled.
+	ss.mu.Lock()
+	if full := ss.host.mem.take(len(r.payload)); full != nil {
+		ss.mu.Unlock()
+		l.removeStream(ss) // no end yet: not remembered
+		return false, status.Newf(codes.ResourceExhausted, "homagrpc: a response of %d bytes does not fit in what the server's streams may hold (%s, %d bytes)", len(r.payload), full.what, full.limit)
+	}
+	ss.out.budget = &ss.host.mem
+	ss.out.push(append([]byte(nil), r.payload...), r.flags&respFlagCompressed != 0, nil)
+	ss.end = status.New(codes.OK, "")
+	ss.mu.Unlock()
 	ss.frame(slot{m: m}, nil, streamReq{op: opPull, credit: maxFrame})
 	return true, nil
 }

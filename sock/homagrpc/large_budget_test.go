@@ -30,7 +30,7 @@ func TestLargeResponseBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const budget, size = 3_000_000, 1_500_000
 		rec := &recorder{}
-		w := newMemWorld(t, memnet.Config{}, &testService{}, homagrpc.MaxStreamMemory(budget), homagrpc.StatsHandler(rec))
+		w := newMemWorld(t, memnet.Config{}, &testService{}, homagrpc.MaxStreamMemory(budget), homagrpc.MaxStreamMemoryPerHost(budget), homagrpc.StatsHandler(rec))
 		defer w.close(t)
 		c := w.client(t)
 		ctx := context.Background()

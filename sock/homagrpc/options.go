@@ -140,6 +140,28 @@ type serverOptions struct {
 	keepalive   time.Duration
 	statsHs     []stats.Handler
 	streamMem   int64
+	// A client host's shares of maxHandlers (streams) and streamMem; 0:
+	// the defaults (hostStreams, hostMemory).
+	hostStreams int
+	hostMem     int64
+}
+
+// hostStreamsLimit is how many streams one client host may hold open on
+// a socket: MaxStreamsPerHost, or a fifth of MaxConcurrentCalls.
+func (o *serverOptions) hostStreamsLimit() int {
+	if o.hostStreams > 0 {
+		return o.hostStreams
+	}
+	return max(o.maxHandlers/5, 1)
+}
+
+// hostMemLimit is what one client host's streams may hold of
+// MaxStreamMemory: MaxStreamMemoryPerHost, or a quarter of it.
+func (o *serverOptions) hostMemLimit() int64 {
+	if o.hostMem > 0 {
+		return o.hostMem
+	}
+	return max(o.streamMem/4, 1)
 }
 
 func defaultServerOptions() serverOptions {
@@ -161,6 +183,34 @@ func MaxStreamMemory(n int64) ServerOption {
 	return func(o *serverOptions) {
 		if n > 0 {
 			o.streamMem = n
+		}
+	}
+}
+
+// MaxStreamMemoryPerHost bounds what the streams of one client host
+// hold of MaxStreamMemory (default a quarter of it), so that one host
+// cannot take it all: a stream of a host at its share fails with
+// codes.ResourceExhausted as one past MaxStreamMemory does, while the
+// other hosts' streams go on. The ports of a host share its share.
+func MaxStreamMemoryPerHost(n int64) ServerOption {
+	return func(o *serverOptions) {
+		if n > 0 {
+			o.hostMem = n
+		}
+	}
+}
+
+// MaxStreamsPerHost bounds the streams one client host holds open on
+// each socket (default a fifth of MaxConcurrentCalls, at least one), as
+// the socket bounds a host's share of the requests awaiting replies
+// (sock.Limits): a stream beyond it is refused with
+// codes.ResourceExhausted, so that the streams of one host (a client
+// that opens streams and keeps them alive) cannot keep every other
+// host's out. The ports of a host share its share.
+func MaxStreamsPerHost(n int) ServerOption {
+	return func(o *serverOptions) {
+		if n > 0 {
+			o.hostStreams = n
 		}
 	}
 }

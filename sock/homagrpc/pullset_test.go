@@ -15,16 +15,17 @@ import (
 )
 
 // A client's streams to a server are pulled through one pull set: 3,000
-// idle streams from one socket, past the 2,000 RPCs a server's socket
-// holds for one client host, all stay open and answer, and idling costs
-// the client a few RPCs a second, not one per stream.
+// idle streams from one socket (its server's share for one host raised
+// to take them), past the 2,000 RPCs a server's socket holds for one
+// client host, all stay open and answer, and idling costs the client a
+// few RPCs a second, not one per stream.
 func TestPullSetManyIdleStreams(t *testing.T) {
 	if testing.Short() {
 		t.Skip("opens 3,000 streams")
 	}
 	synctest.Test(t, func(t *testing.T) {
 		const streams = 3000
-		srv, sts, cs := echoWorldSock(t, &echoService{}, streams)
+		srv, sts, cs := echoWorldSock(t, &echoService{}, streams, MaxStreamsPerHost(streams))
 		before := cs.Stats().RPCsStarted
 		const idle = 10 * time.Second // ten keepalive intervals
 		time.Sleep(idle)

@@ -58,7 +58,7 @@ func NewServer(opts ...ServerOption) *Server {
 	for _, o := range opts {
 		o(&s.opts)
 	}
-	s.streamMem.limit = s.opts.streamMem
+	s.streamMem.limit, s.streamMem.what = s.opts.streamMem, "MaxStreamMemory"
 	s.handlerCtx, s.endHandlers = context.WithCancel(context.Background())
 	s.recvCtx, s.endRecv = context.WithCancel(context.Background())
 	s.registry.Store(&registry{methods: map[string]*method{}, services: map[string]*service{}})
@@ -311,6 +311,7 @@ type listener struct {
 
 	smu      sync.Mutex
 	streams  map[streamKey]*sstream
+	hosts    map[netip.Addr]*hostShare             // of the streams' client hosts
 	calls    map[streamKey]context.CancelCauseFunc // unary calls with an id
 	draining bool                                  // no new calls
 	sweeping bool                                  // sweep runs

@@ -39,6 +39,7 @@ type sstream struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	stats  *callStats
+	host   *hostShare // its client host's: set by addStream, under l.smu, before the stream is in the table
 
 	mu         sync.Mutex
 	in         inQueue
@@ -162,19 +163,23 @@ func (l *listener) openStream(m *sock.Message, key streamKey, req streamReq) {
 		return
 	}
 	ss := &sstream{l: l, key: key, method: md.name, setup: cs, out: outQueue{limit: req.credit},
-		in:      newInQueue(s.opts.windowSize, cs.maxRecv, initialCredit, &s.streamMem),
+		in:      newInQueue(s.opts.windowSize, cs.maxRecv, initialCredit, nil), // its host's budget: addStream's
 		heard:   time.Now(),
 		recvSig: make(chan struct{}, 1), sendSig: make(chan struct{}, 1),
-	}
-	if err := ss.in.add(req.chunks, nil); err != nil {
-		l.endFrame(m, status.Convert(err))
-		return
 	}
 	ss.halfClosed = req.flags&sreqFlagHalfClose != 0
 	ss.ctx, ss.cancel = s.handlerContext(l, m.Peer, req.open, transportStream{ss})
 	if sts := l.addStream(ss); sts != nil {
 		ss.cancel(nil)
 		l.endFrame(m, sts)
+		return
+	}
+	ss.mu.Lock()
+	err := ss.in.add(req.chunks, nil)
+	ss.mu.Unlock()
+	if err != nil {
+		l.removeStream(ss)
+		l.endFrame(m, status.Convert(err))
 		return
 	}
 	s.stats.calls.Add(1)

@@ -2,6 +2,7 @@ package homagrpc
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -23,14 +24,41 @@ func (l *listener) addStream(ss *sstream) *status.Status {
 		return status.Newf(codes.Internal, "homagrpc: stream id %d is in use", ss.key.id)
 	}
 	if len(l.streams) >= l.srv.opts.maxHandlers {
-		return status.Newf(codes.ResourceExhausted, "homagrpc: %d streams are open, the server's bound", len(l.streams))
+		return status.Newf(codes.ResourceExhausted, "homagrpc: %d streams are open, the server's bound (MaxConcurrentCalls)", len(l.streams))
+	}
+	addr := ss.key.peer.Addr()
+	h := l.hosts[addr]
+	if h == nil {
+		h = &hostShare{mem: memBudget{limit: l.srv.opts.hostMemLimit(), parent: &l.srv.streamMem, what: "MaxStreamMemoryPerHost"}}
+	}
+	if h.streams >= l.srv.opts.hostStreamsLimit() {
+		return status.Newf(codes.ResourceExhausted, "homagrpc: this client host has %d streams open, its share of the server's (MaxStreamsPerHost)", h.streams)
 	}
 	if l.streams == nil {
 		l.streams = make(map[streamKey]*sstream)
+		l.hosts = make(map[netip.Addr]*hostShare)
+	}
+	h.streams++
+	l.hosts[addr] = h
+	ss.host = h
+	ss.in.budget = &h.mem
+	if ss.out.budget != nil {
+		ss.out.budget = &h.mem
 	}
 	l.streams[ss.key] = ss
 	l.startSweep()
 	return nil
+}
+
+// hostShare is what the streams of one client host hold on a listener:
+// their number, within MaxStreamsPerHost, and their memory, within
+// MaxStreamMemoryPerHost (and, through its parent, MaxStreamMemory). So
+// one host that opens streams and keeps them alive, or fills them,
+// leaves room for the others; its ports share its share, and it gains
+// nothing by opening more. The entry goes with the host's last stream.
+type hostShare struct {
+	streams int // guarded by the listener's smu
+	mem     memBudget
 }
 
 // startSweep starts sweep unless it runs. The caller holds smu.
@@ -59,6 +87,9 @@ func (l *listener) removeStream(ss *sstream) {
 		if end != nil {
 			l.remember(ss.key, end)
 		}
+		if ss.host != nil {
+			ss.host.streams--
+		}
 	}
 	if l.draining && len(l.streams) == 0 {
 		l.stopRecv()
@@ -73,6 +104,19 @@ func (l *listener) removeStream(ss *sstream) {
 	ss.mu.Unlock()
 	for _, a := range as {
 		a.reply(l)
+	}
+	l.forgetHost(ss)
+}
+
+// forgetHost drops the entry of ss's client host once it has no stream
+// and holds nothing (what a stream held goes back to its share after
+// the stream has left the table).
+func (l *listener) forgetHost(ss *sstream) {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	addr := ss.key.peer.Addr()
+	if h := ss.host; h != nil && h.streams == 0 && h.mem.used.Load() == 0 && l.hosts[addr] == h {
+		delete(l.hosts, addr)
 	}
 }
 
