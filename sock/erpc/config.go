@@ -48,6 +48,12 @@ type Config struct {
 	// MaxServerSessions bounds the sessions other Rpcs hold to one Rpc;
 	// connects beyond it fail with ErrTooManySessions. Default 4096.
 	MaxServerSessions int
+	// MaxServerSessionsPerHost bounds the sessions the Rpcs of one
+	// client host, whatever their ports, hold to one Rpc, so that one
+	// host cannot take the whole table from the others; its connects
+	// beyond it fail with ErrTooManySessions. Default a fifth of
+	// MaxServerSessions (at least one).
+	MaxServerSessionsPerHost int
 	// ConnectTimeout bounds the wait for a connect reply; the transport
 	// usually reports a silent server sooner. Default 1 s.
 	ConnectTimeout time.Duration
@@ -63,6 +69,10 @@ type Config struct {
 	// Rpc that connects to it); connects of new clients beyond it fail
 	// with ErrTooManySessions. Default 65,536.
 	MaxLeases int
+	// MaxLeasesPerHost bounds the leases of the client Rpcs of one host;
+	// connects of its new clients beyond it fail with
+	// ErrTooManySessions. Default a fifth of MaxLeases.
+	MaxLeasesPerHost int
 
 	// MaxMessage is the largest request or response, sent or accepted.
 	// One larger than MaxMsgSize travels as several Homa messages
@@ -243,6 +253,9 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 	if err := orDefault(&c.MaxServerSessions, defaultMaxServerSessions, "MaxServerSessions"); err != nil {
 		return c, err
 	}
+	if err := orDefault(&c.MaxServerSessionsPerHost, hostShare(c.MaxServerSessions), "MaxServerSessionsPerHost"); err != nil {
+		return c, err
+	}
 	if err := orDefault(&c.ConnectTimeout, defaultConnectTimeout, "ConnectTimeout"); err != nil {
 		return c, err
 	}
@@ -265,6 +278,9 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 		return c, &ConfigError{"FragmentWindow", fmt.Sprintf("must be 1..%d (got %d)", MaxFragmentWindow, c.FragmentWindow)}
 	}
 	if err := orDefault(&c.MaxLeases, defaultMaxLeases, "MaxLeases"); err != nil {
+		return c, err
+	}
+	if err := orDefault(&c.MaxLeasesPerHost, hostShare(c.MaxLeases), "MaxLeasesPerHost"); err != nil {
 		return c, err
 	}
 	var err error
@@ -371,6 +387,11 @@ func (e *ExactlyOnceConfig) check() error {
 
 // orDefault sets *v to def when it is zero, and refuses a negative one
 // as field's error.
+// hostShare is the default share of one client host in a bound of n
+// things: a fifth, as the engine's bounds on a host's RPCs
+// (sock.Limits), at least one.
+func hostShare(n int) int { return max(n/5, 1) }
+
 func orDefault[T int | int64 | time.Duration](v *T, def T, field string) error {
 	if *v == 0 {
 		*v = def

@@ -99,6 +99,15 @@
 // DestroySession keeps room for new ones, and an idle server with no
 // leases does nothing at all.
 //
+// Nor can a client host that stays alive take the room of the others:
+// the Rpcs of one host, whatever their ports, hold at most a share of a
+// server Rpc's sessions (Config.MaxServerSessionsPerHost, by default a
+// fifth of MaxServerSessions) and of its Nexus's leases
+// (MaxLeasesPerHost, a fifth of MaxLeases), as the engine shares its
+// own bounds among hosts (sock.Limits); its connects beyond a share fail
+// with ErrTooManySessions while other hosts connect. eRPC bounds the
+// sessions of an Rpc only.
+//
 // A client whose lease is gone learns it from the heartbeat's reply, or
 // when a request finds that the server no longer knows its session: the
 // session is reset, its pending requests fail with ErrSessionReset

@@ -88,7 +88,9 @@ var (
 	// than "no": the request was not executed and may be sent again.
 	ErrRetryable = errors.New("erpc: retryable")
 	// ErrTooManySessions: a session table (this Rpc's, or the server
-	// Rpc's) is full. Retryable.
+	// Rpc's) is full, or this client host holds its share of the
+	// server's sessions or leases (Config.MaxServerSessionsPerHost,
+	// MaxLeasesPerHost). Retryable.
 	ErrTooManySessions error = &retryableError{"erpc: too many sessions"}
 	// ErrQueueFull: the session already queues Config.MaxQueuedRequests
 	// requests. Retryable.

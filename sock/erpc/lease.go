@@ -59,15 +59,16 @@ const leaseEpochs = 4
 
 // leaseTable holds the leases of a server Nexus.
 type leaseTable struct {
-	mu    sync.Mutex
-	byID  map[uint64]*lease
-	epoch atomic.Uint32
-	next  time.Time // the next tick; the Nexus goroutine's
+	mu     sync.Mutex
+	byID   map[uint64]*lease
+	byHost map[netip.Addr]int // how many leases each client host holds
+	epoch  atomic.Uint32
+	next   time.Time // the next tick; the Nexus goroutine's
 }
 
 // attach finds or makes (made true) the lease of a connect from host
-// under id.
-func (t *leaseTable) attach(host netip.Addr, id uint64, fresh bool, maxLeases int) (l *lease, made bool, st status) {
+// under id, within maxLeases in all and perHost for host.
+func (t *leaseTable) attach(host netip.Addr, id uint64, fresh bool, maxLeases, perHost int) (l *lease, made bool, st status) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ep := t.epoch.Load()
@@ -81,12 +82,16 @@ func (t *leaseTable) attach(host netip.Addr, id uint64, fresh bool, maxLeases in
 	if !fresh {
 		return nil, false, statusLeaseExpired
 	}
-	if len(t.byID) >= maxLeases {
+	if len(t.byID) >= maxLeases || t.byHost[host] >= perHost {
 		return nil, false, statusTooManySessions
 	}
 	l = &lease{id: id, host: host}
 	l.seen.Store(ep)
 	t.byID[id] = l
+	if t.byHost == nil {
+		t.byHost = make(map[netip.Addr]int)
+	}
+	t.byHost[host]++
 	return l, true, statusOK
 }
 
@@ -95,8 +100,16 @@ func (t *leaseTable) drop(l *lease) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.byID[l.id] == l {
-		delete(t.byID, l.id)
-		l.dead.Store(true)
+		t.deleteLocked(l)
+	}
+}
+
+// deleteLocked forgets l, which is in the table. The caller holds mu.
+func (t *leaseTable) deleteLocked(l *lease) {
+	delete(t.byID, l.id)
+	l.dead.Store(true)
+	if t.byHost[l.host]--; t.byHost[l.host] <= 0 {
+		delete(t.byHost, l.host)
 	}
 }
 
@@ -118,14 +131,20 @@ func (t *leaseTable) tick() (expired int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ep := t.epoch.Add(1)
-	for id, l := range t.byID {
+	for _, l := range t.byID {
 		if ep-l.seen.Load() > leaseEpochs {
-			l.dead.Store(true)
-			delete(t.byID, id)
+			t.deleteLocked(l)
 			expired++
 		}
 	}
 	return expired
+}
+
+// hosts is how many client hosts hold leases.
+func (t *leaseTable) hosts() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byHost)
 }
 
 func (t *leaseTable) len() int {

@@ -12,10 +12,11 @@ import (
 	"github.com/homa-go/homa/sock"
 )
 
-// TestLeaseManyClients: 10,000 clients arrive one every 2 ms, each
-// connects under a client id of its own, makes one exactly-once request
-// and vanishes. With the default limits (4,096 sessions, LeaseTimeout 4
-// s) every one connects: the server's table never holds more than the
+// TestLeaseManyClients: 10,000 clients arrive one every 2 ms from 16
+// hosts in turn, each connects under a client id of its own, makes one
+// exactly-once request and vanishes. With the default limits (4,096
+// sessions, a fifth of them per host, LeaseTimeout 4 s) every one
+// connects: the server's table never holds more than the
 // clients of the last 5/4 lease (2,500 at this rate, plus one tick), and
 // it is empty once the last lease has passed. The server spends nothing
 // per idle session: one tick of its Nexus per quarter lease.
@@ -49,14 +50,19 @@ func TestLeaseManyClients(t *testing.T) {
 		r, stop := serveRpc(t, nx)
 		defer stop()
 
-		cs, err := open(netip.AddrPortFrom(netip.MustParseAddr("10.2.0.2"), 0))
-		if err != nil {
-			t.Fatal(err)
+		const hosts = 16
+		peers := make([]rawPeer, hosts)
+		for k := range peers {
+			cs, err := open(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, 1, byte(k)}), 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			peers[k] = rawPeer{t, cs}
 		}
-		defer cs.Close()
-		p := rawPeer{t, cs}
 		maxSessions := 0
 		for i := range clients {
+			p := peers[i%hosts]
 			id := uint64(1000 + 2*i + 1)
 			connect := (&connectBody{dstRpc: 0, srcRpc: 1, fresh: true, clientID: id}).Append((&header{kind: kindConnect}).Append(nil))
 			h, b := p.call(nx.Addr(), connect)
@@ -85,6 +91,12 @@ func TestLeaseManyClients(t *testing.T) {
 		}
 		if ns := nx.Stats(); ns.Leases != 0 || ns.LeasesExpired != uint64(clients) || ns.Refused != 0 {
 			t.Fatalf("Nexus after the last lease: %+v", ns)
+		}
+		r.srvMu.Lock()
+		held := len(r.srvHosts)
+		r.srvMu.Unlock()
+		if held != 0 || nx.leases.hosts() != 0 {
+			t.Fatalf("after the last lease the server counts the sessions of %d hosts and the leases of %d", held, nx.leases.hosts())
 		}
 		t.Logf("%d clients; at most %d sessions held at once", clients, maxSessions)
 	})

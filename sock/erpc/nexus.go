@@ -324,7 +324,7 @@ func (n *Nexus) connect(m *sock.Message, h *header, out []byte) []byte {
 		reply.status = statusNoSuchRpc
 		return reply.Append(out)
 	}
-	l, made, st := n.leases.attach(m.Peer.Addr(), c.clientID, c.fresh, n.cfg.MaxLeases)
+	l, made, st := n.leases.attach(m.Peer.Addr(), c.clientID, c.fresh, n.cfg.MaxLeases, n.cfg.MaxLeasesPerHost)
 	if st != statusOK {
 		n.refused.Add(1)
 		reply.status = st

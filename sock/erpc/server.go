@@ -29,7 +29,8 @@ func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody, l *lease) (num,
 	if r.closed.Load() {
 		return 0, 0, statusNoSuchRpc
 	}
-	if r.srvLive >= r.cfg.MaxServerSessions {
+	host := peer.Addr()
+	if r.srvLive >= r.cfg.MaxServerSessions || r.srvHosts[host] >= r.cfg.MaxServerSessionsPerHost {
 		return 0, 0, statusTooManySessions
 	}
 	tab := append([]*srvSession(nil), *r.srvTab.Load()...) // readers keep the old one
@@ -48,7 +49,20 @@ func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody, l *lease) (num,
 	tab[num] = ss
 	r.srvTab.Store(&tab)
 	r.srvLive++
+	if r.srvHosts == nil {
+		r.srvHosts = make(map[netip.Addr]int)
+	}
+	r.srvHosts[host]++
 	return num, ss.token, statusOK
+}
+
+// unhost counts a session of the client host at peer gone. The caller
+// holds srvMu.
+func (r *Rpc) unhost(peer netip.AddrPort) {
+	host := peer.Addr()
+	if r.srvHosts[host]--; r.srvHosts[host] <= 0 {
+		delete(r.srvHosts, host)
+	}
 }
 
 // dropSession removes the server session a disconnect from peer names.
@@ -67,6 +81,7 @@ func (r *Rpc) dropSession(num, token uint32, peer netip.AddrPort) status {
 	r.srvTab.Store(&tab)
 	r.srvFree = append(r.srvFree, num)
 	r.srvLive--
+	r.unhost(peer)
 	r.srvMu.Unlock()
 	return statusOK
 }
@@ -88,6 +103,7 @@ func (r *Rpc) expireLeases() {
 		tab[i] = nil
 		r.srvFree = append(r.srvFree, uint32(i))
 		r.srvLive--
+		r.unhost(ss.client)
 	}
 	if tab != nil {
 		r.srvTab.Store(&tab)

@@ -153,13 +153,14 @@ func TestConnectFailedNoSuchRpc(t *testing.T) {
 }
 
 // TestServerSessionLimit: a server Rpc refuses sessions beyond
-// MaxServerSessions, with a retryable error.
+// MaxServerSessions, with a retryable error (one client host may take
+// them all here: TestServerSessionsPerHost tests the hosts' shares).
 func TestServerSessionLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nw := memnet.New(memnet.Config{Seed: 5})
 		defer nw.Close()
 		scfg := memConfig(nw)
-		scfg.MaxServerSessions = 2
+		scfg.MaxServerSessions, scfg.MaxServerSessionsPerHost = 2, 2
 		srv := newServer(t, scfg, serverHost, nil, nil)
 		defer srv.close()
 		cli := newClient(t, memConfig(nw), clientHost)
