@@ -167,6 +167,14 @@ type ExactlyOnceConfig struct {
 	// small responses in flight, or 64 responses of MaxMsgSize kept, or
 	// eight of 8 MiB.
 	MaxRecordBytes int
+	// MaxRecordsPerHost and MaxRecordBytesPerHost bound what the records
+	// of the clients of one host hold of MaxRecords and MaxRecordBytes
+	// (defaults a fifth and a quarter of them), so that a host that
+	// keeps its lease alive and never acknowledges cannot take the room
+	// of the others: its new requests beyond them are refused as beyond
+	// the Rpc's bounds (ErrRecordsFull), and a response that does not
+	// fit in its share is not kept (ErrResponseLost for a copy).
+	MaxRecordsPerHost, MaxRecordBytesPerHost int
 	// MaxResponse is the largest response of an exactly-once request.
 	// Default and at most Config.MaxMessage.
 	MaxResponse int
@@ -349,6 +357,15 @@ func (e ExactlyOnceConfig) withDefaults(maxMessage int) (ExactlyOnceConfig, erro
 		if *f.v == 0 {
 			*f.v = f.def
 		}
+	}
+	if err := orDefault(&e.MaxRecordsPerHost, hostShare(e.MaxRecords), "ExactlyOnce.MaxRecordsPerHost"); err != nil {
+		return e, err
+	}
+	if err := orDefault(&e.MaxRecordBytesPerHost, max(e.MaxRecordBytes/4, recordReserve), "ExactlyOnce.MaxRecordBytesPerHost"); err != nil {
+		return e, err
+	}
+	if e.MaxRecordBytesPerHost < recordReserve {
+		return e, &ConfigError{"ExactlyOnce.MaxRecordBytesPerHost", fmt.Sprintf("must hold at least one record in progress, %d bytes (got %d)", recordReserve, e.MaxRecordBytesPerHost)}
 	}
 	if e.MaxResponse > maxMessage {
 		return e, &ConfigError{"ExactlyOnce.MaxResponse", fmt.Sprintf("must be at most Config.MaxMessage, %d (got %d)", maxMessage, e.MaxResponse)}

@@ -278,7 +278,12 @@
 // exactly-once (if that is full too, the client gets ErrResponseLost). An
 // unacknowledged response goes after RecordTimeout, but its record stays,
 // remembering that the request ran, until the client acknowledges it or
-// its lease expires.
+// its lease expires. So that a host whose clients keep their leases alive
+// and acknowledge nothing cannot take the room of the others, the
+// records of one host's clients hold at most a fifth of MaxRecords and a
+// quarter of MaxRecordBytes (MaxRecordsPerHost, MaxRecordBytesPerHost):
+// beyond them its requests are refused, and its responses not kept, as
+// beyond the Rpc's bounds.
 //
 // The guarantee: while the server process and the client's lease live, a
 // request sent under one identity runs at most once, however often it is

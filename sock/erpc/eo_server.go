@@ -1,6 +1,7 @@
 package erpc
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,8 @@ import (
 //     lease is refused: the client's connects are refused as expired).
 //
 // Memory is bounded: at most MaxRecords records, and at most
-// MaxRecordBytes of responses. A record in progress reserves
+// MaxRecordBytes of responses, of which the clients of one host hold at
+// most MaxRecordsPerHost and MaxRecordBytesPerHost. A record in progress reserves
 // recordReserve bytes, not the largest response: a new request is
 // refused, unexecuted and retryably, when the records hold or reserve so
 // much that another reservation does not fit. A response is kept if it
@@ -48,11 +50,12 @@ type eoTable struct {
 	mu       sync.Mutex
 	recs     map[eoKey]*eoRecord
 	clients  map[uint64]*eoClient
-	bytes    int             // response bytes held by completed records
-	reserved int             // recordReserve per record in progress
-	done     dlist[eoRecord] // completed records, by completion time
-	tombs    dlist[eoRecord] // tombstones, by when they became one
-	free     []*eoRecord     // deleted records, for reuse
+	hosts    map[netip.Addr]*eoHost // of the clients, by host
+	bytes    int                    // response bytes held by completed records
+	reserved int                    // recordReserve per record in progress
+	done     dlist[eoRecord]        // completed records, by completion time
+	tombs    dlist[eoRecord]        // tombstones, by when they became one
+	free     []*eoRecord            // deleted records, for reuse
 
 	// next is the Unix time in nanoseconds at which collect has work, or
 	// 0: the event loop reads it without the lock.
@@ -69,8 +72,17 @@ type eoKey struct {
 type eoClient struct {
 	id    uint64
 	lease *lease
+	host  *eoHost
 	floor uint64          // every sequence below it is acknowledged
 	recs  dlist[eoRecord] // this client's records
+}
+
+// eoHost is what the records of the clients of one host hold: their
+// number, response bytes and reservations, within the host's shares.
+type eoHost struct {
+	clients         int // eoClients of the host
+	recs            int
+	bytes, reserved int
 }
 
 // recordReserve is what a record in progress reserves of
@@ -117,6 +129,7 @@ func (t *eoTable) init(cfg *ExactlyOnceConfig, st *counters, pool *bufPool) {
 	t.cfg, t.stats, t.pool = cfg, st, pool
 	t.recs = make(map[eoKey]*eoRecord)
 	t.clients = make(map[uint64]*eoClient)
+	t.hosts = make(map[netip.Addr]*eoHost)
 	t.done = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.gcLink })
 	t.tombs = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.gcLink })
 }
@@ -152,7 +165,9 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, create, copi
 		return eoNew, nil, nil, nil
 	}
 	if rec == nil {
-		if len(t.recs) >= t.cfg.MaxRecords || t.bytes+t.reserved+recordReserve > t.cfg.MaxRecordBytes {
+		hs := cl.host
+		if len(t.recs) >= t.cfg.MaxRecords || t.bytes+t.reserved+recordReserve > t.cfg.MaxRecordBytes ||
+			hs.recs >= t.cfg.MaxRecordsPerHost || hs.bytes+hs.reserved+recordReserve > t.cfg.MaxRecordBytesPerHost {
 			t.stats.full.Add(1)
 			return eoFull, nil, nil, nil
 		}
@@ -166,6 +181,8 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, create, copi
 		t.recs[key] = rec
 		cl.recs.push(rec, time.Time{})
 		t.reserved += recordReserve
+		hs.recs++
+		hs.reserved += recordReserve
 		return eoNew, rec, nil, nil
 	}
 	if copied {
@@ -235,7 +252,13 @@ func (t *eoTable) clientLocked(ss *srvSession) *eoClient {
 	}
 	cl := t.clients[ss.clientID]
 	if cl == nil {
-		cl = &eoClient{id: ss.clientID, lease: ss.lease}
+		hs := t.hosts[ss.lease.host]
+		if hs == nil {
+			hs = &eoHost{}
+			t.hosts[ss.lease.host] = hs
+		}
+		hs.clients++
+		cl = &eoClient{id: ss.clientID, lease: ss.lease, host: hs}
 		cl.recs = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.clLink })
 		t.clients[cl.id] = cl
 	}
@@ -302,14 +325,17 @@ func (t *eoTable) complete(rec *eoRecord, frame, store []byte, now time.Time) (p
 	if rec.deleted {
 		return parked, false
 	}
+	hs := rec.cl.host
 	t.reserved -= recordReserve
-	if t.bytes+t.reserved+len(frame) <= t.cfg.MaxRecordBytes {
+	hs.reserved -= recordReserve
+	if t.bytes+t.reserved+len(frame) <= t.cfg.MaxRecordBytes && hs.bytes+hs.reserved+len(frame) <= t.cfg.MaxRecordBytesPerHost {
 		rec.frame = frame
 		if store == nil {
 			rec.frame = append([]byte(nil), frame...)
 		}
 		rec.store, rec.sending = store, store != nil
 		t.bytes += len(rec.frame)
+		hs.bytes += len(rec.frame)
 		kept = true
 	} else {
 		t.stats.lost.Add(1) // it ran; duplicates learn that, not the response
@@ -351,6 +377,9 @@ func (t *eoTable) dropDead() []*sock.Message {
 			rec = next
 		}
 		delete(t.clients, id)
+		if cl.host.clients--; cl.host.clients == 0 {
+			delete(t.hosts, cl.lease.host)
+		}
 	}
 	return parked
 }
@@ -394,12 +423,14 @@ func (t *eoTable) deleteLocked(rec *eoRecord) {
 	rec.deleted = true
 	delete(t.recs, rec.key)
 	rec.cl.recs.remove(rec)
+	rec.cl.host.recs--
 	t.done.remove(rec)
 	t.tombs.remove(rec)
 	t.dropFrameLocked(rec)
 	if rec.state == recInProgress {
 		// Its handler may still hold it: not for reuse.
 		t.reserved -= recordReserve
+		rec.cl.host.reserved -= recordReserve
 		return
 	}
 	if rec.sending {
@@ -441,6 +472,7 @@ func (t *eoTable) usage() (records, bytes, reserved int) {
 // (then sent gives it back).
 func (t *eoTable) dropFrameLocked(rec *eoRecord) {
 	t.bytes -= len(rec.frame)
+	rec.cl.host.bytes -= len(rec.frame)
 	rec.frame = nil
 	if rec.store != nil && !rec.sending {
 		t.pool.putBig(rec.store)

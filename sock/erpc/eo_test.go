@@ -125,8 +125,10 @@ func TestExactlyOnceRecordsFull(t *testing.T) {
 		name string
 		eo   erpc.ExactlyOnceConfig
 	}{
-		{"count", erpc.ExactlyOnceConfig{MaxRecords: 2}},
-		{"bytes", erpc.ExactlyOnceConfig{MaxResponse: 1000, MaxRecordBytes: 2500}},
+		// The client's host may take the whole budget here
+		// (TestRecordsPerHost tests the hosts' shares).
+		{"count", erpc.ExactlyOnceConfig{MaxRecords: 2, MaxRecordsPerHost: 2}},
+		{"bytes", erpc.ExactlyOnceConfig{MaxResponse: 1000, MaxRecordBytes: 2500, MaxRecordBytesPerHost: 2500}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -252,4 +254,59 @@ func TestExactlyOnceRecordTimeout(t *testing.T) {
 			t.Fatalf("after the lease: %d records, want 0", st.Records)
 		}
 	})
+}
+
+// TestRecordsPerHost: the records of one client host hold at most its
+// shares of an Rpc's records (MaxRecordsPerHost, by default a fifth of
+// MaxRecords) and of their bytes (MaxRecordBytesPerHost, a quarter of
+// MaxRecordBytes): its exactly-once request beyond them is refused
+// unexecuted (ErrRecordsFull, retryable) while another host's runs.
+func TestRecordsPerHost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		eo   erpc.ExactlyOnceConfig
+	}{
+		{"count", erpc.ExactlyOnceConfig{MaxRecords: 10}},                          // a host's share: 2 records
+		{"bytes", erpc.ExactlyOnceConfig{MaxResponse: 1000, MaxRecordBytes: 8192}}, // a host's share: 2 records in progress
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				nw := memnet.New(memnet.Config{Seed: 33})
+				defer nw.Close()
+				var h holder
+				scfg := memConfig(nw)
+				scfg.ExactlyOnce = tc.eo
+				srv := newServer(t, scfg, serverHost, func(nx *erpc.Nexus) {
+					_ = nx.Register(1, h.handle, erpc.Dispatch)
+				}, nil)
+				defer srv.close()
+				a := newClient(t, memConfig(nw), clientHost)
+				defer a.close()
+				b := newClient(t, memConfig(nw), otherHost)
+				defer b.close()
+				sa, sb := a.connect(t, serverHost), b.connect(t, serverHost)
+
+				held := []*call{a.enqueue(t, sa, 1, []byte("a1"), erpc.ExactlyOnce), a.enqueue(t, sa, 1, []byte("a2"), erpc.ExactlyOnce)}
+				a.runUntil(t, time.Second, func() bool { return h.count() == 2 })
+				refused := a.enqueue(t, sa, 1, []byte("a3"), erpc.ExactlyOnce)
+				a.runUntil(t, time.Second, allDone([]*call{refused}))
+				if !errors.Is(refused.err, erpc.ErrRecordsFull) || !errors.Is(refused.err, erpc.ErrRetryable) {
+					t.Fatalf("host A's request beyond its share: %v, want ErrRecordsFull (retryable)", refused.err)
+				}
+				held = append(held, b.enqueue(t, sb, 1, []byte("b1"), erpc.ExactlyOnce))
+				b.runUntil(t, time.Second, func() bool { return h.count() == 3 })
+				h.answer(t)
+				a.runUntil(t, time.Second, allDone(held[:2]))
+				b.runUntil(t, time.Second, allDone(held[2:]))
+				for _, c := range held {
+					if c.err != nil {
+						t.Errorf("a request within its host's share: %v", c.err)
+					}
+				}
+				if n := h.runs.Load(); n != 3 {
+					t.Errorf("handler ran %d times, want 3", n)
+				}
+			})
+		})
+	}
 }

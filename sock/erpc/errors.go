@@ -99,7 +99,8 @@ var (
 	// was not executed. Retryable.
 	ErrServerBusy error = &retryableError{"erpc: server background queue full"}
 	// ErrRecordsFull: the server had no room for another exactly-once
-	// completion record; the request was not executed. Retryable.
+	// completion record, in all or in this client host's share; the
+	// request was not executed. Retryable.
 	ErrRecordsFull error = &retryableError{"erpc: exactly-once completion records full"}
 )
 

@@ -96,8 +96,8 @@ func TestPoolBig(t *testing.T) {
 func TestRecordStorage(t *testing.T) {
 	pool := &bufPool{max: 8 << 20}
 	var et eoTable
-	et.init(&ExactlyOnceConfig{MaxRecords: 10, MaxRecordBytes: 64 << 20}, &counters{}, pool)
-	cl := &eoClient{id: 1}
+	et.init(&ExactlyOnceConfig{MaxRecords: 10, MaxRecordBytes: 64 << 20, MaxRecordsPerHost: 10, MaxRecordBytesPerHost: 64 << 20}, &counters{}, pool)
+	cl := &eoClient{id: 1, host: &eoHost{}}
 	cl.recs = newDlist(func(x *eoRecord) *dlink[eoRecord] { return &x.clLink })
 	for _, dropFirst := range []bool{true, false} {
 		store := bigStore(2 << 20)
@@ -106,6 +106,8 @@ func TestRecordStorage(t *testing.T) {
 		et.recs[rec.key] = rec
 		cl.recs.push(rec, time.Time{})
 		et.reserved += recordReserve
+		cl.host.recs++
+		cl.host.reserved += recordReserve
 		if _, kept := et.complete(rec, frame, store, time.Now()); !kept || unsafe.SliceData(rec.frame) != unsafe.SliceData(frame) {
 			t.Fatalf("kept %v, a copy %v", kept, unsafe.SliceData(rec.frame) != unsafe.SliceData(frame))
 		}
