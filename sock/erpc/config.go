@@ -86,6 +86,14 @@ type Config struct {
 	// refused (ErrServerBusy, retryable) and its message dropped.
 	// Default 64 MiB.
 	LargeMessageBytes int
+	// LargeMessageBytesPerHost bounds what the large messages of one
+	// client host hold of LargeMessageBytes, so that a host that keeps
+	// its messages alive (a fragment now and then) cannot take the room
+	// of the others; a host also holds at most a fifth of the 1,024
+	// large messages a server Rpc keeps at once. Its fragments beyond
+	// either are refused as beyond LargeMessageBytes. Default a quarter
+	// of LargeMessageBytes.
+	LargeMessageBytesPerHost int
 	// MessageTimeout is how long a server Rpc keeps a large request or
 	// response that makes no progress (no fragment arrives, none is
 	// fetched). Default 2 s.
@@ -274,6 +282,9 @@ func (c Config) withDefaults(nexusPort uint16) (Config, error) {
 		return c, &ConfigError{"MaxMessage", fmt.Sprintf("must be 1..%d (got %d)", maxMaxMessage, c.MaxMessage)}
 	}
 	if err := orDefault(&c.LargeMessageBytes, defaultLargeMessageBytes, "LargeMessageBytes"); err != nil {
+		return c, err
+	}
+	if err := orDefault(&c.LargeMessageBytesPerHost, max(c.LargeMessageBytes/4, 1), "LargeMessageBytesPerHost"); err != nil {
 		return c, err
 	}
 	if err := orDefault(&c.MessageTimeout, defaultMessageTimeout, "MessageTimeout"); err != nil {

@@ -143,9 +143,11 @@
 //
 // The receiver commits memory only for fragments that arrived and fit its
 // limits. A server checks the claimed total against its MaxMessage and
-// charges each fragment to LargeMessageBytes as it comes (refusing,
-// retryably, what does not fit), so a peer's claim of 8 MB costs nothing
-// until the bytes arrive. Fragments may arrive in any order within
+// charges each fragment to LargeMessageBytes, and to its client host's
+// share of it (LargeMessageBytesPerHost, a quarter by default), as it
+// comes (refusing, retryably, what does not fit), so a peer's claim of 8
+// MB costs nothing until the bytes arrive, and one host that keeps its
+// messages alive leaves room for the others. Fragments may arrive in any order within
 // MaxFragmentWindow (16) fragments of the first one still missing, and
 // are put in their place; a fragment beyond that window, off a fragment
 // boundary, short (but for the last), repeated, or with another total

@@ -1,6 +1,7 @@
 package erpc
 
 import (
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,7 @@ type largeKey struct {
 // over.
 type largeMsg struct {
 	key     largeKey
+	host    netip.Addr // the client's host, whose share it is charged to
 	reqType uint8
 	total   int
 	nfrag   int
@@ -97,8 +99,19 @@ const maxFreeChunks = 4
 // fragments is how many fragments a message of total bytes takes.
 func fragments(total int) int { return (total + fragChunk - 1) / fragChunk }
 
-// maxLargeMsgs bounds the large messages a server Rpc holds at once.
-const maxLargeMsgs = 1024
+// maxLargeMsgs bounds the large messages a server Rpc holds at once,
+// maxLargeMsgsPerHost those of one client host.
+const (
+	maxLargeMsgs        = 1024
+	maxLargeMsgsPerHost = maxLargeMsgs / 5
+)
+
+// largeHost is what the large messages of one client host hold of a
+// server Rpc's: the bytes charged, within LargeMessageBytesPerHost, and
+// the messages, within maxLargeMsgsPerHost. So one host that keeps large
+// messages alive (a fragment now and then) cannot take the room of the
+// others.
+type largeHost struct{ bytes, msgs int }
 
 // largeTable holds the large messages of a server Rpc. The event loop
 // reassembles requests and serves pulls; EnqueueResponse (any goroutine)
@@ -108,7 +121,8 @@ type largeTable struct {
 	mu     sync.Mutex
 	bytes  int // charged to LargeMessageBytes: fragments held, responses, requests being handled
 	msgs   map[largeKey]*largeMsg
-	idle   dlist[largeMsg] // by last progress
+	hosts  map[netip.Addr]*largeHost // what each client host holds of bytes and msgs
+	idle   dlist[largeMsg]           // by last progress
 	nextID uint32
 	ahead  int      // fragments taken ahead of one missing (for tests)
 	chunks [][]byte // free chunks for fragments that come ahead
@@ -120,26 +134,61 @@ type largeTable struct {
 func (t *largeTable) init(pool *bufPool) {
 	t.pool = pool
 	t.msgs = make(map[largeKey]*largeMsg)
+	t.hosts = make(map[netip.Addr]*largeHost)
 	t.idle = newDlist(func(x *largeMsg) *dlink[largeMsg] { return &x.link })
 }
 
 // largeReq is what a reassembled request holds until it is answered:
-// bytes charged to LargeMessageBytes and its storage.
+// bytes charged to LargeMessageBytes (and to its client host's share)
+// and its storage.
 type largeReq struct {
 	bytes int
 	store []byte
+	host  netip.Addr
 }
 
-// release gives back n bytes of LargeMessageBytes, and store, a
-// message's storage no longer read, to the pool.
-func (t *largeTable) release(n int, store []byte) {
-	t.pool.putBig(store)
-	if n == 0 {
+// release gives back what a reassembled request held: its bytes of
+// LargeMessageBytes, and its storage, no longer read, to the pool.
+func (t *largeTable) release(q largeReq) {
+	t.pool.putBig(q.store)
+	if q.bytes == 0 {
 		return
 	}
 	t.mu.Lock()
-	t.bytes -= n
+	t.bytes -= q.bytes
+	t.chargeHostLocked(q.host, -q.bytes, 0)
 	t.mu.Unlock()
+}
+
+// hostLocked returns the share of host, made if need be.
+func (t *largeTable) hostLocked(host netip.Addr) *largeHost {
+	hb := t.hosts[host]
+	if hb == nil {
+		hb = &largeHost{}
+		t.hosts[host] = hb
+	}
+	return hb
+}
+
+// chargeHostLocked adds bytes and msgs to host's share, forgetting it
+// once it holds nothing.
+func (t *largeTable) chargeHostLocked(host netip.Addr, bytes, msgs int) {
+	hb := t.hostLocked(host)
+	hb.bytes += bytes
+	hb.msgs += msgs
+	if hb.bytes == 0 && hb.msgs == 0 {
+		delete(t.hosts, host)
+	}
+}
+
+// hostFullLocked reports whether host's share has no room for n more
+// bytes, and, when msg is set, for another message.
+func (t *largeTable) hostFullLocked(r *Rpc, host netip.Addr, n int, msg bool) bool {
+	hb := t.hosts[host]
+	if hb == nil {
+		return n > r.cfg.LargeMessageBytesPerHost
+	}
+	return hb.bytes+n > r.cfg.LargeMessageBytesPerHost || msg && hb.msgs >= maxLargeMsgsPerHost
 }
 
 // dropLocked forgets x and its memory.
@@ -149,11 +198,12 @@ func (t *largeTable) dropLocked(x *largeMsg) {
 	}
 	delete(t.msgs, x.key)
 	t.idle.remove(x)
+	n := x.charged
 	if x.data != nil {
-		t.bytes -= len(x.data)
-	} else {
-		t.bytes -= x.charged
+		n = len(x.data)
 	}
+	t.bytes -= n
+	t.chargeHostLocked(x.host, -n, -1)
 	t.pool.putBig(x.store)
 	for _, c := range x.ahead {
 		t.freeChunkLocked(c)
@@ -282,7 +332,7 @@ const (
 // exactly-once request are gathered across its attempts: a newer attempt
 // keeps what the older ones left, and a fragment held already is
 // acknowledged again (fragHeld) without being kept.
-func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total int, data []byte) (v fragVerdict, st status, req, store []byte) {
+func (r *Rpc) addFragment(key largeKey, host netip.Addr, reqType uint8, retry uint16, off, total int, data []byte) (v fragVerdict, st status, req, store []byte) {
 	t := &r.large
 	now := time.Now()
 	t.mu.Lock()
@@ -327,7 +377,8 @@ func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total 
 			// retryably, its next attempt asks again.
 			st = statusInProgress
 		}
-	case t.bytes+charge > r.cfg.LargeMessageBytes || x == nil && len(t.msgs) >= maxLargeMsgs:
+	case t.bytes+charge > r.cfg.LargeMessageBytes || x == nil && len(t.msgs) >= maxLargeMsgs ||
+		t.hostFullLocked(r, host, charge, x == nil):
 		st = statusServerBusy
 	}
 	if st != statusOK {
@@ -338,9 +389,10 @@ func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total 
 		return fragRefused, st, nil, nil
 	}
 	if x == nil {
-		x = &largeMsg{key: key, reqType: reqType, total: total, nfrag: fragments(total), retry: retry}
+		x = &largeMsg{key: key, host: host, reqType: reqType, total: total, nfrag: fragments(total), retry: retry}
 		x.ahead = make([][]byte, x.nfrag)
 		t.msgs[key] = x
+		t.chargeHostLocked(host, 0, 1)
 	}
 	x.have++
 	if idx != x.first {
@@ -359,14 +411,17 @@ func (r *Rpc) addFragment(key largeKey, reqType uint8, retry uint16, off, total 
 		}
 	}
 	t.bytes += x.room + x.aheadBytes - x.charged
+	t.chargeHostLocked(host, x.room+x.aheadBytes-x.charged, 0)
 	x.charged = x.room + x.aheadBytes
 	if x.have < x.nfrag {
 		t.touchLocked(x, now, r.cfg.MessageTimeout)
 		return fragHeld, statusOK, nil, nil
 	}
-	// Complete: the request keeps its bytes charged until it is answered.
+	// Complete: the request keeps its bytes charged until it is answered
+	// (largeReq), and is no longer one of its host's messages.
 	delete(t.msgs, key)
 	t.idle.remove(x)
+	t.chargeHostLocked(host, 0, -1)
 	return fragComplete, statusOK, x.store[maxHeaderLen : maxHeaderLen+total], x.store
 }
 
@@ -393,7 +448,8 @@ func (r *Rpc) serveFragment(m *sock.Message, h *header, n int, ss *srvSession, h
 			return
 		}
 	}
-	v, st, req, store := r.addFragment(key, h.reqType, h.retry, int(h.fragOff), int(h.total), m.Data[n:])
+	host := m.Peer.Addr()
+	v, st, req, store := r.addFragment(key, host, h.reqType, h.retry, int(h.fragOff), int(h.total), m.Data[n:])
 	switch v {
 	case fragRefused, fragOld:
 		r.replyStatus(m, &sh, st)
@@ -411,12 +467,12 @@ func (r *Rpc) serveFragment(m *sock.Message, h *header, n int, ss *srvSession, h
 		var ev eoVerdict
 		ev, rec, frame, old = r.eo.admit(ss, h, m, true, false, &r.scratch)
 		if ev != eoNew {
-			r.large.release(len(req), store)
+			r.large.release(largeReq{len(req), store, host})
 			r.answerEO(ev, m, &sh, frame, old)
 			return
 		}
 	}
-	r.dispatch(m, req, hd, rec, &sh, ss, largeReq{len(req), store})
+	r.dispatch(m, req, hd, rec, &sh, ss, largeReq{len(req), store, host})
 }
 
 // storeResponse keeps a response larger than one Homa message to be
@@ -430,8 +486,9 @@ func (r *Rpc) serveFragment(m *sock.Message, h *header, n int, ss *srvSession, h
 // nothing recycles the storage while the transport copies from it.
 func (t *largeTable) storeResponse(r *Rpc, h *ReqHandle, resp *MsgBuffer, rh *header, parked *sock.Message) (rerr, err error) {
 	n := resp.n
+	host := h.msg.Peer.Addr()
 	t.mu.Lock()
-	if n > r.cfg.MaxMessage || t.bytes+n > r.cfg.LargeMessageBytes || len(t.msgs) >= maxLargeMsgs {
+	if n > r.cfg.MaxMessage || t.bytes+n > r.cfg.LargeMessageBytes || len(t.msgs) >= maxLargeMsgs || t.hostFullLocked(r, host, n, true) {
 		t.mu.Unlock()
 		r.stats.largeRefused.Add(1)
 		rh.status = statusTooLarge
@@ -458,7 +515,7 @@ func (t *largeTable) storeResponse(r *Rpc, h *ReqHandle, resp *MsgBuffer, rh *he
 	}
 	rh.flags |= flagFragment
 	rh.fragOff, rh.total = 0, uint32(n)
-	x := &largeMsg{key: key, reqType: rh.reqType, total: n, nfrag: fragments(n)}
+	x := &largeMsg{key: key, host: host, reqType: rh.reqType, total: n, nfrag: fragments(n)}
 	x.store, x.data = resp.take()
 	x.pulled = make([]bool, x.nfrag)
 	if old := t.msgs[key]; old != nil {
@@ -466,6 +523,7 @@ func (t *largeTable) storeResponse(r *Rpc, h *ReqHandle, resp *MsgBuffer, rh *he
 	}
 	t.msgs[key] = x
 	t.bytes += n
+	t.chargeHostLocked(host, n, 1)
 	t.touchLocked(x, time.Now(), r.cfg.MessageTimeout)
 	rerr = t.replyFragment(r, h.msg, x, rh, 0)
 	if parked != nil {

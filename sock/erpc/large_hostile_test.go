@@ -82,6 +82,7 @@ type hostileLarge struct {
 	chunk     []byte
 	runs      [3]int
 	refusals  uint64
+	open      func(netip.AddrPort) (*sock.Socket, error)
 }
 
 func newHostileLarge(t *testing.T, seed uint64) *hostileLarge {
@@ -89,8 +90,14 @@ func newHostileLarge(t *testing.T, seed uint64) *hostileLarge {
 }
 
 // newHostileLargeBudget is newHostileLarge with budget bytes of
-// LargeMessageBytes.
+// LargeMessageBytes, all of which the peer's host may take.
 func newHostileLargeBudget(t *testing.T, seed uint64, budget int) *hostileLarge {
+	return newHostileLargeShare(t, seed, budget, budget)
+}
+
+// newHostileLargeShare is newHostileLarge with budget bytes of
+// LargeMessageBytes, share of them the peer's host's.
+func newHostileLargeShare(t *testing.T, seed uint64, budget, share int) *hostileLarge {
 	nw := memnet.New(memnet.Config{Seed: seed})
 	t.Cleanup(func() { nw.Close() })
 	host := netip.MustParseAddr("10.3.0.1")
@@ -101,7 +108,7 @@ func newHostileLargeBudget(t *testing.T, seed uint64, budget int) *hostileLarge 
 		}
 		return c, nil
 	}
-	nx, err := NewNexus(netip.AddrPortFrom(host, 2000), &Config{Open: open, LargeMessageBytes: budget, MaxMessage: 32 << 20})
+	nx, err := NewNexus(netip.AddrPortFrom(host, 2000), &Config{Open: open, LargeMessageBytes: budget, LargeMessageBytesPerHost: share, MaxMessage: 32 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,20 +122,32 @@ func newHostileLargeBudget(t *testing.T, seed uint64, budget int) *hostileLarge 
 		h.Rpc().FreeMsgBuffer(b)
 	}, Dispatch)
 	hp.r, hp.stop = serveRpc(t, nx)
-	hp.cs, err = open(netip.AddrPortFrom(netip.MustParseAddr("10.3.0.2"), 0))
+	hp.open = open
+	hp.connectFrom(netip.MustParseAddr("10.3.0.2"), hp.clientID)
+	return hp
+}
+
+// connectFrom makes hp's peer a socket at host with a session to the
+// server under client id.
+func (hp *hostileLarge) connectFrom(host netip.Addr, id uint64) {
+	t := hp.t
+	cs, err := hp.open(netip.AddrPortFrom(host, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hp.p = rawPeer{t, hp.cs}
-	connect := (&connectBody{dstRpc: 0, srcRpc: 1, fresh: true, clientID: hp.clientID}).Append((&header{kind: kindConnect}).Append(nil))
-	h, b := hp.p.call(nx.Addr(), connect)
+	if hp.cs != nil {
+		old := hp.cs
+		t.Cleanup(func() { old.Close() })
+	}
+	hp.cs, hp.p, hp.clientID = cs, rawPeer{t, cs}, id
+	connect := (&connectBody{dstRpc: 0, srcRpc: 1, fresh: true, clientID: id}).Append((&header{kind: kindConnect}).Append(nil))
+	h, b := hp.p.call(hp.nx.Addr(), connect)
 	var body connectReplyBody
 	if _, err := body.Parse(b); h.status != statusOK || err != nil {
 		t.Fatalf("connect: %+v %v", h, err)
 	}
-	hp.rpcAddr = netip.AddrPortFrom(host, body.port)
+	hp.rpcAddr = netip.AddrPortFrom(hp.nx.Addr().Addr(), body.port)
 	hp.sess, hp.tok = h.session, h.token
-	return hp
 }
 
 func (hp *hostileLarge) close() {
@@ -256,5 +275,32 @@ func TestLargeChargesStorage(t *testing.T) {
 		hp.expect("a fresh message", hp.frag(2, 0, eight, hp.chunk), statusOK, fragChunk, 0)
 		hp.expect("ahead", hp.frag(2, 2*fragChunk, eight, hp.chunk), statusOK, 2*fragChunk, 0)
 		hp.expect("the gap, its run three in all", hp.frag(2, fragChunk, eight, hp.chunk), statusOK, 3*fragChunk, 0)
+	})
+}
+
+// TestLargeBytesPerHost: the large messages of one client host hold at
+// most its share of LargeMessageBytes (LargeMessageBytesPerHost, by
+// default a quarter): its fragment beyond it is refused as beyond the
+// budget (retryably) while another host's fragments are taken, and once
+// its messages time out its share is whole again.
+func TestLargeBytesPerHost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hp := newHostileLargeShare(t, 75, 8*fragChunk, 0) // a host's share: 2 fragments
+		defer hp.close()
+		const eight = 8 << 20
+		hp.expect("host A's first message", hp.frag(1, 0, eight, hp.chunk), statusOK, fragChunk, 0)
+		hp.expect("host A's second message", hp.frag(2, 0, eight, hp.chunk), statusOK, 2*fragChunk, 0)
+		hp.expect("host A's third, beyond its share", hp.frag(3, 0, eight, hp.chunk), statusServerBusy, 2*fragChunk, 1)
+		hp.expect("host A's first, grown beyond its share", hp.frag(1, fragChunk, eight, hp.chunk), statusServerBusy, fragChunk, 1)
+		hp.connectFrom(netip.MustParseAddr("10.3.0.3"), 100)
+		hp.expect("host B's message", hp.frag(1, 0, eight, hp.chunk), statusOK, 2*fragChunk, 0)
+		hp.expect("host B's second", hp.frag(2, 0, eight, hp.chunk), statusOK, 3*fragChunk, 0)
+		time.Sleep(2100 * time.Millisecond) // MessageTimeout
+		hp.r.large.mu.Lock()
+		hosts := len(hp.r.large.hosts)
+		hp.r.large.mu.Unlock()
+		if st := hp.r.Stats(); st.LargeBytes != 0 || hosts != 0 {
+			t.Fatalf("after MessageTimeout: %d bytes held, the shares of %d hosts kept", st.LargeBytes, hosts)
+		}
 	})
 }

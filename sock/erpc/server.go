@@ -259,7 +259,7 @@ func (r *Rpc) dispatch(m *sock.Message, req []byte, hd *handlerEntry, rec *eoRec
 		if rec != nil {
 			r.eo.abandon(rec)
 		}
-		r.large.release(large.bytes, large.store)
+		r.large.release(large)
 		r.replyStatus(m, rh, statusServerBusy)
 		hdl.reset()
 		r.handles.put(hdl)
@@ -357,7 +357,7 @@ func (r *Rpc) EnqueueResponse(h *ReqHandle, resp *MsgBuffer) error {
 	var err, rerr error
 	var parked *sock.Message
 	var sending *eoRecord // whose storage the replies are sent from
-	r.large.release(h.large.bytes, h.large.store)
+	r.large.release(h.large)
 	replied := false // by storeResponse
 	switch {
 	case h.rec == nil && resp.n > MaxMsgSize:
