@@ -155,12 +155,7 @@ func hostileClientsRun(t *testing.T, pk *picker, steps int, chunk []byte) string
 		t.Fatal(err)
 	}
 	defer nx.Close()
-	_ = nx.Register(1, func(h *ReqHandle) {
-		resp := h.PreResp()
-		_ = h.Rpc().ResizeMsgBuffer(resp, 2)
-		copy(resp.Data(), "ok")
-		_ = h.Rpc().EnqueueResponse(h, resp)
-	}, Dispatch)
+	_ = nx.Register(1, answerOK, Dispatch)
 	_ = nx.Register(2, func(h *ReqHandle) { // a response of two fragments
 		resp, _ := h.Rpc().AllocMsgBuffer(fragChunk + 100)
 		_ = h.Rpc().EnqueueResponse(h, resp)

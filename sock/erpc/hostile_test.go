@@ -67,10 +67,7 @@ func TestHostilePeer(t *testing.T) {
 			mu.Lock()
 			runs[string(h.Request())]++
 			mu.Unlock()
-			resp := h.PreResp()
-			_ = h.Rpc().ResizeMsgBuffer(resp, 2)
-			copy(resp.Data(), "ok")
-			_ = h.Rpc().EnqueueResponse(h, resp)
+			answerOK(h)
 		}, Dispatch)
 		r, stop := serveRpc(t, nx)
 		defer stop()
@@ -206,6 +203,14 @@ func TestHostilePeer(t *testing.T) {
 			t.Fatalf("heartbeat reply %+v %v", hr, err)
 		}
 	})
+}
+
+// answerOK answers the request of h with "ok".
+func answerOK(h *ReqHandle) {
+	resp := h.PreResp()
+	_ = h.Rpc().ResizeMsgBuffer(resp, 2)
+	copy(resp.Data(), "ok")
+	_ = h.Rpc().EnqueueResponse(h, resp)
 }
 
 // serveRpc returns an Rpc of nx serving requests until stop, which waits

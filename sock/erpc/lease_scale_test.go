@@ -41,12 +41,7 @@ func TestLeaseManyClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer nx.Close()
-		_ = nx.Register(1, func(h *ReqHandle) {
-			resp := h.PreResp()
-			_ = h.Rpc().ResizeMsgBuffer(resp, 2)
-			copy(resp.Data(), "ok")
-			_ = h.Rpc().EnqueueResponse(h, resp)
-		}, Dispatch)
+		_ = nx.Register(1, answerOK, Dispatch)
 		r, stop := serveRpc(t, nx)
 		defer stop()
 
