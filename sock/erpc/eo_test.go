@@ -34,6 +34,19 @@ func (h *holder) count() int {
 	return len(h.held)
 }
 
+// holdingServer serves, on nw at serverHost with exactly-once
+// configuration eo, request type 1 with a holder and type 2 with echo.
+func holdingServer(t *testing.T, nw *memnet.Network, eo erpc.ExactlyOnceConfig) (*server, *holder) {
+	h := &holder{}
+	scfg := memConfig(nw)
+	scfg.ExactlyOnce = eo
+	srv := newServer(t, scfg, serverHost, func(nx *erpc.Nexus) {
+		_ = nx.Register(1, h.handle, erpc.Dispatch)
+		_ = nx.Register(2, echo, erpc.Dispatch)
+	}, nil)
+	return srv, h
+}
+
 // answer responds to every held request with its own data.
 func (h *holder) answer(t *testing.T) {
 	h.mu.Lock()
@@ -134,13 +147,7 @@ func TestExactlyOnceRecordsFull(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				nw := memnet.New(memnet.Config{Seed: 32})
 				defer nw.Close()
-				var h holder
-				scfg := memConfig(nw)
-				scfg.ExactlyOnce = tc.eo
-				srv := newServer(t, scfg, serverHost, func(nx *erpc.Nexus) {
-					_ = nx.Register(1, h.handle, erpc.Dispatch)
-					_ = nx.Register(2, echo, erpc.Dispatch)
-				}, nil)
+				srv, h := holdingServer(t, nw, tc.eo)
 				defer srv.close()
 				cli := newClient(t, memConfig(nw), clientHost)
 				defer cli.close()
@@ -273,12 +280,7 @@ func TestRecordsPerHost(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				nw := memnet.New(memnet.Config{Seed: 33})
 				defer nw.Close()
-				var h holder
-				scfg := memConfig(nw)
-				scfg.ExactlyOnce = tc.eo
-				srv := newServer(t, scfg, serverHost, func(nx *erpc.Nexus) {
-					_ = nx.Register(1, h.handle, erpc.Dispatch)
-				}, nil)
+				srv, h := holdingServer(t, nw, tc.eo)
 				defer srv.close()
 				a := newClient(t, memConfig(nw), clientHost)
 				defer a.close()
