@@ -53,6 +53,9 @@ func TestStreamMemoryBudget(t *testing.T) {
 		}()
 		_, err = second.Recv()
 		wantCode(t, "a stream past the budget", err, codes.ResourceExhausted)
+		if st := w.srv.Stats(); st.OverMemory != 1 || st.OverMemoryPerHost != 0 {
+			t.Errorf("stats count %d streams failed at MaxStreamMemory and %d at the host's share, want 1 and 0", st.OverMemory, st.OverMemoryPerHost)
+		}
 		if got := homagrpc.StreamMemoryForTest(w.srv); got > budget {
 			t.Errorf("the streams hold %d bytes, over the budget of %d", got, budget)
 		}

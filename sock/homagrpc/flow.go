@@ -65,18 +65,27 @@ type memBudget struct {
 	used   atomic.Int64
 	parent *memBudget // also taken from, when set
 	// what names the bound in errors: "MaxStreamMemory", or
-	// "MaxStreamMemoryPerHost".
+	// "MaxStreamMemoryPerHost"; full counts what it refused.
 	what string
+	full *atomic.Uint64
 }
 
-// take reserves n bytes, or returns the budget they do not fit in.
+// take reserves n bytes, or returns the budget they do not fit in,
+// which counts the refusal.
 func (b *memBudget) take(n int) (full *memBudget) {
 	if b == nil {
 		return nil
 	}
 	if b.used.Add(int64(n)) > b.limit {
 		b.used.Add(-int64(n))
-		return b
+		full = b
+		if p := b.parent; p != nil && p.used.Load()+int64(n) > p.limit {
+			full = p // the server's bound: no share of it would have fit
+		}
+		if full.full != nil {
+			full.full.Add(1)
+		}
+		return full
 	}
 	if full := b.parent.take(n); full != nil {
 		b.used.Add(-int64(n))

@@ -50,8 +50,9 @@ func echoOnce(ctx context.Context, c testpb.TestServiceClient) (testpb.TestServi
 // One client host holds at most its share of a socket's streams
 // (MaxStreamsPerHost, by default a fifth of MaxConcurrentCalls),
 // whatever ports it opens them from: its next stream is refused with
-// ResourceExhausted naming the bound, while another host's streams are
-// taken, and the host may open more once its streams end.
+// ResourceExhausted naming the bound (and counted), while another
+// host's streams are taken, and the host may open more once its streams
+// end.
 func TestStreamsPerHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newStreamWorld(t, &streamService{}, homagrpc.MaxConcurrentCalls(10)) // a host's share: 2
@@ -72,6 +73,9 @@ func TestStreamsPerHost(t *testing.T) {
 			if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "MaxStreamsPerHost") {
 				t.Errorf("host A's stream beyond its share, port %d: %v, want ResourceExhausted naming MaxStreamsPerHost", i, err)
 			}
+		}
+		if st := w.srv.Stats(); st.RefusedPerHost != 2 || st.Refused != 0 {
+			t.Errorf("stats count %d streams refused for their host's share and %d for the server's bound, want 2 and 0", st.RefusedPerHost, st.Refused)
 		}
 		b := w.clientAt(t, otherHost)
 		for i := range 2 {
@@ -142,6 +146,9 @@ func TestStreamMemoryPerHost(t *testing.T) {
 		}
 		if got := homagrpc.StreamMemoryForTest(w.srv); got > budget/4 {
 			t.Errorf("host A's streams hold %d bytes, over its share of %d", got, budget/4)
+		}
+		if st := w.srv.Stats(); st.OverMemoryPerHost != 1 || st.OverMemory != 0 {
+			t.Errorf("stats count %d streams failed at their host's share of memory and %d at the server's, want 1 and 0", st.OverMemoryPerHost, st.OverMemory)
 		}
 		fill(ctx, w.clientAt(t, otherHost))
 		if got := homagrpc.StreamMemoryForTest(w.srv); got < held+window-size {

@@ -58,7 +58,7 @@ func NewServer(opts ...ServerOption) *Server {
 	for _, o := range opts {
 		o(&s.opts)
 	}
-	s.streamMem.limit, s.streamMem.what = s.opts.streamMem, "MaxStreamMemory"
+	s.streamMem.limit, s.streamMem.what, s.streamMem.full = s.opts.streamMem, "MaxStreamMemory", &s.stats.overMemory
 	s.handlerCtx, s.endHandlers = context.WithCancel(context.Background())
 	s.recvCtx, s.endRecv = context.WithCancel(context.Background())
 	s.registry.Store(&registry{methods: map[string]*method{}, services: map[string]*service{}})
@@ -260,12 +260,25 @@ type ServerStats struct {
 	// refused (more streams than the server runs at once), also counted
 	// in Malformed.
 	PullSets, Pulls, StalePulls, BadPullSets uint64
+	// Refused counts the streams (and unary calls continued as streams)
+	// refused because a socket held MaxConcurrentCalls streams, and
+	// RefusedPerHost those refused because their client host held its
+	// share (MaxStreamsPerHost).
+	Refused, RefusedPerHost uint64
+	// OverMemory counts the streams that failed because the streams
+	// held MaxStreamMemory unread, and OverMemoryPerHost those that
+	// failed because the streams of their client host held its share
+	// (MaxStreamMemoryPerHost); with them, the unary calls whose long
+	// responses did not fit.
+	OverMemory, OverMemoryPerHost uint64
 }
 
 type serverCounters struct {
 	calls, malformed, unimplemented, dropped, abandoned atomic.Uint64
 	batches, batchFrames, badBatches, staleFrames       atomic.Uint64
 	pullSets, pulls, stalePulls, badPullSets            atomic.Uint64
+	refused, refusedPerHost                             atomic.Uint64
+	overMemory, overMemoryPerHost                       atomic.Uint64
 }
 
 // Stats returns the server's counters.
@@ -284,6 +297,11 @@ func (s *Server) Stats() ServerStats {
 		Pulls:         s.stats.pulls.Load(),
 		StalePulls:    s.stats.stalePulls.Load(),
 		BadPullSets:   s.stats.badPullSets.Load(),
+
+		Refused:           s.stats.refused.Load(),
+		RefusedPerHost:    s.stats.refusedPerHost.Load(),
+		OverMemory:        s.stats.overMemory.Load(),
+		OverMemoryPerHost: s.stats.overMemoryPerHost.Load(),
 	}
 }
 

@@ -24,14 +24,17 @@ func (l *listener) addStream(ss *sstream) *status.Status {
 		return status.Newf(codes.Internal, "homagrpc: stream id %d is in use", ss.key.id)
 	}
 	if len(l.streams) >= l.srv.opts.maxHandlers {
+		l.srv.stats.refused.Add(1)
 		return status.Newf(codes.ResourceExhausted, "homagrpc: %d streams are open, the server's bound (MaxConcurrentCalls)", len(l.streams))
 	}
 	addr := ss.key.peer.Addr()
 	h := l.hosts[addr]
 	if h == nil {
-		h = &hostShare{mem: memBudget{limit: l.srv.opts.hostMemLimit(), parent: &l.srv.streamMem, what: "MaxStreamMemoryPerHost"}}
+		h = &hostShare{mem: memBudget{limit: l.srv.opts.hostMemLimit(), parent: &l.srv.streamMem,
+			what: "MaxStreamMemoryPerHost", full: &l.srv.stats.overMemoryPerHost}}
 	}
 	if h.streams >= l.srv.opts.hostStreamsLimit() {
+		l.srv.stats.refusedPerHost.Add(1)
 		return status.Newf(codes.ResourceExhausted, "homagrpc: this client host has %d streams open, its share of the server's (MaxStreamsPerHost)", h.streams)
 	}
 	if l.streams == nil {
