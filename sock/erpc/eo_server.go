@@ -166,9 +166,13 @@ func (t *eoTable) admit(ss *srvSession, h *header, m *sock.Message, create, copi
 	}
 	if rec == nil {
 		hs := cl.host
-		if len(t.recs) >= t.cfg.MaxRecords || t.bytes+t.reserved+recordReserve > t.cfg.MaxRecordBytes ||
-			hs.recs >= t.cfg.MaxRecordsPerHost || hs.bytes+hs.reserved+recordReserve > t.cfg.MaxRecordBytesPerHost {
+		if len(t.recs) >= t.cfg.MaxRecords || t.bytes+t.reserved+recordReserve > t.cfg.MaxRecordBytes {
 			t.stats.full.Add(1)
+			return eoFull, nil, nil, nil
+		}
+		if hs.recs >= t.cfg.MaxRecordsPerHost || hs.bytes+hs.reserved+recordReserve > t.cfg.MaxRecordBytesPerHost {
+			t.stats.full.Add(1)
+			t.stats.fullPerHost.Add(1)
 			return eoFull, nil, nil, nil
 		}
 		if k := len(t.free); k > 0 {

@@ -295,6 +295,9 @@ func TestRecordsPerHost(t *testing.T) {
 				if !errors.Is(refused.err, erpc.ErrRecordsFull) || !errors.Is(refused.err, erpc.ErrRetryable) {
 					t.Fatalf("host A's request beyond its share: %v, want ErrRecordsFull (retryable)", refused.err)
 				}
+				if st := srv.rpc.Stats(); st.RecordsFull != 1 || st.RecordsFullPerHost != 1 {
+					t.Errorf("stats: %d requests refused for want of a record, %d for their host's share; want 1 and 1", st.RecordsFull, st.RecordsFullPerHost)
+				}
 				held = append(held, b.enqueue(t, sb, 1, []byte("b1"), erpc.ExactlyOnce))
 				b.runUntil(t, time.Second, func() bool { return h.count() == 3 })
 				h.answer(t)

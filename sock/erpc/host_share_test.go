@@ -75,6 +75,9 @@ func TestServerSessionsPerHost(t *testing.T) {
 		if h := w.connect(a1, 11, false); h.status != statusTooManySessions {
 			t.Errorf("host A's session beyond its share: status %d, want %d (too many sessions)", h.status, statusTooManySessions)
 		}
+		if st := w.nx.Stats(); st.Refused != 1 || st.RefusedPerHost != 1 {
+			t.Errorf("Nexus stats: %d connects refused, %d for their host's share; want 1 and 1", st.Refused, st.RefusedPerHost)
+		}
 		if w.connect(b, 21, true).status != statusOK || w.connect(b, 21, false).status != statusOK {
 			t.Error("host B's sessions refused while host A holds its share")
 		}
@@ -119,6 +122,9 @@ func TestLeasesPerHost(t *testing.T) {
 		}
 		if h := w.connect(a2, 13, true); h.status != statusTooManySessions {
 			t.Errorf("host A's client beyond its share of leases: status %d, want %d (too many sessions)", h.status, statusTooManySessions)
+		}
+		if st := w.nx.Stats(); st.Refused != 1 || st.RefusedPerHost != 1 {
+			t.Errorf("Nexus stats: %d connects refused, %d for their host's share; want 1 and 1", st.Refused, st.RefusedPerHost)
 		}
 		if h := w.connect(a2, 11, false); h.status != statusOK {
 			t.Errorf("a client of host A with a lease, another session: status %d", h.status)

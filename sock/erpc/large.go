@@ -377,9 +377,11 @@ func (r *Rpc) addFragment(key largeKey, host netip.Addr, reqType uint8, retry ui
 			// retryably, its next attempt asks again.
 			st = statusInProgress
 		}
-	case t.bytes+charge > r.cfg.LargeMessageBytes || x == nil && len(t.msgs) >= maxLargeMsgs ||
-		t.hostFullLocked(r, host, charge, x == nil):
+	case t.bytes+charge > r.cfg.LargeMessageBytes || x == nil && len(t.msgs) >= maxLargeMsgs:
 		st = statusServerBusy
+	case t.hostFullLocked(r, host, charge, x == nil):
+		st = statusServerBusy
+		r.stats.largeRefusedPerHost.Add(1)
 	}
 	if st != statusOK {
 		if x != nil {
@@ -489,6 +491,9 @@ func (t *largeTable) storeResponse(r *Rpc, h *ReqHandle, resp *MsgBuffer, rh *he
 	host := h.msg.Peer.Addr()
 	t.mu.Lock()
 	if n > r.cfg.MaxMessage || t.bytes+n > r.cfg.LargeMessageBytes || len(t.msgs) >= maxLargeMsgs || t.hostFullLocked(r, host, n, true) {
+		if n <= r.cfg.MaxMessage && t.bytes+n <= r.cfg.LargeMessageBytes && len(t.msgs) < maxLargeMsgs {
+			r.stats.largeRefusedPerHost.Add(1)
+		}
 		t.mu.Unlock()
 		r.stats.largeRefused.Add(1)
 		rh.status = statusTooLarge

@@ -292,6 +292,9 @@ func TestLargeBytesPerHost(t *testing.T) {
 		hp.expect("host A's second message", hp.frag(2, 0, eight, hp.chunk), statusOK, 2*fragChunk, 0)
 		hp.expect("host A's third, beyond its share", hp.frag(3, 0, eight, hp.chunk), statusServerBusy, 2*fragChunk, 1)
 		hp.expect("host A's first, grown beyond its share", hp.frag(1, fragChunk, eight, hp.chunk), statusServerBusy, fragChunk, 1)
+		if st := hp.r.Stats(); st.LargeRefusedPerHost != 2 {
+			t.Errorf("stats: %d fragments refused for their host's share, want 2", st.LargeRefusedPerHost)
+		}
 		hp.connectFrom(netip.MustParseAddr("10.3.0.3"), 100)
 		hp.expect("host B's message", hp.frag(1, 0, eight, hp.chunk), statusOK, 2*fragChunk, 0)
 		hp.expect("host B's second", hp.frag(2, 0, eight, hp.chunk), statusOK, 3*fragChunk, 0)

@@ -67,23 +67,27 @@ type leaseTable struct {
 }
 
 // attach finds or makes (made true) the lease of a connect from host
-// under id, within maxLeases in all and perHost for host.
-func (t *leaseTable) attach(host netip.Addr, id uint64, fresh bool, maxLeases, perHost int) (l *lease, made bool, st status) {
+// under id, within maxLeases in all and perHost for host (share says
+// that the host's share refused it).
+func (t *leaseTable) attach(host netip.Addr, id uint64, fresh bool, maxLeases, perHost int) (l *lease, made bool, st status, share bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ep := t.epoch.Load()
 	if l := t.byID[id]; l != nil {
 		if l.host != host {
-			return nil, false, statusBadRequest // another host's id
+			return nil, false, statusBadRequest, false // another host's id
 		}
 		l.touch(ep)
-		return l, false, statusOK
+		return l, false, statusOK, false
 	}
 	if !fresh {
-		return nil, false, statusLeaseExpired
+		return nil, false, statusLeaseExpired, false
 	}
-	if len(t.byID) >= maxLeases || t.byHost[host] >= perHost {
-		return nil, false, statusTooManySessions
+	if len(t.byID) >= maxLeases {
+		return nil, false, statusTooManySessions, false
+	}
+	if t.byHost[host] >= perHost {
+		return nil, false, statusTooManySessions, true
 	}
 	l = &lease{id: id, host: host}
 	l.seen.Store(ep)
@@ -92,7 +96,7 @@ func (t *leaseTable) attach(host netip.Addr, id uint64, fresh bool, maxLeases, p
 		t.byHost = make(map[netip.Addr]int)
 	}
 	t.byHost[host]++
-	return l, true, statusOK
+	return l, true, statusOK, false
 }
 
 // drop forgets a lease just made for a connect that was then refused.

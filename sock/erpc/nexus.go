@@ -64,6 +64,7 @@ type Nexus struct {
 	wake   context.CancelFunc // ends the Nexus goroutine's wait
 
 	connects, disconnects, refused, bad atomic.Uint64
+	refusedPerHost                      atomic.Uint64
 	leasesExpired, heartbeats           atomic.Uint64
 }
 
@@ -72,7 +73,11 @@ type NexusStats struct {
 	Connects    uint64 // server sessions made
 	Disconnects uint64 // server sessions ended by their client
 	Refused     uint64 // connects refused: no such Rpc, or its table full
-	BadMessages uint64 // management messages that did not parse, or of a wrong kind
+	// RefusedPerHost counts the connects of Refused refused because
+	// their client host held its share of the Rpc's sessions or of the
+	// Nexus's leases (MaxServerSessionsPerHost, MaxLeasesPerHost).
+	RefusedPerHost uint64
+	BadMessages    uint64 // management messages that did not parse, or of a wrong kind
 	// Leases.
 	Leases        int    // client leases held now (server side)
 	LeasesExpired uint64 // leases forgotten for silence, with their sessions and records
@@ -82,13 +87,14 @@ type NexusStats struct {
 // Stats returns a snapshot of the Nexus's counters.
 func (n *Nexus) Stats() NexusStats {
 	return NexusStats{
-		Connects:      n.connects.Load(),
-		Disconnects:   n.disconnects.Load(),
-		Refused:       n.refused.Load(),
-		BadMessages:   n.bad.Load(),
-		Leases:        n.leases.len(),
-		LeasesExpired: n.leasesExpired.Load(),
-		Heartbeats:    n.heartbeats.Load(),
+		Connects:       n.connects.Load(),
+		Disconnects:    n.disconnects.Load(),
+		Refused:        n.refused.Load(),
+		RefusedPerHost: n.refusedPerHost.Load(),
+		BadMessages:    n.bad.Load(),
+		Leases:         n.leases.len(),
+		LeasesExpired:  n.leasesExpired.Load(),
+		Heartbeats:     n.heartbeats.Load(),
 	}
 }
 
@@ -324,25 +330,33 @@ func (n *Nexus) connect(m *sock.Message, h *header, out []byte) []byte {
 		reply.status = statusNoSuchRpc
 		return reply.Append(out)
 	}
-	l, made, st := n.leases.attach(m.Peer.Addr(), c.clientID, c.fresh, n.cfg.MaxLeases, n.cfg.MaxLeasesPerHost)
+	l, made, st, share := n.leases.attach(m.Peer.Addr(), c.clientID, c.fresh, n.cfg.MaxLeases, n.cfg.MaxLeasesPerHost)
 	if st != statusOK {
-		n.refused.Add(1)
+		n.refuse(share)
 		reply.status = st
 		return reply.Append(out)
 	}
-	num, token, st := r.acceptSession(m.Peer, &c, l)
+	num, token, st, share := r.acceptSession(m.Peer, &c, l)
 	reply.status, reply.session, reply.token = st, num, token
 	out = reply.Append(out)
 	if st != statusOK {
 		if made {
 			n.leases.drop(l)
 		}
-		n.refused.Add(1)
+		n.refuse(share)
 		return out
 	}
 	n.connects.Add(1)
 	body := connectReplyBody{port: r.LocalAddr().Port(), leaseMs: uint32(n.cfg.LeaseTimeout / time.Millisecond)}
 	return body.Append(out)
+}
+
+// refuse counts a connect refused; share says for its host's share.
+func (n *Nexus) refuse(share bool) {
+	n.refused.Add(1)
+	if share {
+		n.refusedPerHost.Add(1)
+	}
 }
 
 // disconnect ends a server session, and appends the reply to out.

@@ -582,16 +582,20 @@ type Stats struct {
 	ServerBusy     uint64 // requests refused because the background queue was full
 	ServerSessions int    // sessions other Rpcs hold to this one
 	// Exactly-once, server side.
-	Duplicates      uint64 // duplicates answered from a completed record
-	InProgressDups  uint64 // duplicates that arrived while the original ran
-	StaleDups       uint64 // duplicates of forgotten requests, answered stale
-	RecordsFull     uint64 // requests refused for want of a record
-	RecordsExpired  uint64 // completed records forgotten by timeout, unacknowledged
-	RecordsAcked    uint64 // records forgotten on the client's acknowledgment
-	Records         int    // records held now
-	RecordBytes     int    // response bytes they hold
-	RecordsReserved int    // bytes reserved by records in progress
-	ResponsesLost   uint64 // responses not kept: too large for the room left, or unacknowledged for RecordTimeout
+	Duplicates     uint64 // duplicates answered from a completed record
+	InProgressDups uint64 // duplicates that arrived while the original ran
+	StaleDups      uint64 // duplicates of forgotten requests, answered stale
+	RecordsFull    uint64 // requests refused for want of a record
+	// RecordsFullPerHost counts those of RecordsFull refused because the
+	// records of their client host held its share (MaxRecordsPerHost,
+	// MaxRecordBytesPerHost).
+	RecordsFullPerHost uint64
+	RecordsExpired     uint64 // completed records forgotten by timeout, unacknowledged
+	RecordsAcked       uint64 // records forgotten on the client's acknowledgment
+	Records            int    // records held now
+	RecordBytes        int    // response bytes they hold
+	RecordsReserved    int    // bytes reserved by records in progress
+	ResponsesLost      uint64 // responses not kept: too large for the room left, or unacknowledged for RecordTimeout
 	// Exactly-once, client side.
 	TicketsDropped uint64 // tickets released because a stream held MaxTickets
 	// Large messages, client side.
@@ -599,10 +603,14 @@ type Stats struct {
 	FragmentsSkipped uint64 // fragments an exactly-once attempt did not send again: the server held them
 	ResumeRefused    uint64 // answers to a resume query refused: beyond what was sent, or the request
 	// Large messages, server side.
-	LargeRefused   uint64 // fragments or large responses refused: over a limit, out of order, inconsistent
-	LargeExpired   uint64 // large messages dropped after MessageTimeout without progress
-	LargeBytes     int    // bytes of large messages held now
-	FragmentsAgain uint64 // fragments of exactly-once requests held already, acknowledged again (a newer attempt's)
+	LargeRefused uint64 // fragments or large responses refused: over a limit, out of order, inconsistent
+	// LargeRefusedPerHost counts those of LargeRefused refused because
+	// the large messages of their client host held its share
+	// (LargeMessageBytesPerHost, or a fifth of the messages).
+	LargeRefusedPerHost uint64
+	LargeExpired        uint64 // large messages dropped after MessageTimeout without progress
+	LargeBytes          int    // bytes of large messages held now
+	FragmentsAgain      uint64 // fragments of exactly-once requests held already, acknowledged again (a newer attempt's)
 	// Use from other goroutines.
 	SubmitFull uint64 // Submit refused: the submit queue was full
 	NotOwner   uint64 // owner-only methods refused: called by a second goroutine
@@ -614,6 +622,7 @@ type counters struct {
 	dups, inProgress, staleDups, full, expired, acked       atomic.Uint64
 	submitFull, notOwner, lost, ticketsDropped              atomic.Uint64
 	largeRefused, largeExpired                              atomic.Uint64
+	fullPerHost, largeRefusedPerHost                        atomic.Uint64
 	fragSent, fragSkipped, resumeRefused, fragAgain         atomic.Uint64
 }
 
@@ -622,32 +631,34 @@ type counters struct {
 func (r *Rpc) Stats() Stats {
 	c := &r.stats
 	st := Stats{
-		RequestsSent:      c.requestsSent.Load(),
-		Retries:           c.retries.Load(),
-		ResponsesReceived: c.responses.Load(),
-		RequestsFailed:    c.failed.Load(),
-		SessionResets:     c.resets.Load(),
-		StaleMessages:     c.stale.Load(),
-		RequestsServed:    c.served.Load(),
-		ResponsesSent:     c.responsesSent.Load(),
-		BadMessages:       c.bad.Load(),
-		ServerBusy:        c.busy.Load(),
-		Duplicates:        c.dups.Load(),
-		InProgressDups:    c.inProgress.Load(),
-		StaleDups:         c.staleDups.Load(),
-		RecordsFull:       c.full.Load(),
-		RecordsExpired:    c.expired.Load(),
-		RecordsAcked:      c.acked.Load(),
-		SubmitFull:        c.submitFull.Load(),
-		ResponsesLost:     c.lost.Load(),
-		TicketsDropped:    c.ticketsDropped.Load(),
-		LargeRefused:      c.largeRefused.Load(),
-		LargeExpired:      c.largeExpired.Load(),
-		FragmentsSent:     c.fragSent.Load(),
-		FragmentsSkipped:  c.fragSkipped.Load(),
-		ResumeRefused:     c.resumeRefused.Load(),
-		FragmentsAgain:    c.fragAgain.Load(),
-		NotOwner:          c.notOwner.Load(),
+		RequestsSent:        c.requestsSent.Load(),
+		Retries:             c.retries.Load(),
+		ResponsesReceived:   c.responses.Load(),
+		RequestsFailed:      c.failed.Load(),
+		SessionResets:       c.resets.Load(),
+		StaleMessages:       c.stale.Load(),
+		RequestsServed:      c.served.Load(),
+		ResponsesSent:       c.responsesSent.Load(),
+		BadMessages:         c.bad.Load(),
+		ServerBusy:          c.busy.Load(),
+		Duplicates:          c.dups.Load(),
+		InProgressDups:      c.inProgress.Load(),
+		StaleDups:           c.staleDups.Load(),
+		RecordsFull:         c.full.Load(),
+		RecordsFullPerHost:  c.fullPerHost.Load(),
+		RecordsExpired:      c.expired.Load(),
+		RecordsAcked:        c.acked.Load(),
+		SubmitFull:          c.submitFull.Load(),
+		ResponsesLost:       c.lost.Load(),
+		TicketsDropped:      c.ticketsDropped.Load(),
+		LargeRefused:        c.largeRefused.Load(),
+		LargeRefusedPerHost: c.largeRefusedPerHost.Load(),
+		LargeExpired:        c.largeExpired.Load(),
+		FragmentsSent:       c.fragSent.Load(),
+		FragmentsSkipped:    c.fragSkipped.Load(),
+		ResumeRefused:       c.resumeRefused.Load(),
+		FragmentsAgain:      c.fragAgain.Load(),
+		NotOwner:            c.notOwner.Load(),
 	}
 	r.srvMu.Lock()
 	st.ServerSessions = r.srvLive

@@ -22,16 +22,20 @@ type srvSession struct {
 }
 
 // acceptSession makes a server session for a connect from the client Rpc
-// at peer. The Nexus goroutine calls it.
-func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody, l *lease) (num, token uint32, st status) {
+// at peer (share says that its host's share refused it). The Nexus
+// goroutine calls it.
+func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody, l *lease) (num, token uint32, st status, share bool) {
 	r.srvMu.Lock()
 	defer r.srvMu.Unlock()
 	if r.closed.Load() {
-		return 0, 0, statusNoSuchRpc
+		return 0, 0, statusNoSuchRpc, false
 	}
 	host := peer.Addr()
-	if r.srvLive >= r.cfg.MaxServerSessions || r.srvHosts[host] >= r.cfg.MaxServerSessionsPerHost {
-		return 0, 0, statusTooManySessions
+	if r.srvLive >= r.cfg.MaxServerSessions {
+		return 0, 0, statusTooManySessions, false
+	}
+	if r.srvHosts[host] >= r.cfg.MaxServerSessionsPerHost {
+		return 0, 0, statusTooManySessions, true
 	}
 	tab := append([]*srvSession(nil), *r.srvTab.Load()...) // readers keep the old one
 	if k := len(r.srvFree); k > 0 {
@@ -53,7 +57,7 @@ func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody, l *lease) (num,
 		r.srvHosts = make(map[netip.Addr]int)
 	}
 	r.srvHosts[host]++
-	return num, ss.token, statusOK
+	return num, ss.token, statusOK, false
 }
 
 // unhost counts a session of the client host at peer gone. The caller
