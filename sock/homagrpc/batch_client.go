@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,22 @@ const muxInFlight = 2
 // 8.7% faster (p=0.009) for 7.8% less CPU per message (p=0.030), six
 // alternated runs each.
 const muxSlowMin = 100 * time.Microsecond
+
+// Gathering. A batch's answers wake its streams, whose next frames come
+// at once, one stream after another: the first found the mux with no RPC
+// in flight and went alone, and the others waited for it to return, so
+// batches alternated between one frame and all the rest. The goroutine
+// that delivers a batch's answers now yields its processor once
+// (runtime.Gosched) before it counts the RPC returned: the streams it
+// woke, queued on its processor, run first and put their frames in the
+// queue, which then goes as one batch. Nothing waits for a frame that is
+// not ready: a stream that does not answer at once is not waited for,
+// and a lone stream's frames (batches of one) are not delayed. 1 KB
+// messages on 4 x 32 streams between two processes, ten alternated
+// pairs with --rounds 4: Homa RPCs per message 0.065 -> 0.055
+// (BenchmarkStreamParallel), CPU per message 13.2-15.3 -> 11.9-14.3 µs,
+// the median of the rounds' ratios to gRPC-go 1.50-1.76 (mean 1.59) ->
+// 1.63-1.89 (mean 1.77), higher in nine pairs of ten.
 
 // mux sends the data frames of a ClientConn's streams to one server.
 type mux struct {
@@ -274,6 +291,10 @@ func (mx *mux) await(id uint64, ps []*pending, at time.Time) {
 		}
 	}
 	deliver(ps, m, err)
+	if len(ps) > 1 {
+		// Let the streams just answered run first (see Gathering).
+		runtime.Gosched()
+	}
 	mx.finished(at)
 }
 

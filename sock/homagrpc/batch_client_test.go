@@ -3,6 +3,7 @@ package homagrpc
 import (
 	"context"
 	"net/netip"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -478,5 +479,47 @@ func TestBatchSecondWhenSlow(t *testing.T) {
 		recvEcho(t, sts, 1, 2)
 		f.reply(held)
 		recvEcho(t, sts, 0, 26)
+	})
+}
+
+// Streams that answer each echo with their next message at once, as the
+// streams of a ping-pong do, send those messages in one batch: the
+// goroutine that delivers a batch's answers lets the streams it woke
+// run before the mux sends again (see Gathering), where the first of
+// them used to go alone and the others after it. On one processor, so
+// that the streams woken run where the delivery yields; most batches
+// then carry every stream's frame (none did before).
+func TestBatchGathersAnsweredStreams(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	synctest.Test(t, func(t *testing.T) {
+		const streams, rounds = 4, 20
+		f, cc := newFakeStreamWorld(t, false)
+		sts, _ := openStreams(t, cc, streams)
+		var wg sync.WaitGroup
+		for i := range sts {
+			wg.Go(func() {
+				recvEcho(t, sts, i, 0) // the open's
+				for k := 1; k <= rounds; k++ {
+					send(t, sts, i, k)
+					recvEcho(t, sts, i, k)
+				}
+			})
+		}
+		full, requests := 0, 0
+		for answered := 0; answered < streams*rounds; {
+			m := f.next()
+			n := len(f.frames(m))
+			if n == streams {
+				full++
+			}
+			requests++
+			answered += n
+			f.reply(m)
+		}
+		wg.Wait()
+		t.Logf("%d of %d requests carried every stream's frame", full, requests)
+		if full < requests/2 {
+			t.Errorf("%d of %d requests carried every stream's frame, want most", full, requests)
+		}
 	})
 }

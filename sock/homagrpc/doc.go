@@ -232,7 +232,10 @@
 // which the server answers in one response, an answer per frame. Once
 // the RPC in flight has been out twice as long as the ClientConn's RPCs
 // to that server lately took (at least 100 µs, at most 2 ms), the frames
-// waiting go in a second one. Nothing waits for more frames to come. Each stream's frames stay in order (a stream
+// waiting go in a second one. Nothing waits for more frames to come,
+// but the streams a batch's answers woke run before the mux sends again,
+// so that their next frames go together (see Gathering in
+// batch_client.go). Each stream's frames stay in order (a stream
 // still has one data frame in flight), each keeps its own credit,
 // cancellation (a stream canceled while its frame travels in a batch
 // ends at once; the others take their answers) and errors. The server
