@@ -347,10 +347,10 @@
 // streams keep every processor busy does better parking at once: give
 // Dial (or DialTarget) and the server's sock.Open
 // &sock.Config{Polling: sock.PollNever}. On two processors, 1 KB
-// messages on bidirectional streams went at 1.76-1.79 times grpc-go's
-// rate that way against 1.50 with the default (the rounds of two
-// alternated pairs of runs, docs/performance.md, 2026-11-29, 09:00),
-// for 11.1-11.4 µs of CPU per message against 13.0-15.1: a spinner
+// messages on bidirectional streams went at 1.83-1.92 times grpc-go's
+// rate that way against 1.59-1.80 with the default (the rounds of two
+// alternated pairs of runs, docs/performance.md, 2026-11-29, 10:55),
+// for 12.5-12.6 µs of CPU per message against 12.9-15.8: a spinner
 // takes the processor from goroutines and threads with work to do.
 //
 // # Wire framing
