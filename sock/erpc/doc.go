@@ -306,6 +306,11 @@
 //   - A server that restarts has no records: the same as an expired
 //     lease (connects under the old id are refused).
 //   - A client that crashes loses its tickets; a new Rpc is a new client.
+//   - The client's word is taken for its own requests: an acknowledgment
+//     that names fewer copies than it sent lets the record go when that
+//     many have arrived, and a later copy runs again. This layer's
+//     clients never do so; one that does harms only its own requests,
+//     since a record answers only its client id, from its host.
 //
 // Where this departs from RIFL: RIFL's client ids are leases issued by a
 // lease server and its records are durable with the object they update;
