@@ -141,7 +141,7 @@ type serverOptions struct {
 	statsHs     []stats.Handler
 	streamMem   int64
 	// A client host's shares of maxHandlers (streams) and streamMem; 0:
-	// the defaults (hostStreams, hostMemory).
+	// the defaults (hostStreamsLimit, hostMemLimit).
 	hostStreams int
 	hostMem     int64
 }
@@ -187,8 +187,8 @@ func MaxStreamMemory(n int64) ServerOption {
 	}
 }
 
-// MaxStreamMemoryPerHost bounds what the streams of one client host
-// hold of MaxStreamMemory (default a quarter of it), so that one host
+// MaxStreamMemoryPerHost bounds what the streams of one client host on
+// a socket hold of MaxStreamMemory (default a quarter of it), so that one host
 // cannot take it all: a stream of a host at its share fails with
 // codes.ResourceExhausted as one past MaxStreamMemory does, while the
 // other hosts' streams go on. The ports of a host share its share.
