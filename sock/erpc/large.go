@@ -339,6 +339,9 @@ func (r *Rpc) addFragment(key largeKey, host netip.Addr, reqType uint8, retry ui
 	defer t.mu.Unlock()
 	defer t.updateNextLocked(r.cfg.MessageTimeout)
 	x := t.msgs[key]
+	if x != nil {
+		host = x.host // the message's, which its session and lease tie to one host
+	}
 	eo := key.kind == lkEORequest
 	if x != nil && eo && retry != x.retry {
 		if retry < x.retry {
