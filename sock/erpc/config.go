@@ -413,13 +413,13 @@ func (e *ExactlyOnceConfig) check() error {
 	return nil
 }
 
-// orDefault sets *v to def when it is zero, and refuses a negative one
-// as field's error.
 // hostShare is the default share of one client host in a bound of n
 // things: a fifth, as the engine's bounds on a host's RPCs
 // (sock.Limits), at least one.
 func hostShare(n int) int { return max(n/5, 1) }
 
+// orDefault sets *v to def when it is zero, and refuses a negative one
+// as field's error.
 func orDefault[T int | int64 | time.Duration](v *T, def T, field string) error {
 	if *v == 0 {
 		*v = def
