@@ -57,11 +57,32 @@ func (l *lease) touch(ep uint32) {
 // go unheard.
 const leaseEpochs = 4
 
+// hostCount counts things by client host, holding no entry for a host
+// with none. Its owner guards it.
+type hostCount map[netip.Addr]int
+
+func (c hostCount) of(host netip.Addr) int { return c[host] }
+
+// add counts one more thing of host; c is made if need be.
+func (c *hostCount) add(host netip.Addr) {
+	if *c == nil {
+		*c = make(hostCount)
+	}
+	(*c)[host]++
+}
+
+// remove counts one thing of host fewer.
+func (c hostCount) remove(host netip.Addr) {
+	if c[host]--; c[host] <= 0 {
+		delete(c, host)
+	}
+}
+
 // leaseTable holds the leases of a server Nexus.
 type leaseTable struct {
 	mu     sync.Mutex
 	byID   map[uint64]*lease
-	byHost map[netip.Addr]int // how many leases each client host holds
+	byHost hostCount // how many leases each client host holds
 	epoch  atomic.Uint32
 	next   time.Time // the next tick; the Nexus goroutine's
 }
@@ -86,16 +107,13 @@ func (t *leaseTable) attach(host netip.Addr, id uint64, fresh bool, maxLeases, p
 	if len(t.byID) >= maxLeases {
 		return nil, false, statusTooManySessions, false
 	}
-	if t.byHost[host] >= perHost {
+	if t.byHost.of(host) >= perHost {
 		return nil, false, statusTooManySessions, true
 	}
 	l = &lease{id: id, host: host}
 	l.seen.Store(ep)
 	t.byID[id] = l
-	if t.byHost == nil {
-		t.byHost = make(map[netip.Addr]int)
-	}
-	t.byHost[host]++
+	t.byHost.add(host)
 	return l, true, statusOK, false
 }
 
@@ -112,9 +130,7 @@ func (t *leaseTable) drop(l *lease) {
 func (t *leaseTable) deleteLocked(l *lease) {
 	delete(t.byID, l.id)
 	l.dead.Store(true)
-	if t.byHost[l.host]--; t.byHost[l.host] <= 0 {
-		delete(t.byHost, l.host)
-	}
+	t.byHost.remove(l.host)
 }
 
 // renew renews the lease of id for host, reporting whether it exists.

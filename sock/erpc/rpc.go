@@ -78,7 +78,7 @@ type Rpc struct {
 	srvTab   atomic.Pointer[[]*srvSession] // copied on write; read without locks
 	srvFree  []uint32
 	srvLive  int
-	srvHosts map[netip.Addr]int // live sessions by client host
+	srvHosts hostCount // live sessions by client host
 	srvToken uint32
 	eo       eoTable
 	large    largeTable

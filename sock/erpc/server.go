@@ -34,7 +34,7 @@ func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody, l *lease) (num,
 	if r.srvLive >= r.cfg.MaxServerSessions {
 		return 0, 0, statusTooManySessions, false
 	}
-	if r.srvHosts[host] >= r.cfg.MaxServerSessionsPerHost {
+	if r.srvHosts.of(host) >= r.cfg.MaxServerSessionsPerHost {
 		return 0, 0, statusTooManySessions, true
 	}
 	tab := append([]*srvSession(nil), *r.srvTab.Load()...) // readers keep the old one
@@ -53,20 +53,8 @@ func (r *Rpc) acceptSession(peer netip.AddrPort, c *connectBody, l *lease) (num,
 	tab[num] = ss
 	r.srvTab.Store(&tab)
 	r.srvLive++
-	if r.srvHosts == nil {
-		r.srvHosts = make(map[netip.Addr]int)
-	}
-	r.srvHosts[host]++
+	r.srvHosts.add(host)
 	return num, ss.token, statusOK, false
-}
-
-// unhost counts a session of the client host at peer gone. The caller
-// holds srvMu.
-func (r *Rpc) unhost(peer netip.AddrPort) {
-	host := peer.Addr()
-	if r.srvHosts[host]--; r.srvHosts[host] <= 0 {
-		delete(r.srvHosts, host)
-	}
 }
 
 // dropSession removes the server session a disconnect from peer names.
@@ -85,7 +73,7 @@ func (r *Rpc) dropSession(num, token uint32, peer netip.AddrPort) status {
 	r.srvTab.Store(&tab)
 	r.srvFree = append(r.srvFree, num)
 	r.srvLive--
-	r.unhost(peer)
+	r.srvHosts.remove(peer.Addr())
 	r.srvMu.Unlock()
 	return statusOK
 }
@@ -107,7 +95,7 @@ func (r *Rpc) expireLeases() {
 		tab[i] = nil
 		r.srvFree = append(r.srvFree, uint32(i))
 		r.srvLive--
-		r.unhost(ss.client)
+		r.srvHosts.remove(ss.client.Addr())
 	}
 	if tab != nil {
 		r.srvTab.Store(&tab)
