@@ -493,8 +493,10 @@ func (t *largeTable) storeResponse(r *Rpc, h *ReqHandle, resp *MsgBuffer, rh *he
 	n := resp.n
 	host := h.msg.Peer.Addr()
 	t.mu.Lock()
-	if n > r.cfg.MaxMessage || t.bytes+n > r.cfg.LargeMessageBytes || len(t.msgs) >= maxLargeMsgs || t.hostFullLocked(r, host, n, true) {
-		if n <= r.cfg.MaxMessage && t.bytes+n <= r.cfg.LargeMessageBytes && len(t.msgs) < maxLargeMsgs {
+	overAll := n > r.cfg.MaxMessage || t.bytes+n > r.cfg.LargeMessageBytes || len(t.msgs) >= maxLargeMsgs
+	overHost := !overAll && t.hostFullLocked(r, host, n, true)
+	if overAll || overHost {
+		if overHost {
 			r.stats.largeRefusedPerHost.Add(1)
 		}
 		t.mu.Unlock()
