@@ -15,17 +15,21 @@ var (
 	shareServer = netip.MustParseAddr("10.4.0.1")
 	hostA       = netip.MustParseAddr("10.4.0.2")
 	hostB       = netip.MustParseAddr("10.4.0.3")
+	hostC       = netip.MustParseAddr("10.4.0.4")
 )
 
 // shareWorld is a server Nexus with cfg (on its own in-memory network)
-// and a way to connect to its Rpc 0 from a socket of one's own.
+// serving Rpc 0, and a way to connect to it from a socket of one's own.
 type shareWorld struct {
 	t  *testing.T
 	nw *memnet.Network
 	nx *Nexus
+	r  *Rpc
 }
 
-func newShareWorld(t *testing.T, cfg Config) *shareWorld {
+// newShareWorld makes a shareWorld whose Nexus has the handlers that
+// register (if set) registers.
+func newShareWorld(t *testing.T, cfg Config, register func(*Nexus)) *shareWorld {
 	w := &shareWorld{t: t, nw: memnet.New(memnet.Config{Seed: 71})}
 	t.Cleanup(func() { w.nw.Close() })
 	cfg.Open = func(a netip.AddrPort) (*sock.Socket, error) { return socktest.OpenMem(w.nw, a, testConfig()) }
@@ -35,7 +39,11 @@ func newShareWorld(t *testing.T, cfg Config) *shareWorld {
 	}
 	t.Cleanup(func() { nx.Close() })
 	w.nx = nx
-	_, stop := serveRpc(t, nx)
+	if register != nil {
+		register(nx)
+	}
+	var stop func()
+	w.r, stop = serveRpc(t, nx)
 	t.Cleanup(stop)
 	return w
 }
@@ -66,7 +74,7 @@ func (w *shareWorld) connect(p rawPeer, id uint64, fresh bool) header {
 // room for another of its own.
 func TestServerSessionsPerHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newShareWorld(t, Config{MaxServerSessions: 10}) // a host's share: 2
+		w := newShareWorld(t, Config{MaxServerSessions: 10}, nil) // a host's share: 2
 		a1, a2, b := w.peer(hostA), w.peer(hostA), w.peer(hostB)
 		first := w.connect(a1, 11, true)
 		if first.status != statusOK || w.connect(a2, 11, false).status != statusOK {
@@ -98,7 +106,7 @@ func TestServerSessionsPerHost(t *testing.T) {
 // server then refused goes again.
 func TestLeasesPerHost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newShareWorld(t, Config{MaxLeases: 10, MaxServerSessions: 4}) // a host's shares: 2 leases, 1 session
+		w := newShareWorld(t, Config{MaxLeases: 10, MaxServerSessions: 4}, nil) // a host's shares: 2 leases, 1 session
 		a1, a2 := w.peer(hostA), w.peer(hostA)
 		if h := w.connect(a1, 11, true); h.status != statusOK {
 			t.Fatalf("host A's first client: status %d", h.status)
@@ -113,7 +121,7 @@ func TestLeasesPerHost(t *testing.T) {
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		w := newShareWorld(t, Config{MaxLeases: 10}) // a host's share: 2 leases
+		w := newShareWorld(t, Config{MaxLeases: 10}, nil) // a host's share: 2 leases
 		a1, a2, b := w.peer(hostA), w.peer(hostA), w.peer(hostB)
 		for id := uint64(11); id <= 12; id++ {
 			if h := w.connect(a1, id, true); h.status != statusOK {

@@ -10,8 +10,6 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/homa-go/homa/homa/memnet"
-	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock"
 )
 
@@ -145,33 +143,17 @@ func TestRapidHostileClients(t *testing.T) {
 // hostileClientsRun runs one sequence of steps drawn from rt against a
 // fresh server and returns what failed.
 func hostileClientsRun(t *testing.T, pk *picker, steps int, chunk []byte) string {
-	nw := memnet.New(memnet.Config{})
-	t.Cleanup(func() { nw.Close() })
-	open := func(a netip.AddrPort) (*sock.Socket, error) { return socktest.OpenMem(nw, a, testConfig()) }
-	server := netip.MustParseAddr("10.6.0.1")
-	nx, err := NewNexus(netip.AddrPortFrom(server, 2000), &Config{Open: open, MaxServerSessions: 10, MaxLeases: 10,
-		LargeMessageBytes: 12 * fragChunk, ExactlyOnce: ExactlyOnceConfig{MaxRecords: 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nx.Close()
-	_ = nx.Register(1, answerOK, Dispatch)
-	_ = nx.Register(2, func(h *ReqHandle) { // a response of two fragments
-		resp, _ := h.Rpc().AllocMsgBuffer(fragChunk + 100)
-		_ = h.Rpc().EnqueueResponse(h, resp)
-		h.Rpc().FreeMsgBuffer(resp)
-	}, Dispatch)
-	r, stop := serveRpc(t, nx)
-	defer stop()
-
-	var peers []*sock.Socket
-	for _, a := range []string{"10.6.0.2", "10.6.0.3"} {
-		s, err := open(netip.AddrPortFrom(netip.MustParseAddr(a), 0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		peers = append(peers, s)
-	}
+	w := newShareWorld(t, Config{MaxServerSessions: 10, MaxLeases: 10, LargeMessageBytes: 12 * fragChunk,
+		ExactlyOnce: ExactlyOnceConfig{MaxRecords: 20}}, func(nx *Nexus) {
+		_ = nx.Register(1, answerOK, Dispatch)
+		_ = nx.Register(2, func(h *ReqHandle) { // a response of two fragments
+			resp, _ := h.Rpc().AllocMsgBuffer(fragChunk + 100)
+			_ = h.Rpc().EnqueueResponse(h, resp)
+			h.Rpc().FreeMsgBuffer(resp)
+		}, Dispatch)
+	})
+	nx, r := w.nx, w.r
+	peers := []*sock.Socket{w.peer(hostA).s, w.peer(hostB).s}
 	var sessions []sessionRef
 	for range steps {
 		m := drawHostile(pk, sessions, chunk)
@@ -216,22 +198,17 @@ func hostileClientsRun(t *testing.T, pk *picker, steps int, chunk []byte) string
 	}
 
 	// A third host is served.
-	g, err := open(netip.AddrPortFrom(netip.MustParseAddr("10.6.0.4"), 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	good := rawPeer{t, g}
+	good := w.peer(hostC)
 	h, b := good.call(nx.Addr(), (&connectBody{dstRpc: 0, srcRpc: 1, fresh: true, clientID: 77}).Append((&header{kind: kindConnect}).Append(nil)))
 	var body connectReplyBody
 	if _, err := body.Parse(b); h.status != statusOK || err != nil {
 		return fmt.Sprintf("another host's connect: status %d, %v", h.status, err)
 	}
 	req := header{kind: kindRequest, reqType: 1, flags: flagExactlyOnce, session: h.session, token: h.token, clientID: 77, seq: 1}
-	if rh, _ := good.call(netip.AddrPortFrom(server, body.port), append(req.Append(nil), "hi"...)); rh.status != statusOK {
+	if rh, _ := good.call(netip.AddrPortFrom(nx.Addr().Addr(), body.port), append(req.Append(nil), "hi"...)); rh.status != statusOK {
 		return fmt.Sprintf("another host's exactly-once request: status %d", rh.status)
 	}
-	g.Close()
+	good.s.Close()
 
 	// Every lease expires, and everything with it.
 	time.Sleep(2 * defaultLeaseTimeout)
