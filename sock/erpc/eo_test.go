@@ -34,9 +34,12 @@ func (h *holder) count() int {
 	return len(h.held)
 }
 
-// holdingServer serves, on nw at serverHost with exactly-once
-// configuration eo, request type 1 with a holder and type 2 with echo.
-func holdingServer(t *testing.T, nw *memnet.Network, eo erpc.ExactlyOnceConfig) (*server, *holder) {
+// holdingServer serves, on a new in-memory network (of seed) at
+// serverHost with exactly-once configuration eo, request type 1 with a
+// holder and type 2 with echo; both end with the test.
+func holdingServer(t *testing.T, seed uint64, eo erpc.ExactlyOnceConfig) (*memnet.Network, *server, *holder) {
+	nw := memnet.New(memnet.Config{Seed: seed})
+	t.Cleanup(func() { nw.Close() })
 	h := &holder{}
 	scfg := memConfig(nw)
 	scfg.ExactlyOnce = eo
@@ -44,7 +47,8 @@ func holdingServer(t *testing.T, nw *memnet.Network, eo erpc.ExactlyOnceConfig) 
 		_ = nx.Register(1, h.handle, erpc.Dispatch)
 		_ = nx.Register(2, echo, erpc.Dispatch)
 	}, nil)
-	return srv, h
+	t.Cleanup(srv.close)
+	return nw, srv, h
 }
 
 // answer responds to every held request with its own data.
@@ -145,10 +149,7 @@ func TestExactlyOnceRecordsFull(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				nw := memnet.New(memnet.Config{Seed: 32})
-				defer nw.Close()
-				srv, h := holdingServer(t, nw, tc.eo)
-				defer srv.close()
+				nw, srv, h := holdingServer(t, 32, tc.eo)
 				cli := newClient(t, memConfig(nw), clientHost)
 				defer cli.close()
 				s := cli.connect(t, serverHost)
@@ -278,10 +279,7 @@ func TestRecordsPerHost(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				nw := memnet.New(memnet.Config{Seed: 33})
-				defer nw.Close()
-				srv, h := holdingServer(t, nw, tc.eo)
-				defer srv.close()
+				nw, srv, h := holdingServer(t, 33, tc.eo)
 				a := newClient(t, memConfig(nw), clientHost)
 				defer a.close()
 				b := newClient(t, memConfig(nw), otherHost)
