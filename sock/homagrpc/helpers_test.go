@@ -157,7 +157,13 @@ func (w *memWorld) dial(t *testing.T, dst netip.AddrPort, opts ...homagrpc.DialO
 // end of the test.
 func clientSocket(t *testing.T, nw *memnet.Network) *sock.Socket {
 	t.Helper()
-	s, err := socktest.OpenMem(nw, netip.AddrPortFrom(clientHost, 0), testConfig())
+	return socketAt(t, nw, clientHost)
+}
+
+// socketAt opens a socket on nw at host, closed at the end of the test.
+func socketAt(t *testing.T, nw *memnet.Network, host netip.Addr) *sock.Socket {
+	t.Helper()
+	s, err := socktest.OpenMem(nw, netip.AddrPortFrom(host, 0), testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

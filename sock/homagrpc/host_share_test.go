@@ -12,7 +12,6 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
 
-	"github.com/homa-go/homa/internal/testkit/socktest"
 	"github.com/homa-go/homa/sock/homagrpc"
 )
 
@@ -23,12 +22,7 @@ var otherHost = netip.MustParseAddr("10.0.0.3")
 // host, closed at the end of the test.
 func (w *memWorld) clientAt(t *testing.T, host netip.Addr) testpb.TestServiceClient {
 	t.Helper()
-	s, err := socktest.OpenMem(w.nw, netip.AddrPortFrom(host, 0), testConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return testpb.NewTestServiceClient(homagrpc.NewClientConn(s, serverAddr))
+	return testpb.NewTestServiceClient(homagrpc.NewClientConn(socketAt(t, w.nw, host), serverAddr))
 }
 
 // echoOnce opens a bidirectional stream on c and has one message
