@@ -35,6 +35,11 @@ type Config struct {
 	TargetAddr netip.AddrPort
 	// InProcess runs each server in this process instead of a child.
 	InProcess bool
+	// SplitCPUs gives the clients and each server child CPUs of their
+	// own, half of those this process may run on each (see Split CPUs);
+	// not with InProcess or Target.
+	SplitCPUs bool
+	split     cpuSplit   // the halves, set by Run
 	Host      netip.Addr // loopback address of the servers on this host (default 127.0.0.1)
 
 	Dist           *workload.Dist // request sizes (default: all of Size bytes)
@@ -111,6 +116,17 @@ func (c Config) withDefaults() Config {
 // first protocol whose measurement fails. Progress goes to stderr.
 func Run(ctx context.Context, cfg *Config, stderr io.Writer) (*Report, error) {
 	c := cfg.withDefaults()
+	if c.SplitCPUs {
+		restore, err := c.splitCPUs()
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := restore(); err != nil {
+				fmt.Fprintf(stderr, "homa bench: giving this process its CPUs back: %v\n", err)
+			}
+		}()
+	}
 	rep := newBenchReport(&c)
 	if err := c.checkRaw(rep, stderr); err != nil {
 		return nil, err
@@ -122,6 +138,23 @@ func Run(ctx context.Context, cfg *Config, stderr io.Writer) (*Report, error) {
 		return nil, errors.New("no protocol could be measured")
 	}
 	return rep, nil
+}
+
+// splitCPUs confines this process to the clients' half of its CPUs and
+// keeps the server's half for the children (see Split CPUs); restore
+// gives the process its CPUs back.
+func (c *Config) splitCPUs() (restore func() error, err error) {
+	if c.InProcess || c.Target != "" {
+		return nil, errors.New("--split-cpus splits the CPUs between this process and the server children: not with --in-process or --target")
+	}
+	allowed, err := allowedCPUs()
+	if err != nil {
+		return nil, err
+	}
+	if c.split, err = splitCPUs(allowed); err != nil {
+		return nil, err
+	}
+	return pinProcess(c.split.clients)
 }
 
 // executable is the program run as a server child.

@@ -155,7 +155,7 @@ func startChild(ctx context.Context, p Protocol, cfg *Config) (_ *childServer, e
 	c.wg.Go(func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		err := c.cmd.Start()
+		err := onCPUs(cfg.split.server, c.cmd.Start)
 		started <- err
 		if err == nil {
 			c.err = c.cmd.Wait()

@@ -35,6 +35,10 @@ type Report struct {
 	Target      string  `json:"target,omitempty"` // or the remote server
 	Go          string  `json:"go"`
 	CPUs        int     `json:"cpus"`
+	// ClientCPUs and ServerCPUs are the CPUs each side ran on when
+	// they were split (Config.SplitCPUs), as lists such as "0-3".
+	ClientCPUs string `json:"client_cpus,omitempty"`
+	ServerCPUs string `json:"server_cpus,omitempty"`
 	// Servers says where the servers run: "child process", "this
 	// process" or "remote"; CPUAccounting what CPU µs/RPC counts.
 	Servers       string `json:"servers"`
@@ -135,6 +139,9 @@ func newBenchReport(cfg *Config) *Report {
 	}
 	if n, ok := rawHomaSockets(); ok {
 		r.RawHomaSockets = n
+	}
+	if cfg.split.clients != nil {
+		r.ClientCPUs, r.ServerCPUs = cpuList(cfg.split.clients), cpuList(cfg.split.server)
 	}
 	switch {
 	case cfg.Target != "":
@@ -406,6 +413,10 @@ func (r *Report) title() string {
 func (r *Report) serversLine() string {
 	switch r.Servers {
 	case ServersChild:
+		if r.ClientCPUs != "" {
+			return "each in a child process (homa serve), the clients in this one; clients on CPU " + r.ClientCPUs +
+				", servers on CPU " + r.ServerCPUs + " (--split-cpus)"
+		}
 		return "each in a child process (homa serve), the clients in this one"
 	case ServersHere:
 		return "in this process, with the clients (--in-process)"

@@ -29,7 +29,7 @@ const (
 	defaultDuration       = 5 * time.Second
 )
 
-const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST] [--target HOST:PORT | --in-process]\n" +
+const benchSynopsis = "[--mode latency|throughput|workload] [--proto LIST] [--target HOST:PORT | --in-process | --split-cpus]\n" +
 	"       [--size N | --workload w1..w5] [--count N] [--warmup N] [--clients M] [--outstanding N]\n" +
 	"       [--load-mbps X] [--duration D] [--max-outstanding N] [--calibrate N] [--samples FILE] [--seed S]\n" +
 	"       [--reply-size N] [--conns N] [--link-mbps M] [--unsched-bytes N] [--poll D] [--peer-timeout D] [--buckets N] [--addr-family 4|6] [--timeout D]\n" +
@@ -51,6 +51,7 @@ type benchFlags struct {
 	duration, progressEvery              time.Duration
 	seed                                 uint64
 	asJSON, progress, inProcess, stats   bool
+	splitCPUs                            bool
 	engine                               engineFlags
 	set                                  map[string]bool // flags on the command line
 }
@@ -64,6 +65,7 @@ func (f *benchFlags) register(fs *flag.FlagSet) {
 	hide(fs, "vs")
 	fs.StringVar(&f.target, "target", "", "`HOST:PORT` of a remote server (homa serve --proto P); no server in this process; one --proto, by default "+defaultTargetProto)
 	fs.BoolVar(&f.inProcess, "in-process", false, "run each server in this process (default: in a child process, homa serve, so that client and server are two processes)")
+	fs.BoolVar(&f.splitCPUs, "split-cpus", false, "give the clients (this process) the first half of the CPUs and each server child the second half, with GOMAXPROCS to match, as two hosts would have them; protocols that run both ends in this process (udp, floor) run on the clients' half (Linux)")
 	fs.StringVar(&f.dist, "workload", "", "draw request sizes from `W`: w1..w5 (instead of --size)")
 	fs.IntVar(&f.clients, "clients", 0, "`M` clients: Homa sockets, TCP connection pools or gRPC connections (default 4 in throughput mode, else 1)")
 	fs.IntVar(&f.outstanding, "outstanding", 0, "RPCs in flight per client in throughput mode (default 32)")
@@ -105,7 +107,7 @@ func (f *benchFlags) check(fs *flag.FlagSet) (*bench.Config, error) {
 		return nil, fmt.Errorf("--rounds %d: must be at least 1", f.rounds)
 	}
 	c := &bench.Config{Mode: f.mode, Count: f.load.count, Warmup: f.load.warmup, Timeout: f.load.timeout, Rounds: f.rounds,
-		Target: f.target, InProcess: f.inProcess, Samples: f.samples, Seed: f.seed, ReplySize: f.replySize, Conns: f.conns, Engine: f.engine.config(),
+		Target: f.target, InProcess: f.inProcess, SplitCPUs: f.splitCPUs, Samples: f.samples, Seed: f.seed, ReplySize: f.replySize, Conns: f.conns, Engine: f.engine.config(),
 		MaxOutstanding: f.maxOut, Calibrate: f.calibrate, LoadMbps: f.loadMbps, Executable: serverExecutable, ChildStarted: childStarted}
 	for _, step := range []func(*bench.Config) error{f.checkMode, f.checkSizes, f.checkProtocols, f.checkLimits, f.checkOutput} {
 		if err := step(c); err != nil {
@@ -222,6 +224,9 @@ func (f *benchFlags) checkProtocols(c *bench.Config) error {
 			return fmt.Errorf("%s is not measured in %s mode (which takes %s)", p.Name(), c.Mode,
 				bench.ProtocolNames(func(p bench.Protocol) bool { return p.MeasuredIn(c.Mode) }))
 		}
+	}
+	if f.splitCPUs && (f.inProcess || f.target != "") {
+		return errors.New("--split-cpus splits the CPUs between this process and the server children: not with --in-process or --target")
 	}
 	if f.target != "" {
 		if f.inProcess {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,6 +91,15 @@ func TestBenchChildServes(t *testing.T) {
 	checkRows(t, rep, []string{"tcp"}, 10)
 	if len(pids()) != before || rep.Servers != bench.ServersHere {
 		t.Errorf("--in-process: %d more processes, servers %q", len(pids())-before, rep.Servers)
+	}
+
+	if runtime.NumCPU() < 2 {
+		return // --split-cpus needs two; bench's own tests check the split
+	}
+	rep, _ = benchJSON(t, "--proto", "tcp", "--count", "10", "--split-cpus")
+	checkRows(t, rep, []string{"tcp"}, 10)
+	if rep.Servers != bench.ServersChild || rep.ClientCPUs == "" || rep.ServerCPUs == "" || rep.ClientCPUs == rep.ServerCPUs {
+		t.Errorf("--split-cpus: servers %q, clients on CPU %q, servers on %q", rep.Servers, rep.ClientCPUs, rep.ServerCPUs)
 	}
 }
 

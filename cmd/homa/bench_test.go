@@ -55,6 +55,8 @@ func TestBenchBadFlags(t *testing.T) {
 		{"--target", "127.0.0.1:4000", "--proto", "floor"},    // no remote server
 		{"--target", "127.0.0.1", "--proto", "tcp"},           // no port
 		{"--target", "127.0.0.1:4000", "--proto", "tcp", "--in-process"},
+		{"--split-cpus", "--in-process"},
+		{"--split-cpus", "--target", "127.0.0.1:4000", "--proto", "tcp"},
 		{"--proto", "layers,quic"},
 		{"--json", "extra"},
 	} {

@@ -44,7 +44,7 @@ commands:
          serve and ping on loopback in one process (UDP if raw is not permitted)
   bench  [--mode latency|throughput|workload] [--proto LIST] [--size N | --workload w1..w5]
          [--count N] [--clients M --outstanding N] [--load-mbps X --duration D]
-         [--target HOST:PORT | --in-process] [--json] [--plot F.svg|F.png] [--progress]
+         [--target HOST:PORT | --in-process | --split-cpus] [--json] [--plot F.svg|F.png] [--progress]
          Homa over raw IP and UDP against Go TCP, gRPC, Go UDP and a raw-socket floor, and
          (--proto layers) the RPC layers: erpc and a gRPC stub over Homa and over gRPC-go/TCP;
          each server in a child process: RTT percentiles, slowdown by message size, RPCs/s,
