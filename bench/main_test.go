@@ -59,7 +59,7 @@ func serveChild(args []string) int {
 	}
 	fmt.Printf("homa: %s server on %v\n", p.Name(), srv.Addr())
 	ctx, cancel := context.WithCancel(ctx)
-	go AnswerParent(os.Stdin, os.Stdout, srv, cancel)
+	go AnswerParent(ParentInput(), os.Stdout, srv, cancel)
 	<-ctx.Done()
 	if err := srv.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

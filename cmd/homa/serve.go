@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,7 +142,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		defer cancel()
 		// The goroutine ends when the parent closes the pipe, which it
 		// does to stop the server, or with the process.
-		go bench.AnswerParent(serveInput, out, srv, cancel)
+		in := serveInput
+		if in == nil {
+			in = bench.ParentInput()
+		}
+		go bench.AnswerParent(in, out, srv, cancel)
 	}
 	<-ctx.Done()
 	if err := errors.Join(srv.Close(), ms.close()); err != nil {
@@ -153,9 +156,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
-// serveInput is what "homa serve --parent" reads its parent's queries
-// from; tests replace it.
-var serveInput io.Reader = os.Stdin
+// serveInput, if not nil, is what "homa serve --parent" reads its
+// parent's queries from, instead of its standard input; tests set it.
+var serveInput io.Reader
 
 // lockedWriter serializes the writes of several goroutines.
 type lockedWriter struct {
