@@ -242,6 +242,14 @@ type Poller interface {
 	WaitReadable() error
 }
 
+// Queued is an optional Conn capability: Queued reports whether a
+// packet waits to be read, without reading it or waiting. A spinning
+// reader of another Conn of the process asks it of a Conn whose reader
+// is parked (see homa's "One processor").
+type Queued interface {
+	Queued() bool
+}
+
 // InProcess is an optional Conn capability: it reports whether the
 // Conn's packets are delivered by goroutines and timers of this process
 // (the in-memory network) rather than by the kernel. A goroutine that

@@ -163,6 +163,20 @@ func (p *pollFD) waitReadable() error {
 	return err
 }
 
+// readable reports whether a datagram (or an error) waits on the socket,
+// without taking it: one ppoll with no timeout.
+func (p *pollFD) readable() bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed.Load() {
+		return false
+	}
+	pfd := unix.PollFd{Fd: int32(p.fd), Events: unix.POLLIN}
+	var ts unix.Timespec
+	n, _, errno := unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	return errno == 0 && n > 0 && pfd.Revents != 0
+}
+
 // waitWritable waits, at most writePoll, for room in the send buffer.
 func (p *pollFD) waitWritable() error {
 	pfd := unix.PollFd{Fd: int32(p.fd), Events: unix.POLLOUT}

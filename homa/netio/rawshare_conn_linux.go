@@ -251,6 +251,13 @@ func (c *sharedConn) WaitReadable() error {
 	}
 }
 
+// Queued implements Queued: a packet waits in the Conn's queue, or on
+// the shared socket (maybe for another member: then the asker stops
+// spinning for nothing worse than a wake-up).
+func (c *sharedConn) Queued() bool {
+	return !c.closed.Load() && (c.pending() || c.share.conn.Queued())
+}
+
 // park waits until a packet may be in the queue: on the shared socket,
 // when no other member is parked there, then moving what arrived to the
 // members' queues; else until a packet is queued. It returns ErrWoken for

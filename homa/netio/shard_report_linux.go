@@ -60,6 +60,10 @@ func (c *groupConn) WaitReadable() error {
 	return c.sockConn.WaitReadable()
 }
 
+// Queued implements Queued: reports wait in the inbox, or a packet on
+// the shard's socket.
+func (c *groupConn) Queued() bool { return c.has.Load() || c.sockConn.Queued() }
+
 // readVia returns the reports in the inbox, if any, and otherwise what
 // read gives, less the reports that belong to other shards.
 func (c *groupConn) readVia(pkts []Packet, borrow bool, read func([]Packet) (int, error)) (int, error) {

@@ -191,6 +191,12 @@ func (c *sockConn) WaitReadable() error {
 	return c.waitReadable()
 }
 
+// Queued implements Queued: packets of an earlier receive wait in the
+// Conn's receive area, or a datagram on the socket.
+func (c *sockConn) Queued() bool {
+	return !c.closed.Load() && (c.rd.area.pending.Load() || c.pfd.readable())
+}
+
 // read is every read method: wait parks until something arrives, borrow
 // lends the receive area's packets instead of copying them. Packets left
 // in the area by an earlier receive go first, without a system call.
