@@ -131,7 +131,18 @@ type Endpoint struct {
 	// acknowledgments, ackCaught those that saw them come (see Awaiting
 	// acknowledgments in poll.go).
 	ackSpins, ackCaught atomic.Uint64
-	spin                spinBudget
+	// spinsCut counts the spins ended early because another endpoint of
+	// the process was parked and the process has one processor (see
+	// One processor).
+	spinsCut atomic.Uint64
+	// queued tells whether a packet waits on the socket, for the
+	// spinners of other endpoints while this one is parked; nil unless
+	// the process has one processor (see One processor).
+	queued netio.Queued
+	// rxYield: the holder of rxTok stopped spinning for a parked
+	// endpoint (see One processor).
+	rxYield bool
+	spin    spinBudget
 
 	io      ioCounters
 	batches recycler[txBatch]
@@ -185,6 +196,9 @@ func NewEndpoint(conn netio.Conn, cfg Config) *Endpoint {
 	}
 	e.chooseReads()
 	e.spin.init(cfg, conn)
+	if q, ok := conn.(netio.Queued); ok && e.spin.oneProc {
+		e.queued = q
+	}
 	e.lastRead.Store(-int64(time.Hour)) // no goroutine in Recv has read yet
 	e.readerLeft = make(chan struct{}, 1)
 	e.tokenFreed = make(chan struct{}, 1)

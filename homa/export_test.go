@@ -20,6 +20,17 @@ func CPUYields(e *Endpoint) uint64 { return e.cpuYields.Load() }
 // how often they came meanwhile.
 func AckSpins(e *Endpoint) (spins, caught uint64) { return e.ackSpins.Load(), e.ackCaught.Load() }
 
+// SpinsCut is how many spins e ended because another endpoint of the
+// process was parked on its socket and the process has one processor.
+func SpinsCut(e *Endpoint) uint64 { return e.spinsCut.Load() }
+
+// ReaderParked reports whether a reader of e is parked on its socket.
+func ReaderParked(e *Endpoint) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rxBlocked != nil || e.rxParked.Load()
+}
+
 // Pooled reports whether the process's buffer pool, or the cache of one
 // of the endpoints in, holds b's memory.
 func Pooled(b []byte, in ...*Endpoint) bool {

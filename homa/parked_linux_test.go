@@ -229,6 +229,13 @@ func udpEchoPair(t *testing.T) (client, server *homa.Endpoint, dst netip.AddrPor
 // udpEchoPairWith is udpEchoPair with a server of configuration scfg.
 func udpEchoPairWith(t *testing.T, scfg homa.Config) (client, server *homa.Endpoint, dst netip.AddrPort) {
 	t.Helper()
+	return udpEchoPairConfigs(t, homa.Config{}, scfg)
+}
+
+// udpEchoPairConfigs is udpEchoPair with a client of configuration ccfg
+// and a server of scfg.
+func udpEchoPairConfigs(t *testing.T, ccfg, scfg homa.Config) (client, server *homa.Endpoint, dst netip.AddrPort) {
+	t.Helper()
 	lo := netip.MustParseAddr("127.0.0.1")
 	sc, err := netio.OpenUDP(lo, 0, nil)
 	if err != nil {
@@ -240,7 +247,7 @@ func udpEchoPairWith(t *testing.T, scfg homa.Config) (client, server *homa.Endpo
 	}
 	server = homa.NewEndpoint(sc, scfg)
 	t.Cleanup(func() { server.Close() })
-	client = homa.NewEndpoint(cc, homa.Config{})
+	client = homa.NewEndpoint(cc, ccfg)
 	t.Cleanup(func() { client.Close() })
 	go func() {
 		for {

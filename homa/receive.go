@@ -219,7 +219,13 @@ func (e *Endpoint) read(ctx context.Context, w *mailbox.Waiter, due bool, reques
 		e.allocRx()
 		e.applyLazy() // nobody spins now (see Lazy arming)
 		e.io.parks.Add(1)
+		if e.rxYield {
+			e.rxYield = false
+			parked.yield(e)
+		}
+		parked.add(e)
 		n, err := e.readConn(e.rxPkts)
+		parked.remove(e)
 		e.mu.Lock()
 		e.rxBlocked = nil
 		e.mu.Unlock()
@@ -289,6 +295,11 @@ func (e *Endpoint) spinRead(ctx context.Context, w *mailbox.Waiter, due bool, re
 			return nil, false
 		case ctx.Err() != nil:
 			return nil, false
+		}
+		if e.spin.oneProc && parked.n.Load() > 0 && parked.othersQueued(e) {
+			e.spinsCut.Add(1)
+			e.rxYield = true
+			return nil, false // see One processor
 		}
 		now := e.now()
 		if now > deadline {
@@ -365,7 +376,9 @@ func (e *Endpoint) rxLoop() {
 			e.applyLazy()
 			e.rxParked.Store(true)
 			e.io.parks.Add(1)
+			parked.add(e)
 			err = e.poller.WaitReadable()
+			parked.remove(e)
 			e.rxParked.Store(false)
 			switch {
 			case errors.Is(err, netio.ErrWoken):
