@@ -366,14 +366,26 @@ func (p *parkedSet) remove(e *Endpoint) {
 	p.mu.Unlock()
 }
 
+// maxProbes bounds the sockets one turn of a spinner asks (a system call
+// each): a process of one processor with more parked endpoints (the
+// shards of a socket, say) has a random few of them asked at each turn.
+const maxProbes = 4
+
 // othersQueued reports whether a packet waits for an endpoint other than
-// e whose reader is parked.
+// e whose reader is parked, of up to maxProbes of them.
 func (p *parkedSet) othersQueued(e *Endpoint) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for o, q := range p.on {
-		if o != e && q.Queued() {
+	probes := 0
+	for o, q := range p.on { // in random order
+		if o == e {
+			continue
+		}
+		if q.Queued() {
 			return true
+		}
+		if probes++; probes == maxProbes {
+			break
 		}
 	}
 	return false
