@@ -110,21 +110,21 @@ type spinBudget struct {
 // trip lasts the whole spin: W1 at 1 Mbit/s with both ends in one
 // process and GOMAXPROCS 1, 203 µs median against TCP's 45 µs.
 // So with one processor a reader stops spinning, and parks, once a
-// packet waits for another endpoint of the process parked on its socket
-// (parked: a ppoll of that socket per turn while one is parked); then the
-// processor, with nothing to run, polls the network and wakes that
-// endpoint. The reader that stopped parks as one that yielded: the
-// endpoint that wakes wakes it too (Wake, no system call), so that it
-// spins again, and two endpoints that answer each other spin in turn
-// rather than settle on both parking (which made RPCs one at a time in
-// one process 26 µs rather than 17). Not as soon as another endpoint
-// parks, only once a packet waits for it: otherwise a server parked
-// between requests would stop its client's spins for nothing. Goroutines parked on other sockets of the
-// process (TCP connections, say) are not looked at: with one processor,
-// each spin delays them by up to its length, as any busy goroutine
-// would. Two processes of one processor each and any process with more
-// processors are not affected: there another processor, with nothing
-// to run, polls the network.
+// packet waits for another endpoint of the process parked on its
+// socket (parked: a ppoll of that socket per turn while one is
+// parked); then the processor, with nothing to run, polls the network
+// and wakes that endpoint. The reader that stopped parks as one that
+// yielded: the endpoint that wakes wakes it too (Wake, no system call),
+// so that it spins again, and two endpoints that answer each other spin
+// in turn rather than settle on both parking (which made RPCs one at a
+// time in one process 26 µs rather than 17). Not as soon as another
+// endpoint parks, only once a packet waits for it: otherwise a server
+// parked between requests would stop its client's spins for nothing.
+// Goroutines parked on other sockets of the process (TCP connections,
+// say) are not looked at: with one processor, each spin delays them by
+// up to its length, as any busy goroutine would. A process with more
+// processors needs none of this: another processor, with nothing to
+// run, polls the network.
 
 // Yields of a spinning reader: rarely on a kernel socket, so that timers
 // and goroutines readied on its processor still run; at every turn on a
