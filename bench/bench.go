@@ -117,7 +117,7 @@ func (c Config) withDefaults() Config {
 func Run(ctx context.Context, cfg *Config, stderr io.Writer) (*Report, error) {
 	c := cfg.withDefaults()
 	if c.SplitCPUs {
-		restore, err := c.splitCPUs()
+		restore, err := c.confineClients()
 		if err != nil {
 			return nil, err
 		}
@@ -140,10 +140,10 @@ func Run(ctx context.Context, cfg *Config, stderr io.Writer) (*Report, error) {
 	return rep, nil
 }
 
-// splitCPUs confines this process to the clients' half of its CPUs and
+// confineClients confines this process to the clients' half of its CPUs and
 // keeps the server's half for the children (see Split CPUs); restore
 // gives the process its CPUs back.
-func (c *Config) splitCPUs() (restore func() error, err error) {
+func (c *Config) confineClients() (restore func() error, err error) {
 	if c.InProcess || c.Target != "" {
 		return nil, errors.New("--split-cpus splits the CPUs between this process and the server children: not with --in-process or --target")
 	}
