@@ -255,7 +255,9 @@ func (c *Core) newServerRPC(d *wire.Data, src netip.Addr, whole bool) *rpc {
 	c.lapseReservations()
 	if !c.reservedFor(p, d.SrcPort, id) && c.atReplyBound(p) {
 		c.drop(contract.DropLimit)
-		c.refuse(p, d.SrcPort, id, d.MessageLength)
+		if d.Retransmit == 0 { // see Refused retransmissions in recall.go
+			c.refuse(p, d.SrcPort, id, d.MessageLength)
+		}
 		return nil
 	}
 	if !c.admitIncoming(p, d.SrcPort) {

@@ -33,6 +33,18 @@ import (
 // forgotten at once, so that it can fall idle. The server
 // thus pulls a backlog in at the pace its application answers, as a
 // Homa receiver pulls a message in with grants.
+//
+// Refused retransmissions are not remembered. A client retransmits each
+// byte at most once a resend interval (outMsg.allowRexmit), so a request
+// refused as it came again (answering a RESEND of the server's, or the
+// recall of a reservation that had just lapsed) would have its recall
+// ignored, and the room reserved for it would lapse unclaimed. With as
+// many such reservations as its host's bound, every request of the host
+// was refused for the room they held, and recalled in turn too soon to
+// be answered: 3 hosts of 2 clients with 17 requests each, 6 requests a
+// host at once, stalled with 12 RPCs unanswered for a simulated minute
+// (TestRecallRetransmittedRefusal). Such a request is left to its
+// client's RESEND timer, which finds the server soliciting it again.
 
 // recallKey names a refused request: its client's address and port and
 // the server's id of its RPC.

@@ -116,6 +116,53 @@ func TestRefusalsBounded(t *testing.T) {
 	}
 }
 
+// TestRecallRetransmittedRefusal: a request refused as it came again is
+// not recalled, since its client, having just retransmitted it, would
+// not answer the recall for a resend interval: the case
+// TestRecallLeavesNothing found, where the room reserved for such
+// recalls filled a host's bound, every request of the host was refused
+// for it, and 12 RPCs stayed unanswered for a simulated minute.
+func TestRecallRetransmittedRefusal(t *testing.T) {
+	n := sim.New(sim.Config{Seed: 0x587f, Jitter: 5 * time.Microsecond})
+	srv := n.Listen(serverAP, core.Config{Resend: resendPatient,
+		Limits: contract.Limits{PendingReplies: 17, PendingRepliesPerPeer: 6}})
+	execs := map[uint64]int{}
+	echo(srv, n, 2480*time.Microsecond, execs)
+	var clients []*sim.Endpoint
+	var gots []results
+	for h := range 3 {
+		for p := range 2 {
+			e := n.Listen(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(h + 1)}), uint16(40000+p)), core.Config{Resend: resendPatient})
+			clients = append(clients, e)
+			gots = append(gots, collect(e))
+		}
+	}
+	const each = 17
+	total := 0
+	for k := range each {
+		for i, e := range clients {
+			send(t, e, serverAP, request(uint64(i*each+k), 100))
+			total++
+		}
+	}
+	done := func() bool {
+		got := 0
+		for _, g := range gots {
+			got += len(g)
+		}
+		return got == total
+	}
+	if !n.RunUntil(done, n.Now()+time.Minute) {
+		st := srv.Core.Stats()
+		t.Fatalf("RPCs still running after a simulated minute: %d recalled, %d of them lapsed", st.Recalled, st.RecallsLapsed)
+	}
+	for name, k := range execs {
+		if k != 1 {
+			t.Errorf("request %d ran %d times", name, k)
+		}
+	}
+}
+
 // TestRecallLeavesNothing: whatever the bounds, the clients, the loss
 // and the handler's pace, every RPC completes, each request runs once,
 // and once all are done and a resend interval has passed the server
