@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -123,44 +124,96 @@ func TestRefusalsBounded(t *testing.T) {
 // recalls filled a host's bound, every request of the host was refused
 // for it, and 12 RPCs stayed unanswered for a simulated minute.
 func TestRecallRetransmittedRefusal(t *testing.T) {
-	n := sim.New(sim.Config{Seed: 0x587f, Jitter: 5 * time.Microsecond})
-	srv := n.Listen(serverAP, core.Config{Resend: resendPatient,
-		Limits: contract.Limits{PendingReplies: 17, PendingRepliesPerPeer: 6}})
-	execs := map[uint64]int{}
-	echo(srv, n, 2480*time.Microsecond, execs)
-	var clients []*sim.Endpoint
-	var gots []results
-	for h := range 3 {
-		for p := range 2 {
-			e := n.Listen(netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(h + 1)}), uint16(40000+p)), core.Config{Resend: resendPatient})
-			clients = append(clients, e)
-			gots = append(gots, collect(e))
-		}
+	w, err := newRecallWorld(recallCase{perPeer: 6, global: 17, hosts: 3, ports: 2, each: 17,
+		work: 2480 * time.Microsecond, seed: 0x587f})
+	if err != nil {
+		t.Fatal(err)
 	}
-	const each = 17
-	total := 0
-	for k := range each {
-		for i, e := range clients {
-			send(t, e, serverAP, request(uint64(i*each+k), 100))
-			total++
-		}
-	}
-	done := func() bool {
-		got := 0
-		for _, g := range gots {
-			got += len(g)
-		}
-		return got == total
-	}
-	if !n.RunUntil(done, n.Now()+time.Minute) {
-		st := srv.Core.Stats()
+	if !w.run() {
+		st := w.srv.Core.Stats()
 		t.Fatalf("RPCs still running after a simulated minute: %d recalled, %d of them lapsed", st.Recalled, st.RecallsLapsed)
 	}
-	for name, k := range execs {
-		if k != 1 {
-			t.Errorf("request %d ran %d times", name, k)
+	if err := w.check(); err != nil {
+		t.Error(err)
+	}
+}
+
+// recallCase is a server with bounds of requests awaiting replies and a
+// handler that answers after work, and ports clients on each of hosts
+// hosts sending each requests of 100 bytes, a round of every client at
+// a time, over a network with loss and a seed.
+type recallCase struct {
+	perPeer, global, hosts, ports, each int
+	loss                                float64
+	work                                time.Duration
+	seed                                uint64
+}
+
+// recallWorld is a recallCase running.
+type recallWorld struct {
+	n     *sim.Net
+	srv   *sim.Endpoint
+	execs map[uint64]int
+	gots  []results
+	addrs []netip.Addr // the clients' hosts
+	total int
+}
+
+// newRecallWorld sets c up and sends its requests.
+func newRecallWorld(c recallCase) (*recallWorld, error) {
+	w := &recallWorld{execs: map[uint64]int{}}
+	w.n = sim.New(sim.Config{Seed: c.seed, Loss: c.loss, Jitter: 5 * time.Microsecond})
+	w.srv = w.n.Listen(serverAP, core.Config{Resend: resendPatient,
+		Limits: contract.Limits{PendingReplies: c.global, PendingRepliesPerPeer: c.perPeer}})
+	echo(w.srv, w.n, c.work, w.execs)
+	var clients []*sim.Endpoint
+	for h := range c.hosts {
+		addr := netip.AddrFrom4([4]byte{10, 0, 1, byte(h + 1)})
+		w.addrs = append(w.addrs, addr)
+		for p := range c.ports {
+			e := w.n.Listen(netip.AddrPortFrom(addr, uint16(40000+p)), core.Config{Resend: resendPatient})
+			clients = append(clients, e)
+			w.gots = append(w.gots, collect(e))
 		}
 	}
+	for k := range c.each {
+		for i, e := range clients {
+			if _, err := e.Send(serverAP, request(uint64(i*c.each+k), 100), 0); err != nil {
+				return nil, err
+			}
+			w.total++
+		}
+	}
+	return w, nil
+}
+
+// run runs the network until every RPC has ended, for at most a
+// simulated minute, and reports whether they all did.
+func (w *recallWorld) run() bool {
+	return w.n.RunUntil(func() bool {
+		got := 0
+		for _, g := range w.gots {
+			got += len(g)
+		}
+		return got == w.total
+	}, w.n.Now()+time.Minute)
+}
+
+// check reports an RPC that failed or a request that did not run once.
+func (w *recallWorld) check() error {
+	for _, g := range w.gots {
+		for id, m := range g {
+			if m.Err != nil {
+				return fmt.Errorf("RPC %d: %v", id, m.Err)
+			}
+		}
+	}
+	for name, k := range w.execs {
+		if k != 1 {
+			return fmt.Errorf("request %d ran %d times", name, k)
+		}
+	}
+	return nil
 }
 
 // TestRecallLeavesNothing: whatever the bounds, the clients, the loss
@@ -169,64 +222,28 @@ func TestRecallRetransmittedRefusal(t *testing.T) {
 // remembers no refusal and keeps no room: its hosts can fall idle.
 func TestRecallLeavesNothing(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		perPeer := rapid.IntRange(1, 8).Draw(rt, "perPeer")
-		global := rapid.IntRange(perPeer, 3*perPeer).Draw(rt, "global")
-		hosts := rapid.IntRange(1, 3).Draw(rt, "hosts")
-		ports := rapid.IntRange(1, 3).Draw(rt, "ports")
-		each := rapid.IntRange(1, 25).Draw(rt, "each")
-		loss := rapid.SampledFrom([]float64{0, 0, 0.05}).Draw(rt, "loss")
-		work := time.Duration(rapid.IntRange(0, 3000).Draw(rt, "workµs")) * time.Microsecond
-		n := sim.New(sim.Config{Seed: rapid.Uint64().Draw(rt, "seed"), Loss: loss, Jitter: 5 * time.Microsecond})
-		srv := n.Listen(serverAP, core.Config{Resend: resendPatient,
-			Limits: contract.Limits{PendingReplies: global, PendingRepliesPerPeer: perPeer}})
-		execs := map[uint64]int{}
-		echo(srv, n, work, execs)
-		var clients []*sim.Endpoint
-		var gots []results
-		var addrs []netip.Addr
-		total := 0
-		for h := range hosts {
-			addr := netip.AddrFrom4([4]byte{10, 0, 1, byte(h + 1)})
-			addrs = append(addrs, addr)
-			for p := range ports {
-				e := n.Listen(netip.AddrPortFrom(addr, uint16(40000+p)), core.Config{Resend: resendPatient})
-				clients = append(clients, e)
-				gots = append(gots, collect(e))
-			}
+		var c recallCase
+		c.perPeer = rapid.IntRange(1, 8).Draw(rt, "perPeer")
+		c.global = rapid.IntRange(c.perPeer, 3*c.perPeer).Draw(rt, "global")
+		c.hosts = rapid.IntRange(1, 3).Draw(rt, "hosts")
+		c.ports = rapid.IntRange(1, 3).Draw(rt, "ports")
+		c.each = rapid.IntRange(1, 25).Draw(rt, "each")
+		c.loss = rapid.SampledFrom([]float64{0, 0, 0.05}).Draw(rt, "loss")
+		c.work = time.Duration(rapid.IntRange(0, 3000).Draw(rt, "workµs")) * time.Microsecond
+		c.seed = rapid.Uint64().Draw(rt, "seed")
+		w, err := newRecallWorld(c)
+		if err != nil {
+			rt.Fatal(err)
 		}
-		for k := range each {
-			for i, e := range clients {
-				if _, err := e.Send(serverAP, request(uint64(i*each+k), 100), 0); err != nil {
-					rt.Fatal(err)
-				}
-				total++
-			}
-		}
-		done := func() bool {
-			got := 0
-			for _, g := range gots {
-				got += len(g)
-			}
-			return got == total
-		}
-		if !n.RunUntil(done, n.Now()+time.Minute) {
+		if !w.run() {
 			rt.Fatal("RPCs still running after a simulated minute")
 		}
-		for _, g := range gots {
-			for id, m := range g {
-				if m.Err != nil {
-					rt.Fatalf("RPC %d: %v", id, m.Err)
-				}
-			}
+		if err := w.check(); err != nil {
+			rt.Fatal(err)
 		}
-		for name, k := range execs {
-			if k != 1 {
-				rt.Fatalf("request %d ran %d times", name, k)
-			}
-		}
-		n.Run(n.Now() + 50*time.Millisecond)
-		for _, a := range addrs {
-			if all, host, reserved := srv.Core.Refusals(a); all != 0 || host != 0 || reserved != 0 {
+		w.n.Run(w.n.Now() + 50*time.Millisecond)
+		for _, a := range w.addrs {
+			if all, host, reserved := w.srv.Core.Refusals(a); all != 0 || host != 0 || reserved != 0 {
 				rt.Fatalf("after the RPCs: %d refusals remembered (%d of host %v), %d reserved", all, host, a, reserved)
 			}
 		}
